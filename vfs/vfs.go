@@ -1,0 +1,120 @@
+// Package vfs is the file system interface through which weir's storage engine
+// (broker/log) does all of its file I/O.
+//
+// Three implementations exist:
+//
+//   - Default: the operating system. File.Sync is fdatasync(2) on Linux
+//     (fsync elsewhere); a directory opened with OpenDir syncs with fsync(2),
+//     which makes the entries created, renamed or removed in it durable.
+//   - MemFS (NewCrashableMem): an in-memory file system that records what
+//     has been made durable, so that CrashClone can produce the state a
+//     machine would find after a power loss. See the "Crash model" section
+//     below; the storage engine's durability tests rely on it exactly.
+//   - errorfs.Wrap: wraps any FS and injects errors (ENOSPC, EIO) by
+//     operation and path.
+//
+// # Crash model (MemFS)
+//
+// A MemFS keeps, besides the live ("volatile") state every operation sees,
+// a "durable" state: the state that survives a power loss. Only two
+// operations change the durable state:
+//
+//  1. File.Sync on a regular file: the file's durable contents become its
+//     current contents (length and every byte). Appends, overwrites and
+//     truncates made before the Sync survive; those made after it do not,
+//     until the next Sync. A file's data is identified by the file (the
+//     inode), not by its name: syncing data through a handle makes it
+//     durable whatever names the file has or will have.
+//  2. File.Sync on a directory opened with OpenDir: the directory's durable
+//     entry table becomes its current entry table (the names it holds and
+//     the file or sub-directory each name refers to). A Create, Rename or
+//     Remove of an entry survives a crash only once the directory that holds
+//     the entry has been synced; a Rename between two directories needs both
+//     synced (the old directory loses the entry when it is synced, the new
+//     one gains it when it is synced, independently). MkdirAll behaves like a
+//     Create of each missing directory: a new directory survives only once
+//     its parent is synced.
+//
+// CrashClone returns a new MemFS holding exactly the durable state, which
+// also becomes the new FS's live state. Reachability is by durable entries
+// from the root: a file survives iff a path of durable directory entries leads
+// to it, and then with its durable contents. Hence:
+//
+//   - a file created and written and synced, in a directory that was never
+//     synced afterwards, is lost entirely (no name refers to it);
+//   - a file whose directory entry is durable but whose data was never synced
+//     survives with length 0 (a freshly created file) or with its last synced
+//     contents;
+//   - "write tmp; sync tmp; rename tmp -> final; sync dir" is atomic: after a
+//     crash "final" is either the old file or the complete new one.
+//
+// Torn writes: CrashCloneTorn(rng) behaves like CrashClone, except that for
+// every file whose live contents extend its durable contents (the live file
+// is longer than the durable one and agrees with it up to the durable length;
+// i.e. the unsynced change is a pure append) it keeps an arbitrary prefix of
+// the unsynced tail, chosen by rng: 0 to all of the appended bytes. This is
+// what disks do to an appended, unsynced tail, and what log recovery must
+// handle. Unsynced overwrites and truncates of already-durable bytes are
+// always dropped (the durable contents are kept), so a torn clone never holds
+// bytes that were neither synced nor written.
+//
+// The model is deliberately stricter than most real file systems (ext4 with
+// data=ordered often persists more), never looser: code that is correct under
+// it is correct on a POSIX file system that honours fsync.
+package vfs
+
+import (
+	"io"
+	"os"
+)
+
+// File is an open file or directory. A File is not goroutine-safe for
+// concurrent Read/Write/Seek (as *os.File with its shared offset), but ReadAt
+// may be called concurrently with anything, and Sync/Stat may be called
+// concurrently with Write.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.Closer
+	// Sync makes the file's data and the metadata needed to read it back
+	// durable (fdatasync on Linux). On a directory opened with OpenDir it
+	// makes the directory's entries durable.
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Truncate(size int64) error
+	// Fd returns the OS file descriptor, or an invalid value (0 or
+	// ^uintptr(0)) for in-memory files.
+	Fd() uintptr
+}
+
+// FS is a file system. Implementations are goroutine-safe.
+type FS interface {
+	// Create creates the named file, or truncates it if it exists, and opens
+	// it read-write.
+	Create(name string) (File, error)
+	// OpenReadWrite opens the named file read-write, creating it if it does
+	// not exist; it does not truncate.
+	OpenReadWrite(name string) (File, error)
+	// Open opens the named file read-only.
+	Open(name string) (File, error)
+	// Remove removes the named file or empty directory.
+	Remove(name string) error
+	// RemoveAll removes name and everything it contains. It returns nil if
+	// name does not exist.
+	RemoveAll(name string) error
+	// Rename renames (moves) oldname to newname, replacing newname if it is
+	// an existing file.
+	Rename(oldname, newname string) error
+	// MkdirAll creates dir and any missing parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// OpenDir opens a directory so that its entries can be synced.
+	OpenDir(dir string) (File, error)
+	// List returns the names of the entries in dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat describes the named file or directory.
+	Stat(name string) (os.FileInfo, error)
+}
+
+// Default is the operating system's file system.
+var Default FS = osFS{}
