@@ -68,14 +68,20 @@ import (
 	"os"
 )
 
-// File is an open file or directory. A File is not goroutine-safe for
-// concurrent Read/Write/Seek (as *os.File with its shared offset), but ReadAt
-// may be called concurrently with anything, and Sync/Stat may be called
-// concurrently with Write.
+// File is an open file or directory. Like *os.File it has one offset, shared
+// by Read, Write and Seek, so those must not be called concurrently on one
+// File; ReadAt, WriteAt, Sync and Stat do not use the offset and may be called
+// concurrently with anything (except Close).
 type File interface {
 	io.Reader
 	io.ReaderAt
 	io.Writer
+	// WriteAt writes at an absolute position, extending the file (with
+	// zeros over any gap) if needed; it does not move the offset.
+	io.WriterAt
+	// Seek moves the offset used by Read and Write; Seek(0, io.SeekEnd)
+	// positions a reopened file for appending.
+	io.Seeker
 	io.Closer
 	// Sync makes the file's data and the metadata needed to read it back
 	// durable (fdatasync on Linux). On a directory opened with OpenDir it
