@@ -35,32 +35,53 @@
 //     Create of each missing directory: a new directory survives only once
 //     its parent is synced.
 //
-// CrashClone returns a new MemFS holding exactly the durable state, which
-// also becomes the new FS's live state. Reachability is by durable entries
-// from the root: a file survives iff a path of durable directory entries leads
-// to it, and then with its durable contents. Hence:
+// CrashClone returns a new, independent MemFS holding exactly the durable
+// state, which is also its live state (the strict model); it has no open
+// files, and handles on the original never affect it. Reachability is by
+// durable entries from the root: a file survives iff a path of durable
+// directory entries leads to it, and then with its durable contents. Hence:
 //
-//   - a file created and written and synced, in a directory that was never
-//     synced afterwards, is lost entirely (no name refers to it);
+//   - a file created, written and synced, whose directory entry was never
+//     synced (or whose parent directory's own entry was never synced), is
+//     lost entirely;
 //   - a file whose directory entry is durable but whose data was never synced
 //     survives with length 0 (a freshly created file) or with its last synced
 //     contents;
+//   - a removed file whose removal was not synced comes back, with its
+//     durable contents;
 //   - "write tmp; sync tmp; rename tmp -> final; sync dir" is atomic: after a
-//     crash "final" is either the old file or the complete new one.
+//     crash "final" is either the old file or the complete new one;
+//   - a rename between directories with only the new one synced leaves the
+//     file under both names (one file, as a hard link); with only the old one
+//     synced, under neither. Sync both.
 //
-// Torn writes: CrashCloneTorn(rng) behaves like CrashClone, except that for
-// every file whose live contents extend its durable contents (the live file
-// is longer than the durable one and agrees with it up to the durable length;
-// i.e. the unsynced change is a pure append) it keeps an arbitrary prefix of
-// the unsynced tail, chosen by rng: 0 to all of the appended bytes. This is
-// what disks do to an appended, unsynced tail, and what log recovery must
-// handle. Unsynced overwrites and truncates of already-durable bytes are
-// always dropped (the durable contents are kept), so a torn clone never holds
-// bytes that were neither synced nor written.
+// CrashCloneWith(CrashOptions{...}) widens the strict model with seeded
+// randomness (the zero options are CrashClone):
 //
-// The model is deliberately stricter than most real file systems (ext4 with
-// data=ordered often persists more), never looser: code that is correct under
-// it is correct on a POSIX file system that honours fsync.
+//   - TornWrites: for every file whose live contents extend its durable
+//     contents (the live file is longer and no byte below the durable length
+//     changed since the last Sync; i.e. the unsynced change is a pure
+//     append), keep a random prefix of the unsynced tail (the live bytes
+//     past the durable length, as they are at CrashCloneWith): none of it,
+//     all of it, or any length in between. This is what a disk does to an unsynced
+//     append and what log recovery must handle. A file with any other
+//     unsynced change (overwrite, truncate below the durable length) keeps
+//     exactly its durable contents, so a clone never holds bytes that were
+//     neither synced nor written.
+//   - UnsyncedEntries: apply a random prefix, in program order, of the
+//     directory operations not yet made durable (a rename is one operation,
+//     its two halves applied together), as a journaling file system that
+//     committed more than was asked. Operations already covered by a sync of
+//     their directory are never undone.
+//
+// The strict model keeps the least a POSIX file system that honours fsync
+// may keep; the options add states such file systems do produce (ext4 and
+// xfs commit directory operations in order, disks tear unsynced appends). It
+// does not model: unsynced bytes persisting out of order (a later block
+// without an earlier one), torn overwrites of durable bytes, lying disks that
+// drop synced data, or metadata such as modification times. A storage engine
+// tested under CrashClone and CrashCloneWith with both options must recover
+// from every state produced.
 package vfs
 
 import (
