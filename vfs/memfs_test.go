@@ -13,6 +13,24 @@ import (
 	"testing"
 )
 
+// must(f())(t) returns f's value, failing t on f's error.
+func must[T any](v T, err error) func(t *testing.T) T {
+	return func(t *testing.T) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+func ok(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // content returns name's content in fsys, or "<absent>".
 func content(t *testing.T, fsys FS, name string) string {
 	t.Helper()
