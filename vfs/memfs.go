@@ -220,36 +220,41 @@ func (m *MemFS) Remove(name string) error { return m.remove(name, false) }
 // RemoveAll implements FS.
 func (m *MemFS) RemoveAll(name string) error { return m.remove(name, true) }
 
-// Rename implements FS. As rename(2): it replaces an existing file, or an
-// empty directory if oldname is a directory.
+// Rename implements FS. As os.Rename: it replaces an existing file, never a
+// directory (EEXIST).
 func (m *MemFS) Rename(oldname, newname string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	linkErr := func(err error) error {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
-	op, ob, on, err := m.lookup(oldname)
-	if err == nil && on == nil {
-		err = syscall.ENOENT
+	// The checks run in the order os.Rename and rename(2) make them, so
+	// both implementations return the same error.
+	op, ob, on, oerr := m.lookup(oldname)
+	np, nb, nn, nerr := m.lookup(newname)
+	if oerr == nil && on == nil {
+		oerr = syscall.ENOENT
 	}
-	if err != nil {
-		return linkErr(err)
-	}
-	np, nb, nn, err := m.lookup(newname)
+	var err error
 	switch {
-	case err != nil:
+	case nerr == nil && nn != nil && nn.isDir && oerr != nil:
+		err = oerr
+	case nerr == nil && nn != nil && nn.isDir:
+		err = syscall.EEXIST // os.Rename never replaces a directory
+	case oerr != nil && oerr != syscall.ENOENT: // old parent unresolvable
+		err = oerr
+	case nerr != nil:
+		err = nerr
+	case oerr != nil:
+		err = oerr
 	case op == nil || np == nil:
 		err = syscall.EBUSY // the root
-	case nn == on:
-		return nil
-	case nn != nil && nn.isDir && !on.isDir:
-		err = syscall.EISDIR
-	case nn != nil && !nn.isDir && on.isDir:
-		err = syscall.ENOTDIR
-	case nn != nil && nn.isDir && len(nn.children) > 0:
-		err = syscall.ENOTEMPTY
 	case on.isDir && m.isWithin(np, on):
 		err = syscall.EINVAL
+	case nn == on:
+		return nil
+	case nn != nil && on.isDir:
+		err = syscall.ENOTDIR
 	}
 	if err != nil {
 		return linkErr(err)
@@ -358,6 +363,9 @@ func (n *memNode) resize(size int) {
 
 // writeAt writes p at off, extending n as needed.
 func (n *memNode) writeAt(p []byte, off int) {
+	if len(p) == 0 {
+		return // as pwrite(2): no extension
+	}
 	if end := off + len(p); end > len(n.data) {
 		n.resize(end)
 	}
@@ -526,11 +534,19 @@ func (f *memFile) check(op string, write bool) error {
 	return nil
 }
 
+// As on the OS: Read of no bytes succeeds on any open file; ReadAt and
+// WriteAt of no bytes succeed on any file, even a closed one.
+
 func (f *memFile) Read(p []byte) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.check("read", false); err != nil {
-		return 0, err
+	if f.closed || len(p) > 0 {
+		if err := f.check("read", false); err != nil {
+			return 0, err
+		}
+	}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	if f.pos >= int64(len(f.n.data)) {
 		return 0, io.EOF
@@ -543,11 +559,14 @@ func (f *memFile) Read(p []byte) (int, error) {
 func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.check("read", false); err != nil {
-		return 0, err
-	}
 	if off < 0 {
 		return 0, pathErr("readat", f.name, syscall.EINVAL)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := f.check("read", false); err != nil {
+		return 0, err
 	}
 	if off >= int64(len(f.n.data)) {
 		return 0, io.EOF
@@ -573,11 +592,14 @@ func (f *memFile) Write(p []byte) (int, error) {
 func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.check("write", true); err != nil {
-		return 0, err
-	}
 	if off < 0 {
 		return 0, pathErr("writeat", f.name, syscall.EINVAL)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := f.check("write", true); err != nil {
+		return 0, err
 	}
 	f.n.writeAt(p, int(off))
 	return len(p), nil
@@ -608,10 +630,10 @@ func (f *memFile) Seek(offset int64, whence int) (int64, error) {
 func (f *memFile) Truncate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.check("truncate", false); err != nil {
-		return err
+	if f.closed {
+		return pathErr("truncate", f.name, os.ErrClosed)
 	}
-	if !f.write || size < 0 {
+	if !f.write || f.n.isDir || size < 0 {
 		return pathErr("truncate", f.name, syscall.EINVAL) // as ftruncate(2)
 	}
 	f.n.resize(int(size))

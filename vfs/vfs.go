@@ -131,7 +131,7 @@ type FS interface {
 	// name does not exist.
 	RemoveAll(name string) error
 	// Rename renames (moves) oldname to newname, replacing newname if it is
-	// an existing file.
+	// an existing file; an existing directory is never replaced (EEXIST).
 	Rename(oldname, newname string) error
 	// MkdirAll creates dir and any missing parents.
 	MkdirAll(dir string, perm os.FileMode) error
