@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -352,6 +353,77 @@ func TestMemFSConcurrent(t *testing.T) {
 	for g := range 4 {
 		if fi := must(m.Stat(fmt.Sprintf("f%d", g)))(t); fi.Size() != 200 {
 			t.Fatalf("f%d size %d", g, fi.Size())
+		}
+	}
+}
+
+// TestCrashModelRandom drives random file and directory operations, with
+// crashes, against a model of the strict crash rules: a name survives iff
+// its directory entry was synced, and with the data last synced into the
+// file it then named.
+func TestCrashModelRandom(t *testing.T) {
+	type file struct{ live, durable string }
+	rng := rand.New(rand.NewPCG(7, 8))
+	m := NewCrashableMem()
+	ok(t, m.MkdirAll("d", 0o755))
+	syncDir(t, m, "")
+	live, durableDir := map[string]*file{}, map[string]*file{}
+	names := []string{"a", "b", "c", "e"}
+	for step := range 4000 {
+		x := names[rng.IntN(len(names))]
+		y := names[rng.IntN(len(names))]
+		path := "d/" + x
+		switch op := rng.IntN(12); {
+		case op < 3: // append (creating if needed); sometimes Create-truncate first
+			if live[x] == nil {
+				live[x] = &file{}
+			}
+			if op == 0 {
+				ok(t, must(m.Create(path))(t).Close())
+				live[x].live = ""
+			}
+			tok := fmt.Sprintf("%d,", step)
+			write(t, m, path, tok, false)
+			live[x].live += tok
+		case op < 6:
+			if live[x] != nil {
+				f := must(m.OpenReadWrite(path))(t)
+				ok(t, f.Sync())
+				ok(t, f.Close())
+				live[x].durable = live[x].live
+			}
+		case op < 7:
+			if live[x] != nil {
+				ok(t, m.Rename(path, "d/"+y))
+				if x != y {
+					live[y] = live[x]
+					delete(live, x)
+				}
+			}
+		case op < 8:
+			if live[x] != nil {
+				ok(t, m.Remove(path))
+				delete(live, x)
+			}
+		case op < 10:
+			syncDir(t, m, "d")
+			durableDir = maps.Clone(live)
+		default: // crash, check, and continue on the crashed file system
+			m = m.CrashClone()
+			want := slices.Sorted(maps.Keys(durableDir))
+			if got := must(m.List("d"))(t); !slices.Equal(got, want) {
+				t.Fatalf("step %d: names %v, want %v", step, got, want)
+			}
+			live = map[string]*file{}
+			for name, f := range durableDir {
+				if got := content(t, m, "d/"+name); got != f.durable {
+					t.Fatalf("step %d: %s = %q, want %q", step, name, got, f.durable)
+				}
+				// The same file under two names stays one file.
+				f.live = f.durable
+				live[name] = f
+			}
+			durableDir = maps.Clone(live)
 		}
 	}
 }
