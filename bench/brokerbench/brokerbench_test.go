@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as the harness's child process:
+// Run re-executes Config.Exe (here the test binary) as "serve <target>".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == serveCommand {
+		os.Exit(serveMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func tinyConfig(t *testing.T) Config {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Records = 2000
+	cfg.Rate = 2000
+	cfg.RateDuration = 300 * time.Millisecond
+	cfg.WidePartitions = 20
+	cfg.Settle = 100 * time.Millisecond
+	cfg.PhaseTimeout = 20 * time.Second
+	cfg.Dir = t.TempDir()
+	cfg.Exe = exe
+	return cfg
+}
+
+// TestEndToEnd runs the whole harness with a tiny workload against every
+// target built in and checks that every record was read back and the report
+// is complete. It does not look at any speed.
+func TestEndToEnd(t *testing.T) {
+	cfg := tinyConfig(t)
+	var log bytes.Buffer
+	cfg.Log = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\nlog:\n%s", err, log.String())
+	}
+	if len(rep.Results) != len(cfg.Targets) {
+		t.Fatalf("%d results for %d targets", len(rep.Results), len(cfg.Targets))
+	}
+	for _, r := range rep.Results {
+		if !weirBuiltIn && r.Target == targetWeir {
+			// Built without weir: the weir target must fail clearly
+			// without stopping the others.
+			if !strings.Contains(r.Err, "not built in") {
+				t.Errorf("weir without the broker built in: err %q", r.Err)
+			}
+			continue
+		}
+		if r.Err != "" {
+			t.Errorf("%s failed: %s", r.Target, r.Err)
+			continue
+		}
+		if r.Read.Distinct != cfg.Records || r.Read.Foreign != 0 {
+			t.Errorf("%s: read %+v, want %d distinct records", r.Target, r.Read, cfg.Records)
+		}
+		if r.Latency.Count != cfg.rateRecords() {
+			t.Errorf("%s: %d latencies, want %d", r.Target, r.Latency.Count, cfg.rateRecords())
+		}
+		if r.Latency.P50 <= 0 || r.Latency.P99 < r.Latency.P50 || r.Latency.Max < r.Latency.P999 {
+			t.Errorf("%s: implausible latency summary %+v", r.Target, r.Latency)
+		}
+		if r.Produce.Wall <= 0 || r.Consume.Wall <= 0 || r.Produce.BrokerCPU < 0 || r.Consume.BrokerCPU < 0 {
+			t.Errorf("%s: bad phase figures produce %+v consume %+v", r.Target, r.Produce, r.Consume)
+		}
+		if r.IdleRSS <= 0 || r.PeakRSS < r.IdleRSS {
+			t.Errorf("%s: idle RSS %d, peak %d", r.Target, r.IdleRSS, r.PeakRSS)
+		}
+		if isKafka(r.Target) && r.WideRSS <= 0 {
+			t.Errorf("%s: no RSS with the wide topic", r.Target)
+		}
+	}
+
+	md := rep.Markdown()
+	for _, m := range metrics {
+		if !strings.Contains(md, "| "+m.name+" | "+m.unit+" |") {
+			t.Errorf("report lacks row %q (%s)", m.name, m.unit)
+		}
+	}
+	header := "| metric | unit | " + strings.Join(cfg.Targets, " | ") + " | weir/kfake | target | verdict | weir/nats |"
+	if !strings.Contains(md, header) {
+		t.Errorf("report lacks header %q:\n%s", header, md)
+	}
+	if weirBuiltIn {
+		if strings.Contains(md, "failed") || strings.Contains(md, "n/a (not measured)") {
+			t.Errorf("complete run but the report shows a missing figure:\n%s", md)
+		}
+		if n := strings.Count(md, "PASS") + strings.Count(md, "MISS"); n != 6 {
+			t.Errorf("%d verdicts, want 6 (one per target of the issue):\n%s", n, md)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("report:\n%s\nlog:\n%s", md, log.String())
+	}
+}
+
+// TestChildFailsClearly checks that a broker that cannot start is reported
+// with its stderr, not as a hang.
+func TestChildFailsClearly(t *testing.T) {
+	cfg := tinyConfig(t)
+	_, err := startChild(context.Background(), cfg, "no-such-target", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `unknown target "no-such-target"`) {
+		t.Fatalf("err = %v, want the child's unknown-target message", err)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// The command name may contain spaces and parentheses.
+	stat := "1234 (weird ) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 12345 1000 200 18446744073709551615\n"
+	got, err := parseStatCPU([]byte(stat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3.25; got != want {
+		t.Fatalf("cpu = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"", "1 (x S 1 2", "1 (x) S 1 2 3", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 zz 1 0"} {
+		if _, err := parseStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseStatCPU(%q): no error", bad)
+		}
+	}
+	// Our own process parses.
+	if _, err := procCPU(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseStatusRSS(t *testing.T) {
+	status := "Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads:\t3\n"
+	cur, peak, err := parseStatusRSS([]byte(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur != 1024<<10 || peak != 2048<<10 {
+		t.Fatalf("cur %d peak %d", cur, peak)
+	}
+	for _, bad := range []string{"", "VmRSS:\t1 kB\n", "VmRSS:\tx kB\nVmHWM:\t1 kB\n", "VmRSS:\t1 MB\nVmHWM:\t1 kB\n"} {
+		if _, _, err := parseStatusRSS([]byte(bad)); err == nil {
+			t.Errorf("parseStatusRSS(%q): no error", bad)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	lat := make([]time.Duration, 1000)
+	for i := range lat {
+		lat[len(lat)-1-i] = time.Duration(i+1) * time.Millisecond // descending: summarize sorts
+	}
+	got := summarize(lat)
+	want := Latency{Count: 1000, P50: 500 * time.Millisecond, P99: 990 * time.Millisecond, P999: 999 * time.Millisecond, Max: time.Second}
+	if got != want {
+		t.Fatalf("summarize = %+v, want %+v", got, want)
+	}
+	if lat[0] != time.Second {
+		t.Fatal("summarize modified its input")
+	}
+	if (summarize(nil) != Latency{}) {
+		t.Fatal("empty summary not zero")
+	}
+}
+
+func TestPacer(t *testing.T) {
+	start := time.Unix(100, 0)
+	p := pacer{start: start, rate: 1000}
+	if got := p.due(1500); !got.Equal(start.Add(1500 * time.Millisecond)) {
+		t.Fatalf("due(1500) = %v", got.Sub(start))
+	}
+	cases := []struct {
+		at   time.Duration
+		want int
+	}{{-time.Second, 0}, {0, 1}, {999 * time.Microsecond, 1}, {time.Millisecond, 2}, {time.Hour, 50}}
+	for _, c := range cases {
+		if got := p.dueBy(start.Add(c.at), 50); got != c.want {
+			t.Errorf("dueBy(%v) = %d, want %d", c.at, got, c.want)
+		}
+	}
+}
+
+func TestReadTracker(t *testing.T) {
+	pl := newPayloads(16, 4)
+	tr := newReadTracker(3)
+	for _, i := range []int{2, 0, 0, 7} {
+		tr.add(pl.get(i))
+	}
+	tr.add([]byte{1, 2})
+	if tr.complete() {
+		t.Fatal("complete without index 1")
+	}
+	tr.add(pl.get(1))
+	want := readStats{Records: 6, Distinct: 3, Duplicates: 1, Foreign: 2}
+	if !tr.complete() || tr.st != want {
+		t.Fatalf("stats %+v complete %v, want %+v", tr.st, tr.complete(), want)
+	}
+}
+
+func TestRoundOrder(t *testing.T) {
+	ts := []string{"a", "b", "c"}
+	for round, want := range []string{"a,b,c", "b,c,a", "c,a,b", "a,b,c"} {
+		if got := strings.Join(roundOrder(ts, "alternate", round, nil), ","); got != want {
+			t.Errorf("alternate round %d = %s, want %s", round, got, want)
+		}
+	}
+	if got := strings.Join(roundOrder(ts, "fixed", 1, nil), ","); got != "a,b,c" {
+		t.Errorf("fixed = %s", got)
+	}
+	if strings.Join(ts, ",") != "a,b,c" {
+		t.Error("roundOrder modified its input")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := map[string]func(*Config){
+		"no targets":      func(c *Config) { c.Targets = nil },
+		"unknown target":  func(c *Config) { c.Targets = []string{"kafka"} },
+		"duplicate":       func(c *Config) { c.Targets = []string{"nats", "nats"} },
+		"records":         func(c *Config) { c.Records = 0 },
+		"record size":     func(c *Config) { c.RecordSize = 7 },
+		"rate":            func(c *Config) { c.Rate = 0 },
+		"rate duration":   func(c *Config) { c.RateDuration = 0 },
+		"repeat":          func(c *Config) { c.Repeat = 0 },
+		"order":           func(c *Config) { c.Order = "sideways" },
+		"wide partitions": func(c *Config) { c.WidePartitions = -1 },
+	}
+	for name, mut := range bad {
+		c := DefaultConfig()
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	if _, err := parseFlags([]string{"--records", "10", "--targets", "nats, kfake"}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseFlags([]string{"extra"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("stray argument accepted")
+	}
+}

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is one target's run in one round.
+type Result struct {
+	Target   string
+	Round    int
+	Position int    // 1-based position in the round's order
+	Err      string // non-empty: the run failed here; later figures are missing
+
+	IdleRSS int64 // bytes, one Settle after start, before any topic exists
+	PeakRSS int64 // VmHWM after the fixed-rate phase
+	WideRSS int64 // bytes, fresh broker with Config.WidePartitions partitions written (Kafka targets)
+
+	Produce Phase
+	Consume Phase
+	Fixed   Phase
+	Read    readStats
+	Latency Latency
+}
+
+// payloadGB is the record-value volume of the throughput phase in GB (1e9 bytes).
+func payloadGB(cfg Config) float64 { return float64(cfg.Records) * float64(cfg.RecordSize) / 1e9 }
+
+func (r Result) summary() string {
+	return fmt.Sprintf("produce %.0f rec/s (broker %.2f CPU-s), consume %.0f rec/s (broker %.2f CPU-s), "+
+		"p50/p99 at fixed rate %.2f/%.2f ms, idle RSS %.1f MB, wide RSS %.1f MB",
+		recPerSec(r.Produce.Wall, r.Read.Distinct), r.Produce.BrokerCPU,
+		recPerSec(r.Consume.Wall, r.Read.Distinct), r.Consume.BrokerCPU,
+		ms(r.Latency.P50), ms(r.Latency.P99), mb(r.IdleRSS), mb(r.WideRSS))
+}
+
+func recPerSec(d time.Duration, n int) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func mb(b int64) float64 { return float64(b) / 1e6 }
+
+// metric is one row of the report.
+type metric struct {
+	name  string
+	unit  string
+	lower bool // lower is better
+	kafka bool // measured for Kafka targets only
+	value func(r Result, cfg Config) float64
+	// target, if set, is the issue's goal for weir: ratio to kfake, or an
+	// absolute bound (abs) on weir's value.
+	target *goal
+}
+
+type goal struct {
+	text string
+	pass func(weir, ratioKfake float64) bool
+	abs  bool
+}
+
+var metrics = []metric{
+	{name: "produce throughput", unit: "records/s", value: func(r Result, c Config) float64 {
+		return recPerSec(r.Produce.Wall, c.Records)
+	}, target: &goal{text: "weir/kfake >= 1.0", pass: func(_, q float64) bool { return q >= 1.0 }}},
+	{name: "produce throughput", unit: "MB/s", value: func(r Result, c Config) float64 {
+		return payloadGB(c) * 1e3 / r.Produce.Wall.Seconds()
+	}},
+	{name: "consume throughput", unit: "records/s", value: func(r Result, c Config) float64 {
+		return recPerSec(r.Consume.Wall, c.Records)
+	}},
+	{name: "consume throughput", unit: "MB/s", value: func(r Result, c Config) float64 {
+		return payloadGB(c) * 1e3 / r.Consume.Wall.Seconds()
+	}},
+	{name: "broker CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
+		return r.Produce.BrokerCPU / payloadGB(c)
+	}, target: &goal{text: "weir/kfake <= 0.6", pass: func(_, q float64) bool { return q <= 0.6 }}},
+	{name: "broker CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
+		return r.Consume.BrokerCPU / payloadGB(c)
+	}, target: &goal{text: "weir/kfake <= 0.5", pass: func(_, q float64) bool { return q <= 0.5 }}},
+	{name: "client CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
+		return r.Produce.ClientCPU / payloadGB(c)
+	}},
+	{name: "client CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
+		return r.Consume.ClientCPU / payloadGB(c)
+	}},
+	{name: "produce latency p50 at fixed rate", unit: "ms", lower: true, value: func(r Result, _ Config) float64 {
+		return ms(r.Latency.P50)
+	}},
+	{name: "produce latency p99 at fixed rate", unit: "ms", lower: true, value: func(r Result, _ Config) float64 {
+		return ms(r.Latency.P99)
+	}, target: &goal{text: "weir/kfake <= 0.5", pass: func(_, q float64) bool { return q <= 0.5 }}},
+	{name: "produce latency p99.9 at fixed rate", unit: "ms", lower: true, value: func(r Result, _ Config) float64 {
+		return ms(r.Latency.P999)
+	}},
+	{name: "produce latency max at fixed rate", unit: "ms", lower: true, value: func(r Result, _ Config) float64 {
+		return ms(r.Latency.Max)
+	}},
+	{name: "idle RSS", unit: "MB", lower: true, value: func(r Result, _ Config) float64 {
+		return mb(r.IdleRSS)
+	}, target: &goal{text: "weir < 50 MB", abs: true, pass: func(w, _ float64) bool { return w < 50 }}},
+	{name: "peak RSS during workload", unit: "MB", lower: true, value: func(r Result, _ Config) float64 {
+		return mb(r.PeakRSS)
+	}},
+	{name: "RSS with wide topic", unit: "MB", lower: true, kafka: true, value: func(r Result, _ Config) float64 {
+		return mb(r.WideRSS)
+	}, target: &goal{text: "weir < 300 MB", abs: true, pass: func(w, _ float64) bool { return w < 300 }}},
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Report is the outcome of one invocation.
+type Report struct {
+	Config   Config
+	Command  string
+	Started  time.Time
+	Finished time.Time
+	Orders   [][]string // target order of each round
+	Results  []Result
+}
+
+// Failed reports whether any run failed.
+func (rep *Report) Failed() bool {
+	return slices.ContainsFunc(rep.Results, func(r Result) bool { return r.Err != "" })
+}
+
+// ok returns the successful results of target.
+func (rep *Report) ok(target string) []Result {
+	var out []Result
+	for _, r := range rep.Results {
+		if r.Target == target && r.Err == "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// median returns the median of m over target's successful runs.
+func (rep *Report) median(m metric, target string) (float64, bool) {
+	rs := rep.ok(target)
+	if len(rs) == 0 || (m.kafka && !isKafka(target)) || (m.kafka && rep.Config.WidePartitions == 0) {
+		return 0, false
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = m.value(r, rep.Config)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2], true
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
+}
+
+// Markdown renders the report: the summary table with ratios and targets,
+// the runs, and the definitions.
+func (rep *Report) Markdown() string {
+	cfg := rep.Config
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Broker benchmark: weir vs kfake (durable) vs NATS JetStream\n\n")
+	fmt.Fprintf(&b, "- Date: %s (%.0f s)\n", rep.Started.Format(time.RFC3339), rep.Finished.Sub(rep.Started).Seconds())
+	if rep.Command != "" {
+		fmt.Fprintf(&b, "- Command: `%s`\n", rep.Command)
+	}
+	fmt.Fprintf(&b, "- Machine: %s\n", machineFacts())
+	fmt.Fprintf(&b, "- Workload: 1 topic, %d partitions (NATS: one stream, %d subjects), %d B records, acks=all, "+
+		"%d records produced then read back in full; then %v at a fixed %d records/s with linger 0 (%d records)",
+		cfg.Partitions, cfg.Partitions, cfg.RecordSize, cfg.Records, cfg.RateDuration, cfg.Rate, cfg.rateRecords())
+	if cfg.WidePartitions > 0 {
+		fmt.Fprintf(&b, "; RSS with a %d-partition topic, one record written to each (Kafka targets)", cfg.WidePartitions)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "- Rounds: %d, order %s:", cfg.Repeat, cfg.Order)
+	for i, o := range rep.Orders {
+		fmt.Fprintf(&b, " %d=%s", i+1, strings.Join(o, ","))
+	}
+	b.WriteString(". Figures are medians over the successful runs of each target.\n\n")
+
+	cols := cfg.Targets
+	has := func(t string) bool { return slices.Contains(cols, t) }
+	b.WriteString("| metric | unit |")
+	for _, t := range cols {
+		fmt.Fprintf(&b, " %s |", t)
+	}
+	showK, showN := has(targetWeir) && has(targetKfake), has(targetWeir) && has(targetNATS)
+	if showK {
+		b.WriteString(" weir/kfake | target | verdict |")
+	}
+	if showN {
+		b.WriteString(" weir/nats |")
+	}
+	b.WriteString("\n|---|---|")
+	for range cols {
+		b.WriteString("---:|")
+	}
+	if showK {
+		b.WriteString("---:|---|---|")
+	}
+	if showN {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	for _, m := range metrics {
+		fmt.Fprintf(&b, "| %s | %s |", m.name, m.unit)
+		for _, t := range cols {
+			fmt.Fprintf(&b, " %s |", rep.cell(m, t))
+		}
+		w, wok := rep.median(m, targetWeir)
+		if showK {
+			k, kok := rep.median(m, targetKfake)
+			q, qok := ratio(w, k, wok && kok)
+			fmt.Fprintf(&b, " %s |", fmtRatio(q, qok))
+			if m.target == nil {
+				b.WriteString(" | |")
+			} else {
+				verdict := "n/a (not measured)"
+				switch {
+				case m.target.abs && wok:
+					verdict = passMiss(m.target.pass(w, 0))
+				case !m.target.abs && qok:
+					verdict = passMiss(m.target.pass(w, q))
+				}
+				fmt.Fprintf(&b, " %s | %s |", m.target.text, verdict)
+			}
+		}
+		if showN {
+			n, nok := rep.median(m, targetNATS)
+			q, qok := ratio(w, n, wok && nok)
+			fmt.Fprintf(&b, " %s |", fmtRatio(q, qok))
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString("\n## Runs\n\n")
+	b.WriteString("| round | pos | target | produce rec/s | consume rec/s | broker CPU-s prod | broker CPU-s cons | p50 ms | p99 ms | idle RSS MB | wide RSS MB | read back | error |\n")
+	b.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rep.Results {
+		read := fmt.Sprintf("%d/%d", r.Read.Distinct, cfg.Records)
+		if r.Read.Duplicates > 0 || r.Read.Foreign > 0 {
+			read += fmt.Sprintf(" (+%d dup, %d foreign)", r.Read.Duplicates, r.Read.Foreign)
+		}
+		fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %s | %s |\n",
+			r.Round, r.Position, r.Target,
+			recPerSec(r.Produce.Wall, cfg.Records), recPerSec(r.Consume.Wall, cfg.Records),
+			r.Produce.BrokerCPU, r.Consume.BrokerCPU,
+			ms(r.Latency.P50), ms(r.Latency.P99), mb(r.IdleRSS), wideCell(r, cfg), read, mdEscape(r.Err))
+	}
+
+	b.WriteString(`
+## Definitions
+
+- Each broker runs as a child process of the harness (the harness binary re-executed with the hidden
+  "serve" subcommand), in a fresh data directory; the client (franz-go kgo, or nats.go) runs in the harness.
+  Both share the machine's cores.
+- GB = 1e9 bytes of record values (the throughput phase's records x record size); protocol overhead excluded.
+- Broker CPU = utime+stime of the broker process from /proc/<pid>/stat, sampled before and after the phase
+  (10 ms resolution). Client CPU = the harness process (getrusage), which includes the harness's own bookkeeping.
+- Produce: acks=all, idempotence off, up to 5 produce requests in flight, default linger (10 ms), no compression,
+  records spread round-robin over the partitions. NATS: async publish with a bounded number of pending acks.
+  The phase ends when the last record is acknowledged.
+- Consume: a fresh consumer reads from the start until every record index has been seen; the value of each
+  record carries its index, so duplicates and missing records are counted (the run fails if any is missing).
+- Fixed rate: records are scheduled at exact intervals; latency runs from the scheduled send time to the ack,
+  so a stall that delays sending is counted (no coordinated omission). Nearest-rank percentiles.
+- Idle RSS: VmRSS one second after the broker reports its address. Peak RSS: VmHWM after the workload.
+  Wide RSS: VmRSS of a fresh broker one second after a topic with the wide partition count was created and one
+  record written to each partition.
+- Durability: weir with its default sync policy (fsync before an acks=all answer); kfake with DataDir +
+  SyncWrites (fsync per produced batch); NATS JetStream with file storage and sync_always.
+`)
+	return b.String()
+}
+
+func (rep *Report) cell(m metric, target string) string {
+	if m.kafka && !isKafka(target) {
+		return "—"
+	}
+	v, ok := rep.median(m, target)
+	if !ok {
+		if len(rep.ok(target)) == 0 {
+			return "failed"
+		}
+		return "—"
+	}
+	return fmtVal(v)
+}
+
+func wideCell(r Result, cfg Config) string {
+	if !isKafka(r.Target) || cfg.WidePartitions == 0 || r.WideRSS == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", mb(r.WideRSS))
+}
+
+func ratio(a, b float64, ok bool) (float64, bool) {
+	if !ok || b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return 0, false
+	}
+	return a / b, true
+}
+
+func fmtRatio(q float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fx", q)
+}
+
+func fmtVal(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func passMiss(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+func mdEscape(s string) string {
+	s = strings.ReplaceAll(s, "|", "\\|")
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// machineFacts describes the machine: CPU model and count, kernel, Go.
+func machineFacts() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%d CPUs (%s), GOMAXPROCS %d, Linux %s, %s %s/%s",
+		runtime.NumCPU(), model, runtime.GOMAXPROCS(0), kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Target names. Each is started by "brokerbench serve <name>".
+const (
+	targetWeir  = "weir"
+	targetKfake = "kfake"
+	targetNATS  = "nats"
+)
+
+var allTargets = []string{targetWeir, targetKfake, targetNATS}
+
+// isKafka reports whether a target speaks the Kafka protocol.
+func isKafka(target string) bool { return target == targetWeir || target == targetKfake }
+
+// Config is one benchmark invocation.
+type Config struct {
+	Targets        []string
+	Records        int           // throughput phase: records produced and read back
+	RecordSize     int           // bytes per record value
+	Partitions     int           // partitions of the topic / subjects of the stream
+	Rate           int           // records/s of the fixed-rate phase
+	RateDuration   time.Duration // length of the fixed-rate phase
+	WidePartitions int           // partitions for the RSS phase (Kafka targets); 0 skips it
+	Repeat         int           // rounds
+	Order          string        // alternate | random | fixed
+	Seed           int64         // for Order == "random"; 0 = time-based
+	InFlight       int           // NATS max pending async publishes
+	KafkaInFlight  int           // kgo produce requests in flight per broker
+	PhaseTimeout   time.Duration // bound on each phase
+	Settle         time.Duration // wait before reading idle RSS
+	Dir            string        // parent of the data directories; "" = temp dir
+	Keep           bool          // keep data directories
+	Out            string        // report file (main only)
+	Verbose        bool          // brokers' stderr to Log
+
+	// Exe is the binary re-executed as "Exe serve <target> --dir D".
+	Exe string
+	// Log receives progress lines (and the brokers' logs when Verbose).
+	Log io.Writer
+}
+
+// DefaultConfig is the workload of issue 3.
+func DefaultConfig() Config {
+	return Config{
+		Targets:        slices.Clone(allTargets),
+		Records:        500_000,
+		RecordSize:     1024,
+		Partitions:     12,
+		Rate:           20_000,
+		RateDuration:   3 * time.Second,
+		WidePartitions: 1000,
+		Repeat:         1,
+		Order:          "alternate",
+		InFlight:       4096,
+		KafkaInFlight:  5,
+		PhaseTimeout:   10 * time.Minute,
+		Settle:         time.Second,
+	}
+}
+
+// Validate reports a configuration the harness cannot run.
+func (c *Config) Validate() error {
+	if len(c.Targets) == 0 {
+		return errors.New("no targets")
+	}
+	seen := map[string]bool{}
+	for _, t := range c.Targets {
+		if !slices.Contains(allTargets, t) {
+			return fmt.Errorf("unknown target %q (want %v)", t, allTargets)
+		}
+		if seen[t] {
+			return fmt.Errorf("target %q listed twice", t)
+		}
+		seen[t] = true
+	}
+	switch {
+	case c.Records < 1:
+		return errors.New("--records must be >= 1")
+	case c.RecordSize < 8:
+		return errors.New("--record-size must be >= 8 (the record index is stored in the first 8 bytes)")
+	case c.Partitions < 1:
+		return errors.New("--partitions must be >= 1")
+	case c.Rate < 1:
+		return errors.New("--rate must be >= 1")
+	case c.RateDuration <= 0:
+		return errors.New("--rate-duration must be > 0")
+	case c.WidePartitions < 0:
+		return errors.New("--wide-partitions must be >= 0")
+	case c.Repeat < 1:
+		return errors.New("--repeat must be >= 1")
+	case c.InFlight < 1 || c.KafkaInFlight < 1:
+		return errors.New("in-flight limits must be >= 1")
+	case c.PhaseTimeout <= 0:
+		return errors.New("--phase-timeout must be > 0")
+	}
+	switch c.Order {
+	case "alternate", "random", "fixed":
+	default:
+		return fmt.Errorf("--order %q: want alternate, random or fixed", c.Order)
+	}
+	return nil
+}
+
+// rateRecords is the number of records sent in the fixed-rate phase.
+func (c *Config) rateRecords() int {
+	n := int(float64(c.Rate) * c.RateDuration.Seconds())
+	return max(n, 1)
+}
+
+// Run executes every round and returns the report. A target that fails is
+// recorded in its Result (Err) and the run goes on with the others; Run
+// itself fails only on setup errors or cancellation.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Exe == "" {
+		return nil, errors.New("Config.Exe is required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = time.Second
+	}
+	base := cfg.Dir
+	if base == "" {
+		d, err := os.MkdirTemp("", "brokerbench-")
+		if err != nil {
+			return nil, err
+		}
+		base = d
+		if !cfg.Keep {
+			defer os.RemoveAll(d)
+		}
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+	rep := &Report{Config: cfg, Started: time.Now().UTC()}
+	for round := 0; round < cfg.Repeat; round++ {
+		order := roundOrder(cfg.Targets, cfg.Order, round, rng)
+		rep.Orders = append(rep.Orders, order)
+		for pos, target := range order {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(cfg.Log, "round %d/%d: %s\n", round+1, cfg.Repeat, target)
+			dir := filepath.Join(base, fmt.Sprintf("%s-r%d", target, round+1))
+			res := runTarget(ctx, cfg, target, dir)
+			res.Round, res.Position = round+1, pos+1
+			if res.Err != "" {
+				fmt.Fprintf(cfg.Log, "  %s FAILED: %s\n", target, res.Err)
+			} else {
+				fmt.Fprintf(cfg.Log, "  %s\n", res.summary())
+			}
+			rep.Results = append(rep.Results, res)
+			if !cfg.Keep {
+				os.RemoveAll(dir)
+			}
+		}
+	}
+	rep.Finished = time.Now().UTC()
+	return rep, nil
+}
+
+// roundOrder returns the target order of one round: "alternate" rotates the
+// list by one each round so each target runs first, second, ... equally
+// often; "random" shuffles; "fixed" keeps the given order.
+func roundOrder(targets []string, mode string, round int, rng *rand.Rand) []string {
+	out := slices.Clone(targets)
+	switch mode {
+	case "alternate":
+		k := round % len(out)
+		out = append(out[k:], out[:k]...)
+	case "random":
+		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	}
+	return out
+}
+
+// driver runs the workload's client side against one target.
+type driver interface {
+	// setup creates the benchmark topic (stream).
+	setup(ctx context.Context) error
+	// produce writes records [0, n) and returns once every one is acked.
+	produce(ctx context.Context, n int) error
+	// consume reads from the start until n records have arrived.
+	consume(ctx context.Context, n int) (readStats, error)
+	// fixedRate sends count records (indices from first) at rate/s with
+	// linger 0 and returns each record's latency from its scheduled send
+	// time to its ack, in index order.
+	fixedRate(ctx context.Context, first, count, rate int) ([]time.Duration, error)
+	close()
+}
+
+// wideDriver is implemented by Kafka targets: create a topic with n
+// partitions and write one record to each.
+type wideDriver interface {
+	wide(ctx context.Context, n int) error
+}
+
+type readStats struct {
+	Records    int // records received
+	Distinct   int // distinct indices in [0, n)
+	Duplicates int
+	Foreign    int // indices outside [0, n): must be 0
+}
+
+func newDriver(target, addr string, cfg Config) (driver, error) {
+	if isKafka(target) {
+		return newKafkaDriver(addr, cfg)
+	}
+	return newNATSDriver(addr, cfg)
+}
+
+// runTarget runs the whole workload against one fresh child process (and a
+// second one for the wide-partitions phase).
+func runTarget(ctx context.Context, cfg Config, target, dir string) Result {
+	res := Result{Target: target}
+	if err := runThroughput(ctx, cfg, target, filepath.Join(dir, "data"), &res); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	if cfg.WidePartitions > 0 && isKafka(target) {
+		if err := runWide(ctx, cfg, target, filepath.Join(dir, "wide"), &res); err != nil {
+			res.Err = fmt.Sprintf("wide partitions: %v", err)
+		}
+	}
+	return res
+}
+
+func runThroughput(ctx context.Context, cfg Config, target, dir string, res *Result) (err error) {
+	ch, err := startChild(ctx, cfg, target, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := ch.stop(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := sleepCtx(ctx, cfg.Settle); err != nil {
+		return err
+	}
+	if res.IdleRSS, _, err = ch.rss(); err != nil {
+		return err
+	}
+
+	d, err := newDriver(target, ch.addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if err := phase(ctx, cfg, "setup", d.setup); err != nil {
+		return err
+	}
+
+	// Produce.
+	var m measure
+	if err := m.start(ch); err != nil {
+		return err
+	}
+	if err := phase(ctx, cfg, "produce", func(ctx context.Context) error { return d.produce(ctx, cfg.Records) }); err != nil {
+		return err
+	}
+	if res.Produce, err = m.stop(ch); err != nil {
+		return err
+	}
+
+	// Full read.
+	if err := m.start(ch); err != nil {
+		return err
+	}
+	var rs readStats
+	if err := phase(ctx, cfg, "consume", func(ctx context.Context) error {
+		var err error
+		rs, err = d.consume(ctx, cfg.Records)
+		return err
+	}); err != nil {
+		return err
+	}
+	if res.Consume, err = m.stop(ch); err != nil {
+		return err
+	}
+	res.Read = rs
+	if rs.Distinct != cfg.Records || rs.Foreign != 0 {
+		return fmt.Errorf("read back %d distinct of %d records (%d duplicates, %d foreign)",
+			rs.Distinct, cfg.Records, rs.Duplicates, rs.Foreign)
+	}
+
+	// Fixed rate.
+	if err := m.start(ch); err != nil {
+		return err
+	}
+	var lat []time.Duration
+	if err := phase(ctx, cfg, "fixed-rate", func(ctx context.Context) error {
+		var err error
+		lat, err = d.fixedRate(ctx, cfg.Records, cfg.rateRecords(), cfg.Rate)
+		return err
+	}); err != nil {
+		return err
+	}
+	if res.Fixed, err = m.stop(ch); err != nil {
+		return err
+	}
+	res.Latency = summarize(lat)
+	if _, res.PeakRSS, err = ch.rss(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func runWide(ctx context.Context, cfg Config, target, dir string, res *Result) (err error) {
+	ch, err := startChild(ctx, cfg, target, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := ch.stop(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	d, err := newDriver(target, ch.addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	wd, ok := d.(wideDriver)
+	if !ok {
+		return fmt.Errorf("target %s has no partitions phase", target)
+	}
+	if err := phase(ctx, cfg, "wide", func(ctx context.Context) error { return wd.wide(ctx, cfg.WidePartitions) }); err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, cfg.Settle); err != nil {
+		return err
+	}
+	res.WideRSS, _, err = ch.rss()
+	return err
+}
+
+// phase runs fn under the phase timeout and names the phase in its error.
+func phase(ctx context.Context, cfg Config, name string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// measure samples wall time, the broker's CPU and the harness's own CPU
+// around one phase.
+type measure struct {
+	t0             time.Time
+	broker0, self0 float64
+}
+
+// Phase is what one phase cost.
+type Phase struct {
+	Wall      time.Duration
+	BrokerCPU float64 // seconds (utime+stime of the broker process)
+	ClientCPU float64 // seconds (utime+stime of the harness process)
+}
+
+func (m *measure) start(ch *child) error {
+	b, err := ch.cpu()
+	if err != nil {
+		return err
+	}
+	m.broker0, m.self0, m.t0 = b, selfCPU(), time.Now()
+	return nil
+}
+
+func (m *measure) stop(ch *child) (Phase, error) {
+	wall := time.Since(m.t0)
+	b, err := ch.cpu()
+	if err != nil {
+		return Phase{}, err
+	}
+	return Phase{Wall: wall, BrokerCPU: b - m.broker0, ClientCPU: selfCPU() - m.self0}, nil
+}
