@@ -17,6 +17,10 @@ import (
 // InvalidFd is what Fd returns for a file that has no OS file descriptor.
 const InvalidFd = ^uintptr(0)
 
+// MaxMemFileSize bounds a MemFS file: a write or truncate that would make a
+// file larger fails with EFBIG instead of exhausting memory.
+const MaxMemFileSize = 1 << 30
+
 // MemFS is an in-memory FS that records what has been made durable, so that
 // CrashClone can produce the state after a simulated power loss (the crash
 // model is in the package doc). It is goroutine-safe: one mutex guards the
@@ -584,6 +588,9 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if err := f.check("write", true); err != nil {
 		return 0, err
 	}
+	if f.pos > MaxMemFileSize-int64(len(p)) { // no overflow
+		return 0, pathErr("write", f.name, syscall.EFBIG)
+	}
 	f.n.writeAt(p, int(f.pos))
 	f.pos += int64(len(p))
 	return len(p), nil
@@ -600,6 +607,9 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	}
 	if err := f.check("write", true); err != nil {
 		return 0, err
+	}
+	if off > MaxMemFileSize-int64(len(p)) {
+		return 0, pathErr("writeat", f.name, syscall.EFBIG)
 	}
 	f.n.writeAt(p, int(off))
 	return len(p), nil
@@ -635,6 +645,9 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	if !f.write || f.n.isDir || size < 0 {
 		return pathErr("truncate", f.name, syscall.EINVAL) // as ftruncate(2)
+	}
+	if size > MaxMemFileSize {
+		return pathErr("truncate", f.name, syscall.EFBIG)
 	}
 	f.n.resize(int(size))
 	return nil

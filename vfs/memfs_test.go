@@ -7,10 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -425,5 +427,23 @@ func TestCrashModelRandom(t *testing.T) {
 			}
 			durableDir = maps.Clone(live)
 		}
+	}
+}
+
+func TestMemFSFileSizeLimit(t *testing.T) {
+	m := NewCrashableMem()
+	f := must(m.Create("f"))(t)
+	if _, err := f.WriteAt([]byte("x"), MaxMemFileSize); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("WriteAt past the limit: %v", err)
+	}
+	if err := f.Truncate(MaxMemFileSize + 1); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("Truncate past the limit: %v", err)
+	}
+	must(f.Seek(math.MaxInt64, io.SeekStart))(t)
+	if _, err := f.Write([]byte("x")); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("Write past the limit: %v", err)
+	}
+	if fi := must(f.Stat())(t); fi.Size() != 0 {
+		t.Fatalf("size %d", fi.Size())
 	}
 }
