@@ -11,6 +11,15 @@
 // injector's error. So errors.Is(err, syscall.ENOSPC) and
 // errors.Is(err, ErrInjected) both hold for an injected ENOSPC.
 //
+// A failed operation changes nothing in the wrapped FS. Note what that
+// means for a failed Sync: the data written since the last successful Sync
+// is still there, unsynced, and a later successful Sync makes it durable. On
+// Linux a failed fsync(2) may instead have dropped that data while a later
+// fsync reports success, so a storage engine must treat a failed Sync as the
+// loss of everything written since the last successful one (fail the
+// partition, do not retry and carry on); tests should assert that, not
+// assume a retry helps.
+//
 // Injectors here are goroutine-safe; so is the wrapped FS if the underlying
 // FS is.
 package errorfs
