@@ -4,15 +4,33 @@
 // server-side sticky assignor) and committed offsets, which are stored as
 // records in the single partition of the compacted internal topic
 // "__consumer_offsets".
+//
+// # Concurrency
+//
+// All group state is owned by one goroutine, the loop (loop.go). Handle
+// turns a request into a closure run on the loop; requests that must wait
+// (JoinGroup, SyncGroup) park a reply channel in the member and the loop
+// answers it later. Time comes only from Options.Now: timers (session,
+// rebalance, initial delay, offset retention) are deadlines checked by the
+// loop before every event and when the earliest deadline passes, so a test
+// with a fake clock advances time and calls tick (no sleeps).
+//
+// Writes to the offsets log are done by one writer goroutine (writer.go)
+// in the order the loop queued them; a record's effect on memory is applied
+// on the loop after its append returned, in the same order. So the
+// in-memory state is always a prefix-replay of the log, and a restart that
+// replays the log rebuilds what clients were acknowledged.
 package group
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,12 +44,12 @@ type Topics interface {
 	LogStartOffset(topic string, partition int32) (int64, bool)
 }
 
-// OffsetsLog is the part of the offsets partition's log the coordinator
-// uses. *wlog.Log (broker/log) satisfies it; tests may wrap it to inject
-// failures.
-type OffsetsLog interface {
-	HighWatermark() int64
-	LogStartOffset() int64
+// TimestampReader is optionally implemented by a Topics: the timestamp of
+// the record at offset (the first record at or after it), used for lag in
+// time. ok is false when there is no such record (caught up, or the
+// partition is unknown).
+type TimestampReader interface {
+	TimestampAt(topic string, partition int32, offset int64) (ts time.Time, ok bool)
 }
 
 // Options configures a Coordinator. Zero durations mean Kafka's defaults.
@@ -50,16 +68,68 @@ type Options struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 
-	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms, default 3s
+	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms, default 3s; <0 means none
 	MinSessionTimeout     time.Duration // group.min.session.timeout.ms, default 6s
 	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms, default 30m
 	OffsetsRetention      time.Duration // offsets.retention.minutes, default 7d
+
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms
+	// (KIP-848 groups), default 5s; ConsumerSessionTimeout is
+	// group.consumer.session.timeout.ms, default 45s.
+	ConsumerHeartbeatInterval time.Duration
+	ConsumerSessionTimeout    time.Duration
+
+	// RetentionCheckInterval is offsets.retention.check.interval.ms,
+	// default 10m.
+	RetentionCheckInterval time.Duration
 }
+
+func (o *Options) ensureDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.InitialRebalanceDelay, 3*time.Second)
+	if o.InitialRebalanceDelay < 0 {
+		o.InitialRebalanceDelay = 0
+	}
+	def(&o.MinSessionTimeout, 6*time.Second)
+	def(&o.MaxSessionTimeout, 30*time.Minute)
+	def(&o.OffsetsRetention, 7*24*time.Hour)
+	def(&o.ConsumerHeartbeatInterval, 5*time.Second)
+	def(&o.ConsumerSessionTimeout, 45*time.Second)
+	def(&o.RetentionCheckInterval, 10*time.Minute)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrClosed is returned by Handle after Close.
+var ErrClosed = errors.New("group: coordinator closed")
 
 // Coordinator is the group coordinator. Its methods are safe for
 // concurrent use.
 type Coordinator struct {
-	opts Options
+	opts   Options
+	logger *slog.Logger
+	store  store
+
+	events chan func()
+	wake   chan struct{}   // tick requests (tests and the real timer)
+	quit   chan struct{}   // closed by Close
+	done   chan struct{}   // closed when the loop exits
+	w      *writer
+	met    *metrics
+
+	// Loop-owned state.
+	groups   map[string]*group
+	nextTick time.Time // earliest deadline the loop's timer is set for
+	nextID   uint64
+	nextRetentionCheck time.Time
 }
 
 // NewCoordinator replays the offsets partition and returns a running
@@ -68,19 +138,121 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	if opts.Offsets == nil {
 		return nil, errors.New("group: Options.Offsets is required")
 	}
-	return &Coordinator{opts: opts}, nil
+	if opts.Topics == nil {
+		return nil, errors.New("group: Options.Topics is required")
+	}
+	opts.ensureDefaults()
+	c := &Coordinator{
+		opts:   opts,
+		logger: opts.Logger,
+		events: make(chan func()),
+		wake:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		groups: make(map[string]*group),
+	}
+	st, err := newLogStore(opts.Offsets)
+	if err != nil {
+		return nil, err
+	}
+	c.store = st
+	start := opts.Now()
+	n, err := c.replay()
+	if err != nil {
+		return nil, fmt.Errorf("group: replay %s: %w", offsetsTopicName, err)
+	}
+	c.logger.Info("offsets replayed", "records", n, "groups", len(c.groups), "took", opts.Now().Sub(start))
+	c.nextRetentionCheck = opts.Now().Add(opts.RetentionCheckInterval)
+	met, err := newMetrics(c, opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	c.met = met
+	c.w = newWriter(c)
+	go c.w.run()
+	go c.loop()
+	return c, nil
+}
+
+const offsetsTopicName = "__consumer_offsets"
+
+// apiKeys are the request keys Handle serves.
+var apiKeys = []int16{
+	int16(kmsg.OffsetCommit), int16(kmsg.OffsetFetch), int16(kmsg.FindCoordinator),
+	int16(kmsg.JoinGroup), int16(kmsg.Heartbeat), int16(kmsg.LeaveGroup), int16(kmsg.SyncGroup),
+	int16(kmsg.DescribeGroups), int16(kmsg.ListGroups), int16(kmsg.DeleteGroups),
+	int16(kmsg.OffsetDelete), int16(kmsg.ConsumerGroupHeartbeat), int16(kmsg.ConsumerGroupDescribe),
+}
+
+// APIKeys are the request keys Handle serves, at every version kmsg knows.
+func (c *Coordinator) APIKeys() []int16 {
+	return append([]int16(nil), apiKeys...)
 }
 
 // Handle answers one group-related request. It may block (JoinGroup waits
-// for the rebalance); it returns when ctx is done.
+// for the rebalance); it returns when ctx is done or the coordinator closes.
+// A request of a key Handle does not serve is an error (the broker closes
+// the connection).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	return nil, errors.New("group: not implemented yet")
+	var resp kmsg.Response
+	var err error
+	switch r := req.(type) {
+	case *kmsg.FindCoordinatorRequest:
+		resp = c.findCoordinator(r)
+	case *kmsg.JoinGroupRequest:
+		resp, err = c.joinGroup(ctx, r)
+	case *kmsg.SyncGroupRequest:
+		resp, err = c.syncGroup(ctx, r)
+	case *kmsg.HeartbeatRequest:
+		resp, err = c.heartbeat(ctx, r)
+	case *kmsg.LeaveGroupRequest:
+		resp, err = c.leaveGroup(ctx, r)
+	case *kmsg.OffsetCommitRequest:
+		resp, err = c.offsetCommit(ctx, r)
+	case *kmsg.OffsetFetchRequest:
+		resp, err = c.offsetFetch(ctx, r)
+	case *kmsg.DescribeGroupsRequest:
+		resp, err = c.describeGroups(ctx, r)
+	case *kmsg.ListGroupsRequest:
+		resp, err = c.listGroups(ctx, r)
+	case *kmsg.DeleteGroupsRequest:
+		resp, err = c.deleteGroups(ctx, r)
+	case *kmsg.OffsetDeleteRequest:
+		resp, err = c.offsetDelete(ctx, r)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		resp, err = c.consumerHeartbeat(ctx, r)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		resp, err = c.consumerDescribe(ctx, r)
+	default:
+		return nil, fmt.Errorf("group: unsupported request %s", kmsg.NameForKey(req.Key()))
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp.SetVersion(req.GetVersion())
+	return resp, nil
 }
 
-// APIKeys are the request keys Handle serves.
-func (c *Coordinator) APIKeys() []int16 {
+// Close stops the coordinator: the loop and the writer exit, parked
+// requests return ErrClosed. Queued but unacknowledged writes are
+// abandoned (their requests fail). It does not close Options.Offsets.
+func (c *Coordinator) Close() error {
+	select {
+	case <-c.quit:
+		return nil
+	default:
+	}
+	close(c.quit)
+	<-c.done
+	c.w.stop()
+	c.met.unregister()
 	return nil
 }
 
-// Close stops the coordinator; pending requests return.
-func (c *Coordinator) Close() error { return nil }
+// errCode is the Kafka error code of a kerr error (0 for nil).
+func errCode(err *kerr.Error) int16 {
+	if err == nil {
+		return 0
+	}
+	return err.Code
+}

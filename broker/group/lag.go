@@ -1,0 +1,98 @@
+package group
+
+import (
+	"context"
+	"time"
+)
+
+// PartitionLag is a group's position on one partition.
+type PartitionLag struct {
+	Topic     string
+	Partition int32
+	Committed int64 // committed offset
+	End       int64 // high watermark (log end visible to consumers)
+	Start     int64 // log start offset
+	// Lag is End - Committed (records not yet consumed), at least 0. A
+	// committed offset below the log start counts from the log start.
+	Lag int64
+	// LagTime is the age of the oldest unconsumed record: now minus the
+	// timestamp of the record at the committed offset; 0 when caught up;
+	// -1 when unknown (the Topics does not implement TimestampReader).
+	LagTime time.Duration
+}
+
+// GroupSnapshot is a consistent copy of one group's offsets.
+type GroupSnapshot struct {
+	Group   string
+	Type    string // "classic" or "consumer"
+	State   string
+	Members int
+	offsets map[tp]int64
+}
+
+// snapshot copies every group's committed offsets on the loop.
+func (c *Coordinator) snapshot(ctx context.Context) ([]GroupSnapshot, error) {
+	var out []GroupSnapshot
+	err := c.do(ctx, func() {
+		for _, id := range sortedKeys(c.groups) {
+			g := c.groups[id]
+			if g.kind == kindClassic && g.state == stateDead {
+				continue
+			}
+			s := GroupSnapshot{Group: id, Type: g.kind.String(), State: g.stateName(), offsets: map[tp]int64{}}
+			if g.kind == kindConsumer {
+				s.Members = len(g.cg.members)
+			} else {
+				s.Members = len(g.members)
+			}
+			for t, cm := range g.offsets {
+				s.offsets[t] = cm.offset
+			}
+			out = append(out, s)
+		}
+	})
+	return out, err
+}
+
+// Lag reports per-partition lag of one group (nil if the group does not
+// exist), sorted by topic and partition. Safe for concurrent use.
+func (c *Coordinator) Lag(ctx context.Context, group string) ([]PartitionLag, error) {
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range snap {
+		if g.Group == group {
+			return c.lagOf(g), nil
+		}
+	}
+	return nil, nil
+}
+
+// lagOf computes lag outside the loop (it reads partition logs).
+func (c *Coordinator) lagOf(g GroupSnapshot) []PartitionLag {
+	tr, _ := c.opts.Topics.(TimestampReader)
+	now := c.opts.Now()
+	var out []PartitionLag
+	for _, t := range sortedTPs(g.offsets) {
+		end, ok := c.opts.Topics.HighWatermark(t.topic, t.partition)
+		if !ok {
+			continue // topic deleted
+		}
+		start, _ := c.opts.Topics.LogStartOffset(t.topic, t.partition)
+		committed := g.offsets[t]
+		pl := PartitionLag{Topic: t.topic, Partition: t.partition, Committed: committed, End: end, Start: start, LagTime: -1}
+		from := max(committed, start)
+		pl.Lag = max(end-from, 0)
+		if tr != nil {
+			pl.LagTime = 0
+			if pl.Lag > 0 {
+				if ts, ok := tr.TimestampAt(t.topic, t.partition, from); ok {
+					pl.LagTime = max(now.Sub(ts), 0)
+				}
+			}
+		}
+		out = append(out, pl)
+	}
+	return out
+}

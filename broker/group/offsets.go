@@ -1,0 +1,460 @@
+package group
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, expiry.
+//
+// Behavior:
+//   - OffsetCommit validates the group/member/generation (classic) or
+//     member epoch (KIP-848) as Kafka does, then appends one batch with a
+//     record per accepted partition, durable (fsynced); the response is
+//     sent, and the offsets become visible to OffsetFetch, only after the
+//     append returned. A failed append answers NOT_COORDINATOR (retriable:
+//     the client finds the coordinator again and retries).
+//   - Generation -1 with an empty member ID on an Empty (or absent) group
+//     is a "simple" commit: the group only stores offsets.
+//   - Metadata longer than 4096 bytes: OFFSET_METADATA_TOO_LARGE; unknown
+//     topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v10+: topic IDs,
+//     UNKNOWN_TOPIC_ID).
+//   - Offsets of a group that has been Empty for offsets.retention.minutes
+//     expire (tombstones are written); for groups that never had members
+//     ("simple" groups) each offset expires retention after its commit.
+
+const maxMetadataBytes = 4096
+
+func (g *group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
+	gen := req.Generation
+	if req.Version < 1 {
+		gen = -1
+	}
+	if g.kind == kindConsumer {
+		if gen < 0 && req.MemberID == "" && len(g.cg.members) == 0 {
+			return nil
+		}
+		m := g.cg.members[req.MemberID]
+		if m == nil {
+			return kerr.UnknownMemberID
+		}
+		if gen > m.epoch {
+			return kerr.StaleMemberEpoch
+		}
+		// An older epoch is accepted: a member commits what it consumed
+		// while revoking (Kafka 4.3 relaxed this check the same way).
+		return nil
+	}
+	if g.state == stateDead {
+		return kerr.CoordinatorNotAvailable
+	}
+	if gen < 0 && g.state == stateEmpty {
+		return nil
+	}
+	if req.InstanceID != nil && *req.InstanceID != "" {
+		if cur, ok := g.instances[*req.InstanceID]; !ok {
+			return kerr.UnknownMemberID
+		} else if cur != req.MemberID {
+			return kerr.FencedInstanceID
+		}
+	}
+	if g.state == stateCompletingRebalance {
+		return kerr.RebalanceInProgress
+	}
+	if g.members[req.MemberID] == nil {
+		return kerr.UnknownMemberID
+	}
+	if gen != g.generation {
+		return kerr.IllegalGeneration
+	}
+	return nil
+}
+
+func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+	r := kmsg.NewPtrOffsetCommitResponse()
+	var applied chan error
+	type ref struct{ t, p int }
+	var accepted []ref
+	err := c.do(ctx, func() {
+		now := c.opts.Now()
+		groupErr := (*kerr.Error)(nil)
+		if req.Group == "" {
+			groupErr = kerr.InvalidGroupID
+		}
+		g := c.groups[req.Group]
+		if groupErr == nil {
+			if g == nil {
+				gen := req.Generation
+				if req.Version < 1 {
+					gen = -1
+				}
+				if gen >= 0 {
+					groupErr = kerr.IllegalGeneration
+				} else {
+					g = c.newGroup(req.Group, kindClassic)
+				}
+			}
+		}
+		if groupErr == nil {
+			groupErr = g.validateCommit(req)
+		}
+		var recs []rec
+		var vals []committed
+		var tps []tp
+		for ti, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			name := t.Topic
+			topicErr := groupErr
+			if topicErr == nil && req.Version >= 10 {
+				n, ok := c.opts.Topics.TopicName(t.TopicID)
+				if !ok {
+					topicErr = kerr.UnknownTopicID
+				}
+				name = n
+			}
+			nparts, known := c.opts.Topics.Partitions(name)
+			for pi, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				perr := topicErr
+				switch {
+				case perr != nil:
+				case !known || p.Partition < 0 || p.Partition >= nparts:
+					perr = kerr.UnknownTopicOrPartition
+				case p.Metadata != nil && len(*p.Metadata) > maxMetadataBytes:
+					perr = kerr.OffsetMetadataTooLarge
+				}
+				rp.ErrorCode = errCode(perr)
+				rt.Partitions = append(rt.Partitions, rp)
+				if perr != nil {
+					continue
+				}
+				cm := committed{offset: p.Offset, leaderEpoch: -1, commitTime: now}
+				if req.Version >= 6 {
+					cm.leaderEpoch = p.LeaderEpoch
+				}
+				if p.Metadata != nil {
+					cm.metadata = *p.Metadata
+				}
+				switch {
+				case req.Version == 1 && p.Timestamp > 0:
+					cm.expireTime = time.UnixMilli(p.Timestamp).Add(c.opts.OffsetsRetention)
+				case req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis > 0:
+					cm.expireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
+				}
+				recs = append(recs, rec{offsetKey(req.Group, name, p.Partition), offsetValue(cm)})
+				vals = append(vals, cm)
+				tps = append(tps, tp{name, p.Partition})
+				accepted = append(accepted, ref{ti, pi})
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		if len(recs) == 0 {
+			return
+		}
+		// The member is alive: a commit counts as a sign of life for
+		// consumer groups too (Kafka does not, but it is harmless).
+		applied = make(chan error, 1)
+		inc := g.incarnation
+		g.pendingWrites++
+		c.w.enqueue(write{
+			batch:   encodeBatch(recs, now),
+			records: len(recs),
+			durable: true,
+			done: func(_ int64, err error) {
+				g.pendingWrites--
+				if err == nil && c.groups[g.id] == g && g.incarnation == inc {
+					for i, t := range tps {
+						g.offsets[t] = vals[i]
+					}
+				}
+				applied <- err
+			},
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if applied == nil {
+		return r, nil
+	}
+	select {
+	case werr := <-applied:
+		if werr != nil {
+			c.logger.Error("offset commit append failed", "group", req.Group, "err", werr)
+			for _, a := range accepted {
+				r.Topics[a.t].Partitions[a.p].ErrorCode = kerr.NotCoordinator.Code
+			}
+		}
+		return r, nil
+	case <-c.quit:
+		return nil, ErrClosed
+	}
+}
+
+// ---- OffsetFetch ----
+
+func (c *Coordinator) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+	r := kmsg.NewPtrOffsetFetchResponse()
+	err := c.do(ctx, func() {
+		if req.Version < 8 {
+			topics := make([]kmsg.OffsetFetchRequestGroupTopic, 0, len(req.Topics))
+			for _, t := range req.Topics {
+				topics = append(topics, kmsg.OffsetFetchRequestGroupTopic{Topic: t.Topic, Partitions: t.Partitions})
+			}
+			if req.Topics == nil {
+				topics = nil
+			}
+			rg := c.fetchGroup(req.Version, req.Group, nil, -1, topics)
+			r.ErrorCode = rg.ErrorCode
+			for _, t := range rg.Topics {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				r.Topics = append(r.Topics, rt)
+			}
+			if req.Version < 2 && r.ErrorCode != 0 {
+				// v0/v1 have no top-level error: put it on every partition.
+				for i := range r.Topics {
+					for j := range r.Topics[i].Partitions {
+						r.Topics[i].Partitions[j].ErrorCode = r.ErrorCode
+					}
+				}
+			}
+			return
+		}
+		for _, gq := range req.Groups {
+			r.Groups = append(r.Groups, c.fetchGroup(req.Version, gq.Group, gq.MemberID, gq.MemberEpoch, gq.Topics))
+		}
+	})
+	return r, err
+}
+
+// fetchGroup answers one group of an OffsetFetch. topics nil means all.
+// Weir has no pending transactional offsets here, so RequireStable never
+// yields UNSTABLE_OFFSET_COMMIT.
+func (c *Coordinator) fetchGroup(version int16, groupID string, memberID *string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic) kmsg.OffsetFetchResponseGroup {
+	rg := kmsg.NewOffsetFetchResponseGroup()
+	rg.Group = groupID
+	if groupID == "" && version >= 8 {
+		rg.ErrorCode = kerr.InvalidGroupID.Code
+		return rg
+	}
+	g := c.groups[groupID]
+	if g != nil && memberID != nil && *memberID != "" && g.kind == kindConsumer {
+		m := g.cg.members[*memberID]
+		switch {
+		case m == nil:
+			rg.ErrorCode = kerr.UnknownMemberID.Code
+			return rg
+		case memberEpoch != m.epoch && memberEpoch != m.prevEpoch:
+			rg.ErrorCode = kerr.StaleMemberEpoch.Code
+			return rg
+		}
+	}
+	part := func(t string, p int32) kmsg.OffsetFetchResponseGroupTopicPartition {
+		rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+		rp.Partition = p
+		rp.Offset, rp.LeaderEpoch = -1, -1
+		empty := ""
+		rp.Metadata = &empty
+		if g != nil {
+			if cm, ok := g.offsets[tp{t, p}]; ok {
+				rp.Offset, rp.LeaderEpoch = cm.offset, cm.leaderEpoch
+				md := cm.metadata
+				rp.Metadata = &md
+			}
+		}
+		return rp
+	}
+	if topics == nil {
+		if g == nil {
+			return rg
+		}
+		byTopic := map[string][]int32{}
+		for t := range g.offsets {
+			byTopic[t.topic] = append(byTopic[t.topic], t.partition)
+		}
+		for _, name := range sortedKeys(byTopic) {
+			ps := byTopic[name]
+			sortInt32s(ps)
+			rt := kmsg.NewOffsetFetchResponseGroupTopic()
+			rt.Topic = name
+			if version >= 10 {
+				rt.TopicID, _ = c.opts.Topics.TopicID(name)
+			}
+			for _, p := range ps {
+				rt.Partitions = append(rt.Partitions, part(name, p))
+			}
+			rg.Topics = append(rg.Topics, rt)
+		}
+		return rg
+	}
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		name := t.Topic
+		if version >= 10 {
+			n, ok := c.opts.Topics.TopicName(t.TopicID)
+			if !ok {
+				for _, p := range t.Partitions {
+					rp := part("", p)
+					rp.ErrorCode = kerr.UnknownTopicID.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+				continue
+			}
+			name = n
+		}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, part(name, p))
+		}
+		rg.Topics = append(rg.Topics, rt)
+	}
+	return rg
+}
+
+// ---- OffsetDelete ----
+
+func (c *Coordinator) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
+	r := kmsg.NewPtrOffsetDeleteResponse()
+	var applied chan error
+	err := c.do(ctx, func() {
+		if req.Group == "" {
+			r.ErrorCode = kerr.InvalidGroupID.Code
+			return
+		}
+		g := c.groups[req.Group]
+		if g == nil || (g.kind == kindClassic && g.state == stateDead) {
+			r.ErrorCode = kerr.GroupIDNotFound.Code
+			return
+		}
+		if g.kind == kindClassic && !g.isEmpty() && g.protocolType != "consumer" {
+			r.ErrorCode = kerr.NonEmptyGroup.Code
+			return
+		}
+		subscribed := map[string]bool{}
+		if !g.isEmpty() {
+			subscribed = g.subscribedTopics()
+		}
+		var recs []rec
+		var del []tp
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			_, known := c.opts.Topics.Partitions(t.Topic)
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition = p.Partition
+				switch {
+				case subscribed[t.Topic]:
+					rp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+				case !known:
+					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				default:
+					if _, ok := g.offsets[tp{t.Topic, p.Partition}]; ok {
+						recs = append(recs, rec{key: offsetKey(g.id, t.Topic, p.Partition)})
+						del = append(del, tp{t.Topic, p.Partition})
+					}
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		if len(recs) == 0 {
+			return
+		}
+		// Deleted from memory now; the tombstones are durable before the
+		// response.
+		for _, t := range del {
+			delete(g.offsets, t)
+		}
+		applied = make(chan error, 1)
+		c.writeRecords(g, recs, true, func(err error) { applied <- err })
+	})
+	if err != nil {
+		return nil, err
+	}
+	if applied != nil {
+		select {
+		case werr := <-applied:
+			if werr != nil {
+				r.ErrorCode = kerr.NotCoordinator.Code
+			}
+		case <-c.quit:
+			return nil, ErrClosed
+		}
+	}
+	return r, nil
+}
+
+// writeRecords queues recs for group g; done (may be nil) runs on the loop.
+// Loop only.
+func (c *Coordinator) writeRecords(g *group, recs []rec, durable bool, done func(error)) {
+	g.pendingWrites++
+	c.w.enqueue(write{
+		batch:   encodeBatch(recs, c.opts.Now()),
+		records: len(recs),
+		durable: durable,
+		done: func(_ int64, err error) {
+			g.pendingWrites--
+			if err != nil {
+				c.logger.Error("offsets log append failed", "group", g.id, "err", err)
+			}
+			if done != nil {
+				done(err)
+			}
+		},
+	})
+}
+
+// persistGroup records a classic group's metadata (after a generation
+// completes or the group becomes Empty). Not waited for: membership is
+// soft state, clients rejoin if it is lost.
+func (c *Coordinator) persistGroup(g *group) {
+	c.writeRecords(g, []rec{{groupKey(g.id), groupValue(g)}}, false, nil)
+}
+
+// expireOffsets removes offsets past retention (see the package behavior
+// above) and writes their tombstones. Loop only.
+func (c *Coordinator) expireOffsets(now time.Time) {
+	for _, g := range c.groups {
+		if !g.isEmpty() || len(g.offsets) == 0 {
+			continue
+		}
+		simple := g.kind == kindClassic && g.protocolType == ""
+		var recs []rec
+		for t, cm := range g.offsets {
+			var expired bool
+			switch {
+			case !cm.expireTime.IsZero():
+				expired = !now.Before(cm.expireTime)
+			case simple:
+				expired = !now.Before(cm.commitTime.Add(c.opts.OffsetsRetention))
+			default:
+				expired = !now.Before(g.stateSince.Add(c.opts.OffsetsRetention))
+			}
+			if expired {
+				delete(g.offsets, t)
+				recs = append(recs, rec{key: offsetKey(g.id, t.topic, t.partition)})
+			}
+		}
+		if len(g.offsets) == 0 && g.kind == kindClassic && g.state == stateEmpty {
+			recs = append(recs, rec{key: groupKey(g.id)})
+			g.state = stateDead
+		}
+		if len(recs) > 0 {
+			c.logger.Info("offsets expired", "group", g.id, "records", len(recs))
+			c.writeRecords(g, recs, false, nil)
+		}
+	}
+}
