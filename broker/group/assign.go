@@ -24,7 +24,7 @@ import (
 // assignInput is one member's view for the assignor.
 type assignInput struct {
 	id         string
-	subscribed []string   // sorted, deduplicated
+	subscribed []string    // sorted, deduplicated
 	previous   map[tp]bool // previous target assignment
 }
 

@@ -119,16 +119,16 @@ type Coordinator struct {
 	store  store
 
 	events chan func()
-	wake   chan struct{}   // tick requests (tests and the real timer)
-	quit   chan struct{}   // closed by Close
-	done   chan struct{}   // closed when the loop exits
+	wake   chan struct{} // tick requests (tests and the real timer)
+	quit   chan struct{} // closed by Close
+	done   chan struct{} // closed when the loop exits
 	w      *writer
 	met    *metrics
 
 	// Loop-owned state.
-	groups   map[string]*group
-	nextTick time.Time // earliest deadline the loop's timer is set for
-	nextID   uint64
+	groups             map[string]*group
+	nextTick           time.Time // earliest deadline the loop's timer is set for
+	nextID             uint64
 	nextRetentionCheck time.Time
 }
 

@@ -97,7 +97,7 @@ type memStore struct {
 	block   chan struct{}
 }
 
-func (m *memStore) HighWatermark() int64 { return m.highWatermark() }
+func (m *memStore) HighWatermark() int64  { return m.highWatermark() }
 func (m *memStore) LogStartOffset() int64 { return 0 }
 
 func (m *memStore) append(b []byte, durable bool) (int64, error) {
