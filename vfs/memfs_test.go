@@ -360,28 +360,39 @@ func TestMemFSConcurrent(t *testing.T) {
 }
 
 // TestCrashModelRandom drives random file and directory operations, with
-// crashes, against a model of the strict crash rules: a name survives iff
-// its directory entry was synced, and with the data last synced into the
-// file it then named.
+// crashes, against a model of the crash rules. Strict: a name survives iff
+// its directory entry was synced, with the data last synced into the file it
+// then named. With CrashOptions: the directory is in the state after some
+// prefix of its unsynced operations, and a file whose unsynced change is a
+// pure append holds its durable bytes plus a prefix of the tail.
 func TestCrashModelRandom(t *testing.T) {
-	type file struct{ live, durable string }
+	type file struct {
+		live, durable string
+		diverged      bool // changed below the durable length since the last sync
+	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	m := NewCrashableMem()
 	ok(t, m.MkdirAll("d", 0o755))
 	syncDir(t, m, "")
-	live, durableDir := map[string]*file{}, map[string]*file{}
+	live := map[string]*file{}
+	// states[0] is the durable directory; states[i] the state after the
+	// i-th unsynced directory operation.
+	states := []map[string]*file{{}}
+	entryOp := func() { states = append(states, maps.Clone(live)) }
 	names := []string{"a", "b", "c", "e"}
-	for step := range 4000 {
+	for step := range 6000 {
 		x := names[rng.IntN(len(names))]
 		y := names[rng.IntN(len(names))]
 		path := "d/" + x
-		switch op := rng.IntN(12); {
+		switch op := rng.IntN(13); {
 		case op < 3: // append (creating if needed); sometimes Create-truncate first
 			if live[x] == nil {
 				live[x] = &file{}
-			}
-			if op == 0 {
 				ok(t, must(m.Create(path))(t).Close())
+				entryOp()
+			} else if op == 0 {
+				ok(t, must(m.Create(path))(t).Close())
+				live[x].diverged = live[x].diverged || live[x].durable != ""
 				live[x].live = ""
 			}
 			tok := fmt.Sprintf("%d,", step)
@@ -392,40 +403,59 @@ func TestCrashModelRandom(t *testing.T) {
 				f := must(m.OpenReadWrite(path))(t)
 				ok(t, f.Sync())
 				ok(t, f.Close())
-				live[x].durable = live[x].live
+				live[x].durable, live[x].diverged = live[x].live, false
 			}
 		case op < 7:
-			if live[x] != nil {
+			if live[x] != nil && x != y {
 				ok(t, m.Rename(path, "d/"+y))
-				if x != y {
-					live[y] = live[x]
-					delete(live, x)
-				}
+				live[y] = live[x]
+				delete(live, x)
+				entryOp()
 			}
 		case op < 8:
 			if live[x] != nil {
 				ok(t, m.Remove(path))
 				delete(live, x)
+				entryOp()
 			}
 		case op < 10:
 			syncDir(t, m, "d")
-			durableDir = maps.Clone(live)
-		default: // crash, check, and continue on the crashed file system
+			states = []map[string]*file{maps.Clone(live)}
+		case op < 11: // crash with options; check; carry on with m
+			c := m.CrashCloneWith(CrashOptions{Rand: rng, TornWrites: true, UnsyncedEntries: true})
+			got := must(c.List("d"))(t)
+			matched := false
+			for _, st := range states {
+				if !slices.Equal(got, slices.Sorted(maps.Keys(st))) {
+					continue
+				}
+				good := true
+				for name, f := range st {
+					content := content(t, c, "d/"+name)
+					torn := !f.diverged && len(content) >= len(f.durable) && strings.HasPrefix(f.live, content)
+					good = good && (content == f.durable || torn)
+				}
+				matched = matched || good
+			}
+			if !matched {
+				t.Fatalf("step %d: crash state %v matches no journal prefix", step, got)
+			}
+		default: // strict crash; check; continue on the crashed file system
 			m = m.CrashClone()
-			want := slices.Sorted(maps.Keys(durableDir))
+			want := slices.Sorted(maps.Keys(states[0]))
 			if got := must(m.List("d"))(t); !slices.Equal(got, want) {
 				t.Fatalf("step %d: names %v, want %v", step, got, want)
 			}
 			live = map[string]*file{}
-			for name, f := range durableDir {
+			for name, f := range states[0] {
 				if got := content(t, m, "d/"+name); got != f.durable {
 					t.Fatalf("step %d: %s = %q, want %q", step, name, got, f.durable)
 				}
 				// The same file under two names stays one file.
-				f.live = f.durable
+				f.live, f.diverged = f.durable, false
 				live[name] = f
 			}
-			durableDir = maps.Clone(live)
+			states = []map[string]*file{maps.Clone(live)}
 		}
 	}
 }
