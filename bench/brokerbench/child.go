@@ -175,14 +175,16 @@ func parseStatusRSS(b []byte) (cur, peak int64, err error) {
 		if len(f) != 2 || f[1] != "kB" {
 			return 0, 0, fmt.Errorf("/proc status: bad %s line %q", name, strings.TrimSpace(line))
 		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
+		// Sizes are unsigned; anything past 2^40 kB (1 PiB) is garbage and
+		// would overflow the conversion to bytes.
+		kb, err := strconv.ParseUint(f[0], 10, 40)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc status: %s: %w", name, err)
 		}
 		if name == "VmRSS" {
-			cur, haveCur = kb<<10, true
+			cur, haveCur = int64(kb)<<10, true
 		} else {
-			peak, havePeak = kb<<10, true
+			peak, havePeak = int64(kb)<<10, true
 		}
 	}
 	if !haveCur || !havePeak {
