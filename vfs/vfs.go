@@ -13,6 +13,11 @@
 //   - errorfs.Wrap: wraps any FS and injects errors (ENOSPC, EIO) by
 //     operation and path.
 //
+// Helpers: SyncDir, ReadFile, and WriteFileAtomic (the crash-safe replace:
+// temporary file, sync, rename, directory sync). Package vfstest holds the
+// semantics every implementation shares, as a test body (it is run against
+// Default, MemFS and errorfs), and the MemFS is fuzzed against the OS.
+//
 // # Crash model (MemFS)
 //
 // A MemFS keeps, besides the live ("volatile") state every operation sees,
