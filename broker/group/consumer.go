@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -155,6 +156,7 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 	cg := g.cg
 	var m *cmember
 	joined := false
+	bump := "" // the reason to bump the group epoch (once per heartbeat)
 	if req.MemberEpoch == 0 {
 		id := req.MemberID
 		if id == "" {
@@ -183,7 +185,7 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 				if iid != "" {
 					cg.static[iid] = id
 				}
-				cg.bump("member joined")
+				bump = "member joined"
 			}
 		}
 		joined = true
@@ -214,11 +216,14 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 		subs = slices.Compact(subs)
 		if !slices.Equal(subs, m.subscribed) {
 			m.subscribed = subs
-			cg.bump("subscription changed")
+			bump = cmp.Or(bump, "subscription changed")
 		}
 	}
 	if sig := cg.topicSignature(); sig != cg.topicSig {
-		cg.bump("topic metadata changed")
+		bump = cmp.Or(bump, "topic metadata changed")
+	}
+	if bump != "" {
+		cg.bump(bump)
 	}
 	if cg.assignmentEpoch < cg.epoch {
 		cg.computeTarget()
