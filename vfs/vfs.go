@@ -115,8 +115,7 @@ type File interface {
 	Sync() error
 	Stat() (os.FileInfo, error)
 	Truncate(size int64) error
-	// Fd returns the OS file descriptor, or an invalid value (0 or
-	// ^uintptr(0)) for in-memory files.
+	// Fd returns the OS file descriptor, or InvalidFd for in-memory files.
 	Fd() uintptr
 }
 

@@ -173,6 +173,19 @@ func TestPartialWrite(t *testing.T) {
 	if string(b) != "0123ab" {
 		t.Fatalf("content %q", b)
 	}
+	// WriteAt: the prefix lands at the offset.
+	fs = Wrap(mem, FailIf(OnOps(OpWrite), Partial(2, syscall.ENOSPC)))
+	f, err = fs.OpenReadWrite("f")
+	ok(t, err)
+	n, err = f.WriteAt([]byte("XYZ"), 1)
+	if n != 2 || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("WriteAt = %d, %v", n, err)
+	}
+	b, err = io.ReadAll(io.NewSectionReader(f, 0, 100))
+	ok(t, err)
+	if string(b) != "0XY3ab" {
+		t.Fatalf("content %q", b)
+	}
 }
 
 func TestPathMatch(t *testing.T) {
