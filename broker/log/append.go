@@ -1,0 +1,285 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/weirhq/weir/vfs"
+)
+
+// Append validates every RecordBatch v2 in batches (one or more
+// concatenated, as in a Produce request), assigns offsets and writes them.
+// Nothing is appended if any batch is invalid (ErrCorruptBatch) or too large
+// (ErrMessageTooLarge).
+//
+// Append rewrites fields of batches in place (base offset, partition leader
+// epoch = 0, maxTimestamp and CRC when the timestamp type requires), so the
+// bytes stored are exactly the bytes a consumer reads. The caller must not
+// use batches concurrently.
+//
+// Under SyncAlways, a durable Append returns only once an fsync covers its
+// bytes (group commit: concurrent appenders share one fsync); a non-durable
+// one returns after the write and is synced promptly in the background; in
+// both cases readers see the data once it is synced. Under SyncInterval the
+// data is visible at once and durable is ignored.
+//
+// On an I/O error (ErrStorage) the log is rolled back to its last good
+// state and stays readable; later appends succeed once the disk recovers.
+func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
+	if l.closed.Load() {
+		return AppendResult{}, ErrClosed
+	}
+	cfg := l.config()
+	vs, err := splitAndValidate(batches, cfg)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res := AppendResult{LogAppendTime: -1, Batches: make([]BatchInfo, len(vs))}
+	// Timestamps: Kafka's rules, applied before the append lock (the CRC
+	// recomputation is CPU work).
+	pos := 0
+	if cfg.TimestampType == LogAppendTime {
+		res.LogAppendTime = l.now().UnixMilli()
+	}
+	for i := range vs {
+		b := batches[pos : pos+int(vs[i].hdr.size())]
+		pos += len(b)
+		h := &vs[i].hdr
+		lat := h.Attributes&attrLogAppendTime != 0
+		switch {
+		case cfg.TimestampType == LogAppendTime:
+			setMaxTimestamp(b, res.LogAppendTime, true)
+			h.MaxTimestamp = res.LogAppendTime
+			h.Attributes |= attrLogAppendTime
+		case lat || vs[i].recordsMaxTimestamp != h.MaxTimestamp:
+			setMaxTimestamp(b, vs[i].recordsMaxTimestamp, false)
+			h.MaxTimestamp = vs[i].recordsMaxTimestamp
+			h.Attributes &^= attrLogAppendTime
+		}
+	}
+
+	l.mu.Lock()
+	if l.shut {
+		l.mu.Unlock()
+		return AppendResult{}, ErrClosed
+	}
+	// Producer-state checks (idempotence, transactions) belong here: under
+	// the append lock, before the write, from the parsed headers in vs.
+	if err := l.maybeRoll(cfg, int64(len(batches)), vs); err != nil {
+		l.mu.Unlock()
+		return AppendResult{}, err
+	}
+	seg := l.active
+	start := seg.size.Load()
+	next := l.next
+	pos = 0
+	for i := range vs {
+		h := &vs[i].hdr
+		h.BaseOffset = next
+		h.LeaderEpoch = 0
+		setBaseOffset(batches[pos:], next, 0)
+		pos += int(h.size())
+		next = h.lastOffset() + 1
+	}
+	if _, err := seg.f.WriteAt(batches, start); err != nil {
+		// Roll back a partial write; if the truncate fails too, the garbage
+		// past start is overwritten by the next append (positions come
+		// from size, not the file) or cut by recovery (CRC).
+		if terr := seg.f.Truncate(start); terr != nil {
+			l.logger.Error("truncate after failed write", "segment", seg.name(), "pos", start, "err", terr)
+		}
+		l.mu.Unlock()
+		return AppendResult{}, storageErr(fmt.Sprintf("write %s", seg.name()), err)
+	}
+	interval := int64(cfg.IndexIntervalBytes)
+	seg.mu.Lock()
+	p := start
+	for i := range vs {
+		h := &vs[i].hdr
+		seg.ix.note(p, h, interval)
+		p += h.size()
+		res.Batches[i] = BatchInfo{
+			BaseOffset: h.BaseOffset, LastOffset: h.lastOffset(),
+			ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence,
+			NumRecords: h.NumRecords, MaxTimestamp: h.MaxTimestamp,
+			Transactional: h.Attributes&attrTransactional != 0, Control: h.Attributes&attrControl != 0,
+		}
+	}
+	maxTs, maxTsOff := seg.ix.maxTs, seg.ix.maxTsOff
+	seg.mu.Unlock()
+	seg.size.Store(p)
+	l.next = next
+	l.leo.Store(next)
+	res.BaseOffset = res.Batches[0].BaseOffset
+	res.LastOffset = next - 1
+	res.LogStartOffset = l.logStart.Load()
+
+	l.syncMu.Lock()
+	l.written = syncPoint{seg: seg, pos: p, next: next, maxTs: maxTs, maxTsOff: maxTsOff}
+	epoch := l.rollbacks
+	if l.policy == SyncInterval {
+		l.setHW(next)
+	}
+	l.syncMu.Unlock()
+	l.mu.Unlock()
+
+	if l.policy == SyncInterval {
+		return res, nil
+	}
+	if !durable {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+		return res, nil
+	}
+	if err := l.waitSynced(next, epoch); err != nil {
+		return AppendResult{}, err
+	}
+	return res, nil
+}
+
+// splitAndValidate splits concatenated batches and validates each one.
+func splitAndValidate(b []byte, cfg *Config) ([]validated, error) {
+	if len(b) == 0 {
+		return nil, batchErr("no record batches")
+	}
+	var vs []validated
+	for off := 0; off < len(b); {
+		rest := b[off:]
+		if len(rest) < logOverhead {
+			return nil, batchErr("%d trailing bytes", len(rest))
+		}
+		size := int64(int32(binary.BigEndian.Uint32(rest[offLength:]))) + logOverhead
+		if size < batchHeaderSize || size > int64(len(rest)) {
+			return nil, batchErr("batch length %d invalid for %d remaining bytes", size-logOverhead, len(rest))
+		}
+		if size > int64(cfg.MaxMessageBytes) {
+			return nil, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
+		}
+		v, err := validateBatch(rest[:size])
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+		off += int(size)
+	}
+	return vs, nil
+}
+
+// maybeRoll starts a new segment if the append of n bytes (batches vs) would
+// overflow segment.bytes, the active segment is older than segment.ms, or
+// its offsets would not fit the index. mu must be held.
+func (l *Log) maybeRoll(cfg *Config, n int64, vs []validated) error {
+	seg := l.active
+	size := seg.size.Load()
+	if size == 0 {
+		return nil
+	}
+	var count int64
+	for i := range vs {
+		count += int64(vs[i].hdr.LastOffsetDelta) + 1
+	}
+	switch {
+	case size+n > cfg.SegmentBytes:
+	case size+n > math.MaxInt32:
+	case l.now().UnixMilli()-seg.rollMs > cfg.SegmentMs:
+	case !seg.fitsOffsets(l.next + count):
+	default:
+		return nil
+	}
+	return l.roll()
+}
+
+// roll closes the active segment (fsync data, write its whole indexes) and
+// opens a new one at the log end, then checkpoints at the new segment's
+// start. mu must be held.
+func (l *Log) roll() error {
+	old := l.active
+	if err := l.syncAllLocked(); err != nil {
+		return err
+	}
+	old.mu.Lock()
+	old.ix.addTimeEntry()
+	old.mu.Unlock()
+	if err := old.flushIndexes(math.MaxInt64, math.MaxInt64); err != nil {
+		return storageErr("flush index of "+old.name(), err)
+	}
+	seg, err := l.createSegment(l.next)
+	if err != nil {
+		return err
+	}
+	old.idxFileMu.Lock()
+	if old.oFile != nil {
+		old.oFile.Close()
+		old.tFile.Close()
+		old.oFile, old.tFile = nil, nil
+	}
+	old.idxFileMu.Unlock()
+	old.mu.Lock()
+	old.closed = true
+	old.loaded = true
+	old.lastUse.Store(l.useTick.Add(1))
+	old.mu.Unlock()
+
+	l.segsMu.Lock()
+	l.segs = append(l.segs, seg)
+	l.active = seg
+	l.segsMu.Unlock()
+	l.syncMu.Lock()
+	pt := syncPoint{seg: seg, pos: 0, next: l.next, maxTs: -1, maxTsOff: -1}
+	l.written, l.synced = pt, pt
+	l.syncMu.Unlock()
+	l.unloadIndexes()
+	// A checkpoint at the new segment's start: recovery never rescans the
+	// closed one. If it fails, the older checkpoint still holds (recovery
+	// scans more).
+	if err := l.writeCheckpoint(checkpoint{segBase: seg.base, next: l.next, maxTs: -1, maxTsOff: -1}); err != nil {
+		l.logger.Warn("checkpoint after roll failed", "err", err)
+	}
+	l.logger.Debug("rolled segment", "closed", old.name(), "new", seg.name())
+	return nil
+}
+
+// createSegment creates the files of an empty segment at base (and syncs
+// the directory). The segment is returned with one reference.
+func (l *Log) createSegment(base int64) (*segment, error) {
+	seg := &segment{base: base, fs: l.fs, dir: l.dir, ix: newIndexState(base), maxTsKnown: true, loaded: true}
+	seg.rollMs = l.now().UnixMilli()
+	seg.refs.Store(1)
+	fail := func(op string, err error) (*segment, error) {
+		seg.closeFiles()
+		return nil, storageErr(op+" "+seg.name(), err)
+	}
+	var err error
+	if seg.f, err = l.fs.Create(seg.path(logSuffix)); err != nil {
+		return fail("create", err)
+	}
+	if seg.oFile, err = l.createIndexFile(seg.path(indexSuffix), offsetIndexMagic, base); err != nil {
+		return fail("create index", err)
+	}
+	if seg.tFile, err = l.createIndexFile(seg.path(timeIndexSuffix), timeIndexMagic, base); err != nil {
+		return fail("create time index", err)
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return fail("sync dir for", err)
+	}
+	return seg, nil
+}
+
+// createIndexFile creates an index file holding just its header, synced.
+func (l *Log) createIndexFile(name, magic string, base int64) (f vfs.File, err error) {
+	f, err = l.fs.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err = f.WriteAt(indexHeader(magic, base), 0); err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

@@ -1,0 +1,352 @@
+package log
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+)
+
+// RecordBatch v2 layout (Kafka's, big-endian). These offsets are Kafka's
+// wire and log format and must never change.
+//
+//	 0  baseOffset           int64   rewritten by the log on append
+//	 8  batchLength          int32   bytes after this field
+//	12  partitionLeaderEpoch int32   rewritten by the log on append (0)
+//	16  magic                int8    must be 2
+//	17  crc                  uint32  CRC-32C of bytes [21, end)
+//	21  attributes           int16   compression 0-2, tstype 3, txn 4, control 5
+//	23  lastOffsetDelta      int32
+//	27  firstTimestamp       int64
+//	35  maxTimestamp         int64   rewritten for LogAppendTime / wrong max
+//	43  producerId           int64
+//	51  producerEpoch        int16
+//	53  baseSequence         int32
+//	57  recordCount          int32
+//	61  records...
+const (
+	batchHeaderSize = 61 // bytes before the first record
+	logOverhead     = 12 // baseOffset + batchLength
+
+	offLength          = 8
+	offLeaderEpoch     = 12
+	offMagic           = 16
+	offCRC             = 17
+	offAttributes      = 21
+	offLastOffsetDelta = 23
+	offFirstTimestamp  = 27
+	offMaxTimestamp    = 35
+	offProducerID      = 43
+	offProducerEpoch   = 51
+	offBaseSequence    = 53
+	offNumRecords      = 57
+
+	attrCompression   = 0x07
+	attrLogAppendTime = 0x08
+	attrTransactional = 0x10
+	attrControl       = 0x20
+
+	// maxCompressionCodec is zstd (4); 5..7 are undefined.
+	maxCompressionCodec = 4
+)
+
+// castagnoli is the CRC-32C table (immutable).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// batchHeader is the fixed part of a RecordBatch v2.
+type batchHeader struct {
+	BaseOffset      int64
+	Length          int32 // batchLength field: total size - 12
+	LeaderEpoch     int32
+	Magic           int8
+	CRC             uint32
+	Attributes      int16
+	LastOffsetDelta int32
+	FirstTimestamp  int64
+	MaxTimestamp    int64
+	ProducerID      int64
+	ProducerEpoch   int16
+	BaseSequence    int32
+	NumRecords      int32
+}
+
+// size is the whole batch's size in bytes.
+func (h *batchHeader) size() int64 { return int64(h.Length) + logOverhead }
+
+// lastOffset is the offset of the batch's last record.
+func (h *batchHeader) lastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+
+func (h *batchHeader) compression() int { return int(h.Attributes & attrCompression) }
+
+// parseHeader decodes the first batchHeaderSize bytes of b (len(b) must be at
+// least batchHeaderSize). It checks nothing.
+func parseHeader(b []byte) batchHeader {
+	_ = b[batchHeaderSize-1]
+	be := binary.BigEndian
+	return batchHeader{
+		BaseOffset:      int64(be.Uint64(b[0:])),
+		Length:          int32(be.Uint32(b[offLength:])),
+		LeaderEpoch:     int32(be.Uint32(b[offLeaderEpoch:])),
+		Magic:           int8(b[offMagic]),
+		CRC:             be.Uint32(b[offCRC:]),
+		Attributes:      int16(be.Uint16(b[offAttributes:])),
+		LastOffsetDelta: int32(be.Uint32(b[offLastOffsetDelta:])),
+		FirstTimestamp:  int64(be.Uint64(b[offFirstTimestamp:])),
+		MaxTimestamp:    int64(be.Uint64(b[offMaxTimestamp:])),
+		ProducerID:      int64(be.Uint64(b[offProducerID:])),
+		ProducerEpoch:   int16(be.Uint16(b[offProducerEpoch:])),
+		BaseSequence:    int32(be.Uint32(b[offBaseSequence:])),
+		NumRecords:      int32(be.Uint32(b[offNumRecords:])),
+	}
+}
+
+// checkFraming checks what can be checked from a batch header alone: the
+// length field is plausible (and, if avail >= 0, fits in avail bytes), magic
+// is 2 and the offset delta is not negative. It returns a reason or "".
+func (h *batchHeader) checkFraming(avail int64) string {
+	switch {
+	case h.Length < batchHeaderSize-logOverhead:
+		return "batch length too small"
+	case avail >= 0 && h.size() > avail:
+		return "batch length beyond end of data"
+	case h.Magic != 2:
+		return "magic is not 2"
+	case h.LastOffsetDelta < 0:
+		return "negative lastOffsetDelta"
+	case h.BaseOffset < 0:
+		return "negative base offset"
+	}
+	return ""
+}
+
+// batchCRC computes the CRC-32C of a whole batch b (attributes to end).
+func batchCRC(b []byte) uint32 { return crc32.Checksum(b[offAttributes:], castagnoli) }
+
+// validated is the outcome of validating one batch.
+type validated struct {
+	hdr batchHeader
+	// recordsMaxTimestamp is the largest record timestamp (uncompressed
+	// batches), or the header's maxTimestamp for compressed ones.
+	recordsMaxTimestamp int64
+}
+
+// validateBatch fully checks one RecordBatch v2 occupying exactly b:
+// framing, magic, CRC-32C, attributes, producer fields, record count against
+// lastOffsetDelta and (for uncompressed batches) against the records
+// actually present, each record's framing and offset delta, and timestamps
+// (none below -1). The error wraps ErrCorruptBatch.
+//
+// Compressed batches are not decompressed (the log carries no codecs): their
+// records are covered by the CRC and counted by the consumer.
+func validateBatch(b []byte) (validated, error) {
+	if len(b) < batchHeaderSize {
+		return validated{}, batchErr("batch shorter than header (%d bytes)", len(b))
+	}
+	h := parseHeader(b)
+	if r := h.checkFraming(int64(len(b))); r != "" {
+		return validated{}, batchErr("%s", r)
+	}
+	if h.size() != int64(len(b)) {
+		return validated{}, batchErr("batch length %d does not match %d bytes", h.Length, len(b))
+	}
+	if c := batchCRC(b); c != h.CRC {
+		return validated{}, batchErr("crc mismatch: stored %08x, computed %08x", h.CRC, c)
+	}
+	if h.compression() > maxCompressionCodec {
+		return validated{}, batchErr("unknown compression codec %d", h.compression())
+	}
+	if h.NumRecords <= 0 {
+		return validated{}, batchErr("batch has %d records", h.NumRecords)
+	}
+	if int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+		return validated{}, batchErr("record count %d inconsistent with lastOffsetDelta %d", h.NumRecords, h.LastOffsetDelta)
+	}
+	if h.ProducerID >= 0 && h.BaseSequence < 0 {
+		return validated{}, batchErr("producer id %d with negative base sequence", h.ProducerID)
+	}
+	if h.Attributes&attrTransactional != 0 && h.ProducerID < 0 {
+		return validated{}, batchErr("transactional batch without producer id")
+	}
+	if h.FirstTimestamp < -1 || h.MaxTimestamp < -1 {
+		return validated{}, batchErr("timestamp below -1")
+	}
+	v := validated{hdr: h, recordsMaxTimestamp: h.MaxTimestamp}
+	if h.compression() != 0 {
+		if len(b) == batchHeaderSize {
+			return validated{}, batchErr("compressed batch without records")
+		}
+		return v, nil
+	}
+	maxTs, err := checkRecords(b[batchHeaderSize:], h)
+	if err != nil {
+		return validated{}, err
+	}
+	v.recordsMaxTimestamp = maxTs
+	return v, nil
+}
+
+// checkRecords walks the uncompressed records of a batch and returns the
+// largest record timestamp.
+func checkRecords(b []byte, h batchHeader) (int64, error) {
+	maxTs := int64(-1)
+	i := 0
+	for n := int32(0); n < h.NumRecords; n++ {
+		length, m := varint(b[i:])
+		if m <= 0 || length < 1 || length > int64(len(b)-i-m) {
+			return 0, batchErr("record %d: bad length", n)
+		}
+		i += m
+		rec := b[i : i+int(length)]
+		i += int(length)
+		tsDelta, offDelta, err := checkRecord(rec)
+		if err != nil {
+			return 0, batchErr("record %d: %s", n, err.reason)
+		}
+		if offDelta != int64(n) {
+			return 0, batchErr("record %d has offset delta %d", n, offDelta)
+		}
+		ts := h.FirstTimestamp + tsDelta
+		if (tsDelta > 0 && ts < h.FirstTimestamp) || (tsDelta < 0 && ts > h.FirstTimestamp) || ts < -1 {
+			return 0, batchErr("record %d: timestamp out of range", n)
+		}
+		if ts > maxTs {
+			maxTs = ts
+		}
+	}
+	if i != len(b) {
+		return 0, batchErr("%d bytes after the last record", len(b)-i)
+	}
+	return maxTs, nil
+}
+
+type recordErr struct{ reason string }
+
+// checkRecord checks the framing of one record body (after its length) and
+// returns its timestamp and offset deltas.
+func checkRecord(rec []byte) (tsDelta, offDelta int64, _ *recordErr) {
+	if len(rec) < 1 {
+		return 0, 0, &recordErr{"empty"}
+	}
+	i := 1 // attributes
+	next := func(what string) (int64, *recordErr) {
+		v, m := varint(rec[i:])
+		if m <= 0 {
+			return 0, &recordErr{"bad varint in " + what}
+		}
+		i += m
+		return v, nil
+	}
+	bytesField := func(what string, nullable bool) *recordErr {
+		l, err := next(what + " length")
+		if err != nil {
+			return err
+		}
+		if l == -1 && nullable {
+			return nil
+		}
+		if l < 0 || l > int64(len(rec)-i) {
+			return &recordErr{"bad " + what + " length"}
+		}
+		i += int(l)
+		return nil
+	}
+	var err *recordErr
+	if tsDelta, err = next("timestamp delta"); err != nil {
+		return 0, 0, err
+	}
+	if offDelta, err = next("offset delta"); err != nil {
+		return 0, 0, err
+	}
+	if err = bytesField("key", true); err != nil {
+		return 0, 0, err
+	}
+	if err = bytesField("value", true); err != nil {
+		return 0, 0, err
+	}
+	nh, err := next("header count")
+	if err != nil {
+		return 0, 0, err
+	}
+	if nh < 0 || nh > int64(len(rec)) {
+		return 0, 0, &recordErr{"bad header count"}
+	}
+	for j := int64(0); j < nh; j++ {
+		if err = bytesField("header key", false); err != nil {
+			return 0, 0, err
+		}
+		if err = bytesField("header value", true); err != nil {
+			return 0, 0, err
+		}
+	}
+	if i != len(rec) {
+		return 0, 0, &recordErr{"record length does not match its fields"}
+	}
+	return tsDelta, offDelta, nil
+}
+
+// varint decodes a zig-zag varint (up to 64 bits). It returns the value and
+// the bytes consumed, or m <= 0 if b does not hold a valid varint.
+func varint(b []byte) (int64, int) {
+	u, m := binary.Uvarint(b)
+	if m <= 0 {
+		return 0, m
+	}
+	return int64(u>>1) ^ -int64(u&1), m
+}
+
+// setBaseOffset writes the base offset and leader epoch of a batch in place.
+// Neither field is covered by the CRC.
+func setBaseOffset(b []byte, base int64, leaderEpoch int32) {
+	binary.BigEndian.PutUint64(b[0:], uint64(base))
+	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(leaderEpoch))
+}
+
+// setMaxTimestamp rewrites maxTimestamp and the timestamp-type attribute bit
+// and recomputes the CRC, as Kafka does when it validates a produced batch.
+func setMaxTimestamp(b []byte, ts int64, logAppendTime bool) {
+	attrs := binary.BigEndian.Uint16(b[offAttributes:])
+	if logAppendTime {
+		attrs |= attrLogAppendTime
+	} else {
+		attrs &^= attrLogAppendTime
+	}
+	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
+	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint32(b[offCRC:], batchCRC(b))
+}
+
+// recordTimestamps calls fn with the offset and timestamp of every record of
+// an uncompressed batch, in order, until fn returns false. It returns false
+// if the records cannot be walked (compressed or malformed): the caller then
+// treats the batch as a whole.
+func recordTimestamps(b []byte, fn func(offset, ts int64) bool) bool {
+	if len(b) < batchHeaderSize {
+		return false
+	}
+	h := parseHeader(b)
+	if h.compression() != 0 || h.size() != int64(len(b)) {
+		return false
+	}
+	logAppend := h.Attributes&attrLogAppendTime != 0
+	recs := b[batchHeaderSize:]
+	i := 0
+	for n := int32(0); n < h.NumRecords && i < len(recs); n++ {
+		length, m := varint(recs[i:])
+		if m <= 0 || length < 1 || length > int64(len(recs)-i-m) {
+			return false
+		}
+		i += m
+		tsDelta, offDelta, err := checkRecord(recs[i : i+int(length)])
+		if err != nil {
+			return false
+		}
+		i += int(length)
+		ts := h.FirstTimestamp + tsDelta
+		if logAppend {
+			ts = h.MaxTimestamp
+		}
+		if offDelta > math.MaxInt32 || !fn(h.BaseOffset+offDelta, ts) {
+			return true
+		}
+	}
+	return true
+}

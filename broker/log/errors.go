@@ -1,0 +1,67 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the log. Check them with errors.Is; the broker maps each
+// to one Kafka error code.
+var (
+	// ErrCorruptBatch: an appended RecordBatch is invalid (length, magic,
+	// CRC, record count, timestamps). Nothing was appended.
+	// Kafka: CORRUPT_MESSAGE.
+	ErrCorruptBatch = errors.New("log: corrupt record batch")
+	// ErrMessageTooLarge: a batch is larger than max.message.bytes.
+	// Kafka: MESSAGE_TOO_LARGE.
+	ErrMessageTooLarge = errors.New("log: record batch larger than max.message.bytes")
+	// ErrOffsetOutOfRange: a read or DeleteRecords outside
+	// [LogStartOffset, HighWatermark]. Kafka: OFFSET_OUT_OF_RANGE.
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	// ErrStorage wraps every I/O failure (ENOSPC, EIO, ...). The log stays
+	// readable and consistent; a failed append was not appended (or, for a
+	// failed fsync, was rolled back). Kafka: KAFKA_STORAGE_ERROR.
+	ErrStorage = errors.New("log: storage error")
+	// ErrClosed: the log (or manager) was closed.
+	ErrClosed = errors.New("log: closed")
+)
+
+// CorruptionError reports bytes on disk that are not what the log wrote: a
+// torn or corrupt batch found during recovery or a read, or a damaged index
+// or metadata file. Recovery repairs what it can (truncating a torn tail,
+// rebuilding an index) and logs each repair with this error.
+type CorruptionError struct {
+	Segment string // file name, e.g. "00000000000000000000.log"
+	Offset  int64  // byte position in the file
+	Reason  string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("log: corruption in %s at byte %d: %s", e.Segment, e.Offset, e.Reason)
+}
+
+// storageErr wraps an I/O error so that errors.Is(err, ErrStorage) holds and
+// the underlying error (e.g. syscall.ENOSPC) is still reachable.
+func storageErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrStorage) {
+		return err
+	}
+	return &storageError{op: op, err: err}
+}
+
+// storageError matches ErrStorage and the I/O error it wraps.
+type storageError struct {
+	op  string
+	err error
+}
+
+func (e *storageError) Error() string   { return "log: storage error: " + e.op + ": " + e.err.Error() }
+func (e *storageError) Unwrap() []error { return []error{ErrStorage, e.err} }
+
+// batchErr is an ErrCorruptBatch with a reason.
+func batchErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorruptBatch, fmt.Sprintf(format, args...))
+}

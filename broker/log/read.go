@@ -1,0 +1,327 @@
+package log
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Read returns whole batches starting with the batch containing offset (which
+// may begin before offset, as in Kafka), up to maxBytes, but at least one
+// whole batch even if it is larger, and never a batch starting at or beyond
+// upTo (pass HighWatermark(), or the LSO for read_committed). Data is empty
+// when offset == upTo. A read outside [LogStartOffset, HighWatermark] fails
+// with ErrOffsetOutOfRange. Data is copied into a pooled buffer; call
+// Release when done with it.
+//
+// Reads do not recheck CRCs (appends and recovery do; consumers verify them
+// too); a malformed batch header found while reading is a *CorruptionError.
+func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
+	res := ReadResult{Release: func() {}}
+	if l.closed.Load() {
+		return res, ErrClosed
+	}
+	hw, ls := l.hw.Load(), l.logStart.Load()
+	res.HighWatermark, res.LogStartOffset = hw, ls
+	if offset < ls || offset > hw {
+		return res, fmt.Errorf("%w: offset %d, log start %d, high watermark %d", ErrOffsetOutOfRange, offset, ls, hw)
+	}
+	upTo = min(upTo, hw)
+	if offset >= upTo {
+		return res, nil
+	}
+	segs := l.segments()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	if i < 0 {
+		i = 0
+	}
+	for ; i < len(segs) && segs[i].base < upTo; i++ {
+		seg := segs[i]
+		if !seg.acquire() {
+			// Deleted by retention since we looked: below the log start now.
+			return res, fmt.Errorf("%w: offset %d deleted by retention", ErrOffsetOutOfRange, offset)
+		}
+		buf, n, err := l.readSegment(seg, offset, maxBytes, upTo)
+		seg.release(l)
+		if err != nil {
+			return res, err
+		}
+		if buf != nil {
+			if n == 0 {
+				l.putBuf(buf)
+				return res, nil
+			}
+			res.Data = (*buf)[:n]
+			res.Release = func() { l.putBuf(buf) }
+			return res, nil
+		}
+	}
+	return res, nil
+}
+
+// segments returns a snapshot of the segment list.
+func (l *Log) segments() []*segment {
+	l.segsMu.RLock()
+	defer l.segsMu.RUnlock()
+	return l.segs
+}
+
+// locate returns the position of the first batch of seg whose last offset is
+// >= offset, or -1 if there is none.
+func (l *Log) locate(seg *segment, offset int64, buf []byte) (int64, error) {
+	if err := l.ensureIndex(seg); err != nil {
+		return 0, err
+	}
+	seg.mu.RLock()
+	pos := int64(0)
+	if offset > seg.base {
+		pos = seg.ix.oidx.lookup(seg.rel(min(offset, seg.base+math.MaxUint32)))
+	}
+	seg.mu.RUnlock()
+	end := seg.size.Load()
+	for pos < end {
+		w := min(int64(len(buf)), end-pos)
+		if err := readFull(seg.f, buf[:w], pos); err != nil {
+			return 0, storageErr("read "+seg.name(), err)
+		}
+		k := int64(0)
+		for k+batchHeaderSize <= w {
+			h := parseHeader(buf[k:])
+			if r := h.checkFraming(end - (pos + k)); r != "" {
+				return 0, &CorruptionError{Segment: seg.name(), Offset: pos + k, Reason: r}
+			}
+			if h.lastOffset() >= offset {
+				return pos + k, nil
+			}
+			k += h.size()
+		}
+		if k == 0 {
+			return 0, &CorruptionError{Segment: seg.name(), Offset: pos, Reason: "truncated batch header"}
+		}
+		pos += k
+	}
+	return -1, nil
+}
+
+// readSegment reads from seg as Read describes. It returns a nil buffer if
+// seg holds no batch containing or after offset.
+func (l *Log) readSegment(seg *segment, offset int64, maxBytes int, upTo int64) (*[]byte, int, error) {
+	want := max(maxBytes, batchHeaderSize)
+	bp := l.getBuf(max(want, 8192))
+	buf := *bp
+	start, err := l.locate(seg, offset, buf[:8192])
+	if err != nil || start < 0 {
+		l.putBuf(bp)
+		return nil, 0, err
+	}
+	end := seg.size.Load()
+	n := min(int64(want), end-start)
+	if err := readFull(seg.f, buf[:n], start); err != nil {
+		l.putBuf(bp)
+		return nil, 0, storageErr("read "+seg.name(), err)
+	}
+	take := int64(0)
+	for take+batchHeaderSize <= n {
+		h := parseHeader(buf[take:])
+		if r := h.checkFraming(end - (start + take)); r != "" {
+			l.putBuf(bp)
+			return nil, 0, &CorruptionError{Segment: seg.name(), Offset: start + take, Reason: r}
+		}
+		if h.BaseOffset >= upTo || take+h.size() > n {
+			break
+		}
+		take += h.size()
+	}
+	if take == 0 {
+		// The first batch does not fit in maxBytes: return it whole.
+		h := parseHeader(buf) // n >= batchHeaderSize: locate found a header here
+		if h.BaseOffset >= upTo {
+			return bp, 0, nil
+		}
+		size := h.size()
+		if int64(cap(buf)) < size {
+			l.putBuf(bp)
+			nb := make([]byte, size)
+			bp = &nb
+		}
+		buf = (*bp)[:size]
+		*bp = buf
+		if err := readFull(seg.f, buf, start); err != nil {
+			l.putBuf(bp)
+			return nil, 0, storageErr("read "+seg.name(), err)
+		}
+		take = size
+	}
+	return bp, int(take), nil
+}
+
+// maxPooledBuf bounds the buffers kept for reuse.
+const maxPooledBuf = 8 << 20
+
+func (l *Log) getBuf(n int) *[]byte {
+	if p, ok := l.bufPool.Get().(*[]byte); ok {
+		if cap(*p) >= n {
+			*p = (*p)[:cap(*p)]
+			return p
+		}
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+func (l *Log) putBuf(p *[]byte) {
+	if cap(*p) <= maxPooledBuf {
+		l.bufPool.Put(p)
+	}
+}
+
+// OffsetForTimestamp returns the earliest offset whose record timestamp is
+// >= ts, and that timestamp (Kafka ListOffsets semantics), considering only
+// [LogStartOffset, HighWatermark). It returns (-1, -1, nil) if there is none.
+// For a compressed batch (not decompressed by the log) the batch's first
+// offset and max timestamp stand for its records.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, err error) {
+	if l.closed.Load() {
+		return -1, -1, ErrClosed
+	}
+	hw, ls := l.hw.Load(), l.logStart.Load()
+	segs := l.segments()
+	for i, seg := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= ls {
+			continue
+		}
+		if seg.base >= hw {
+			break
+		}
+		if !seg.acquire() {
+			continue
+		}
+		off, t, found, err := l.findTimestamp(seg, ts, ls, hw)
+		seg.release(l)
+		if err != nil {
+			return -1, -1, err
+		}
+		if found {
+			return off, t, nil
+		}
+	}
+	return -1, -1, nil
+}
+
+// findTimestamp looks for the first record with timestamp >= ts in seg.
+func (l *Log) findTimestamp(seg *segment, ts, ls, hw int64) (int64, int64, bool, error) {
+	mts, _, err := l.segMaxTs(seg)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if mts < ts {
+		return 0, 0, false, nil
+	}
+	if err := l.ensureIndex(seg); err != nil {
+		return 0, 0, false, err
+	}
+	seg.mu.RLock()
+	pos := int64(0)
+	if rel, ok := seg.ix.tidx.before(ts); ok {
+		pos = seg.ix.oidx.lookup(rel)
+	}
+	seg.mu.RUnlock()
+	end := seg.size.Load()
+	r := newChunkReader(seg.f, 64<<10)
+	for pos < end {
+		hb, err := r.get(pos, batchHeaderSize)
+		if err != nil {
+			return 0, 0, false, storageErr("read "+seg.name(), err)
+		}
+		h := parseHeader(hb)
+		if reason := h.checkFraming(end - pos); reason != "" {
+			return 0, 0, false, &CorruptionError{Segment: seg.name(), Offset: pos, Reason: reason}
+		}
+		if h.BaseOffset >= hw {
+			return 0, 0, true, nil
+		}
+		if h.MaxTimestamp >= ts && h.lastOffset() >= ls {
+			b, err := r.get(pos, int(h.size()))
+			if err != nil {
+				return 0, 0, false, storageErr("read "+seg.name(), err)
+			}
+			var fo, ft int64
+			found := false
+			walked := recordTimestamps(b, func(o, t int64) bool {
+				if o >= ls && t >= ts {
+					fo, ft, found = o, t, true
+					return false
+				}
+				return true
+			})
+			if !walked {
+				return max(h.BaseOffset, ls), h.MaxTimestamp, true, nil
+			}
+			if found {
+				return fo, ft, true, nil
+			}
+		}
+		pos += h.size()
+	}
+	return 0, 0, false, nil
+}
+
+// MaxTimestamp returns the offset and timestamp of the record with the
+// largest timestamp below the high watermark (ListOffsets -3), or (-1, -1)
+// if there is none. For a compressed batch the offset is the batch's last.
+func (l *Log) MaxTimestamp() (offset, timestamp int64) {
+	if l.closed.Load() {
+		return -1, -1
+	}
+	l.syncMu.Lock()
+	vis := l.synced
+	if l.policy == SyncInterval {
+		vis = l.written
+	}
+	l.syncMu.Unlock()
+	ls := l.logStart.Load()
+	segs := l.segments()
+	bestTs, bestOff := int64(-1), int64(-1)
+	var bestSeg *segment
+	for i, seg := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= ls {
+			continue
+		}
+		var ts, off int64
+		if i == len(segs)-1 {
+			if vis.seg != seg {
+				continue
+			}
+			ts, off = vis.maxTs, vis.maxTsOff
+		} else {
+			var err error
+			if ts, off, err = l.segMaxTs(seg); err != nil {
+				l.logger.Warn("max timestamp of segment", "segment", seg.name(), "err", err)
+				continue
+			}
+		}
+		if ts > bestTs {
+			bestTs, bestOff, bestSeg = ts, off, seg
+		}
+	}
+	if bestSeg == nil || !bestSeg.acquire() {
+		return -1, -1
+	}
+	defer bestSeg.release(l)
+	bp, n, err := l.readSegment(bestSeg, bestOff, 1, math.MaxInt64)
+	if err != nil || bp == nil || n == 0 {
+		return bestOff, bestTs
+	}
+	defer l.putBuf(bp)
+	b := (*bp)[:n]
+	h := parseHeader(b)
+	recOff := h.lastOffset()
+	recordTimestamps(b, func(o, t int64) bool {
+		if t == bestTs {
+			recOff = o
+			return false
+		}
+		return true
+	})
+	return recOff, bestTs
+}

@@ -1,0 +1,427 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Recovery.
+//
+// The recovery-point file names a durable point (segment, byte position,
+// next offset). Everything before it was fsynced before the file was
+// written, so open trusts it without reading it: segments before the
+// checkpoint's segment are opened lazily (only their file size is read;
+// indexes load on first use), and the checkpoint segment's index entries
+// below the point are loaded as they are. Only the bytes after the point
+// (in the checkpoint segment and any later segment) are scanned, batch by
+// batch, checking framing, CRC-32C and offset order. The first bad batch
+// ends the log: it and everything after it is a torn or corrupt tail,
+// truncated with a logged CorruptionError. Since synced data is always a
+// prefix of the written data, nothing synced is ever behind a torn write, so
+// no acknowledged batch is dropped.
+//
+// After a clean Close the checkpoint is at the end of the log: nothing is
+// scanned.
+
+// recover opens the directory, rebuilding state after a crash if needed.
+func (l *Log) recover() error {
+	if _, err := l.fs.Stat(l.dir); err != nil {
+		if !isNotExist(err) {
+			return storageErr("stat log dir", err)
+		}
+		if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+			return storageErr("create log dir", err)
+		}
+		if err := syncDir(l.fs, parentDir(l.dir)); err != nil {
+			return storageErr("sync parent of log dir", err)
+		}
+	}
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return storageErr("list log dir", err)
+	}
+	var bases []int64
+	haveLog := map[int64]bool{}
+	var orphans []string
+	for _, n := range names {
+		if b, ok := parseSegmentName(n, logSuffix); ok {
+			bases = append(bases, b)
+			haveLog[b] = true
+		}
+	}
+	for _, n := range names {
+		switch {
+		case strings.HasSuffix(n, tmpSuffix):
+			orphans = append(orphans, n) // an interrupted atomic write
+		case strings.HasSuffix(n, indexSuffix) || strings.HasSuffix(n, timeIndexSuffix):
+			b, ok := parseSegmentName(n, indexSuffix)
+			if !ok {
+				b, ok = parseSegmentName(n, timeIndexSuffix)
+			}
+			if ok && !haveLog[b] {
+				orphans = append(orphans, n) // the .log was deleted first
+			}
+		}
+	}
+	for _, n := range orphans {
+		if err := l.fs.Remove(filepath.Join(l.dir, n)); err != nil && !isNotExist(err) {
+			return storageErr("remove "+n, err)
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+
+	logStart := int64(0)
+	if b, err := readFile(l.fs, filepath.Join(l.dir, logStartFile)); err == nil {
+		if v, derr := decodeLogStart(b); derr == nil {
+			logStart = v
+		} else {
+			l.logger.Error("ignoring damaged log start offset file", "err",
+				&CorruptionError{Segment: logStartFile, Reason: derr.Error()})
+		}
+	} else if !isNotExist(err) {
+		return storageErr("read log start offset", err)
+	}
+	var ckpt *checkpoint
+	if b, err := readFile(l.fs, filepath.Join(l.dir, checkpointFile)); err == nil {
+		if c, derr := decodeCheckpoint(b); derr == nil {
+			ckpt = &c
+		} else {
+			l.logger.Error("ignoring damaged recovery point, scanning all segments", "err",
+				&CorruptionError{Segment: checkpointFile, Reason: derr.Error()})
+		}
+	} else if !isNotExist(err) {
+		return storageErr("read recovery point", err)
+	}
+
+	if len(bases) == 0 {
+		seg, err := l.createSegment(logStart)
+		if err != nil {
+			return err
+		}
+		l.segs = []*segment{seg}
+		return l.finishOpen(seg, logStart, logStart, true)
+	}
+
+	for _, b := range bases {
+		seg := &segment{base: b, fs: l.fs, dir: l.dir, ix: newIndexState(b)}
+		seg.refs.Store(1)
+		f, err := l.fs.OpenReadWrite(seg.path(logSuffix))
+		if err != nil {
+			return storageErr("open "+seg.name(), err)
+		}
+		seg.f = f
+		l.segs = append(l.segs, seg)
+		st, err := f.Stat()
+		if err != nil {
+			return storageErr("stat "+seg.name(), err)
+		}
+		seg.size.Store(st.Size())
+		seg.closed = true
+	}
+
+	// Where the scan starts.
+	start, startPos, next := 0, int64(0), l.segs[0].base
+	trusted := false
+	if ckpt != nil {
+		i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base >= ckpt.segBase })
+		switch {
+		case i == len(l.segs) || l.segs[i].base != ckpt.segBase:
+			l.logger.Warn("recovery point names a missing segment, scanning all segments", "segment", segmentName(ckpt.segBase, logSuffix))
+		case ckpt.pos > l.segs[i].size.Load():
+			l.logger.Error("segment shorter than its recovery point, scanning it", "err", &CorruptionError{
+				Segment: l.segs[i].name(), Offset: l.segs[i].size.Load(),
+				Reason: fmt.Sprintf("recovery point at byte %d", ckpt.pos)})
+			start, next = i, l.segs[i].base
+		default:
+			start, startPos, next, trusted = i, ckpt.pos, ckpt.next, true
+		}
+	}
+	first := l.segs[start]
+	first.mu.Lock()
+	first.loaded = true
+	first.maxTsKnown = true
+	if trusted {
+		if err := l.loadCheckpointIndexes(first, ckpt); err != nil {
+			l.logger.Warn("rebuilding index of checkpoint segment", "err", err)
+			startPos, next = 0, first.base
+			first.ix = newIndexState(first.base)
+		}
+	}
+	first.mu.Unlock()
+
+	scanned := false
+	last := len(l.segs) - 1
+	interval := int64(l.config().IndexIntervalBytes)
+	for i := start; i < len(l.segs); i++ {
+		seg := l.segs[i]
+		pos := int64(0)
+		if i == start {
+			pos = startPos
+		} else {
+			seg.mu.Lock()
+			seg.loaded, seg.maxTsKnown = true, true
+			seg.mu.Unlock()
+			if seg.base < next {
+				l.logger.Error("segment overlaps the previous one", "err",
+					&CorruptionError{Segment: seg.name(), Reason: fmt.Sprintf("base offset below %d", next)})
+				last = i - 1
+				break
+			}
+			next = seg.base
+		}
+		if pos == seg.size.Load() {
+			continue
+		}
+		scanned = true
+		end, n, cerr, err := scanSegment(seg, pos, next, interval, &seg.ix, &seg.mu)
+		if err != nil {
+			return storageErr("scan "+seg.name(), err)
+		}
+		next = n
+		if cerr != nil {
+			l.logger.Warn("truncating torn or corrupt tail", "segment", seg.name(), "pos", end, "err", cerr)
+			if err := seg.f.Truncate(end); err != nil {
+				return storageErr("truncate "+seg.name(), err)
+			}
+			if err := seg.f.Sync(); err != nil {
+				return storageErr("sync "+seg.name(), err)
+			}
+			seg.size.Store(end)
+			if i < len(l.segs)-1 {
+				l.logger.Error("dropping segments after a corrupt batch", "from", l.segs[i+1].name())
+			}
+			last = i
+			break
+		}
+	}
+	// Drop segments after a corruption point (files removed, .log first).
+	for _, seg := range l.segs[last+1:] {
+		seg.deleted.Store(true)
+		seg.release(l)
+	}
+	l.segs = l.segs[:last+1]
+	act := l.segs[last]
+
+	// Closed segments that were scanned get their index files rewritten.
+	rewrote := false
+	for i := start; i < last; i++ {
+		seg := l.segs[i]
+		seg.mu.Lock()
+		seg.ix.addTimeEntry()
+		seg.mu.Unlock()
+		if err := seg.writeIndexFiles(); err != nil {
+			return storageErr("write index of "+seg.name(), err)
+		}
+		rewrote = true
+	}
+	if err := l.openActiveIndexFiles(act, trusted && start == last); err != nil {
+		return err
+	}
+	if rewrote {
+		if err := syncDir(l.fs, l.dir); err != nil {
+			return storageErr("sync log dir", err)
+		}
+	}
+	if scanned {
+		// The recovered tail may be only in the page cache (a process
+		// crash): make it durable before it becomes visible.
+		if err := act.f.Sync(); err != nil {
+			return storageErr("sync "+act.name(), err)
+		}
+	}
+	act.closed = false
+	act.rollMs = l.now().UnixMilli()
+	if act.size.Load() >= batchHeaderSize {
+		var hb [batchHeaderSize]byte
+		if err := readFull(act.f, hb[:], 0); err == nil {
+			if h := parseHeader(hb[:]); h.MaxTimestamp >= 0 && h.MaxTimestamp < act.rollMs {
+				act.rollMs = h.MaxTimestamp
+			}
+		}
+	}
+	if err := l.finishOpen(act, logStart, next, scanned || !trusted); err != nil {
+		return err
+	}
+	if trusted && ckpt.clean && !scanned {
+		l.logger.Debug("opened after clean shutdown", "segments", len(l.segs), "log_end", next)
+	} else {
+		l.logger.Info("recovered log", "segments", len(l.segs), "log_end", next, "scanned_from_segment", first.name(), "scanned_from_pos", startPos)
+	}
+	return nil
+}
+
+// finishOpen sets the offsets and sync state once the segments are known,
+// and writes a checkpoint at the end if recovery changed anything.
+func (l *Log) finishOpen(act *segment, logStart, next int64, writeCkpt bool) error {
+	l.active = act
+	l.next = next
+	l.leo.Store(next)
+	l.hw.Store(next)
+	logStart = max(logStart, l.segs[0].base)
+	logStart = min(logStart, next)
+	l.logStart.Store(logStart)
+	act.mu.RLock()
+	pt := syncPoint{seg: act, pos: act.size.Load(), next: next, maxTs: act.ix.maxTs, maxTsOff: act.ix.maxTsOff}
+	act.mu.RUnlock()
+	l.written, l.synced = pt, pt
+	if !writeCkpt {
+		l.lastCkpt, l.haveCkpt = checkpoint{segBase: act.base, pos: pt.pos, next: next, maxTs: pt.maxTs, maxTsOff: pt.maxTsOff, clean: true}, true
+		return nil
+	}
+	if err := act.flushIndexes(pt.pos, next); err != nil {
+		return storageErr("flush index of "+act.name(), err)
+	}
+	return l.writeCheckpoint(checkpoint{segBase: act.base, pos: pt.pos, next: next, maxTs: pt.maxTs, maxTsOff: pt.maxTsOff})
+}
+
+// loadCheckpointIndexes loads the index entries of the checkpoint segment
+// that point below the checkpoint (those are durable). seg.mu must be held.
+func (l *Log) loadCheckpointIndexes(seg *segment, c *checkpoint) error {
+	ob, err := readFile(l.fs, seg.path(indexSuffix))
+	if err != nil {
+		return err
+	}
+	tb, err := readFile(l.fs, seg.path(timeIndexSuffix))
+	if err != nil {
+		return err
+	}
+	o, err := parseOffsetIndex(ob, seg.base, -1)
+	if err != nil {
+		return &CorruptionError{Segment: segmentName(seg.base, indexSuffix), Reason: err.Error()}
+	}
+	t, err := parseTimeIndex(tb, seg.base)
+	if err != nil {
+		return &CorruptionError{Segment: segmentName(seg.base, timeIndexSuffix), Reason: err.Error()}
+	}
+	seg.ix.oidx, seg.ix.tidx = o, t
+	seg.ix.truncate(c.pos, c.next, c.maxTs, c.maxTsOff)
+	return nil
+}
+
+// openActiveIndexFiles opens the index files of the active segment for
+// appending entries: truncated to the entries that are both on disk and in
+// memory (trusted: the checkpoint's), or recreated.
+func (l *Log) openActiveIndexFiles(act *segment, trusted bool) error {
+	act.mu.RLock()
+	no, nt := act.ix.oidx.len(), act.ix.tidx.len()
+	act.mu.RUnlock()
+	act.idxFileMu.Lock()
+	defer act.idxFileMu.Unlock()
+	open := func(suffix, magic string, n, size int) (f vfsFile, flushed int, err error) {
+		name := act.path(suffix)
+		if trusted {
+			if f, err = l.fs.OpenReadWrite(name); err == nil {
+				if err = f.Truncate(int64(indexHeaderSize + n*size)); err == nil {
+					return f, n, nil
+				}
+				f.Close()
+			}
+			l.logger.Warn("recreating index file", "file", name, "err", err)
+		}
+		f, err = l.createIndexFile(name, magic, act.base)
+		return f, 0, err
+	}
+	var err error
+	if act.oFile, act.flushedO, err = open(indexSuffix, offsetIndexMagic, no, offsetEntrySize); err != nil {
+		return storageErr("open index of "+act.name(), err)
+	}
+	if act.tFile, act.flushedT, err = open(timeIndexSuffix, timeIndexMagic, nt, timeEntrySize); err != nil {
+		return storageErr("open time index of "+act.name(), err)
+	}
+	if !trusted {
+		if err := syncDir(l.fs, l.dir); err != nil {
+			return storageErr("sync log dir", err)
+		}
+	}
+	return nil
+}
+
+// scanSegment reads seg's batches from pos, checking framing, CRC and that
+// offsets increase from next; each good batch is noted in ix (under mu).
+// It returns the end of the last good batch and the offset after it; cerr
+// describes the first bad batch (nil if the scan reached the end); err is an
+// I/O error.
+func scanSegment(seg *segment, pos, next, interval int64, ix *indexState, mu interface {
+	Lock()
+	Unlock()
+}) (end, nextOut int64, cerr *CorruptionError, err error) {
+	size := seg.size.Load()
+	r := newChunkReader(seg.f, 1<<20)
+	bad := func(reason string, args ...any) (int64, int64, *CorruptionError, error) {
+		return pos, next, &CorruptionError{Segment: seg.name(), Offset: pos, Reason: fmt.Sprintf(reason, args...)}, nil
+	}
+	for pos < size {
+		if size-pos < batchHeaderSize {
+			return bad("%d bytes, less than a batch header", size-pos)
+		}
+		hb, err := r.get(pos, batchHeaderSize)
+		if err != nil {
+			return pos, next, nil, err
+		}
+		h := parseHeader(hb)
+		if reason := h.checkFraming(size - pos); reason != "" {
+			return bad("%s", reason)
+		}
+		if h.BaseOffset < next {
+			return bad("base offset %d below expected %d", h.BaseOffset, next)
+		}
+		if !seg.fitsOffsets(h.lastOffset()) {
+			return bad("offset %d too far from segment base", h.lastOffset())
+		}
+		b, err := r.get(pos, int(h.size()))
+		if err != nil {
+			return pos, next, nil, err
+		}
+		if c := batchCRC(b); c != h.CRC {
+			return bad("crc mismatch: stored %08x, computed %08x", h.CRC, c)
+		}
+		mu.Lock()
+		ix.note(pos, &h, interval)
+		mu.Unlock()
+		pos += h.size()
+		next = h.lastOffset() + 1
+	}
+	return pos, next, nil, nil
+}
+
+// chunkReader serves sequential reads of a file from a buffer refilled in
+// large chunks.
+type chunkReader struct {
+	f     vfsFile
+	buf   []byte
+	start int64 // file position of buf[0]
+	n     int   // valid bytes in buf
+	chunk int
+}
+
+func newChunkReader(f vfsFile, chunk int) *chunkReader {
+	return &chunkReader{f: f, chunk: chunk}
+}
+
+// get returns n bytes at pos, valid until the next call.
+func (r *chunkReader) get(pos int64, n int) ([]byte, error) {
+	if pos >= r.start && pos+int64(n) <= r.start+int64(r.n) {
+		o := int(pos - r.start)
+		return r.buf[o : o+n], nil
+	}
+	want := max(n, r.chunk)
+	if cap(r.buf) < want {
+		r.buf = make([]byte, want)
+	}
+	r.buf = r.buf[:want]
+	m, err := r.f.ReadAt(r.buf, pos)
+	r.start, r.n = pos, m
+	if m < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return r.buf[:n], nil
+}
+
+func parentDir(dir string) string { return filepath.Dir(filepath.Clean(dir)) }
