@@ -4,18 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Coordinator is the transaction coordinator. Its methods are safe for
-// concurrent use.
+// Coordinator is the transaction coordinator. Its exported methods are
+// safe for concurrent use; all state is owned by one goroutine (the loop).
 type Coordinator struct {
-	opts Options
+	opts   Options
+	logger *slog.Logger
+	met    *metrics
+
+	events    chan func()
+	quit      chan struct{} // closed by Close
+	done      chan struct{} // closed when the loop exited
+	closeOnce sync.Once
+	w         *writer
+
+	// markerCtx is the context of marker writes; cancelled by Close.
+	markerCtx    context.Context
+	markerCancel context.CancelFunc
+	markerWG     sync.WaitGroup
+	markerSem    chan struct{} // bounds concurrent marker writes
+
+	// Loop-owned state.
+	txns        map[string]*txnMeta
+	markerTxns  map[string]*txnMeta // txns with a marker job
+	pidNext     int64               // next producer id to hand out
+	pidEnd      int64               // end (exclusive) of the reserved block
+	pidWaiters  []func(int64, error)
+	pidWriting  bool
+	nextPeriod  time.Time // next timeout/expiration scan
+	stateCounts map[txnState]int
 }
 
 // NewCoordinator replays the state partition and returns a running
-// coordinator.
+// coordinator. Transactions found in PrepareCommit/PrepareAbort get their
+// markers (re)written; Ongoing ones are aborted when they time out.
 func NewCoordinator(opts Options) (*Coordinator, error) {
 	if opts.State == nil {
 		return nil, errors.New("txn: Options.State is required")
@@ -24,18 +53,279 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 		return nil, errors.New("txn: Options.Partitions is required")
 	}
 	opts.ensureDefaults()
-	return &Coordinator{opts: opts}, nil
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{
+		opts:        opts,
+		logger:      opts.Logger,
+		met:         met,
+		events:      make(chan func()),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+		markerSem:   make(chan struct{}, 64),
+		txns:        make(map[string]*txnMeta),
+		markerTxns:  make(map[string]*txnMeta),
+		stateCounts: make(map[txnState]int),
+	}
+	start := time.Now()
+	n, err := c.replay()
+	if err != nil {
+		met.unregister()
+		return nil, fmt.Errorf("txn: replay %s: %w", StateTopic, err)
+	}
+	for _, m := range c.txns {
+		c.countState(m.state, 1)
+	}
+	c.logger.Info("transaction state replayed", "records", n, "transactional_ids", len(c.txns),
+		"next_producer_id", c.pidNext, "took", time.Since(start))
+	c.markerCtx, c.markerCancel = context.WithCancel(context.Background())
+	c.w = newWriter(c)
+	c.nextPeriod = opts.Now().Add(opts.AbortTimedOutInterval)
+	// Recovery: a prepared transaction completes (markers are idempotent,
+	// so the partitions that already have theirs get a harmless second).
+	for _, m := range c.txns {
+		if m.state.isPrepare() {
+			c.logger.Info("completing prepared transaction", "transactional_id", m.id, "state", m.state.String(),
+				"producer_id", m.producerID, "epoch", m.epoch, "partitions", len(m.parts))
+			c.beginMarkers(m)
+		}
+	}
+	go c.w.run()
+	go c.loop()
+	return c, nil
 }
 
-// Handle answers one transaction-related request.
+// replay loads the state log into memory. It runs before the loop starts.
+func (c *Coordinator) replay() (int, error) {
+	log := c.opts.State
+	off := log.LogStartOffset()
+	hw := log.HighWatermark()
+	n := 0
+	for off < hw {
+		data, release, err := log.Read(off, 1<<20, hw)
+		if err != nil {
+			return n, fmt.Errorf("read at %d: %w", off, err)
+		}
+		next, _, err := forEachRecord(data, func(_ int64, key, value []byte) error {
+			rec, ok, err := decodeRecord(key, value)
+			if err != nil {
+				return err
+			}
+			n++
+			if !ok {
+				c.logger.Warn("skipping unknown transaction state record", "key_bytes", len(key))
+				return nil
+			}
+			c.applyRecord(rec)
+			return nil
+		})
+		if release != nil {
+			release()
+		}
+		if err != nil {
+			return n, err
+		}
+		if next <= off {
+			return n, fmt.Errorf("%w: no whole batch at offset %d", ErrCorruptState, off)
+		}
+		off = next
+	}
+	return n, nil
+}
+
+func (c *Coordinator) applyRecord(rec stateRecord) {
+	switch {
+	case rec.pidBlockEnd > 0:
+		if rec.pidBlockEnd > c.pidEnd {
+			c.pidEnd = rec.pidBlockEnd
+		}
+		// Ids below a persisted end may have been handed out before the
+		// crash; never reuse them.
+		c.pidNext = c.pidEnd
+	case rec.tombstone:
+		delete(c.txns, rec.txnID)
+	default:
+		if rec.data.state == stateDead {
+			delete(c.txns, rec.txnID)
+			return
+		}
+		m := c.txns[rec.txnID]
+		if m == nil {
+			m = &txnMeta{id: rec.txnID}
+			c.txns[rec.txnID] = m
+		}
+		m.txnData = rec.data
+		// A transactional id's producer ids come from a block; make sure
+		// a block lost to truncation cannot hand them out again.
+		for _, id := range []int64{rec.data.producerID, rec.data.nextProducerID, rec.data.prevProducerID} {
+			if id >= c.pidNext {
+				c.pidNext = id + 1
+				c.pidEnd = max(c.pidEnd, c.pidNext)
+			}
+		}
+	}
+}
+
+// loop runs every event and the periodic work.
+func (c *Coordinator) loop() {
+	defer close(c.done)
+	t := time.NewTimer(c.opts.AbortTimedOutInterval)
+	defer t.Stop()
+	for {
+		select {
+		case fn := <-c.events:
+			fn()
+		case <-t.C:
+			c.tick(false)
+		case <-c.quit:
+			return
+		}
+		t.Reset(c.timerDelay())
+	}
+}
+
+// timerDelay is how long the real timer sleeps before the next tick: until
+// the next periodic scan or the earliest marker retry.
+func (c *Coordinator) timerDelay() time.Duration {
+	now := c.opts.Now()
+	next := c.nextPeriod
+	for _, m := range c.markerTxns {
+		if at := m.markers.nextRetry(); !at.IsZero() && at.Before(next) {
+			next = at
+		}
+	}
+	d := next.Sub(now)
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	if d > c.opts.AbortTimedOutInterval {
+		d = c.opts.AbortTimedOutInterval
+	}
+	return d
+}
+
+// Tick runs the periodic work now, as of Options.Now: aborts timed-out
+// transactions, expires idle transactional ids and retries failed marker
+// writes whose backoff passed. The coordinator's own timer calls it too;
+// tests with a fake clock advance the clock and call Tick.
+func (c *Coordinator) Tick() {
+	done := make(chan struct{})
+	if c.post(func() { c.tick(true); close(done) }) {
+		select {
+		case <-done:
+		case <-c.quit:
+		}
+	}
+}
+
+// tick is the loop's periodic work; force skips the scan interval.
+func (c *Coordinator) tick(force bool) {
+	now := c.opts.Now()
+	if force || !now.Before(c.nextPeriod) {
+		c.abortTimedOut(now)
+		c.expireIDs(now)
+		c.nextPeriod = now.Add(c.opts.AbortTimedOutInterval)
+	}
+	for _, m := range c.markerTxns {
+		c.driveMarkers(m)
+	}
+}
+
+// post runs fn on the loop. It returns false if the coordinator closed.
+// Never call it from the loop.
+func (c *Coordinator) post(fn func()) bool {
+	select {
+	case c.events <- fn:
+		return true
+	case <-c.quit:
+		return false
+	}
+}
+
+// call runs fn on the loop and waits for the response it passes to reply
+// (possibly later, from another event).
+func (c *Coordinator) call(ctx context.Context, fn func(reply func(kmsg.Response))) (kmsg.Response, error) {
+	ch := make(chan kmsg.Response, 1)
+	ev := func() { fn(func(r kmsg.Response) { ch <- r }) }
+	select {
+	case c.events <- ev:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.quit:
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.quit:
+		return nil, ErrClosed
+	}
+}
+
+// Handle answers one transaction-related request: FindCoordinator,
+// InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+// TxnOffsetCommit, DescribeTransactions and ListTransactions. It blocks
+// until the state change the response depends on is durable. A request of
+// another key is an error (the broker closes the connection).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	return nil, fmt.Errorf("txn: request key %d not implemented yet", req.Key())
+	if !versionOK(req) {
+		return nil, fmt.Errorf("txn: unsupported version %d of request key %d", req.GetVersion(), req.Key())
+	}
+	switch r := req.(type) {
+	case *kmsg.FindCoordinatorRequest:
+		return c.findCoordinator(r), nil
+	case *kmsg.InitProducerIDRequest:
+		return c.call(ctx, func(reply func(kmsg.Response)) { c.initProducerID(r, reply) })
+	case *kmsg.AddPartitionsToTxnRequest:
+		return c.call(ctx, func(reply func(kmsg.Response)) { c.addPartitions(r, reply) })
+	case *kmsg.AddOffsetsToTxnRequest:
+		return c.call(ctx, func(reply func(kmsg.Response)) { c.addOffsets(r, reply) })
+	case *kmsg.EndTxnRequest:
+		return c.call(ctx, func(reply func(kmsg.Response)) { c.endTxn(r, reply) })
+	case *kmsg.TxnOffsetCommitRequest:
+		return c.txnOffsetCommit(ctx, r)
+	case *kmsg.DescribeTransactionsRequest:
+		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.describe(r)) })
+	case *kmsg.ListTransactionsRequest:
+		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.list(r)) })
+	default:
+		return nil, fmt.Errorf("txn: request key %d is not a transaction request", req.Key())
+	}
 }
 
-// Verify checks transactional Produce batches (see the package doc).
-func (c *Coordinator) Verify(ctx context.Context, txnID string, pid int64, epoch int16, parts []TopicPartition, implicitAdd bool) (codes []int16, release func(), err error) {
-	return nil, nil, errors.New("txn: Verify not implemented yet")
+func versionOK(req kmsg.Request) bool {
+	for _, k := range apiVersions {
+		if k.ApiKey == req.Key() {
+			v := req.GetVersion()
+			return v >= k.MinVersion && v <= k.MaxVersion
+		}
+	}
+	return false
 }
 
-// Close stops the coordinator.
-func (c *Coordinator) Close() error { return nil }
+// Close stops the coordinator: requests waiting on it get ErrClosed,
+// marker writes in flight are cancelled (they are re-sent on the next
+// start, from the durable PrepareCommit/PrepareAbort state).
+func (c *Coordinator) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.quit)
+		<-c.done
+		c.markerCancel()
+		c.w.stop()
+		c.markerWG.Wait()
+		c.met.unregister()
+	})
+	return nil
+}
+
+// codeFor maps a state append error to the response code.
+func codeFor(err error) int16 {
+	if errors.Is(err, ErrClosed) {
+		return kerr.NotCoordinator.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
+}
