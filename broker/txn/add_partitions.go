@@ -386,4 +386,3 @@ func produceCode(code int16) int16 {
 	}
 	return code
 }
-
