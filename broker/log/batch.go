@@ -70,12 +70,12 @@ type batchHeader struct {
 }
 
 // size is the whole batch's size in bytes.
-func (h *batchHeader) size() int64 { return int64(h.Length) + logOverhead }
+func (h batchHeader) size() int64 { return int64(h.Length) + logOverhead }
 
 // lastOffset is the offset of the batch's last record.
-func (h *batchHeader) lastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+func (h batchHeader) lastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
 
-func (h *batchHeader) compression() int { return int(h.Attributes & attrCompression) }
+func (h batchHeader) compression() int { return int(h.Attributes & attrCompression) }
 
 // parseHeader decodes the first batchHeaderSize bytes of b (len(b) must be at
 // least batchHeaderSize). It checks nothing.

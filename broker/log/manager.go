@@ -62,16 +62,8 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if opts.RetentionCheckInterval == 0 {
 		opts.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
-	if _, err := opts.FS.Stat(opts.Dir); err != nil {
-		if !isNotExist(err) {
-			return nil, storageErr("stat data dir", err)
-		}
-		if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
-			return nil, storageErr("create data dir", err)
-		}
-		if err := syncDir(opts.FS, parentDir(opts.Dir)); err != nil {
-			return nil, storageErr("sync parent of data dir", err)
-		}
+	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
+		return nil, storageErr("create data dir", err)
 	}
 	m := &Manager{opts: opts, logs: map[partKey]*Log{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if opts.RetentionCheckInterval > 0 {

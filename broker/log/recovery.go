@@ -29,16 +29,8 @@ import (
 
 // recover opens the directory, rebuilding state after a crash if needed.
 func (l *Log) recover() error {
-	if _, err := l.fs.Stat(l.dir); err != nil {
-		if !isNotExist(err) {
-			return storageErr("stat log dir", err)
-		}
-		if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
-			return storageErr("create log dir", err)
-		}
-		if err := syncDir(l.fs, parentDir(l.dir)); err != nil {
-			return storageErr("sync parent of log dir", err)
-		}
+	if err := mkdirAllDurable(l.fs, l.dir); err != nil {
+		return storageErr("create log dir", err)
 	}
 	names, err := l.fs.List(l.dir)
 	if err != nil {
