@@ -1,0 +1,517 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// commitTimeout bounds one flush-and-commit.
+const commitTimeout = 30 * time.Second
+
+// App runs a topology as one member of the consumer group named by its id.
+// Several processes running the same App with the same id share the tasks
+// (one per input partition); a rebalance moves only the tasks that must move
+// (cooperative-sticky), committing their progress first.
+//
+// Delivery is at-least-once: input offsets are committed only after every
+// output, repartition, changelog and dead-letter record produced from the
+// records below them is acknowledged by the cluster (acks=all, idempotent
+// producer). A crash after an acknowledgement and before the commit replays
+// the uncommitted input, so outputs may hold duplicates and counts may exceed
+// the true counts; nothing is lost.
+//
+// An App's methods are safe for concurrent use; Run may be called once.
+type App struct {
+	id      string
+	b       *Builder
+	cfg     config
+	metrics *metrics
+
+	sources map[string]*sourceNode // by resolved topic
+	stores  map[string]*storeSpec
+
+	cl  *kgo.Client
+	adm *kadm.Client
+	// producer hands a record to the client (cl.Produce); unit tests
+	// replace it to run tasks without a broker.
+	producer func(r *kgo.Record, promise func(*kgo.Record, error))
+
+	mu       sync.Mutex
+	tasks    map[taskID]*task
+	assigned map[taskID]bool // assigned by the group, task not created yet
+
+	fatalMu sync.Mutex
+	fatal   error
+
+	running    atomic.Bool
+	lastCommit time.Time // loop goroutine only
+
+	// crash is a test hook: when set, the App stops without committing or
+	// checkpointing anything more, as a killed process would.
+	crash atomic.Bool
+}
+
+// NewApp validates the topology and options. It does not connect: Run does.
+func NewApp(appID string, b *Builder, opts ...Opt) (*App, error) {
+	if err := validTopic(appID); err != nil {
+		return nil, fmt.Errorf("stream: app id: %w", err)
+	}
+	if b == nil {
+		return nil, errors.New("stream: nil builder")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	var errs []error
+	if err := cfg.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, b.errs...)
+	if len(b.sources) == 0 {
+		errs = append(errs, errors.New("topology has no source"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("stream: app %s: %w", appID, err)
+	}
+	m, err := newMetrics(appID, cfg.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("stream: app %s: metrics: %w", appID, err)
+	}
+	a := &App{id: appID, b: b, cfg: cfg, metrics: m, sources: map[string]*sourceNode{},
+		stores: map[string]*storeSpec{}, tasks: map[taskID]*task{}, assigned: map[taskID]bool{}}
+	for _, s := range b.sources {
+		a.sources[a.topicOf(s)] = s
+	}
+	for _, s := range b.stores {
+		a.stores[s.name] = s
+	}
+	return a, nil
+}
+
+// ID returns the application id: the consumer group and the prefix of the
+// App's internal topics.
+func (a *App) ID() string { return a.id }
+
+func (a *App) topicOf(s *sourceNode) string {
+	if s.internal {
+		return a.internalTopic(s.topic)
+	}
+	return s.topic
+}
+
+func (a *App) sinkTopic(s *sinkSpec) string {
+	if s.internal {
+		return a.internalTopic(s.topic)
+	}
+	return s.topic
+}
+
+func (a *App) internalTopic(suffix string) string { return a.id + "-" + suffix }
+
+func (a *App) changelogTopic(store string) string { return a.internalTopic(store + "-changelog") }
+
+func (a *App) storeSpec(name string) *storeSpec { return a.stores[name] }
+
+func (a *App) taskDir(id taskID) string { return filepath.Join(a.cfg.stateDir, a.id, id.String()) }
+
+func (a *App) backoff(attempt int) time.Duration {
+	d := a.cfg.backoffMin
+	for i := 1; i < attempt && d < a.cfg.backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, a.cfg.backoffMax)
+}
+
+// fail records the first fatal error; the processing loop stops on it.
+func (a *App) fail(err error) {
+	a.fatalMu.Lock()
+	if a.fatal == nil {
+		a.fatal = err
+	}
+	a.fatalMu.Unlock()
+}
+
+func (a *App) fatalErr() error {
+	a.fatalMu.Lock()
+	defer a.fatalMu.Unlock()
+	return a.fatal
+}
+
+func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
+	opts := append([]kgo.Opt{}, a.cfg.clientOpts...)
+	opts = append(opts, kgo.SeedBrokers(a.cfg.seeds...))
+	return append(opts, extra...)
+}
+
+// Run creates the internal topics, joins the group and processes records
+// until ctx is done (then it flushes, commits and leaves the group, and
+// returns nil) or a fatal error occurs (returned; nothing past the failure
+// is committed). Processing errors in user code are not fatal: they go to
+// the dead-letter topics.
+func (a *App) Run(ctx context.Context) (err error) {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("stream: App.Run called twice")
+	}
+	if err := a.setupTopics(ctx); err != nil {
+		return fmt.Errorf("stream: app %s: %w", a.id, err)
+	}
+	var topics []string
+	for t := range a.sources {
+		topics = append(topics, t)
+	}
+	manual := map[string]bool{}
+	for name := range a.stores {
+		manual[a.changelogTopic(name)] = true
+	}
+	cl, err := kgo.NewClient(a.clientOpts(
+		kgo.ConsumerGroup(a.id),
+		kgo.ConsumeTopics(topics...),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(a.onAssigned),
+		kgo.OnPartitionsRevoked(a.onRevoked),
+		kgo.OnPartitionsLost(a.onLost),
+		kgo.RecordPartitioner(appPartitioner{manual: manual, byKey: kgo.StickyKeyPartitioner(nil)}),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	)...)
+	if err != nil {
+		return fmt.Errorf("stream: app %s: client: %w", a.id, err)
+	}
+	a.cl = cl
+	a.adm = kadm.NewClient(cl)
+	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		// Not the Run context: records handed over before shutdown must
+		// still be sent by the final flush.
+		cl.Produce(context.Background(), r, promise)
+	}
+	a.lastCommit = a.cfg.clock.Now()
+	err = a.loop(ctx)
+	a.shutdown(err)
+	if err != nil {
+		return fmt.Errorf("stream: app %s: %w", a.id, err)
+	}
+	return nil
+}
+
+// appPartitioner sends changelog records to the partition set on the record
+// (the task's partition) and everything else by key: murmur2 of the key
+// bytes, as Java clients do, so a repartition topic is partitioned exactly as
+// Kafka Streams would partition it.
+type appPartitioner struct {
+	manual map[string]bool
+	byKey  kgo.Partitioner
+}
+
+func (p appPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if p.manual[topic] {
+		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	return p.byKey.ForTopic(topic)
+}
+
+// loop runs processing rounds: poll (rebalances are blocked from here), make
+// sure the polled partitions' tasks exist and are restored, process each
+// task's records on the workers, commit if due, allow rebalances.
+func (a *App) loop(ctx context.Context) error {
+	for {
+		if err := a.fatalErr(); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.commitInterval)
+		fetches := a.cl.PollRecords(pctx, a.cfg.maxPollRecords)
+		cancel()
+		if fetches.IsClientClosed() {
+			return errors.New("client closed")
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				a.cfg.logger.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		err := a.round(ctx, fetches)
+		if now := a.cfg.clock.Now(); err == nil && now.Sub(a.lastCommit) >= a.cfg.commitInterval {
+			a.lastCommit = now
+			if cerr := a.commit(ctx, a.allTasks()); cerr != nil && ctx.Err() == nil {
+				err = cerr
+			}
+		}
+		a.cl.AllowRebalance()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type batch struct {
+	t    *task
+	recs []*kgo.Record
+}
+
+func (a *App) round(ctx context.Context, fetches kgo.Fetches) error {
+	var batches []batch
+	var ids []taskID
+	a.mu.Lock()
+	for id := range a.assigned {
+		ids = append(ids, id)
+	}
+	a.mu.Unlock()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) > 0 {
+			ids = append(ids, taskID{p.Topic, p.Partition})
+		}
+	})
+	for _, id := range ids {
+		if _, err := a.ensureTask(ctx, id); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) > 0 {
+			batches = append(batches, batch{t: a.tasks[taskID{p.Topic, p.Partition}], recs: p.Records})
+		}
+	})
+	a.mu.Unlock()
+
+	sem := make(chan struct{}, a.cfg.workers)
+	var wg sync.WaitGroup
+	for _, b := range batches {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, r := range b.recs {
+				if err := b.t.handle(ctx, r); err != nil {
+					if ctx.Err() == nil {
+						a.fail(err)
+					}
+					return
+				}
+			}
+			if err := b.t.expire(1000); err != nil {
+				a.fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return a.fatalErr()
+}
+
+// ensureTask returns the task for id, creating and restoring it first if
+// needed.
+func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
+	a.mu.Lock()
+	t, ok := a.tasks[id]
+	a.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	src, ok := a.sources[id.topic]
+	if !ok {
+		return nil, fmt.Errorf("assigned partition of unknown topic %s", id.topic)
+	}
+	t, err := a.newTask(id, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.restore(ctx); err != nil {
+		t.close()
+		return nil, err
+	}
+	a.mu.Lock()
+	a.tasks[id] = t
+	delete(a.assigned, id)
+	a.metrics.tasks.Set(float64(len(a.tasks)))
+	a.mu.Unlock()
+	return t, nil
+}
+
+func (a *App) allTasks() []*task {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ts := make([]*task, 0, len(a.tasks))
+	for _, t := range a.tasks {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// commit makes the progress of tasks durable, in this order:
+//
+//  1. flush: every record produced so far is acknowledged (or failed — a
+//     failure is fatal and nothing is committed);
+//  2. commit each task's input offset (one past its last handled record);
+//  3. write each task's local checkpoint (synced) naming the changelog
+//     offsets its stores cover.
+//
+// A crash between any two steps replays input (at-least-once); none loses it.
+func (a *App) commit(ctx context.Context, tasks []*task) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	if err := a.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if err := a.fatalErr(); err != nil {
+		return err
+	}
+	if a.crash.Load() {
+		return nil
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range tasks {
+		if t.next.Offset > t.committed {
+			if offsets[t.id.topic] == nil {
+				offsets[t.id.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[t.id.topic][t.id.partition] = t.next
+		}
+	}
+	var commitErr error
+	if len(offsets) > 0 {
+		a.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				commitErr = err
+				return
+			}
+			commitErr = commitResponseErr(resp)
+		})
+		a.metrics.commits.Inc()
+	}
+	if commitErr != nil {
+		// Not fatal: the offsets stay uncommitted and the records are
+		// replayed by whoever owns the partitions next (at-least-once).
+		a.cfg.logger.Warn("offset commit failed", "err", commitErr)
+	} else {
+		for _, t := range tasks {
+			if t.next.Offset > t.committed {
+				t.committed = t.next.Offset
+			}
+		}
+	}
+	var size uint64
+	for _, t := range tasks {
+		if err := t.checkpoint(); err != nil {
+			return err
+		}
+		if t.db != nil {
+			size += t.db.DiskSize()
+		}
+	}
+	a.metrics.storeBytes.Set(float64(size))
+	return nil
+}
+
+func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for topic, ps := range assigned {
+		for _, p := range ps {
+			a.assigned[taskID{topic, p}] = true
+		}
+	}
+	a.cfg.logger.Info("partitions assigned", "partitions", assigned)
+}
+
+// onRevoked commits the progress of the revoked tasks and closes them. With
+// the cooperative protocol only the tasks that move are revoked; the others
+// keep running untouched.
+func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	tasks := a.takeTasks(revoked)
+	if len(tasks) > 0 && a.fatalErr() == nil && !a.crash.Load() {
+		if err := a.commit(ctx, tasks); err != nil {
+			a.cfg.logger.Warn("commit on revoke failed; the new owner replays", "err", err)
+		}
+	}
+	a.closeTasks(tasks)
+	if len(revoked) > 0 {
+		a.cfg.logger.Info("partitions revoked", "partitions", revoked)
+	}
+}
+
+// onLost closes the lost tasks without committing: another member may own
+// them already.
+func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	a.closeTasks(a.takeTasks(lost))
+	a.cfg.logger.Warn("partitions lost", "partitions", lost)
+}
+
+func (a *App) takeTasks(tps map[string][]int32) []*task {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*task
+	for topic, ps := range tps {
+		for _, p := range ps {
+			id := taskID{topic, p}
+			delete(a.assigned, id)
+			if t, ok := a.tasks[id]; ok {
+				out = append(out, t)
+				delete(a.tasks, id)
+			}
+		}
+	}
+	a.metrics.tasks.Set(float64(len(a.tasks)))
+	return out
+}
+
+func (a *App) closeTasks(ts []*task) {
+	for _, t := range ts {
+		if err := t.close(); err != nil {
+			a.cfg.logger.Warn("close task", "task", t.id.String(), "err", err)
+		}
+	}
+}
+
+// shutdown flushes and commits (unless the loop failed), leaves the group and
+// closes every task.
+func (a *App) shutdown(loopErr error) {
+	if loopErr == nil && !a.crash.Load() {
+		if err := a.commit(context.Background(), a.allTasks()); err != nil {
+			a.cfg.logger.Warn("final commit failed; the next owner replays", "err", err)
+		}
+	}
+	if loopErr != nil {
+		a.fail(loopErr) // keep the revoke callback from committing
+	}
+	a.cl.AllowRebalance()
+	a.cl.Close()
+	a.mu.Lock()
+	rest := make([]*task, 0, len(a.tasks))
+	for id, t := range a.tasks {
+		rest = append(rest, t)
+		delete(a.tasks, id)
+	}
+	a.mu.Unlock()
+	a.closeTasks(rest)
+}
+
+// commitResponseErr returns the first per-partition error of an OffsetCommit
+// response.
+func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("commit %s-%d: %w", t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
+}

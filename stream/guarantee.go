@@ -1,0 +1,118 @@
+package stream
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Guarantee is the delivery guarantee an App runs with.
+type Guarantee int
+
+const (
+	// AtLeastOnce commits input offsets only after every record produced
+	// from them is acknowledged; a crash replays uncommitted input, so
+	// duplicates are visible downstream after a crash.
+	AtLeastOnce Guarantee = iota
+	// ExactlyOnce would put outputs, changelog writes and input offsets in
+	// one transaction per task per commit. Not implemented yet.
+	ExactlyOnce
+)
+
+func (g Guarantee) String() string {
+	switch g {
+	case AtLeastOnce:
+		return "at-least-once"
+	case ExactlyOnce:
+		return "exactly-once"
+	}
+	return fmt.Sprintf("Guarantee(%d)", int(g))
+}
+
+// TopicGuarantee states how records reach one topic the App writes, and by
+// what mechanism — derived from the App's configuration and topology.
+type TopicGuarantee struct {
+	Topic     string
+	Role      string // "output", "repartition", "changelog" or "dead-letter"
+	Delivery  Guarantee
+	Mechanism string
+	Ordering  string
+}
+
+// StoreBound states the bound and recovery of one state store.
+type StoreBound struct {
+	Store     string
+	Changelog string
+	TTL       time.Duration
+	Recovery  string
+}
+
+const (
+	mechAtLeastOnce = "idempotent producer (acks=all); input offsets committed after every output is acknowledged; " +
+		"a crash replays uncommitted input: duplicates visible after a crash"
+	orderPerKey = "per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)"
+)
+
+// Guarantees lists, for every topic the App writes, its delivery guarantee
+// and the mechanism providing it.
+func (a *App) Guarantees() []TopicGuarantee {
+	var out []TopicGuarantee
+	seen := map[string]bool{}
+	add := func(g TopicGuarantee) {
+		if !seen[g.Topic] {
+			seen[g.Topic] = true
+			out = append(out, g)
+		}
+	}
+	for _, s := range a.b.sinks {
+		role := "output"
+		if s.internal {
+			role = "repartition"
+		}
+		add(TopicGuarantee{Topic: a.sinkTopic(s), Role: role, Delivery: a.cfg.guarantee,
+			Mechanism: mechAtLeastOnce, Ordering: orderPerKey})
+	}
+	for _, st := range a.b.stores {
+		add(TopicGuarantee{Topic: a.changelogTopic(st.name), Role: "changelog", Delivery: a.cfg.guarantee,
+			Mechanism: mechAtLeastOnce + "; the store may count a replayed record twice (state >= true state)",
+			Ordering:  "per key; written to the task's partition"})
+	}
+	for _, s := range a.b.sources {
+		add(TopicGuarantee{Topic: DLQTopic(a.topicOf(s)), Role: "dead-letter", Delivery: a.cfg.guarantee,
+			Mechanism: mechAtLeastOnce + "; decode failures at once, processing failures after " +
+				fmt.Sprint(a.cfg.maxAttempts) + " attempts",
+			Ordering: "none across keys; headers carry the original topic/partition/offset"})
+	}
+	return out
+}
+
+// Stores lists the App's state stores with their bounds.
+func (a *App) Stores() []StoreBound {
+	var out []StoreBound
+	for _, st := range a.b.stores {
+		out = append(out, StoreBound{Store: st.name, Changelog: a.changelogTopic(st.name), TTL: st.ttl,
+			Recovery: "local Pebble store per task; on assignment replays the changelog from the local checkpoint " +
+				"(written at each commit), or from the start if there is none"})
+	}
+	return out
+}
+
+// Describe renders the topology, guarantees and store bounds as text.
+func (a *App) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "app %s (%s)\n", a.id, a.cfg.guarantee)
+	var inputs []string
+	for _, s := range a.b.sources {
+		inputs = append(inputs, a.topicOf(s))
+	}
+	slices.Sort(inputs)
+	fmt.Fprintf(&b, "  inputs (one task per partition): %s\n", strings.Join(inputs, ", "))
+	for _, g := range a.Guarantees() {
+		fmt.Fprintf(&b, "  %-11s %s: %s — %s; order: %s\n", g.Role, g.Topic, g.Delivery, g.Mechanism, g.Ordering)
+	}
+	for _, s := range a.Stores() {
+		fmt.Fprintf(&b, "  store %s: TTL %v (event time), changelog %s; %s\n", s.Store, s.TTL, s.Changelog, s.Recovery)
+	}
+	return b.String()
+}

@@ -1,0 +1,131 @@
+package stream
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fakeClock is a processing-time clock driven by the test: Sleep advances it
+// instantly.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	return nil
+}
+
+// harness runs tasks of a topology without a broker: produced records are
+// captured in order, with offsets assigned per topic-partition.
+type harness struct {
+	t       *testing.T
+	a       *App
+	clock   *fakeClock
+	out     []*kgo.Record
+	offsets map[string]int64
+	in      map[taskID]int64
+	tasks   map[taskID]*task
+}
+
+func newHarness(t *testing.T, b *Builder, opts ...Opt) *harness {
+	t.Helper()
+	clk := newFakeClock()
+	base := []Opt{Brokers("127.0.0.1:1"), StateDir(t.TempDir()), WithClock(clk)}
+	a, err := NewApp("app", b, append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, a: a, clock: clk, offsets: map[string]int64{}, in: map[taskID]int64{}, tasks: map[taskID]*task{}}
+	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		if r.Partition < 0 {
+			r.Partition = 0
+		}
+		k := taskID{r.Topic, r.Partition}.String()
+		r.Offset = h.offsets[k]
+		h.offsets[k]++
+		h.out = append(h.out, r)
+		promise(r, nil)
+	}
+	t.Cleanup(func() {
+		for _, tk := range h.tasks {
+			tk.close()
+		}
+	})
+	return h
+}
+
+func (h *harness) task(topic string, p int32) *task {
+	h.t.Helper()
+	id := taskID{topic, p}
+	if tk, ok := h.tasks[id]; ok {
+		return tk
+	}
+	src, ok := h.a.sources[topic]
+	if !ok {
+		h.t.Fatalf("no source %s", topic)
+	}
+	tk, err := h.a.newTask(id, src)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.tasks[id] = tk
+	return tk
+}
+
+// feed hands one input record to its task and processes it to completion.
+func (h *harness) feed(topic string, p int32, key, value string, ts time.Time, headers ...kgo.RecordHeader) {
+	h.t.Helper()
+	id := taskID{topic, p}
+	off := h.in[id]
+	h.in[id]++
+	var k, v []byte
+	if key != "" {
+		k = []byte(key)
+	}
+	if value != "" {
+		v = []byte(value)
+	}
+	r := &kgo.Record{Topic: topic, Partition: p, Offset: off, Key: k, Value: v, Timestamp: ts, Headers: headers}
+	if err := h.task(topic, p).handle(context.Background(), r); err != nil {
+		h.t.Fatalf("handle %s-%d@%d: %v", topic, p, off, err)
+	}
+}
+
+// topic returns the captured records of topic, in produce order.
+func (h *harness) topic(name string) []*kgo.Record {
+	var out []*kgo.Record
+	for _, r := range h.out {
+		if r.Topic == name {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,181 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Opt configures an App. Options are applied in order by NewApp and the
+// resulting configuration is validated once; a later option overrides an
+// earlier one of the same kind.
+type Opt interface{ apply(*config) }
+
+type optFunc func(*config)
+
+func (f optFunc) apply(c *config) { f(c) }
+
+// Clock is the processing-time clock of an App: it times commits and retry
+// backoff. It never decides event time. Tests inject one to drive time.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d or until ctx is done, returning ctx.Err() in that case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type config struct {
+	seeds          []string
+	clientOpts     []kgo.Opt
+	stateDir       string
+	workers        int
+	commitInterval time.Duration
+	maxAttempts    int
+	backoffMin     time.Duration
+	backoffMax     time.Duration
+	maxPollRecords int
+	replication    int16
+	logger         *slog.Logger
+	registerer     prometheus.Registerer
+	clock          Clock
+	guarantee      Guarantee
+}
+
+func defaultConfig() config {
+	return config{
+		stateDir:       filepath.Join(os.TempDir(), "weir-stream"),
+		workers:        runtime.GOMAXPROCS(0),
+		commitInterval: time.Second,
+		maxAttempts:    3,
+		backoffMin:     100 * time.Millisecond,
+		backoffMax:     5 * time.Second,
+		maxPollRecords: 1000,
+		replication:    -1,
+		logger:         slog.New(slog.DiscardHandler),
+		clock:          realClock{},
+		guarantee:      AtLeastOnce,
+	}
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if len(c.seeds) == 0 {
+		errs = append(errs, errors.New("no seed brokers (use stream.Brokers)"))
+	}
+	if c.stateDir == "" {
+		errs = append(errs, errors.New("empty state directory"))
+	}
+	if c.workers < 1 {
+		errs = append(errs, fmt.Errorf("workers %d < 1", c.workers))
+	}
+	if c.commitInterval <= 0 {
+		errs = append(errs, fmt.Errorf("commit interval %v <= 0", c.commitInterval))
+	}
+	if c.maxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("max attempts %d < 1", c.maxAttempts))
+	}
+	if c.backoffMin < 0 || c.backoffMax < c.backoffMin {
+		errs = append(errs, fmt.Errorf("retry backoff [%v, %v] is not a valid range", c.backoffMin, c.backoffMax))
+	}
+	if c.maxPollRecords < 1 {
+		errs = append(errs, fmt.Errorf("max poll records %d < 1", c.maxPollRecords))
+	}
+	if c.replication == 0 || c.replication < -1 {
+		errs = append(errs, fmt.Errorf("replication factor %d: want -1 (broker default) or >= 1", c.replication))
+	}
+	if c.logger == nil || c.clock == nil {
+		errs = append(errs, errors.New("nil logger or clock"))
+	}
+	if c.guarantee != AtLeastOnce {
+		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v (only at-least-once is implemented)", ErrUnsupported, c.guarantee))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrUnsupported is returned by NewApp for a configuration this version does
+// not implement yet.
+var ErrUnsupported = errors.New("stream: unsupported")
+
+// Brokers sets the seed brokers (host:port) of the Kafka-protocol cluster:
+// weir's broker, Kafka or Redpanda. Required.
+func Brokers(seeds ...string) Opt {
+	return optFunc(func(c *config) { c.seeds = append([]string(nil), seeds...) })
+}
+
+// ClientOpts adds franz-go options (TLS, SASL, client id, ...) to every client
+// the App creates. Options the App depends on (consumer group, balancer,
+// manual commits, partitioner) are applied after these and win.
+func ClientOpts(opts ...kgo.Opt) Opt {
+	return optFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
+}
+
+// StateDir sets the directory holding the App's local stores, one
+// subdirectory per task. Default: $TMPDIR/weir-stream. The local copy is a
+// cache: losing it costs a full restore from the changelogs, never data.
+func StateDir(dir string) Opt { return optFunc(func(c *config) { c.stateDir = dir }) }
+
+// Workers sets how many goroutines run tasks. A task always runs on one
+// goroutine at a time. Default: GOMAXPROCS.
+func Workers(n int) Opt { return optFunc(func(c *config) { c.workers = n }) }
+
+// CommitInterval sets how often input offsets are committed (after every
+// output and changelog write is acknowledged). A shorter interval means fewer
+// duplicates after a crash and more commit traffic. Default: 1s.
+func CommitInterval(d time.Duration) Opt {
+	return optFunc(func(c *config) { c.commitInterval = d })
+}
+
+// MaxAttempts sets how many times a record whose processing fails (returns an
+// error or panics) is tried before it goes to the dead-letter topic. Default: 3.
+func MaxAttempts(n int) Opt { return optFunc(func(c *config) { c.maxAttempts = n }) }
+
+// RetryBackoff sets the backoff between processing attempts: min after the
+// first failure, doubling up to max. Default: 100ms to 5s.
+func RetryBackoff(min, max time.Duration) Opt {
+	return optFunc(func(c *config) { c.backoffMin, c.backoffMax = min, max })
+}
+
+// MaxPollRecords bounds how many records one processing round takes. Default: 1000.
+func MaxPollRecords(n int) Opt { return optFunc(func(c *config) { c.maxPollRecords = n }) }
+
+// ReplicationFactor sets the replication factor of the internal topics the App
+// creates (changelogs, repartition and dead-letter topics). Default: -1, the
+// broker's default.
+func ReplicationFactor(n int16) Opt { return optFunc(func(c *config) { c.replication = n }) }
+
+// Logger sets the structured logger. Default: discard.
+func Logger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.logger = l }) }
+
+// Registerer sets where the App registers its Prometheus metrics. Default:
+// none (metrics are kept but not registered).
+func Registerer(r prometheus.Registerer) Opt { return optFunc(func(c *config) { c.registerer = r }) }
+
+// WithClock sets the processing-time clock. Default: the system clock.
+func WithClock(clk Clock) Opt { return optFunc(func(c *config) { c.clock = clk }) }
+
+// WithGuarantee sets the delivery guarantee. Default: AtLeastOnce.
+// ExactlyOnce is not implemented in this version and NewApp rejects it with
+// ErrUnsupported.
+func WithGuarantee(g Guarantee) Opt { return optFunc(func(c *config) { c.guarantee = g }) }

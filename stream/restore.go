@@ -1,0 +1,166 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
+)
+
+// restore brings the task's stores up to the end of their changelog
+// partitions before the task processes anything.
+//
+// If the local database has a checkpoint for every store, only the changelog
+// tail from the checkpointed offsets is replayed (the database already holds
+// everything below them, and maybe more: replaying full values in order
+// converges to the changelog's state either way). Otherwise — no checkpoint,
+// an unreadable one, or a changelog shorter than the checkpoint (the topic was
+// recreated) — the local database is wiped and rebuilt from the start.
+func (t *task) restore(ctx context.Context) error {
+	if t.db == nil {
+		return nil
+	}
+	a := t.app
+	start := time.Now()
+	cp, err := t.db.Checkpoint()
+	if err != nil {
+		a.cfg.logger.Warn("unreadable checkpoint; restoring from the start of the changelogs",
+			"task", t.id.String(), "err", err)
+		cp = nil
+	}
+	topics := make([]string, len(t.stores))
+	for i, s := range t.stores {
+		topics[i] = s.changelog
+	}
+	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("task %s: changelog end offsets: %w", t.id, err)
+	}
+	end := map[string]int64{}
+	full := cp == nil
+	for _, s := range t.stores {
+		o, ok := ends.Lookup(s.changelog, t.id.partition)
+		if !ok || o.Err != nil {
+			return fmt.Errorf("task %s: changelog %s-%d end offset: %v", t.id, s.changelog, t.id.partition, o.Err)
+		}
+		end[s.changelog] = o.Offset
+		if c, ok := cp[s.spec.name]; !ok || c > o.Offset {
+			if ok {
+				a.cfg.logger.Warn("changelog ends before the local checkpoint (recreated?); full restore",
+					"task", t.id.String(), "changelog", s.changelog, "checkpoint", c, "end", o.Offset)
+			}
+			full = true
+		}
+	}
+	from := map[string]map[int32]kgo.Offset{}
+	var pending int
+	for _, s := range t.stores {
+		off := kgo.NewOffset().AtStart()
+		if !full {
+			off = kgo.NewOffset().At(cp[s.spec.name])
+			if cp[s.spec.name] >= end[s.changelog] {
+				continue
+			}
+		}
+		if end[s.changelog] == 0 {
+			continue
+		}
+		from[s.changelog] = map[int32]kgo.Offset{t.id.partition: off}
+		pending++
+	}
+	if full {
+		if err := t.db.Wipe(); err != nil {
+			return err
+		}
+	}
+	n, err := t.replay(ctx, from, end)
+	if err != nil {
+		return err
+	}
+	t.clMu.Lock()
+	for topic, e := range end {
+		t.clEnd[topic] = e
+	}
+	t.clMu.Unlock()
+	if err := t.checkpoint(); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	a.metrics.restored.Add(float64(n))
+	a.metrics.restoreSecs.Add(d.Seconds())
+	a.cfg.logger.Info("task restored", "task", t.id.String(), "full", full, "records", n,
+		"changelogs", pending, "duration", d)
+	return nil
+}
+
+// replay applies the changelog records in [from, end) of the task's
+// partition to the local stores.
+func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset, end map[string]int64) (int, error) {
+	if len(from) == 0 {
+		return 0, nil
+	}
+	a := t.app
+	store := map[string]string{}
+	for _, s := range t.stores {
+		store[s.changelog] = s.spec.name
+	}
+	rc, err := kgo.NewClient(a.clientOpts(
+		kgo.ConsumePartitions(from),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)...)
+	if err != nil {
+		return 0, fmt.Errorf("task %s: restore client: %w", t.id, err)
+	}
+	defer rc.Close()
+	pos := map[string]int64{}
+	done := func() bool {
+		for topic := range from {
+			if pos[topic] < end[topic] {
+				return false
+			}
+		}
+		return true
+	}
+	n := 0
+	for !done() {
+		fetches := rc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		var ferr error
+		fetches.EachError(func(topic string, p int32, err error) {
+			ferr = fmt.Errorf("task %s: restore %s-%d: %w", t.id, topic, p, err)
+		})
+		if ferr != nil {
+			return n, ferr
+		}
+		txn := t.db.Begin()
+		var applyErr error
+		fetches.EachRecord(func(r *kgo.Record) {
+			if applyErr != nil || r.Offset >= end[r.Topic] {
+				return
+			}
+			name := store[r.Topic]
+			if r.Value == nil {
+				applyErr = txn.Delete(name, r.Key)
+			} else {
+				_, applyErr = txn.Put(name, r.Key, r.Value, r.Timestamp.UnixMilli())
+			}
+			pos[r.Topic] = r.Offset + 1
+			n++
+		})
+		if applyErr != nil {
+			txn.Discard()
+			return n, fmt.Errorf("task %s: restore: %w", t.id, applyErr)
+		}
+		if err := txn.Commit(); err != nil {
+			return n, fmt.Errorf("task %s: restore: %w", t.id, err)
+		}
+	}
+	return n, nil
+}
+
+var _ = state.FormatVersion

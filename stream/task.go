@@ -1,0 +1,323 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
+)
+
+// taskID names a task: one partition of one source topic.
+type taskID struct {
+	topic     string
+	partition int32
+}
+
+func (id taskID) String() string { return id.topic + "-" + strconv.Itoa(int(id.partition)) }
+
+// task runs one sub-topology for one input partition.
+//
+// Concurrency: a task is driven by one goroutine at a time (a worker during a
+// processing round, or the group callbacks between rounds; the two never
+// overlap because rebalances are blocked while a round runs). Only the
+// produce promises run concurrently; they touch clMu-guarded fields.
+type task struct {
+	app   *App
+	id    taskID
+	src   *sourceNode
+	entry func(*kgo.Record) error
+
+	db     *state.DB // nil if the task has no stores
+	stores []*taskStore
+
+	// next is the offset to commit: one past the last record fully handled
+	// (processed, or sent to the DLQ). Offset -1: nothing handled yet.
+	next      kgo.EpochOffset
+	committed int64
+	// streamTime is the largest event time (ms) seen by the task.
+	streamTime int64
+
+	// Per-record attempt: store writes and outputs of the record being
+	// processed. They are applied only when the whole record succeeds, so
+	// a retried or dead-lettered record leaves no partial effects.
+	txn     *state.Txn
+	pending []*kgo.Record
+
+	clMu sync.Mutex
+	// clEnd maps a changelog topic to one past the offset of the last
+	// acknowledged changelog record the task wrote (or restored up to).
+	clEnd map[string]int64
+}
+
+// taskStore is a task's handle on one declared store.
+type taskStore struct {
+	t         *task
+	spec      *storeSpec
+	changelog string
+}
+
+func (a *App) newTask(id taskID, src *sourceNode) (*task, error) {
+	t := &task{app: a, id: id, src: src, next: kgo.EpochOffset{Epoch: -1, Offset: -1},
+		committed: -1, streamTime: math.MinInt64, clEnd: map[string]int64{}}
+	built := map[int]any{}
+	var build func(n *node) any
+	build = func(n *node) any {
+		if v, ok := built[n.id]; ok {
+			return v
+		}
+		children := make([]any, len(n.children))
+		for i, c := range n.children {
+			children[i] = build(c)
+		}
+		v := n.build(t, children)
+		built[n.id] = v
+		return v
+	}
+	t.entry = build(src.node).(func(*kgo.Record) error)
+	if len(t.stores) > 0 {
+		db, err := state.Open(a.taskDir(id), a.cfg.logger.With("task", id.String()))
+		if err != nil {
+			return nil, err
+		}
+		t.db = db
+	}
+	return t, nil
+}
+
+// store returns the task's handle on the named store (called while the
+// task's operators are instantiated).
+func (t *task) store(name string) *taskStore {
+	for _, s := range t.stores {
+		if s.spec.name == name {
+			return s
+		}
+	}
+	spec := t.app.storeSpec(name)
+	s := &taskStore{t: t, spec: spec, changelog: t.app.internalTopic(name + "-changelog")}
+	t.stores = append(t.stores, s)
+	return s
+}
+
+func (s *taskStore) get(key []byte) ([]byte, bool, error) {
+	v, _, found, err := s.t.txn.Get(s.spec.name, key)
+	return v, found, err
+}
+
+func (s *taskStore) put(key, value []byte, ts time.Time) error {
+	updated, err := s.t.txn.Put(s.spec.name, key, value, ts.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store %s: %w", s.spec.name, err)
+	}
+	s.t.emit(s.changelog, s.t.id.partition, key, value, time.UnixMilli(updated), nil)
+	return nil
+}
+
+// observe advances the task's stream time with a record's event time.
+func (t *task) observe(ts time.Time) {
+	if ms := ts.UnixMilli(); ms > t.streamTime {
+		t.streamTime = ms
+	}
+}
+
+// emit queues an output of the record being processed. partition -1 means
+// "by key" (murmur2, Java-compatible).
+func (t *task) emit(topic string, partition int32, key, value []byte, ts time.Time, headers []Header) {
+	r := &kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value, Timestamp: ts}
+	if len(headers) > 0 {
+		r.Headers = make([]kgo.RecordHeader, len(headers))
+		for i, h := range headers {
+			r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	t.pending = append(t.pending, r)
+}
+
+// produce hands a record to the client. Errors are collected by the App:
+// a failed output is fatal, because its input must not be committed.
+func (t *task) produce(r *kgo.Record) {
+	t.app.producer(r, t.onProduced)
+	t.app.metrics.recordsOut.Inc()
+}
+
+func (t *task) onProduced(r *kgo.Record, err error) {
+	if err != nil {
+		t.app.fail(fmt.Errorf("task %s: produce to %s: %w", t.id, r.Topic, err))
+		return
+	}
+	if r.Partition == t.id.partition && t.isChangelog(r.Topic) {
+		t.clMu.Lock()
+		if r.Offset+1 > t.clEnd[r.Topic] {
+			t.clEnd[r.Topic] = r.Offset + 1
+		}
+		t.clMu.Unlock()
+	}
+}
+
+func (t *task) isChangelog(topic string) bool {
+	for _, s := range t.stores {
+		if s.changelog == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// handle processes one input record to completion: success, or the DLQ. It
+// returns an error only when the task cannot go on (local store failure, or
+// ctx done during a retry backoff — then the record is not marked handled).
+func (t *task) handle(ctx context.Context, kr *kgo.Record) error {
+	var first, last time.Time
+	for attempt := 1; ; attempt++ {
+		err := t.attempt(kr)
+		if err == nil {
+			break
+		}
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			return fatal.err
+		}
+		now := t.app.cfg.clock.Now()
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		var de *DecodeError
+		if errors.As(err, &de) || attempt >= t.app.cfg.maxAttempts {
+			t.deadLetter(kr, err, attempt, first, last)
+			break
+		}
+		t.app.cfg.logger.Debug("processing failed; retrying", "task", t.id.String(), "offset", kr.Offset,
+			"attempt", attempt, "err", err)
+		t.app.metrics.retries.Inc()
+		if err := t.app.cfg.clock.Sleep(ctx, t.app.backoff(attempt)); err != nil {
+			return err
+		}
+	}
+	t.next = kgo.EpochOffset{Epoch: kr.LeaderEpoch, Offset: kr.Offset + 1}
+	t.app.metrics.recordsIn.Inc()
+	return nil
+}
+
+// fatalError marks a failure of the runtime (not of user code): it stops the
+// App instead of being retried.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+
+// attempt runs the record through the sub-topology once. On success the
+// record's store writes are applied and its outputs produced; on failure
+// both are dropped.
+func (t *task) attempt(kr *kgo.Record) (err error) {
+	t.pending = t.pending[:0]
+	if t.db != nil {
+		t.txn = t.db.Begin()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+		if err != nil {
+			if t.txn != nil {
+				t.txn.Discard()
+				t.txn = nil
+			}
+			clear(t.pending)
+			t.pending = t.pending[:0]
+		}
+	}()
+	if err := t.entry(kr); err != nil {
+		return err
+	}
+	if t.txn != nil {
+		if err := t.txn.Commit(); err != nil {
+			return &fatalError{fmt.Errorf("task %s: commit local store: %w", t.id, err)}
+		}
+		t.txn = nil
+	}
+	for _, r := range t.pending {
+		t.produce(r)
+	}
+	clear(t.pending)
+	t.pending = t.pending[:0]
+	return nil
+}
+
+// PanicError is a panic recovered from user code; it is handled like a
+// returned error (retried, then dead-lettered).
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// expire removes keys whose TTL passed in stream time, writing a tombstone to
+// the changelog for each. At most limit keys per store per call bound the
+// work; the rest go on the next call.
+func (t *task) expire(limit int) error {
+	if t.db == nil || t.streamTime == math.MinInt64 {
+		return nil
+	}
+	for _, s := range t.stores {
+		before := t.streamTime - s.spec.ttl.Milliseconds()
+		keys, err := t.db.Expired(s.spec.name, before, limit)
+		if err != nil || len(keys) == 0 {
+			if err != nil {
+				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
+			}
+			continue
+		}
+		txn := t.db.Begin()
+		for _, k := range keys {
+			if err := txn.Delete(s.spec.name, k); err != nil {
+				txn.Discard()
+				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
+		}
+		for _, k := range keys {
+			t.produce(&kgo.Record{Topic: s.changelog, Partition: t.id.partition, Key: k,
+				Timestamp: time.UnixMilli(t.streamTime)})
+		}
+		t.app.metrics.expired.Add(float64(len(keys)))
+	}
+	return nil
+}
+
+// checkpoint records, with a synced write, the changelog offsets the local
+// stores cover. Call only after a flush: every changelog record produced
+// before it is acknowledged.
+func (t *task) checkpoint() error {
+	if t.db == nil {
+		return nil
+	}
+	cp := state.Checkpoint{}
+	t.clMu.Lock()
+	for _, s := range t.stores {
+		if end, ok := t.clEnd[s.changelog]; ok {
+			cp[s.spec.name] = end
+		}
+	}
+	t.clMu.Unlock()
+	if len(cp) != len(t.stores) {
+		return nil // some store has neither been restored nor written: nothing to claim
+	}
+	return t.db.WriteCheckpoint(cp)
+}
+
+func (t *task) close() error {
+	if t.db == nil {
+		return nil
+	}
+	return t.db.Close()
+}
