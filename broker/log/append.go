@@ -64,6 +64,10 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		l.mu.Unlock()
 		return AppendResult{}, ErrClosed
 	}
+	if err := l.fixTailLocked(); err != nil {
+		l.mu.Unlock()
+		return AppendResult{}, err
+	}
 	// Producer-state checks (idempotence, transactions) belong here: under
 	// the append lock, before the write, from the parsed headers in vs.
 	if err := l.maybeRoll(cfg, int64(len(batches)), vs); err != nil {
@@ -88,6 +92,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		// from size, not the file) or cut by recovery (CRC).
 		if terr := seg.f.Truncate(start); terr != nil {
 			l.logger.Error("truncate after failed write", "segment", seg.name(), "pos", start, "err", terr)
+			seg.dirtyTail = true
 		}
 		l.mu.Unlock()
 		return AppendResult{}, storageErr(fmt.Sprintf("write %s", seg.name()), err)
@@ -197,6 +202,9 @@ func (l *Log) maybeRoll(cfg *Config, n int64, vs []validated) error {
 // start. mu must be held.
 func (l *Log) roll() error {
 	old := l.active
+	if err := l.fixTailLocked(); err != nil {
+		return err
+	}
 	if err := l.syncAllLocked(); err != nil {
 		return err
 	}
@@ -249,7 +257,12 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 	seg.rollMs = l.now().UnixMilli()
 	seg.refs.Store(1)
 	fail := func(op string, err error) (*segment, error) {
+		// Remove what was created (best effort; recovery also drops an
+		// empty segment that is not the last).
 		seg.closeFiles()
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			_ = l.fs.Remove(seg.path(suf))
+		}
 		return nil, storageErr(op+" "+seg.name(), err)
 	}
 	var err error
@@ -282,4 +295,20 @@ func (l *Log) createIndexFile(name, magic string, base int64) (f vfs.File, err e
 		return nil, err
 	}
 	return f, nil
+}
+
+// fixTailLocked retries the truncation of bytes past the active segment's
+// logical end left by a failed write or fsync whose rollback could not
+// truncate. Until it succeeds no append is accepted, so a segment is never
+// closed with garbage after its last batch. mu must be held.
+func (l *Log) fixTailLocked() error {
+	seg := l.active
+	if !seg.dirtyTail {
+		return nil
+	}
+	if err := seg.f.Truncate(seg.size.Load()); err != nil {
+		return storageErr("truncate "+seg.name(), err)
+	}
+	seg.dirtyTail = false
+	return nil
 }

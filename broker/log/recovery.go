@@ -115,6 +115,20 @@ func (l *Log) recover() error {
 		seg.closed = true
 	}
 
+	// An empty segment that is not the last is a leftover of a roll that
+	// failed after creating its file: drop it.
+	kept := l.segs[:0]
+	for i, seg := range l.segs {
+		if i < len(l.segs)-1 && seg.size.Load() == 0 {
+			l.logger.Warn("removing empty segment left by a failed roll", "segment", seg.name())
+			seg.deleted.Store(true)
+			seg.release(l)
+			continue
+		}
+		kept = append(kept, seg)
+	}
+	l.segs = kept
+
 	// Where the scan starts.
 	start, startPos, next := 0, int64(0), l.segs[0].base
 	trusted := false

@@ -61,6 +61,9 @@ type segment struct {
 	// rollMs is the time (ms) age-based rolling counts from: creation, or
 	// the first batch's timestamp after a restart. Guarded by Log.mu.
 	rollMs int64
+	// dirtyTail: the file holds bytes past size that a rollback could not
+	// truncate. Guarded by Log.mu.
+	dirtyTail bool
 
 	mu      sync.RWMutex
 	loaded  bool          // ix holds the whole index (closed segments load lazily)

@@ -130,6 +130,7 @@ func (l *Log) rollbackLocked(cause error) {
 			"segment", act.name(), "pos", pos, "from_offset", next, "to_offset", l.next, "err", cause)
 		if err := act.f.Truncate(pos); err != nil {
 			l.logger.Error("truncate after failed fsync", "segment", act.name(), "pos", pos, "err", err)
+			act.dirtyTail = true
 		}
 		act.mu.Lock()
 		act.ix.truncate(pos, next, maxTs, maxTsOff)
