@@ -1,0 +1,144 @@
+package broker
+
+import (
+	"context"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	wlog "github.com/weirhq/weir/broker/log"
+)
+
+// Produce: v3-13
+//
+// Behavior:
+// * The Produce requests of one connection are handled one after the
+//   other, in arrival order (each waits for the previous one's appends to
+//   return), so appends reach each partition in the order they were sent;
+//   idempotent producers pipeline several requests per partition. Other
+//   requests of the connection are not held up. The partitions of one
+//   request are appended concurrently.
+// * acks=-1 appends durable: the log returns after an fsync covering the
+//   data (group commit: concurrent appenders share one fsync), so the
+//   response means "on disk". acks=1 answers after the write; acks=0 sends
+//   no response at all.
+// * acks other than -1, 0, 1: INVALID_REQUIRED_ACKS on every partition.
+// * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v13 by ID:
+//   UNKNOWN_TOPIC_ID). Produce does not auto-create topics (Metadata does).
+// * Internal topics (__consumer_offsets) refuse client writes:
+//   INVALID_TOPIC_EXCEPTION, as Kafka does.
+// * Record batches are validated by the log; nothing of a partition is
+//   appended if one batch is bad: CORRUPT_MESSAGE (bad length, magic, CRC,
+//   count), MESSAGE_TOO_LARGE (max.message.bytes), KAFKA_STORAGE_ERROR
+//   (I/O failure, e.g. disk full; the log rolls back and stays usable).
+// * The batches are appended straight from the request frame (the log
+//   rewrites base offsets in place): no copy.
+// * TimeoutMillis is not enforced: a durable append returns when the fsync
+//   does.
+// * No idempotence window or transactions yet (issue 5): producer IDs and
+//   sequence numbers are stored as sent, duplicates are not detected.
+//
+// Version notes:
+// * v3: RecordBatch v2 only (the log's format), TransactionalID
+// * v5: LogStartOffset in the response
+// * v8: per-record errors and ErrorMessage
+// * v9: flexible
+// * v13: topics by ID
+
+func handleProduce(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var (
+		durable = req.Acks == -1
+		badAcks = req.Acks != -1 && req.Acks != 0 && req.Acks != 1
+		wg      sync.WaitGroup
+	)
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var (
+			t       *topic
+			ok      bool
+			topicEC int16
+		)
+		if req.Version >= 13 {
+			t, ok = b.topics.getByID(rt.TopicID)
+			if !ok {
+				topicEC = kerr.UnknownTopicID.Code
+			}
+		} else {
+			t, ok = b.topics.get(rt.Topic)
+			if !ok {
+				topicEC = kerr.UnknownTopicOrPartition.Code
+			}
+		}
+		if ok && t.internal {
+			topicEC = kerr.InvalidTopicException.Code
+		}
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogStartOffset = -1
+			switch {
+			case badAcks:
+				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case topicEC != 0:
+				sp.ErrorCode = topicEC
+			}
+			if sp.ErrorCode != 0 {
+				continue
+			}
+			l, ok := t.partition(rp.Partition)
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			app := func() { b.appendPartition(req.Version, t.name, l, rp, sp, durable) }
+			if durable && len(req.Topics)+len(rt.Partitions) > 2 {
+				// Partitions are separate logs with separate fsyncs:
+				// wait for them together.
+				wg.Go(app)
+			} else {
+				app()
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	wg.Wait()
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			b.metrics.partitionError("Produce", resp.Topics[i].Partitions[j].ErrorCode)
+		}
+	}
+	if req.Acks == 0 {
+		return nil, nil // acks=0: the client reads no response
+	}
+	return resp, nil
+}
+
+// appendPartition appends one partition's batches and fills its response.
+func (b *Broker) appendPartition(version int16, topicName string, l *wlog.Log, rp *kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, durable bool) {
+	res, err := l.Append(rp.Records, durable)
+	if err != nil {
+		_, exists := b.topics.get(topicName)
+		sp.ErrorCode = logErrorCode(err, !exists)
+		if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
+			b.logger.Error("append failed", "topic", topicName, "partition", rp.Partition, "err", err)
+		}
+		if version >= 8 {
+			sp.ErrorMessage = kmsg.StringPtr(err.Error())
+		}
+		return
+	}
+	b.metrics.producedBytes.Add(float64(len(rp.Records)))
+	b.metrics.producedBatches.Inc()
+	sp.BaseOffset = res.BaseOffset
+	sp.LogAppendTime = res.LogAppendTime
+	sp.LogStartOffset = res.LogStartOffset
+}

@@ -1,0 +1,299 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	wlog "github.com/weirhq/weir/broker/log"
+)
+
+// Fetch: v4-18
+//
+// Behavior:
+// * Record bytes are the log's stored RecordBatch v2 bytes, never decoded
+//   or re-encoded: the pooled read buffer goes into the response and is
+//   released after the response has been written to the socket.
+// * Long poll: if fewer than MinBytes are available the request waits, up
+//   to MaxWaitMs, on the partitions' Changed() channels (woken the moment a
+//   high watermark advances), then reads again. An error on any partition
+//   (unknown topic, OFFSET_OUT_OF_RANGE) answers immediately. Broker
+//   shutdown or the client going away ends the wait early.
+// * Only offsets below the high watermark are served (read_uncommitted;
+//   LastStableOffset = high watermark until transactions exist).
+// * A fetch offset below the log start offset or above the high watermark
+//   is OFFSET_OUT_OF_RANGE; at the high watermark it waits for data.
+// * Size limits: each partition returns at most its PartitionMaxBytes and
+//   the response at most MaxBytes, except that the first partition with
+//   data always returns at least one whole batch (KIP-74). A later
+//   partition whose first batch does not fit returns no records this time.
+// * Sessions (KIP-227, v7+): see fetchsession.go. Incremental responses
+//   list only partitions with records, errors or a changed high watermark
+//   or log start offset.
+// * v13+: topics are named by ID (UNKNOWN_TOPIC_ID if unknown); before,
+//   by name (UNKNOWN_TOPIC_OR_PARTITION).
+// * One broker: PreferredReadReplica is always -1, leader epochs 0, rack
+//   and replica state ignored.
+//
+// Version notes:
+// * v4: RecordBatch, IsolationLevel, LastStableOffset
+// * v5: LogStartOffset
+// * v7: fetch sessions
+// * v11: rack, PreferredReadReplica
+// * v12: flexible
+// * v13: topic IDs
+// * v15-18: replica-only fields, ignored
+
+// fetchPart is one partition of a fetch: its request and its answer.
+type fetchPart struct {
+	key      sessionKey
+	name     string
+	id       [16]byte
+	t        *topic // nil: unknown topic
+	part     int32
+	offset   int64
+	maxBytes int32
+	sp       *sessionPart // non-nil within a session
+
+	// answer
+	ec      int16
+	hw      int64
+	start   int64
+	records []byte
+	release func()
+}
+
+func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	now := b.cfg.Now()
+
+	var (
+		sess        *fetchSession
+		incremental bool
+	)
+	if req.Version >= 7 {
+		switch {
+		case req.SessionEpoch == 0:
+			if req.SessionID != 0 {
+				b.sessions.close(req.SessionID)
+			}
+			sess = b.sessions.open(now)
+		case req.SessionEpoch == -1:
+			if req.SessionID != 0 {
+				b.sessions.close(req.SessionID)
+			}
+		default:
+			var err error
+			sess, err = b.sessions.next(req.SessionID, req.SessionEpoch, now)
+			if err != nil {
+				resp.ErrorCode = errorCode(err)
+				b.metrics.partitionError("Fetch", resp.ErrorCode)
+				return resp, nil
+			}
+			incremental = true
+		}
+	}
+	byID := req.Version >= 13
+	keyOf := func(name string, id [16]byte, p int32) sessionKey {
+		if byID {
+			return sessionKey{id: id, partition: p}
+		}
+		return sessionKey{topic: name, partition: p}
+	}
+
+	// The partitions to fetch, in order: the request's, or the session's
+	// after applying the request.
+	var parts []*fetchPart
+	if sess != nil {
+		resp.SessionID = sess.id
+		sess.mu.Lock()
+		for _, ft := range req.ForgottenTopics {
+			for _, p := range ft.Partitions {
+				sess.forget(keyOf(ft.Topic, ft.TopicID, p))
+			}
+		}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				sess.upsert(keyOf(rt.Topic, rt.TopicID, rp.Partition), rp.FetchOffset, rp.PartitionMaxBytes)
+			}
+		}
+		for _, k := range sess.order {
+			sp := sess.parts[k]
+			parts = append(parts, &fetchPart{key: k, name: k.topic, id: k.id, part: k.partition,
+				offset: sp.fetchOffset, maxBytes: sp.maxBytes, sp: sp})
+		}
+		sess.mu.Unlock()
+	} else {
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				parts = append(parts, &fetchPart{key: keyOf(rt.Topic, rt.TopicID, rp.Partition), name: rt.Topic, id: rt.TopicID,
+					part: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes})
+			}
+		}
+	}
+	for _, fp := range parts {
+		if byID {
+			fp.t, _ = b.topics.getByID(fp.id)
+		} else {
+			fp.t, _ = b.topics.get(fp.name)
+		}
+	}
+
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	var deadline <-chan time.Time
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	responseMax := int64(req.MaxBytes)
+	if req.Version < 3 || responseMax <= 0 {
+		responseMax = 1<<31 - 1
+	}
+	expired := maxWait <= 0
+	for {
+		total, anyErr, waitOn := b.fetchOnce(parts, responseMax, byID)
+		if anyErr || total >= int64(req.MinBytes) || expired || len(waitOn) == 0 || ctx.Err() != nil {
+			break
+		}
+		for _, fp := range parts {
+			fp.drop()
+		}
+		cases := make([]reflect.SelectCase, 0, len(waitOn)+2)
+		cases = append(cases,
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+		for _, ch := range waitOn {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+		}
+		// After the deadline (or shutdown) read once more and answer.
+		if chosen, _, _ := reflect.Select(cases); chosen < 2 {
+			expired = true
+		}
+	}
+
+	// Build the response in partition order, grouping consecutive
+	// partitions of one topic.
+	if sess != nil {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+	}
+	for _, fp := range parts {
+		if fp.release != nil {
+			s.onWritten(fp.release)
+		}
+		if incremental && len(fp.records) == 0 && fp.ec == 0 && fp.sp.sentHW == fp.hw && fp.sp.sentStart == fp.start {
+			continue
+		}
+		if fp.sp != nil {
+			fp.sp.sentHW, fp.sp.sentStart = fp.hw, fp.start
+		}
+		n := len(resp.Topics)
+		if n == 0 || resp.Topics[n-1].Topic != fp.name || resp.Topics[n-1].TopicID != fp.id {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = fp.name, fp.id
+			resp.Topics = append(resp.Topics, rt)
+			n++
+		}
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = fp.part
+		rp.ErrorCode = fp.ec
+		rp.HighWatermark = fp.hw
+		rp.LastStableOffset = fp.hw
+		rp.LogStartOffset = fp.start
+		rp.PreferredReadReplica = -1
+		rp.RecordBatches = fp.records
+		b.metrics.fetchedBytes.Add(float64(len(fp.records)))
+		b.metrics.partitionError("Fetch", fp.ec)
+		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, rp)
+	}
+	return resp, nil
+}
+
+// drop releases a read that will not be sent.
+func (fp *fetchPart) drop() {
+	if fp.release != nil {
+		fp.release()
+	}
+	fp.records, fp.release = nil, nil
+}
+
+// fetchOnce reads every partition once. It returns the record bytes read,
+// whether a partition has an error, and the Changed channels of the
+// partitions that had nothing to return (taken before their high watermark
+// was read, so no advance is missed).
+func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID bool) (total int64, anyErr bool, waitOn []<-chan struct{}) {
+	budget := responseMax
+	for _, fp := range parts {
+		fp.ec, fp.hw, fp.start = 0, -1, -1
+		if fp.t == nil {
+			fp.ec = kerr.UnknownTopicOrPartition.Code
+			if byID {
+				fp.ec = kerr.UnknownTopicID.Code
+			}
+			anyErr = true
+			continue
+		}
+		if byID {
+			fp.name = fp.t.name // not encoded in v13+; used for logging
+		}
+		l, ok := fp.t.partition(fp.part)
+		if !ok {
+			fp.ec = kerr.UnknownTopicOrPartition.Code
+			anyErr = true
+			continue
+		}
+		changed := l.Changed()
+		hw, start := l.HighWatermark(), l.LogStartOffset()
+		fp.hw, fp.start = hw, start
+		switch {
+		case fp.offset < start || fp.offset > hw:
+			fp.ec = kerr.OffsetOutOfRange.Code
+			anyErr = true
+			continue
+		case fp.offset == hw:
+			waitOn = append(waitOn, changed)
+			continue
+		}
+		limit := int64(fp.maxBytes)
+		if total > 0 {
+			if budget <= 0 {
+				continue
+			}
+			limit = min(limit, budget)
+		}
+		if limit <= 0 {
+			limit = 1 // KIP-74: still one batch for the first partition with data
+		}
+		rr, err := l.Read(fp.offset, int(limit), hw)
+		if err != nil {
+			_, exists := b.topics.get(fp.t.name)
+			fp.ec = logErrorCode(err, !exists)
+			if errors.Is(err, wlog.ErrStorage) {
+				b.logger.Error("read failed", "topic", fp.t.name, "partition", fp.part, "offset", fp.offset, "err", err)
+			}
+			anyErr = true
+			continue
+		}
+		if total > 0 && int64(len(rr.Data)) > limit {
+			// Only the first partition with data may exceed the limits.
+			if rr.Release != nil {
+				rr.Release()
+			}
+			continue
+		}
+		if rr.HighWatermark > 0 {
+			fp.hw = rr.HighWatermark
+		}
+		fp.start = rr.LogStartOffset
+		fp.records, fp.release = rr.Data, rr.Release
+		total += int64(len(rr.Data))
+		budget -= int64(len(rr.Data))
+	}
+	return total, anyErr, waitOn
+}

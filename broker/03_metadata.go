@@ -1,0 +1,128 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Metadata: v0-13
+//
+// Behavior:
+// * One broker (this node) is the leader, sole replica and ISR of every
+//   partition; leader epoch is always 0.
+// * All topics (v0: empty list; v1+: null list) lists every topic except
+//   the internal __consumer_offsets, which is returned only when named.
+// * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless auto-create is
+//   on (Config.AutoCreateTopics) and the client allows it (v4+:
+//   AllowAutoTopicCreation; before v4 always), in which case it is created
+//   with DefaultPartitions and returned normally.
+// * An invalid name is INVALID_TOPIC_EXCEPTION; a topic asked by ID that
+//   does not exist is UNKNOWN_TOPIC_ID.
+// * Authorized operations are not computed (no ACLs): left unset.
+//
+// Version notes:
+// * v1: controller ID, rack, IsInternal; null topics means all
+// * v2: ClusterID
+// * v4: AllowAutoTopicCreation
+// * v5: OfflineReplicas
+// * v7: LeaderEpoch
+// * v9: flexible
+// * v10: topic IDs
+// * v13: top-level ErrorCode
+
+func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+
+	rb := kmsg.NewMetadataResponseBroker()
+	rb.NodeID, rb.Host, rb.Port = b.cfg.NodeID, b.host, b.port
+	resp.Brokers = []kmsg.MetadataResponseBroker{rb}
+	resp.ClusterID = kmsg.StringPtr(b.clusterID)
+	resp.ControllerID = b.cfg.NodeID
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range b.topics.all() {
+			if t.internal {
+				continue
+			}
+			resp.Topics = append(resp.Topics, b.metadataTopic(t))
+		}
+		return resp, nil
+	}
+
+	allowCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, rt := range req.Topics {
+		var (
+			t  *topic
+			ok bool
+		)
+		if rt.Topic == nil || (req.Version >= 10 && rt.TopicID != [16]byte{}) {
+			t, ok = b.topics.getByID(rt.TopicID)
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+		} else {
+			name := *rt.Topic
+			t, ok = b.topics.get(name)
+			if !ok {
+				var err error
+				if err = validateTopicName(name); err == nil {
+					if allowCreate {
+						t, err = b.autoCreate(name)
+					} else {
+						err = kerr.UnknownTopicOrPartition
+					}
+				}
+				if err != nil {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = kmsg.StringPtr(name)
+					mt.ErrorCode = errorCode(err)
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+			}
+		}
+		resp.Topics = append(resp.Topics, b.metadataTopic(t))
+	}
+	return resp, nil
+}
+
+func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(t.name)
+	mt.TopicID = t.id
+	mt.IsInternal = t.internal
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(t.parts))
+	for p := range t.parts {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = int32(p)
+		mp.Leader = b.cfg.NodeID
+		mp.LeaderEpoch = 0
+		mp.Replicas = []int32{b.cfg.NodeID}
+		mp.ISR = []int32{b.cfg.NodeID}
+		mp.OfflineReplicas = []int32{}
+		mt.Partitions[p] = mp
+	}
+	return mt
+}
+
+// autoCreate creates a topic with the default partition count; a concurrent
+// creation of the same topic is not an error.
+func (b *Broker) autoCreate(name string) (*topic, error) {
+	t, err := b.topics.create(name, b.cfg.DefaultPartitions, nil, false)
+	if err != nil {
+		if existing, ok := b.topics.get(name); ok {
+			return existing, nil
+		}
+		return nil, err
+	}
+	b.metrics.topicsAutoCreated.Inc()
+	return t, nil
+}

@@ -1,0 +1,54 @@
+package broker
+
+import (
+	"context"
+	"regexp"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ApiVersions: v0-4
+//
+// Behavior:
+// * Lists every served API key with its version range, sorted by key,
+//   including the group coordinator's keys.
+// * A request above our maximum version is answered with a v0 response
+//   carrying UNSUPPORTED_VERSION and the supported key list (Kafka lists
+//   only ApiVersions; the full list is a superset every client accepts), so
+//   the client retries at a version we serve (KIP-511). Decoding is skipped
+//   for it: its body may not be parseable.
+// * The response always uses response header v0 (no tagged fields), even
+//   when the body is flexible, because the client cannot know yet whether
+//   we speak flexible versions.
+// * v3+: ClientSoftwareName/Version must match
+//   [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? else INVALID_REQUEST, as
+//   Kafka validates.
+// * No feature flags are advertised (single node, no KRaft features).
+//
+// Version notes:
+// * v1: ThrottleMillis
+// * v3: flexible, client software name and version
+
+var softwareRE = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
+
+func handleApiVersions(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ApiVersionsRequest)
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	if req.Version >= 3 && (!softwareRE.MatchString(req.ClientSoftwareName) || !softwareRE.MatchString(req.ClientSoftwareVersion)) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
+	resp.ApiKeys = b.apiVersionsKeys()
+	return resp, nil
+}
+
+// unsupportedApiVersions is the KIP-511 answer to an ApiVersions request of
+// a version we do not serve.
+func unsupportedApiVersions(b *Broker) kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ApiKeys = b.apiVersionsKeys()
+	return resp
+}

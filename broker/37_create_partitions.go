@@ -1,0 +1,64 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CreatePartitions: v0-3
+//
+// Behavior:
+// * Grows a topic to Count partitions; new partitions are empty logs with
+//   the topic's configs. A Count at or below the current count is
+//   INVALID_PARTITIONS; an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a topic
+//   named twice INVALID_REQUEST.
+// * An Assignment may only place each new partition on this node
+//   (INVALID_REPLICA_ASSIGNMENT otherwise).
+// * ValidateOnly checks and changes nothing. The new count is durable
+//   before the response.
+//
+// Version notes:
+// * v1: ThrottleMillis semantics
+// * v2: flexible
+
+func handleCreatePartitions(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	count := map[string]int{}
+	for _, rt := range req.Topics {
+		count[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		var err error
+		switch {
+		case count[rt.Topic] > 1:
+			err = kerrMsg(kerr.InvalidRequest, fmt.Sprintf("duplicate topic %s in request", rt.Topic))
+		case !assignmentOnNode(rt.Assignment, b.cfg.NodeID):
+			err = kerrMsg(kerr.InvalidReplicaAssignment, fmt.Sprintf("new partitions can only be assigned to node %d", b.cfg.NodeID))
+		default:
+			if t, ok := b.topics.get(rt.Topic); ok && rt.Assignment != nil && int32(len(t.parts))+int32(len(rt.Assignment)) != rt.Count {
+				err = kerrMsg(kerr.InvalidReplicaAssignment, "assignment count does not match the number of new partitions")
+			} else {
+				err = b.topics.addPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+			}
+		}
+		st.ErrorCode, st.ErrorMessage = errorCode(err), errMessage(err)
+		b.metrics.partitionError("CreatePartitions", st.ErrorCode)
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func assignmentOnNode(as []kmsg.CreatePartitionsRequestTopicAssignment, node int32) bool {
+	for _, a := range as {
+		if len(a.Replicas) != 1 || a.Replicas[0] != node {
+			return false
+		}
+	}
+	return true
+}

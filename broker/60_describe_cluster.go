@@ -1,0 +1,35 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeCluster: v0-1
+//
+// Behavior:
+// * Answers the cluster ID and this node as the only broker and the
+//   controller. Authorized operations are not computed (no ACLs).
+// * v1: EndpointType 2 (controllers) is UNSUPPORTED_ENDPOINT_TYPE: weir has
+//   no separate controller endpoint.
+//
+// Version notes:
+// * v0: flexible from the start
+// * v1: EndpointType
+
+func handleDescribeCluster(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.Version >= 1 && req.EndpointType == 2 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return resp, nil
+	}
+	resp.ClusterID = b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+	rb := kmsg.NewDescribeClusterResponseBroker()
+	rb.NodeID, rb.Host, rb.Port = b.cfg.NodeID, b.host, b.port
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{rb}
+	return resp, nil
+}

@@ -1,0 +1,361 @@
+// Package broker is weir's Kafka-protocol server: a single-node broker that
+// speaks the Apache Kafka wire protocol on top of the storage engine in
+// broker/log.
+//
+// Layout (one file per concern, one file per API key):
+//
+//	broker.go        Config, Start, Close, the accept loop
+//	conn.go          per-connection framing, pipelining, ordered responses
+//	apis.go          the table of served API keys and version ranges
+//	topics.go        topic registry: partitions, IDs, configs, persistence
+//	topicconfig.go   topic config definitions, validation, defaults, synonyms
+//	fetchsession.go  KIP-227 incremental fetch sessions
+//	groups.go        wiring of the group coordinator (broker/group)
+//	metrics.go       Prometheus metrics
+//	NN_name.go       the handler of API key NN, opening with a Behavior list
+//
+// Concurrency: every request is handled on its own goroutine; a connection
+// writes responses strictly in the order the requests arrived. Produce
+// requests on one connection append in arrival order (see conn.go).
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/vfs"
+)
+
+// DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default (100 MiB).
+const DefaultMaxRequestBytes = 100 << 20
+
+// Config configures a Broker. The zero value of every field is a usable
+// default; see EnsureDefaults.
+type Config struct {
+	// DataDir holds the topic registry, the cluster ID and the partition
+	// logs. Required.
+	DataDir string
+	// FS is the file system all storage goes through (default: the OS).
+	FS vfs.FS
+
+	// KafkaAddr is the listen address, "127.0.0.1:0" for a random port.
+	// Default "127.0.0.1:9092".
+	KafkaAddr string
+	// AdvertisedAddr is the host:port returned in Metadata and
+	// FindCoordinator; default the listener's address.
+	AdvertisedAddr string
+	// NodeID is this broker's node ID (default 0).
+	NodeID int32
+	// ClusterID is used on first start when set; otherwise one is
+	// generated. Either way it is persisted and the persisted value wins
+	// on later starts.
+	ClusterID string
+
+	// AutoCreateTopics creates unknown topics on Metadata/Produce
+	// (auto.create.topics.enable); off by default.
+	AutoCreateTopics bool
+	// DefaultPartitions is num.partitions for auto-created topics and for
+	// CreateTopics with NumPartitions -1 (default 1).
+	DefaultPartitions int32
+
+	// Sync is the log's fsync policy (default wlog.SyncAlways: an
+	// acks=all produce is answered after its data is fsynced).
+	Sync         wlog.SyncPolicy
+	SyncInterval time.Duration
+	// RetentionCheckInterval is how often retention runs (log default when 0).
+	RetentionCheckInterval time.Duration
+
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms:
+	// how long a new classic group waits for more members before its
+	// first rebalance. 0 means Kafka's default (3s); negative means none
+	// (tests, `weir dev`).
+	GroupInitialRebalanceDelay time.Duration
+
+	// MaxRequestBytes is socket.request.max.bytes: a request frame larger
+	// than this closes the connection. Default 100 MiB.
+	MaxRequestBytes int32
+	// MaxInFlightPerConn bounds the requests of one connection being
+	// handled or waiting to be written (default 128). Reading from the
+	// connection pauses while the bound is reached.
+	MaxInFlightPerConn int
+
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.KafkaAddr == "" {
+		c.KafkaAddr = "127.0.0.1:9092"
+	}
+	if c.DefaultPartitions <= 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxInFlightPerConn <= 0 {
+		c.MaxInFlightPerConn = 128
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("broker: Config.DataDir is required")
+	}
+	if c.NodeID < 0 {
+		return fmt.Errorf("broker: Config.NodeID %d is negative", c.NodeID)
+	}
+	return nil
+}
+
+// Broker is a running single-node Kafka-protocol broker. Its methods are
+// safe for concurrent use.
+type Broker struct {
+	cfg    Config
+	logger *slog.Logger
+
+	ln   net.Listener
+	host string // advertised
+	port int32
+
+	clusterID string
+	logs      *wlog.Manager
+	topics    *registry
+	sessions  *fetchSessions
+	groups    groupHandler
+	metrics   *metrics
+	producers producerIDs
+
+	ctx    context.Context // canceled by Close: long polls return
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	closing bool
+	wg      sync.WaitGroup // accept loop and connections
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// panics counts requests that panicked (recovered, connection
+	// closed); always 0 unless there is a bug. Tests and fuzzing assert it.
+	panics atomic.Int64
+}
+
+// Start opens the data directory, recovers the topics and their logs, and
+// starts listening. The broker is accepting connections when Start returns.
+// ctx bounds only the startup; use Close to stop the broker.
+func Start(ctx context.Context, cfg Config) (*Broker, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		cfg:    cfg,
+		logger: cfg.Logger.With("component", "broker"),
+		conns:  make(map[*conn]struct{}),
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.sessions = newFetchSessions(1000)
+
+	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: create data dir: %w", err)
+	}
+	logs, err := wlog.OpenManager(wlog.ManagerOptions{
+		FS:                     cfg.FS,
+		Dir:                    logsDir(cfg.DataDir),
+		Sync:                   cfg.Sync,
+		SyncInterval:           cfg.SyncInterval,
+		RetentionCheckInterval: cfg.RetentionCheckInterval,
+		Now:                    cfg.Now,
+		Logger:                 cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: open logs: %w", err)
+	}
+	b.logs = logs
+	fail := func(err error) (*Broker, error) {
+		if b.groups != nil {
+			_ = b.groups.Close()
+		}
+		b.metrics.unregister() // nil-safe
+		_ = b.logs.Close()
+		b.cancel()
+		return nil, err
+	}
+
+	b.topics, err = openRegistry(cfg.FS, cfg.DataDir, logs, cfg.Logger)
+	if err != nil {
+		return fail(fmt.Errorf("broker: %w", err))
+	}
+	b.clusterID, err = b.topics.ensureClusterID(cfg.ClusterID)
+	if err != nil {
+		return fail(fmt.Errorf("broker: %w", err))
+	}
+	b.metrics = newMetrics(cfg.Registerer, b)
+	b.producers.init(cfg.Now().UnixMilli())
+
+	ln, err := net.Listen("tcp", cfg.KafkaAddr)
+	if err != nil {
+		return fail(fmt.Errorf("broker: listen: %w", err))
+	}
+	b.ln = ln
+	adv := cfg.AdvertisedAddr
+	if adv == "" {
+		adv = ln.Addr().String()
+	}
+	host, portStr, err := net.SplitHostPort(adv)
+	if err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("broker: advertised address %q: %w", adv, err))
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("broker: advertised port %q: %w", portStr, err))
+	}
+	b.host, b.port = host, int32(port)
+
+	// The group coordinator needs the advertised address, so it is built
+	// once the listener is up.
+	if err := b.startGroups(); err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("broker: %w", err))
+	}
+
+	b.wg.Add(1)
+	go b.acceptLoop()
+	b.logger.Info("broker started", "addr", ln.Addr().String(), "advertised", adv,
+		"cluster_id", b.clusterID, "node_id", cfg.NodeID, "data_dir", cfg.DataDir)
+	return b, nil
+}
+
+// Addr is the address the broker listens on (host:port).
+func (b *Broker) Addr() string { return b.ln.Addr().String() }
+
+// ClusterID is the persisted cluster ID.
+func (b *Broker) ClusterID() string { return b.clusterID }
+
+// Close stops the broker gracefully: it stops accepting connections and
+// reading requests, lets in-flight requests finish (long polls return
+// early with what they have), writes their responses, then closes the group
+// coordinator and the logs (fsync and clean-shutdown marker). It is safe to
+// call more than once.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.closing = true
+		conns := make([]*conn, 0, len(b.conns))
+		for c := range b.conns {
+			conns = append(conns, c)
+		}
+		b.mu.Unlock()
+
+		errs := []error{b.ln.Close()}
+		b.cancel()
+		for _, c := range conns {
+			c.stopReading()
+		}
+		b.wg.Wait()
+		if b.groups != nil {
+			errs = append(errs, b.groups.Close())
+		}
+		errs = append(errs, b.logs.Close())
+		b.metrics.unregister()
+		b.closeErr = errors.Join(errs...)
+		b.logger.Info("broker stopped")
+	})
+	return b.closeErr
+}
+
+func (b *Broker) acceptLoop() {
+	defer b.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := b.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failures (EMFILE...) must not spin the CPU.
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else if backoff < time.Second {
+				backoff *= 2
+			}
+			b.logger.Warn("accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-b.ctx.Done():
+				return
+			}
+		}
+		backoff = 0
+		c := newConn(b, nc)
+		b.mu.Lock()
+		if b.closing {
+			b.mu.Unlock()
+			nc.Close()
+			return
+		}
+		b.conns[c] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		b.metrics.connections.Inc()
+		go func() {
+			defer b.wg.Done()
+			c.serve()
+			b.mu.Lock()
+			delete(b.conns, c)
+			b.mu.Unlock()
+			b.metrics.connections.Dec()
+		}()
+	}
+}
+
+func newClusterID() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	return base64.RawURLEncoding.EncodeToString(u[:])
+}
+
+func newUUID() [16]byte {
+	var u [16]byte
+	for {
+		_, _ = rand.Read(u[:])
+		// The all-zero UUID means "no ID" on the wire and Kafka reserves
+		// the metadata topic ID; neither comes out of 16 random bytes in
+		// practice, but the loop makes that a guarantee.
+		if u != ([16]byte{}) {
+			return u
+		}
+	}
+}

@@ -1,0 +1,396 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Framing (Kafka wire protocol):
+//
+//	request:  int32 size | int16 api key | int16 version | int32 correlation id
+//	          | nullable string client id | [tagged fields if flexible] | body
+//	response: int32 size | int32 correlation id
+//	          | [tagged fields if flexible, never for ApiVersions] | body
+//
+// A frame whose size is negative, larger than MaxRequestBytes or too short
+// for a header, a header or body that does not decode, an unknown API key or
+// an unsupported version (ApiVersions excepted) closes the connection, as
+// Kafka does: the protocol has no way to answer them.
+
+// minRequestHeader is api key + version + correlation id + client id length.
+const minRequestHeader = 2 + 2 + 4 + 2
+
+// errCloseConn is returned by a handler that wants the connection closed
+// after the responses before it have been written (Kafka does this for
+// requests it cannot answer).
+var errCloseConn = errors.New("close connection")
+
+// conn is one client connection. The read loop (serve) decodes requests in
+// order and hands each to its own goroutine; the write loop writes the
+// responses in request order. Requests queue in inflight, whose capacity
+// bounds the work one connection can have outstanding.
+type conn struct {
+	b      *Broker
+	nc     net.Conn
+	logger *slog.Logger
+
+	// ctx ends when the connection stops reading or the broker closes;
+	// handlers that wait (long-poll fetch, JoinGroup) return early on it.
+	// A durable produce is not cut short: it returns when its fsync does.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	inflight chan *slot
+	stopOnce sync.Once
+	// prodPrev is closed when the last Produce request read so far has
+	// finished. Read loop only.
+	prodPrev chan struct{}
+}
+
+// slot is one request awaiting its response.
+type slot struct {
+	key     int16
+	corr    int32
+	done    chan struct{} // closed when resp/err are set
+	resp    kmsg.Response // nil: no response (acks=0 produce)
+	err     error         // non-nil: close the connection at this slot
+	release []func()      // called after the response is written (fetch buffers)
+}
+
+func newConn(b *Broker, nc net.Conn) *conn {
+	c := &conn{
+		b:        b,
+		nc:       nc,
+		logger:   b.logger.With("remote", nc.RemoteAddr().String()),
+		inflight: make(chan *slot, b.cfg.MaxInFlightPerConn),
+	}
+	c.ctx, c.cancel = context.WithCancel(b.ctx)
+	c.prodPrev = make(chan struct{})
+	close(c.prodPrev)
+	return c
+}
+
+// stopReading makes the read loop return (used by Broker.Close); requests
+// already read are still answered. Responses still owed are written within
+// shutdownWriteTimeout, so a client that stopped reading cannot hold up
+// Close.
+func (c *conn) stopReading() {
+	c.stopOnce.Do(func() {
+		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(shutdownWriteTimeout))
+	})
+}
+
+const shutdownWriteTimeout = 5 * time.Second
+
+// serve runs the connection until the client goes away, a request cannot be
+// answered, or the broker closes. It returns after every goroutine it
+// started has finished and the socket is closed.
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	c.readLoop()
+	// Nothing more will be read: long polls of this connection end now.
+	c.cancel()
+	close(c.inflight)
+	<-writerDone
+	c.cancel()
+	c.nc.Close()
+}
+
+func (c *conn) readLoop() {
+	var sizeBuf [4]byte
+	for {
+		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
+				c.logger.Debug("read failed", "err", err)
+			}
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < minRequestHeader || size > c.b.cfg.MaxRequestBytes {
+			c.logger.Warn("closing connection: bad request size", "size", size, "max", c.b.cfg.MaxRequestBytes)
+			c.b.metrics.badFrames.Inc()
+			return
+		}
+		// The frame is allocated per request: decoded requests alias it
+		// (record batches are appended straight from it), so it lives until
+		// the handler is done.
+		frame, err := readFrame(c.nc, int(size))
+		if err != nil {
+			c.logger.Debug("truncated request", "err", err)
+			return
+		}
+		c.b.metrics.bytesIn.Add(float64(size) + 4)
+		s, req, ok := c.decode(frame)
+		if s == nil {
+			c.b.metrics.badFrames.Inc()
+			return
+		}
+		if !ok { // answered without a handler (ApiVersions downgrade)
+			if !c.enqueue(s) {
+				return
+			}
+			continue
+		}
+		if !c.dispatch(s, req) {
+			return
+		}
+	}
+}
+
+// readFrame reads size bytes. Large frames are read in growing chunks, so
+// memory follows the bytes actually received: a client announcing 100 MiB
+// and sending nothing holds 1 MiB, not 100.
+func readFrame(r io.Reader, size int) ([]byte, error) {
+	const chunk = 1 << 20
+	if size <= chunk {
+		buf := make([]byte, size)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf := make([]byte, 0, chunk)
+	for len(buf) < size {
+		n := min(size-len(buf), max(chunk, len(buf)))
+		buf = slices.Grow(buf, n)
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+n])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// decode parses one frame. It returns a nil slot if the connection must be
+// closed; ok false with a finished slot if the request was answered during
+// decoding.
+func (c *conn) decode(frame []byte) (s *slot, req kmsg.Request, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.b.panics.Add(1)
+			c.logger.Error("panic decoding request", "panic", r, "stack", string(debug.Stack()))
+			s, req, ok = nil, nil, false
+		}
+	}()
+	rd := kbin.Reader{Src: frame}
+	key := rd.Int16()
+	version := rd.Int16()
+	corr := rd.Int32()
+	_ = rd.NullableString() // client id, unused
+	if !rd.Ok() {
+		c.logger.Warn("closing connection: malformed request header")
+		return nil, nil, false
+	}
+	api, known := c.b.api(key)
+	if !known {
+		c.logger.Warn("closing connection: unsupported api key", "key", key)
+		return nil, nil, false
+	}
+	if version < api.min || version > api.max {
+		if key == apiKeyApiVersions {
+			// KIP-511: answer a version we do not know with a v0
+			// response carrying UNSUPPORTED_VERSION and our range.
+			return c.finished(key, corr, unsupportedApiVersions(c.b)), nil, false
+		}
+		c.logger.Warn("closing connection: unsupported api version", "key", key, "api", kmsg.NameForKey(key), "version", version)
+		return nil, nil, false
+	}
+	req = kmsg.RequestForKey(key)
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&rd)
+		if !rd.Ok() {
+			c.logger.Warn("closing connection: malformed request header tags")
+			return nil, nil, false
+		}
+	}
+	if err := req.ReadFrom(rd.Src); err != nil {
+		c.logger.Warn("closing connection: malformed request", "api", kmsg.NameForKey(key), "version", version, "err", err)
+		return nil, nil, false
+	}
+	return &slot{key: key, corr: corr, done: make(chan struct{})}, req, true
+}
+
+func (c *conn) finished(key int16, corr int32, resp kmsg.Response) *slot {
+	s := &slot{key: key, corr: corr, done: make(chan struct{}), resp: resp}
+	close(s.done)
+	return s
+}
+
+// enqueue hands a slot to the write loop, waiting while the connection has
+// MaxInFlightPerConn requests outstanding.
+func (c *conn) enqueue(s *slot) bool {
+	select {
+	case c.inflight <- s:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// dispatch queues the slot and starts the handler. Produce requests run
+// their append phase here, on the read loop, so appends from one
+// connection reach each partition in the order the requests were sent
+// (idempotent producers pipeline up to 5 requests per partition); waiting
+// for durability happens on the request's goroutine.
+func (c *conn) dispatch(s *slot, req kmsg.Request) bool {
+	if !c.enqueue(s) {
+		return false
+	}
+	api, _ := c.b.api(s.key)
+	c.b.metrics.requests.WithLabelValues(api.name).Inc()
+	start := time.Now()
+	cont := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
+	if s.key == apiKeyProduce {
+		// Produce requests of a connection run one after the other, in
+		// arrival order (see 00_produce.go); the chain is built here, on
+		// the read loop, which sees requests in order.
+		prev, mine := c.prodPrev, make(chan struct{})
+		c.prodPrev = mine
+		handle := cont
+		cont = func(ctx context.Context) (kmsg.Response, error) {
+			defer close(mine)
+			<-prev
+			return handle(ctx)
+		}
+	}
+	go func() {
+		defer close(s.done)
+		defer func() {
+			if r := recover(); r != nil {
+				c.b.panics.Add(1)
+				c.logger.Error("panic handling request", "api", api.name, "panic", r, "stack", string(debug.Stack()))
+				s.resp, s.err = nil, errCloseConn
+			}
+			c.b.metrics.latency.WithLabelValues(api.name).Observe(time.Since(start).Seconds())
+		}()
+		s.resp, s.err = cont(c.ctx)
+	}()
+	return true
+}
+
+// onWritten registers f to run once the response of this request has been
+// written (or dropped). Fetch uses it to release the pooled log buffers
+// its response references. Only the request's handler may call it.
+func (s *slot) onWritten(f func()) { s.release = append(s.release, f) }
+
+func (c *conn) writeLoop() {
+	var (
+		buf    []byte
+		broken bool // the socket failed or a handler asked to close: drain only
+		sw     = newSpliceWriter()
+	)
+	for s := range c.inflight {
+		<-s.done
+		if !broken {
+			switch {
+			case s.err != nil:
+				if !errors.Is(s.err, errCloseConn) {
+					c.logger.Warn("closing connection", "api", kmsg.NameForKey(s.key), "err", s.err)
+				}
+				broken = true
+			case s.resp != nil:
+				var (
+					n   int64
+					err error
+				)
+				buf, n, err = c.writeResponse(buf, sw, s)
+				if err != nil {
+					c.logger.Debug("write failed", "err", err)
+					broken = true
+				} else {
+					c.b.metrics.bytesOut.Add(float64(n))
+				}
+				if cap(buf) > 1<<20 {
+					buf = nil // do not pin a large fetch buffer per idle connection
+				}
+			}
+			if broken {
+				// Stop the read loop and every handler of this connection.
+				c.cancel()
+				_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+			}
+		}
+		for _, f := range s.release {
+			f()
+		}
+		s.release = nil
+	}
+}
+
+// writeResponse writes the response of s: a fetch response with large
+// record sets via writev without copying them (splice.go), anything else
+// encoded into buf. It returns buf for reuse.
+func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int64, error) {
+	if fr, ok := s.resp.(*kmsg.FetchResponse); ok {
+		bufs, b, spliced := sw.frame(buf, s.corr, fr)
+		buf = b
+		if spliced {
+			n, err := bufs.WriteTo(c.nc)
+			return buf, n, err
+		}
+	}
+	buf = appendResponse(buf[:0], s.corr, s.resp)
+	n, err := c.nc.Write(buf)
+	return buf, int64(n), err
+}
+
+// appendResponse frames resp: size, correlation id, the response header
+// tags when the response is flexible (ApiVersions always uses header v0),
+// then the body.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if resp.IsFlexible() && resp.Key() != apiKeyApiVersions {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[:4], uint32(len(dst)-4))
+	return dst
+}
+
+// errorCode maps an error to its Kafka code (0 for nil).
+func errorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errorName is the Kafka name of code ("NONE" for 0).
+func errorName(code int16) string {
+	if code == 0 {
+		return "NONE"
+	}
+	return kerr.TypedErrorForCode(code).Message
+}
+
+// errMessage is the ErrorMessage of a response: the message of a
+// kerrMsg error, else nil (the code says it all).
+func errMessage(err error) *string {
+	var ke *kafkaError
+	if errors.As(err, &ke) {
+		return &ke.msg
+	}
+	return nil
+}

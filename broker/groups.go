@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/group"
+)
+
+// Group coordinator wiring. The coordinator (broker/group) stores committed
+// offsets in the single partition of the compacted internal topic
+// "__consumer_offsets", which the broker creates on first start. The topic
+// is hidden from Metadata unless asked for by name (as Kafka hides it from
+// clients that exclude internal topics).
+
+const offsetsTopic = "__consumer_offsets"
+
+// groupHandler is the part of *group.Coordinator the broker uses.
+type groupHandler interface {
+	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	APIKeys() []int16
+	Close() error
+}
+
+// startGroups opens (creating on first start) __consumer_offsets and
+// builds the coordinator. The listener must be up: FindCoordinator answers
+// with the advertised address.
+func (b *Broker) startGroups() error {
+	t, ok := b.topics.get(offsetsTopic)
+	if !ok {
+		var err error
+		t, err = b.topics.create(offsetsTopic, 1, map[string]string{
+			"cleanup.policy":  "compact",
+			"segment.bytes":   "104857600",
+			"retention.ms":    "-1",
+			"retention.bytes": "-1",
+		}, false)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", offsetsTopic, err)
+		}
+	}
+	coord, err := group.NewCoordinator(group.Options{
+		NodeID:     b.cfg.NodeID,
+		Host:       b.host,
+		Port:       b.port,
+		Offsets:    t.parts[0],
+		Topics:     brokerTopics{b},
+		Now:        b.cfg.Now,
+		Logger:     b.cfg.Logger.With("component", "group"),
+		Registerer: b.cfg.Registerer,
+
+		InitialRebalanceDelay: b.cfg.GroupInitialRebalanceDelay,
+	})
+	if err != nil {
+		return fmt.Errorf("start group coordinator: %w", err)
+	}
+	b.groups = coord
+	return nil
+}
+
+// handleGroup routes a group API request to the coordinator.
+func handleGroup(b *Broker, ctx context.Context, _ *slot, req kmsg.Request) (kmsg.Response, error) {
+	return b.groups.Handle(ctx, req)
+}
+
+// brokerTopics implements group.Topics over the registry.
+type brokerTopics struct{ b *Broker }
+
+var _ group.Topics = brokerTopics{}
+
+func (bt brokerTopics) Partitions(topic string) (int32, bool) {
+	t, ok := bt.b.topics.get(topic)
+	if !ok {
+		return 0, false
+	}
+	return int32(len(t.parts)), true
+}
+
+func (bt brokerTopics) TopicID(topic string) ([16]byte, bool) {
+	t, ok := bt.b.topics.get(topic)
+	if !ok {
+		return [16]byte{}, false
+	}
+	return t.id, true
+}
+
+func (bt brokerTopics) TopicName(id [16]byte) (string, bool) {
+	t, ok := bt.b.topics.getByID(id)
+	if !ok {
+		return "", false
+	}
+	return t.name, true
+}
+
+func (bt brokerTopics) HighWatermark(topic string, partition int32) (int64, bool) {
+	t, ok := bt.b.topics.get(topic)
+	if !ok {
+		return 0, false
+	}
+	l, ok := t.partition(partition)
+	if !ok {
+		return 0, false
+	}
+	return l.HighWatermark(), true
+}
+
+func (bt brokerTopics) LogStartOffset(topic string, partition int32) (int64, bool) {
+	t, ok := bt.b.topics.get(topic)
+	if !ok {
+		return 0, false
+	}
+	l, ok := t.partition(partition)
+	if !ok {
+		return 0, false
+	}
+	return l.LogStartOffset(), true
+}
+
+var _ group.TimestampReader = brokerTopics{}
+
+// TimestampAt is the timestamp of the first record at or after offset
+// (lag in time). For uncompressed batches it is the record's own
+// timestamp; for compressed ones the batch's first timestamp (a lower
+// bound: records are not decompressed for this).
+func (bt brokerTopics) TimestampAt(topic string, partition int32, offset int64) (time.Time, bool) {
+	t, ok := bt.b.topics.get(topic)
+	if !ok {
+		return time.Time{}, false
+	}
+	l, ok := t.partition(partition)
+	if !ok {
+		return time.Time{}, false
+	}
+	hw := l.HighWatermark()
+	if offset >= hw || offset < l.LogStartOffset() {
+		return time.Time{}, false
+	}
+	rr, err := l.Read(offset, 1, hw)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if rr.Release != nil {
+		defer rr.Release()
+	}
+	ts, ok := recordTimestamp(rr.Data, offset)
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ts), true
+}
+
+// recordTimestamp finds the timestamp of the first record at or after
+// offset in data (whole RecordBatch v2 batches).
+func recordTimestamp(data []byte, offset int64) (int64, bool) {
+	for len(data) >= 61 {
+		n := int(binary.BigEndian.Uint32(data[8:])) + 12
+		if n < 61 || n > len(data) {
+			return 0, false
+		}
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(data[:n]); err != nil {
+			return 0, false
+		}
+		data = data[n:]
+		if b.FirstOffset+int64(b.LastOffsetDelta) < offset {
+			continue
+		}
+		if b.Attributes&0x07 != 0 || b.Attributes&0x08 != 0 {
+			// Compressed, or LogAppendTime (every record has the
+			// batch's max timestamp).
+			if b.Attributes&0x08 != 0 {
+				return b.MaxTimestamp, true
+			}
+			return b.FirstTimestamp, true
+		}
+		recs := b.Records
+		for range b.NumRecords {
+			l, sz := binary.Varint(recs)
+			if sz <= 0 || l < 0 || int64(len(recs)-sz) < l {
+				break
+			}
+			var r kmsg.Record
+			if err := r.ReadFrom(recs[:sz+int(l)]); err != nil {
+				break
+			}
+			if b.FirstOffset+int64(r.OffsetDelta) >= offset {
+				return b.FirstTimestamp + r.TimestampDelta64, true
+			}
+			recs = recs[sz+int(l):]
+		}
+		return b.FirstTimestamp, true
+	}
+	return 0, false
+}

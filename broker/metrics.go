@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are registered on Config.Registerer (nothing is registered when
+// it is nil). Partition gauges are collected on scrape from the registry,
+// so creating and deleting topics needs no metric bookkeeping.
+type metrics struct {
+	reg prometheus.Registerer
+	cs  []prometheus.Collector
+
+	requests          *prometheus.CounterVec   // api
+	requestErrors     *prometheus.CounterVec   // api, error
+	latency           *prometheus.HistogramVec // api
+	bytesIn           prometheus.Counter
+	bytesOut          prometheus.Counter
+	connections       prometheus.Gauge
+	badFrames         prometheus.Counter
+	topicsAutoCreated prometheus.Counter
+	producedBytes     prometheus.Counter
+	producedBatches   prometheus.Counter
+	fetchedBytes      prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_broker_requests_total", Help: "Requests received, by API.",
+		}, []string{"api"}),
+		requestErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_broker_request_errors_total", Help: "Error codes returned (top-level and per partition), by API and Kafka error name.",
+		}, []string{"api", "error"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "weir_broker_request_duration_seconds", Help: "Time from a request being read to its response being ready, by API.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"api"}),
+		bytesIn:           prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_received_bytes_total", Help: "Request bytes read from clients."}),
+		bytesOut:          prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_sent_bytes_total", Help: "Response bytes written to clients."}),
+		connections:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_broker_connections", Help: "Open client connections."}),
+		badFrames:         prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_bad_requests_total", Help: "Connections closed for a malformed, oversized or unsupported request."}),
+		topicsAutoCreated: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_topics_auto_created_total", Help: "Topics created by Metadata/Produce auto-creation."}),
+		producedBytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_bytes_total", Help: "Record batch bytes appended by Produce."}),
+		producedBatches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_batches_total", Help: "Produce partition requests appended."}),
+		fetchedBytes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
+	}
+	m.cs = []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections,
+		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, partitionCollector{b}}
+	if reg != nil {
+		for _, c := range m.cs {
+			if err := reg.Register(c); err != nil {
+				b.logger.Warn("metric registration failed", "err", err)
+			}
+		}
+	}
+	return m
+}
+
+func (m *metrics) unregister() {
+	if m == nil || m.reg == nil {
+		return
+	}
+	for _, c := range m.cs {
+		m.reg.Unregister(c)
+	}
+}
+
+// partitionError counts a non-zero error code for api.
+func (m *metrics) partitionError(api string, code int16) {
+	if code != 0 {
+		m.requestErrors.WithLabelValues(api, errorName(code)).Inc()
+	}
+}
+
+var (
+	hwDesc    = prometheus.NewDesc("weir_partition_high_watermark", "High watermark (next offset visible to consumers).", []string{"topic", "partition"}, nil)
+	startDesc = prometheus.NewDesc("weir_partition_log_start_offset", "First offset still in the log.", []string{"topic", "partition"}, nil)
+	sizeDesc  = prometheus.NewDesc("weir_partition_size_bytes", "Bytes on disk of the partition's segments.", []string{"topic", "partition"}, nil)
+	topicDesc = prometheus.NewDesc("weir_topics", "Topics in the registry.", nil, nil)
+)
+
+type partitionCollector struct{ b *Broker }
+
+func (pc partitionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- hwDesc
+	ch <- startDesc
+	ch <- sizeDesc
+	ch <- topicDesc
+}
+
+func (pc partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	if pc.b.topics == nil {
+		return
+	}
+	ts := pc.b.topics.all()
+	ch <- prometheus.MustNewConstMetric(topicDesc, prometheus.GaugeValue, float64(len(ts)))
+	for _, t := range ts {
+		for p, l := range t.parts {
+			ps := strconv.Itoa(p)
+			ch <- prometheus.MustNewConstMetric(hwDesc, prometheus.GaugeValue, float64(l.HighWatermark()), t.name, ps)
+			ch <- prometheus.MustNewConstMetric(startDesc, prometheus.GaugeValue, float64(l.LogStartOffset()), t.name, ps)
+			ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(l.Size()), t.name, ps)
+		}
+	}
+}

@@ -1,0 +1,460 @@
+package broker
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/vfs"
+)
+
+// The topic registry: every topic's name, UUID, partition count and config
+// overrides, plus the cluster ID, persisted in one file under the data dir:
+//
+//	<data dir>/meta.json        {"magic":"weir-meta","version":1,"cluster_id":...,"topics":[...]}
+//	<data dir>/logs/<topic>-<p>  one partition log (broker/log)
+//
+// meta.json is replaced atomically: written to meta.json.tmp, fsynced,
+// renamed over meta.json, and the directory fsynced. Order of operations
+// keeps the two consistent after a crash: partitions are opened before a
+// new topic is recorded, a deleted topic is unrecorded before its
+// partitions are removed, and on start any partition directory that
+// belongs to no recorded topic is removed (logged).
+
+const (
+	metaFile    = "meta.json"
+	metaMagic   = "weir-meta"
+	metaVersion = 1
+)
+
+func logsDir(dataDir string) string { return filepath.Join(dataDir, "logs") }
+
+type metaJSON struct {
+	Magic     string      `json:"magic"`
+	Version   int         `json:"version"`
+	ClusterID string      `json:"cluster_id"`
+	Topics    []topicJSON `json:"topics"`
+}
+
+type topicJSON struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"` // 32 hex digits
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// topic is an immutable snapshot of one topic: a change (configs,
+// partitions) installs a new *topic in the registry. The logs are shared
+// between snapshots.
+type topic struct {
+	name     string
+	id       [16]byte
+	internal bool
+	configs  map[string]string // overrides only; never mutated
+	parts    []*wlog.Log       // index = partition; never mutated
+}
+
+func (t *topic) partition(p int32) (*wlog.Log, bool) {
+	if p < 0 || int(p) >= len(t.parts) {
+		return nil, false
+	}
+	return t.parts[p], true
+}
+
+// registry is goroutine-safe. adminMu serialises changes (and their file
+// writes); mu guards the maps for readers. Lock order: adminMu, then mu.
+type registry struct {
+	fs     vfs.FS
+	dir    string
+	logs   *wlog.Manager
+	logger *slog.Logger
+
+	adminMu sync.Mutex
+
+	mu        sync.RWMutex
+	byName    map[string]*topic
+	byID      map[[16]byte]*topic
+	clusterID string
+}
+
+// openRegistry loads meta.json (if any), opens every partition and removes
+// orphaned partition directories.
+func openRegistry(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger) (*registry, error) {
+	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger,
+		byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
+	m, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	r.clusterID = m.ClusterID
+	for _, tj := range m.Topics {
+		id, err := parseTopicID(tj.ID)
+		if err != nil || validateTopicName(tj.Name) != nil || tj.Partitions < 1 {
+			return nil, fmt.Errorf("%s: bad topic entry %q (id %q, %d partitions)", metaFile, tj.Name, tj.ID, tj.Partitions)
+		}
+		t := &topic{name: tj.Name, id: id, internal: isInternalTopic(tj.Name), configs: tj.Configs}
+		if t.configs == nil {
+			t.configs = map[string]string{}
+		}
+		cfg := logConfig(t.configs)
+		for p := range tj.Partitions {
+			l, err := logs.Open(tj.Name, p, cfg)
+			if err != nil {
+				return nil, fmt.Errorf("open partition %s-%d: %w", tj.Name, p, err)
+			}
+			t.parts = append(t.parts, l)
+		}
+		r.byName[t.name] = t
+		r.byID[t.id] = t
+	}
+	r.removeOrphans()
+	return r, nil
+}
+
+func (r *registry) load() (metaJSON, error) {
+	var m metaJSON
+	data, err := vfs.ReadFile(r.fs, filepath.Join(r.dir, metaFile))
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return m, nil
+		}
+		return m, fmt.Errorf("read %s: %w", metaFile, err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("decode %s: %w", metaFile, err)
+	}
+	if m.Magic != metaMagic || m.Version != metaVersion {
+		return m, fmt.Errorf("%s: unsupported magic %q version %d", metaFile, m.Magic, m.Version)
+	}
+	return m, nil
+}
+
+// persist writes the registry to meta.json atomically.
+// adminMu must be held.
+func (r *registry) persist() error {
+	r.mu.RLock()
+	m := metaJSON{Magic: metaMagic, Version: metaVersion, ClusterID: r.clusterID}
+	for _, t := range r.byName {
+		m.Topics = append(m.Topics, topicJSON{Name: t.name, ID: hex.EncodeToString(t.id[:]),
+			Partitions: int32(len(t.parts)), Configs: t.configs})
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(m.Topics, func(a, b topicJSON) int { return strings.Compare(a.Name, b.Name) })
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(r.fs, filepath.Join(r.dir, metaFile), data)
+}
+
+// removeOrphans deletes partition directories of topics that are not
+// recorded (a crash between unrecording a topic and removing its logs, or
+// between opening a new topic's logs and recording it).
+func (r *registry) removeOrphans() {
+	names, err := r.fs.List(logsDir(r.dir))
+	if err != nil {
+		return // no logs dir yet
+	}
+	for _, n := range names {
+		i := strings.LastIndexByte(n, '-')
+		if i <= 0 {
+			continue
+		}
+		p, err := strconv.ParseInt(n[i+1:], 10, 32)
+		if err != nil {
+			continue
+		}
+		t, ok := r.byName[n[:i]]
+		if ok && p < int64(len(t.parts)) {
+			continue
+		}
+		r.logger.Warn("removing orphaned partition directory", "dir", n)
+		if _, open := r.logs.Get(n[:i], int32(p)); open {
+			_ = r.logs.Remove(n[:i], int32(p))
+		} else {
+			_ = r.fs.RemoveAll(filepath.Join(logsDir(r.dir), n))
+		}
+	}
+}
+
+// ensureClusterID returns the persisted cluster ID, persisting want (or a
+// new one) on first start.
+func (r *registry) ensureClusterID(want string) (string, error) {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	r.mu.Lock()
+	if r.clusterID != "" {
+		id := r.clusterID
+		r.mu.Unlock()
+		return id, nil
+	}
+	if want == "" {
+		want = newClusterID()
+	}
+	r.clusterID = want
+	r.mu.Unlock()
+	if err := r.persist(); err != nil {
+		return "", fmt.Errorf("persist cluster id: %w", err)
+	}
+	return want, nil
+}
+
+func (r *registry) get(name string) (*topic, bool) {
+	r.mu.RLock()
+	t, ok := r.byName[name]
+	r.mu.RUnlock()
+	return t, ok
+}
+
+func (r *registry) getByID(id [16]byte) (*topic, bool) {
+	r.mu.RLock()
+	t, ok := r.byID[id]
+	r.mu.RUnlock()
+	return t, ok
+}
+
+// all returns every topic sorted by name.
+func (r *registry) all() []*topic {
+	r.mu.RLock()
+	ts := slices.Collect(maps.Values(r.byName))
+	r.mu.RUnlock()
+	slices.SortFunc(ts, func(a, b *topic) int { return strings.Compare(a.name, b.name) })
+	return ts
+}
+
+// create validates and, unless validateOnly, creates a topic. configs are
+// overrides, already validated by the caller. Errors are *kerr.Error
+// values, possibly wrapped with a message (see kerrMsg).
+func (r *registry) create(name string, partitions int32, configs map[string]string, validateOnly bool) (*topic, error) {
+	if err := validateTopicName(name); err != nil {
+		return nil, err
+	}
+	if partitions < 1 {
+		return nil, kerrMsg(kerr.InvalidPartitions, "number of partitions must be larger than 0")
+	}
+	if partitions > maxPartitionsPerTopic {
+		return nil, kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", maxPartitionsPerTopic))
+	}
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	if _, exists := r.get(name); exists {
+		return nil, kerrMsg(kerr.TopicAlreadyExists, fmt.Sprintf("topic '%s' already exists", name))
+	}
+	if collide := r.collision(name); collide != "" {
+		return nil, kerrMsg(kerr.InvalidTopicException, fmt.Sprintf("topic '%s' collides with existing topic '%s' ('.' and '_' are equivalent in metric names)", name, collide))
+	}
+	t := &topic{name: name, id: newUUID(), internal: isInternalTopic(name), configs: configs}
+	if t.configs == nil {
+		t.configs = map[string]string{}
+	}
+	if validateOnly {
+		return t, nil
+	}
+	cfg := logConfig(t.configs)
+	for p := range partitions {
+		l, err := r.logs.Open(name, p, cfg)
+		if err != nil {
+			for q := range p {
+				_ = r.logs.Remove(name, q)
+			}
+			return nil, kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("open partition %d: %v", p, err))
+		}
+		t.parts = append(t.parts, l)
+	}
+	r.mu.Lock()
+	r.byName[name] = t
+	r.byID[t.id] = t
+	r.mu.Unlock()
+	if err := r.persist(); err != nil {
+		r.mu.Lock()
+		delete(r.byName, name)
+		delete(r.byID, t.id)
+		r.mu.Unlock()
+		for p := range partitions {
+			_ = r.logs.Remove(name, p)
+		}
+		return nil, kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist topic: %v", err))
+	}
+	r.logger.Info("topic created", "topic", name, "partitions", partitions, "configs", configs)
+	return t, nil
+}
+
+// collision returns an existing topic whose name equals name with '.' and
+// '_' swapped (Kafka refuses those: their metric names collide).
+// mu must not be held; adminMu must be held.
+func (r *registry) collision(name string) string {
+	norm := strings.ReplaceAll(name, ".", "_")
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for n := range r.byName {
+		if n != name && strings.ReplaceAll(n, ".", "_") == norm {
+			return n
+		}
+	}
+	return ""
+}
+
+// remove deletes a topic: unrecorded first, then its partitions removed.
+func (r *registry) remove(name string) (*topic, error) {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	t, ok := r.get(name)
+	if !ok {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	r.mu.Lock()
+	delete(r.byName, name)
+	delete(r.byID, t.id)
+	r.mu.Unlock()
+	if err := r.persist(); err != nil {
+		r.mu.Lock()
+		r.byName[name] = t
+		r.byID[t.id] = t
+		r.mu.Unlock()
+		return nil, kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist topic deletion: %v", err))
+	}
+	for p := range t.parts {
+		if err := r.logs.Remove(name, int32(p)); err != nil {
+			// The topic is gone from the registry; the directory is
+			// removed as an orphan on the next start.
+			r.logger.Error("remove partition", "topic", name, "partition", p, "err", err)
+		}
+	}
+	r.logger.Info("topic deleted", "topic", name)
+	return t, nil
+}
+
+// addPartitions grows a topic to total partitions.
+func (r *registry) addPartitions(name string, total int32, validateOnly bool) error {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	t, ok := r.get(name)
+	if !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	have := int32(len(t.parts))
+	switch {
+	case total < have:
+		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic currently has %d partitions, which is higher than the requested %d", have, total))
+	case total == have:
+		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic already has %d partitions", have))
+	case total > maxPartitionsPerTopic:
+		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", maxPartitionsPerTopic))
+	}
+	if validateOnly {
+		return nil
+	}
+	nt := *t
+	nt.parts = slices.Clip(slices.Clone(t.parts))
+	cfg := logConfig(t.configs)
+	for p := have; p < total; p++ {
+		l, err := r.logs.Open(name, p, cfg)
+		if err != nil {
+			for q := have; q < p; q++ {
+				_ = r.logs.Remove(name, q)
+			}
+			return kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("open partition %d: %v", p, err))
+		}
+		nt.parts = append(nt.parts, l)
+	}
+	r.install(&nt)
+	if err := r.persist(); err != nil {
+		r.install(t)
+		for q := have; q < total; q++ {
+			_ = r.logs.Remove(name, q)
+		}
+		return kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist partitions: %v", err))
+	}
+	r.logger.Info("partitions added", "topic", name, "from", have, "to", total)
+	return nil
+}
+
+// setConfigs replaces a topic's overrides and applies them to its logs.
+func (r *registry) setConfigs(name string, configs map[string]string) error {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	t, ok := r.get(name)
+	if !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	nt := *t
+	nt.configs = configs
+	r.install(&nt)
+	if err := r.persist(); err != nil {
+		r.install(t)
+		return kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist configs: %v", err))
+	}
+	cfg := logConfig(configs)
+	for _, l := range nt.parts {
+		l.SetConfig(cfg)
+	}
+	r.logger.Info("topic configs changed", "topic", name, "configs", configs)
+	return nil
+}
+
+// install replaces the snapshot of t.name. adminMu must be held.
+func (r *registry) install(t *topic) {
+	r.mu.Lock()
+	r.byName[t.name] = t
+	r.byID[t.id] = t
+	r.mu.Unlock()
+}
+
+// maxPartitionsPerTopic bounds one request's work; Kafka has no fixed limit
+// but every partition is a directory and open files here.
+const maxPartitionsPerTopic = 10000
+
+var topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// validateTopicName applies Kafka's rules (Topic.validate).
+func validateTopicName(name string) error {
+	switch {
+	case name == "":
+		return kerrMsg(kerr.InvalidTopicException, "topic name is illegal, it can't be empty")
+	case name == "." || name == "..":
+		return kerrMsg(kerr.InvalidTopicException, "topic name cannot be \".\" or \"..\"")
+	case len(name) > 249:
+		return kerrMsg(kerr.InvalidTopicException, "topic name is illegal, it can't be longer than 249 characters")
+	case !topicNameRE.MatchString(name):
+		return kerrMsg(kerr.InvalidTopicException, fmt.Sprintf("topic name %q is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name))
+	}
+	return nil
+}
+
+func isInternalTopic(name string) bool {
+	return name == offsetsTopic || name == "__transaction_state"
+}
+
+func parseTopicID(s string) ([16]byte, error) {
+	var id [16]byte
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return id, fmt.Errorf("bad topic id %q", s)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+// kerrMsg is a Kafka error code with a message for the response's
+// ErrorMessage field.
+type kafkaError struct {
+	code *kerr.Error
+	msg  string
+}
+
+func kerrMsg(code *kerr.Error, msg string) error { return &kafkaError{code: code, msg: msg} }
+func (e *kafkaError) Error() string              { return e.msg }
+func (e *kafkaError) Unwrap() error              { return e.code }
