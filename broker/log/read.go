@@ -227,7 +227,7 @@ func (l *Log) findTimestamp(seg *segment, ts, ls, hw int64) (int64, int64, bool,
 	}
 	seg.mu.RUnlock()
 	end := seg.size.Load()
-	r := newChunkReader(seg.f, 64<<10)
+	r := newChunkReader(seg.f, 64<<10, end)
 	for pos < end {
 		hb, err := r.get(pos, batchHeaderSize)
 		if err != nil {

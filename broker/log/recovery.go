@@ -356,7 +356,7 @@ func scanSegment(seg *segment, pos, next, interval int64, ix *indexState, mu int
 	Unlock()
 }) (end, nextOut int64, cerr *CorruptionError, err error) {
 	size := seg.size.Load()
-	r := newChunkReader(seg.f, 1<<20)
+	r := newChunkReader(seg.f, 1<<20, size)
 	bad := func(reason string, args ...any) (int64, int64, *CorruptionError, error) {
 		return pos, next, &CorruptionError{Segment: seg.name(), Offset: pos, Reason: fmt.Sprintf(reason, args...)}, nil
 	}
@@ -402,10 +402,11 @@ type chunkReader struct {
 	start int64 // file position of buf[0]
 	n     int   // valid bytes in buf
 	chunk int
+	limit int64 // file size: reads stop there
 }
 
-func newChunkReader(f vfsFile, chunk int) *chunkReader {
-	return &chunkReader{f: f, chunk: chunk}
+func newChunkReader(f vfsFile, chunk int, limit int64) *chunkReader {
+	return &chunkReader{f: f, chunk: chunk, limit: limit}
 }
 
 // get returns n bytes at pos, valid until the next call.
@@ -414,7 +415,7 @@ func (r *chunkReader) get(pos int64, n int) ([]byte, error) {
 		o := int(pos - r.start)
 		return r.buf[o : o+n], nil
 	}
-	want := max(n, r.chunk)
+	want := max(n, int(min(int64(r.chunk), r.limit-pos)))
 	if cap(r.buf) < want {
 		r.buf = make([]byte, want)
 	}
