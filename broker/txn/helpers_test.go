@@ -247,6 +247,7 @@ func newEnv(t *testing.T, mod ...func(*Options)) *env {
 	for _, f := range mod {
 		f(&e.opts)
 	}
+	e.state = e.opts.State
 	e.start()
 	return e
 }
