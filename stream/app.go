@@ -340,6 +340,7 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 	a.mu.Lock()
 	a.tasks[id] = t
 	delete(a.assigned, id)
+	a.metrics.tasksOpened.Inc()
 	a.metrics.tasks.Set(float64(len(a.tasks)))
 	a.mu.Unlock()
 	return t, nil
@@ -474,6 +475,7 @@ func (a *App) takeTasks(tps map[string][]int32) []*task {
 
 func (a *App) closeTasks(ts []*task) {
 	for _, t := range ts {
+		a.metrics.tasksClosed.Inc()
 		if err := t.close(); err != nil {
 			a.cfg.logger.Warn("close task", "task", t.id.String(), "err", err)
 		}

@@ -66,7 +66,7 @@ func TestKeyedCountKillAndRestart(t *testing.T) {
 	const keys = 20
 	truth := map[string]int64{}
 	stateDir := t.TempDir()
-	opts := []Opt{StateDir(stateDir), CommitInterval(50 * time.Millisecond), MaxPollRecords(20), Workers(2)}
+	opts := []Opt{testLogger(t), StateDir(stateDir), CommitInterval(50 * time.Millisecond), MaxPollRecords(20), Workers(2)}
 
 	app1 := b.run("counter", countTopology, opts...)
 	produceEvents(b, 0, 600, keys, truth)

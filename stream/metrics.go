@@ -13,6 +13,8 @@ type metrics struct {
 	restored    prometheus.Counter
 	restoreSecs prometheus.Counter
 	commits     prometheus.Counter
+	tasksOpened prometheus.Counter
+	tasksClosed prometheus.Counter
 	tasks       prometheus.Gauge
 	storeBytes  prometheus.Gauge
 }
@@ -35,12 +37,14 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		restored:    c("restored_records_total", "Changelog records applied while restoring stores."),
 		restoreSecs: c("restore_seconds_total", "Time spent restoring stores."),
 		commits:     c("commits_total", "Offset commits."),
+		tasksOpened: c("tasks_opened_total", "Tasks created (and restored) on this instance."),
+		tasksClosed: c("tasks_closed_total", "Tasks closed on this instance (revoked, lost or shut down)."),
 		tasks:       g("tasks", "Tasks owned by this instance."),
 		storeBytes:  g("store_bytes", "On-disk size of the local stores (sampled at commit)."),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
-			m.restored, m.restoreSecs, m.commits, m.tasks, m.storeBytes} {
+			m.restored, m.restoreSecs, m.commits, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
