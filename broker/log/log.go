@@ -198,12 +198,13 @@ type Log struct {
 	changed   chan struct{}
 	isClosed  bool // guarded by syncMu; also closed below
 
-	closed   atomic.Bool
-	kick     chan struct{} // wakes the background syncer
-	stop     chan struct{}
-	bgDone   chan struct{}
-	bufPool  sync.Pool
-	maxIndex int // max closed segments with loaded indexes
+	closed  atomic.Bool
+	kick    chan struct{} // wakes the background syncer
+	stop    chan struct{}
+	bgDone  chan struct{}
+	bufPool sync.Pool
+	// indexBudget: bytes of closed-segment indexes kept loaded.
+	indexBudget int
 }
 
 // Open opens (creating if needed) the partition in opts.Dir, recovering
@@ -228,17 +229,17 @@ func Open(opts Options) (*Log, error) {
 		opts.SyncInterval = DefaultSyncInterval
 	}
 	l := &Log{
-		fs:       opts.FS,
-		dir:      opts.Dir,
-		logger:   opts.Logger.With("log", opts.Dir),
-		now:      opts.Now,
-		policy:   opts.Sync,
-		every:    opts.SyncInterval,
-		changed:  make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		bgDone:   make(chan struct{}),
-		maxIndex: 8,
+		fs:          opts.FS,
+		dir:         opts.Dir,
+		logger:      opts.Logger.With("log", opts.Dir),
+		now:         opts.Now,
+		policy:      opts.Sync,
+		every:       opts.SyncInterval,
+		changed:     make(chan struct{}),
+		kick:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		bgDone:      make(chan struct{}),
+		indexBudget: indexBudget,
 	}
 	l.syncCond = sync.NewCond(&l.syncMu)
 	cfg := opts.Config.withDefaults()
