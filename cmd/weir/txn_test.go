@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// runTxnCmd runs "weir txn ARGS" through the command itself (it does not
+// depend on the root command's registration).
+func runTxnCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newTxnCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// The txn commands speak only the Kafka protocol; kfake (a reference
+// broker) checks them independently of weir's coordinator.
+func TestTxnListDescribe(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("orders-1"),
+		kgo.TransactionTimeout(time.Minute), kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v"), Partition: 1}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runTxnCmd(t, "list", "--brokers", addr)
+	if err != nil {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if !regexpLine(out, `^orders-1\s+Ongoing\s+\d+\s+0\s+1m0s\s+\S+\s+1$`) {
+		t.Fatalf("list output:\n%s", out)
+	}
+	out, err = runTxnCmd(t, "describe", "orders-1", "--brokers", addr)
+	if err != nil {
+		t.Fatalf("describe: %v\n%s", err, out)
+	}
+	for _, want := range []string{`^State:\s+Ongoing$`, `^Producer epoch:\s+0$`, `^Timeout:\s+1m0s$`, `^Started:\s+\S+ \(running \S+\)$`, `^  out: 1$`} {
+		if !regexpLine(out, want) {
+			t.Fatalf("describe output lacks %s:\n%s", want, out)
+		}
+	}
+	if out, err = runTxnCmd(t, "describe", "nope", "--brokers", addr); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("describe unknown id: %v\n%s", err, out)
+	}
+
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runTxnCmd(t, "list", "--state", "Ongoing", "--brokers", addr)
+	if err != nil || strings.Contains(out, "orders-1") {
+		t.Fatalf("list --state Ongoing after commit: %v\n%s", err, out)
+	}
+	out, err = runTxnCmd(t, "list", "--older-than", "1h", "--brokers", addr)
+	if err != nil || strings.Contains(out, "orders-1") {
+		t.Fatalf("list --older-than: %v\n%s", err, out)
+	}
+}
