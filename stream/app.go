@@ -164,6 +164,9 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return errors.New("stream: App.Run called twice")
 	}
 	if err := a.setupTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before starting: nothing to flush or commit
+		}
 		return fmt.Errorf("stream: app %s: %w", a.id, err)
 	}
 	var topics []string
