@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// runCLI runs one weir command line in-process and returns its output and
+// exit code.
+func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// mustCLI runs a command line that must succeed.
+func mustCLI(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, code := runCLI(t, stdin, args...)
+	if code != 0 {
+		t.Fatalf("weir %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// murmur2 is Kafka's Java-client hash (org.apache.kafka.common.utils.Utils.murmur2),
+// written here independently of any client so partition placement is checked
+// against the reference formula, not against the client that produced.
+func murmur2(data []byte) int32 {
+	const (
+		seed uint32 = 0x9747b28c
+		m    uint32 = 0x5bd1e995
+		r           = 24
+	)
+	h := seed ^ uint32(len(data))
+	n := len(data) / 4
+	for i := 0; i < n; i++ {
+		k := uint32(data[4*i]) | uint32(data[4*i+1])<<8 | uint32(data[4*i+2])<<16 | uint32(data[4*i+3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	tail := data[4*n:]
+	switch len(tail) {
+	case 3:
+		h ^= uint32(tail[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(tail[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(tail[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
+
+func javaPartition(key []byte, partitions int32) int32 {
+	return (murmur2(key) & 0x7fffffff) % partitions
+}
+
+func TestMurmur2ReferenceVectors(t *testing.T) {
+	// Values from Kafka's UtilsTest.testMurmur2.
+	for in, want := range map[string]int32{
+		"21":                         -973932308,
+		"foobar":                     -790332482,
+		"a-little-bit-long-string":   -985981536,
+		"a-little-bit-longer-string": -1486304829,
+		"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+	} {
+		if got := murmur2([]byte(in)); got != want {
+			t.Errorf("murmur2(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestTopicLifecycle(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+
+	out := mustCLI(t, "", "topic", "create", b, "orders", "-p", "3", "-c", "retention.ms=3600000")
+	if !strings.Contains(out, `created topic "orders" (3 partitions`) {
+		t.Fatalf("create output: %q", out)
+	}
+	// Creating it again fails, unless --if-not-exists.
+	if _, errOut, code := runCLI(t, "", "topic", "create", b, "orders"); code == 0 || !strings.Contains(errOut, "TOPIC_ALREADY_EXISTS") {
+		t.Fatalf("duplicate create: exit %d, stderr %q", code, errOut)
+	}
+	mustCLI(t, "", "topic", "create", b, "orders", "--if-not-exists")
+
+	out = mustCLI(t, "", "topic", "list", b)
+	if !regexpLine(out, `^orders\s+3\s+1$`) {
+		t.Fatalf("list output:\n%s", out)
+	}
+
+	out = mustCLI(t, "", "topic", "describe", b, "orders")
+	for _, want := range []string{"Topic: orders", "Partitions: 3", "retention.ms"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("describe output lacks %q:\n%s", want, out)
+		}
+	}
+	for p := 0; p < 3; p++ {
+		if !regexpLine(out, fmt.Sprintf(`^%d\s+\d+\s+\d+\s+\d+\s+0\s+0\s+0$`, p)) {
+			t.Fatalf("describe output lacks partition %d row:\n%s", p, out)
+		}
+	}
+
+	mustCLI(t, "", "topic", "alter", b, "orders", "--partitions", "5", "-c", "retention.ms=7200000")
+	out = mustCLI(t, "", "topic", "describe", b, "orders")
+	if !strings.Contains(out, "Partitions: 5") || !regexpLine(out, `^retention\.ms\s+7200000\s+topic$`) {
+		t.Fatalf("describe after alter:\n%s", out)
+	}
+	mustCLI(t, "", "topic", "alter", b, "orders", "--delete-config", "retention.ms")
+	out = mustCLI(t, "", "topic", "describe", b, "orders")
+	if regexpLine(out, `^retention\.ms\s+\d+\s+topic$`) {
+		t.Fatalf("retention.ms still set on the topic after --delete-config:\n%s", out)
+	}
+	if _, _, code := runCLI(t, "", "topic", "alter", b, "orders"); code == 0 {
+		t.Fatal("alter without changes succeeded")
+	}
+
+	mustCLI(t, "", "topic", "delete", b, "orders")
+	out = mustCLI(t, "", "topic", "list", b)
+	if strings.Contains(out, "orders") {
+		t.Fatalf("orders still listed after delete:\n%s", out)
+	}
+	if _, errOut, code := runCLI(t, "", "topic", "describe", b, "orders"); code == 0 || !strings.Contains(errOut, "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("describe deleted topic: exit %d, stderr %q", code, errOut)
+	}
+	if _, _, code := runCLI(t, "", "topic", "delete", b, "orders"); code == 0 {
+		t.Fatal("deleting a missing topic succeeded")
+	}
+	mustCLI(t, "", "topic", "delete", b, "orders", "--if-exists")
+}
+
+func regexpLine(text, pattern string) bool {
+	re := regexp.MustCompile(pattern)
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		if re.MatchString(strings.TrimRight(sc.Text(), " ")) {
+			return true
+		}
+	}
+	return false
+}
+
+type consumed struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Timestamp int64  `json:"timestamp"`
+	Key       *string
+	KeyBase64 *string `json:"key_base64"`
+	Value     *string
+	Headers   []struct {
+		Key   string  `json:"key"`
+		Value *string `json:"value"`
+	} `json:"headers"`
+}
+
+func parseJSONLines(t *testing.T, out string) []consumed {
+	t.Helper()
+	var recs []consumed
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var c consumed
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("bad json line %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, c)
+	}
+	return recs
+}
+
+func TestProduceConsume(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "events", "-p", "4")
+
+	var in strings.Builder
+	const n = 40
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&in, "user-%d:event %d: with a colon\n", i, i)
+	}
+	in.WriteString("no separator here\n")
+	_, errOut, code := runCLI(t, in.String(), "produce", b, "events", "-K", ":", "-H", "source=cli", "-H", "k2=v=2")
+	if code != 0 {
+		t.Fatalf("produce: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, fmt.Sprintf("produced %d records", n+1)) {
+		t.Fatalf("produce summary: %q", errOut)
+	}
+
+	out := mustCLI(t, "", "consume", b, "events", "-e", "-f", "json")
+	recs := parseJSONLines(t, out)
+	if len(recs) != n+1 {
+		t.Fatalf("consumed %d records, want %d:\n%s", len(recs), n+1, out)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if len(r.Headers) != 2 || r.Headers[0].Key != "source" || *r.Headers[0].Value != "cli" || r.Headers[1].Key != "k2" || *r.Headers[1].Value != "v=2" {
+			t.Fatalf("record %s/%d@%d headers = %+v", r.Topic, r.Partition, r.Offset, r.Headers)
+		}
+		if r.Key == nil {
+			if *r.Value != "no separator here" {
+				t.Fatalf("unkeyed record value %q", *r.Value)
+			}
+			seen["<nil>"] = true
+			continue
+		}
+		var i int
+		if _, err := fmt.Sscanf(*r.Key, "user-%d", &i); err != nil {
+			t.Fatalf("bad key %q", *r.Key)
+		}
+		if want := fmt.Sprintf("event %d: with a colon", i); *r.Value != want {
+			t.Fatalf("key %s: value %q, want %q", *r.Key, *r.Value, want)
+		}
+		if want := javaPartition([]byte(*r.Key), 4); r.Partition != want {
+			t.Fatalf("key %s in partition %d, murmur2 says %d", *r.Key, r.Partition, want)
+		}
+		if seen[*r.Key] {
+			t.Fatalf("key %s consumed twice", *r.Key)
+		}
+		seen[*r.Key] = true
+	}
+
+	// kv format round-trips with produce -K.
+	out = mustCLI(t, "", "consume", b, "events", "-e", "-f", "kv", "-p", fmt.Sprint(javaPartition([]byte("user-7"), 4)))
+	if !strings.Contains(out, "user-7:event 7: with a colon\n") {
+		t.Fatalf("kv output lacks user-7:\n%s", out)
+	}
+
+	// -n stops after n records, even while following.
+	out = mustCLI(t, "", "consume", b, "events", "-n", "5")
+	if got := strings.Count(out, "\n"); got != 5 {
+		t.Fatalf("-n 5 printed %d lines:\n%s", got, out)
+	}
+
+	// -o -1: the last record of every partition.
+	out = mustCLI(t, "", "consume", b, "events", "-e", "-o=-1", "-f", "json")
+	last := parseJSONLines(t, out)
+	if len(last) != 4 {
+		t.Fatalf("-o -1 printed %d records, want one per partition (4):\n%s", len(last), out)
+	}
+	// -o N: absolute offset; beyond the end prints nothing and exits with -e.
+	p0 := javaPartition([]byte("user-0"), 4)
+	out = mustCLI(t, "", "consume", b, "events", "-e", "-o", "1", "-p", fmt.Sprint(p0), "-f", "json")
+	for _, r := range parseJSONLines(t, out) {
+		if r.Offset < 1 || r.Partition != p0 {
+			t.Fatalf("-o 1 -p %d returned %s/%d@%d", p0, r.Topic, r.Partition, r.Offset)
+		}
+	}
+	if out := mustCLI(t, "", "consume", b, "events", "-e", "-o", "end"); out != "" {
+		t.Fatalf("-o end -e printed %q", out)
+	}
+
+	// --timestamp: records at or after a timestamp; in the future: none.
+	first := recs[0]
+	out = mustCLI(t, "", "consume", b, "events", "-e", "-f", "json", "--timestamp", fmt.Sprint(first.Timestamp))
+	if got := len(parseJSONLines(t, out)); got == 0 {
+		t.Fatalf("--timestamp %d printed nothing", first.Timestamp)
+	}
+	if out := mustCLI(t, "", "consume", b, "events", "-e", "--timestamp", "2999-01-01T00:00:00Z"); out != "" {
+		t.Fatalf("--timestamp in the future printed %q", out)
+	}
+}
+
+func TestProduceAcksAndPartition(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "acks", "-p", "2")
+	for _, acks := range []string{"all", "1", "0"} {
+		mustCLI(t, fmt.Sprintf("a-%s\nb-%s\n", acks, acks), "produce", b, "acks", "--acks", acks, "-p", "1", "-q")
+	}
+	if _, errOut, code := runCLI(t, "x\n", "produce", b, "acks", "--acks", "2"); code == 0 || !strings.Contains(errOut, "--acks") {
+		t.Fatalf("--acks 2: exit %d, stderr %q", code, errOut)
+	}
+	// acks=0 gives no confirmation, so read until all six arrived.
+	out := mustCLI(t, "", "consume", b, "acks", "-p", "1", "-n", "6")
+	for _, acks := range []string{"all", "1", "0"} {
+		if !strings.Contains(out, "a-"+acks+"\nb-"+acks+"\n") {
+			t.Fatalf("acks=%s records missing or out of order:\n%s", acks, out)
+		}
+	}
+	if out := mustCLI(t, "", "consume", b, "acks", "-p", "0", "-e"); out != "" {
+		t.Fatalf("partition 0 should be empty, got %q", out)
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "t", "-p", "1")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"consume", b, "missing", "-e"}, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{[]string{"consume", b, "t", "-f", "xml"}, "--format"},
+		{[]string{"consume", b, "t", "-o", "middle", "-e"}, "--offset"},
+		{[]string{"consume", b, "t", "-p", "3", "-e"}, "no partition 3"},
+		{[]string{"consume", b, "t", "-o", "5", "--timestamp", "0"}, "mutually exclusive"},
+		{[]string{"consume", b, "t", "--group", "g", "-e"}, "--exit is not supported"},
+		{[]string{"consume", b, "t", "--timestamp", "yesterday", "-e"}, "--timestamp"},
+		{[]string{"produce", b, "t", "-H", "novalue"}, "key=value"},
+		{[]string{"produce", b, "t", "-z", "brotli"}, "--compression"},
+		{[]string{"topic", "create", b, "x", "-c", "retention.ms"}, "key=value"},
+		{[]string{"topic", "bogus"}, ""},
+	} {
+		_, errOut, code := runCLI(t, "", tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("weir %s: exit %d, stderr %q, want failure mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.want)
+		}
+	}
+}

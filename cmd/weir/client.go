@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// clientFlags are the connection settings shared by every command that
+// talks to a cluster (weir topic, produce, consume, ...). They work against
+// weir or any Kafka-compatible cluster.
+type clientFlags struct {
+	brokers  []string
+	clientID string
+	timeout  time.Duration
+}
+
+// defaultBrokers is the --brokers default: WEIR_BROKERS when set, else the
+// address weir serve listens on by default.
+func defaultBrokers() []string {
+	if v := os.Getenv("WEIR_BROKERS"); v != "" {
+		return splitList(v)
+	}
+	return []string{"127.0.0.1:9092"}
+}
+
+// addClientFlags registers the connection flags as persistent flags of cmd
+// (so "weir topic --brokers X create" and "weir topic create --brokers X"
+// both work).
+func addClientFlags(cmd *cobra.Command) *clientFlags {
+	cf := &clientFlags{}
+	pf := cmd.PersistentFlags()
+	pf.StringSliceVarP(&cf.brokers, "brokers", "b", defaultBrokers(), "bootstrap brokers, comma separated (default from WEIR_BROKERS)")
+	pf.StringVar(&cf.clientID, "client-id", "weir-cli", "Kafka client.id")
+	pf.DurationVar(&cf.timeout, "timeout", 30*time.Second, "deadline for each request round (admin requests, produce acknowledgements)")
+	return cf
+}
+
+func (cf *clientFlags) opts(extra ...kgo.Opt) []kgo.Opt {
+	o := []kgo.Opt{
+		kgo.SeedBrokers(cf.brokers...),
+		kgo.ClientID(cf.clientID),
+		// A CLI should fail fast on a wrong address instead of retrying
+		// for the client default (forever for produce).
+		kgo.RetryTimeout(cf.timeout),
+		kgo.RequestTimeoutOverhead(cf.timeout),
+	}
+	return append(o, extra...)
+}
+
+func (cf *clientFlags) client(extra ...kgo.Opt) (*kgo.Client, error) {
+	if len(cf.brokers) == 0 {
+		return nil, fmt.Errorf("--brokers is empty")
+	}
+	cl, err := kgo.NewClient(cf.opts(extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	return cl, nil
+}
+
+func (cf *clientFlags) admin() (*kadm.Client, func(), error) {
+	cl, err := cf.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(cf.timeout / time.Millisecond))
+	return adm, cl.Close, nil
+}
+
+// splitList splits a comma-separated list, dropping empty elements.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseKeyValues parses repeated "k=v" flag values.
+func parseKeyValues(flag string, kvs []string) ([][2]string, error) {
+	out := make([][2]string, 0, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: expected key=value", flag, kv)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
+}

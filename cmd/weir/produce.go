@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type produceOptions struct {
+	keySep       string
+	headers      []string
+	acks         string
+	partition    int32
+	compression  string
+	file         string
+	maxLineBytes int
+	quiet        bool
+}
+
+func newProduceCmd() *cobra.Command {
+	o := &produceOptions{}
+	var cf *clientFlags
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Produce one record per line of stdin (or --file)",
+		Long: `Produce one record per input line. With --key-separator, the text before the first
+separator is the record key and the rest is the value; a line without the separator is
+produced with no key. Keyed records are partitioned like the Java client (murmur2), so
+they land where any Kafka client would put them.
+
+weir produce waits until every record is acknowledged (acks=all by default: on weir,
+that means fsynced) and exits non-zero if any record failed.`,
+		Example: `  echo 'hello' | weir produce greetings
+  printf 'user1:signed up\nuser2:logged in\n' | weir produce events --key-separator :
+  weir produce events -H source=cli -H trace=abc < lines.txt`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), cf, args[0], cmd.InOrStdin(), cmd.ErrOrStderr())
+		},
+	}
+	cf = addClientFlags(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&o.keySep, "key-separator", "K", "", "split each line at the first occurrence into key and value (e.g. ':')")
+	f.StringArrayVarP(&o.headers, "header", "H", nil, "record header key=value added to every record (repeatable)")
+	f.StringVar(&o.acks, "acks", "all", "acknowledgement level: all (-1), 1 (leader) or 0 (none)")
+	f.Int32VarP(&o.partition, "partition", "p", -1, "produce every record to this partition (-1: partition by key, murmur2)")
+	f.StringVarP(&o.compression, "compression", "z", "none", "compression codec: none, gzip, snappy, lz4, zstd")
+	f.StringVarP(&o.file, "file", "f", "", "read lines from this file instead of stdin")
+	f.IntVar(&o.maxLineBytes, "max-line-bytes", 16<<20, "longest accepted input line")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print the summary line to stderr")
+	return cmd
+}
+
+// clientOpts translates the produce settings into franz-go options.
+func (o *produceOptions) clientOpts() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	switch strings.ToLower(o.acks) {
+	case "all", "-1":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "1", "leader":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case "0", "none":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	default:
+		return nil, fmt.Errorf(`--acks must be all, 1 or 0, got %q`, o.acks)
+	}
+	var codec kgo.CompressionCodec
+	switch strings.ToLower(o.compression) {
+	case "none", "":
+		codec = kgo.NoCompression()
+	case "gzip":
+		codec = kgo.GzipCompression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "zstd":
+		codec = kgo.ZstdCompression()
+	default:
+		return nil, fmt.Errorf("--compression must be none, gzip, snappy, lz4 or zstd, got %q", o.compression)
+	}
+	opts = append(opts, kgo.ProducerBatchCompression(codec))
+	if o.partition >= 0 {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	if o.maxLineBytes > 1<<20 {
+		// Let a long line through the client; the broker's
+		// max.message.bytes still decides.
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(o.maxLineBytes)+(64<<10)))
+	}
+	return opts, nil
+}
+
+func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string, stdin io.Reader, stderr io.Writer) error {
+	hdrs, err := parseKeyValues("--header", o.headers)
+	if err != nil {
+		return err
+	}
+	opts, err := o.clientOpts()
+	if err != nil {
+		return err
+	}
+	in := stdin
+	if o.file != "" {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	// Like the Java console producer, ask for auto-creation of a missing
+	// topic; whether it happens is the broker's policy (off on weir unless
+	// serve --auto-create-topics).
+	cl, err := cf.client(append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		failed   int
+		acked    int
+	)
+	promise := func(_ *kgo.Record, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			return
+		}
+		acked++
+	}
+
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), o.maxLineBytes)
+	var lines int
+	for sc.Scan() {
+		lines++
+		r := o.record(sc.Bytes(), hdrs)
+		cl.Produce(ctx, r, promise)
+	}
+	readErr := sc.Err()
+	if errors.Is(readErr, bufio.ErrTooLong) {
+		readErr = fmt.Errorf("line %d is longer than --max-line-bytes (%d)", lines+1, o.maxLineBytes)
+	}
+	flushErr := cl.Flush(ctx)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if !o.quiet {
+		fmt.Fprintf(stderr, "produced %d records to %q (%d failed)\n", acked, topic, failed)
+	}
+	var errs []error
+	if readErr != nil {
+		errs = append(errs, fmt.Errorf("read input: %w", readErr))
+	}
+	if firstErr != nil {
+		errs = append(errs, fmt.Errorf("%d of %d records failed, first error: %w", failed, lines, firstErr))
+	} else if flushErr != nil {
+		errs = append(errs, fmt.Errorf("flush: %w", flushErr))
+	}
+	return errors.Join(errs...)
+}
+
+// record builds the record for one input line. The scanner reuses its
+// buffer, so key and value are copied.
+func (o *produceOptions) record(line []byte, hdrs [][2]string) *kgo.Record {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	r := &kgo.Record{Partition: o.partition}
+	if o.keySep != "" {
+		if k, v, ok := bytes.Cut(line, []byte(o.keySep)); ok {
+			r.Key = bytes.Clone(k)
+			if r.Key == nil {
+				r.Key = []byte{} // an empty key is a key, not a null key
+			}
+			line = v
+		}
+	}
+	r.Value = bytes.Clone(line)
+	if r.Value == nil {
+		r.Value = []byte{}
+	}
+	for _, h := range hdrs {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
+	}
+	return r
+}
