@@ -74,6 +74,8 @@ against weir or any Kafka-compatible cluster (weir topic, weir produce, weir con
 		newTopicCmd(),
 		newProduceCmd(),
 		newConsumeCmd(),
+		newGroupCmd(), // group.go
+		newTxnCmd(),   // txn.go
 	)
 	return root
 }
