@@ -1,5 +1,3 @@
-//go:build weir
-
 package main
 
 import (
@@ -8,9 +6,6 @@ import (
 
 	"github.com/weirhq/weir/broker"
 )
-
-// weirBuiltIn reports whether this build includes weir's broker.
-const weirBuiltIn = true
 
 // startWeir runs weir's broker with its default sync policy (an acks=all
 // produce is answered after its data is fsynced).
