@@ -152,7 +152,7 @@ func crashRun(t *testing.T, seed uint64) {
 			l = mustOpen(t, opts())
 			m.check(t, l, fmt.Sprintf("seed %d step %d clean reopen", seed, step))
 		case op < 88:
-			if err := l.checkpoint(); err != nil {
+			if err := l.checkpoint(true); err != nil {
 				t.Fatalf("checkpoint: %v", err)
 			}
 		default:

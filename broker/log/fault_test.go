@@ -149,7 +149,7 @@ func TestRandomFaults(t *testing.T) {
 			}
 			acked[r.BaseOffset] = b
 			if i%50 == 0 {
-				_ = l.checkpoint()
+				_ = l.checkpoint(true)
 			}
 		}
 		mu.Lock()

@@ -371,7 +371,7 @@ func TestCrashScansOnlyTail(t *testing.T) {
 	for range 300 {
 		mustAppend(t, l, testBatch{records: 2, valueSize: 100}.build(), true)
 	}
-	if err := l.checkpoint(); err != nil {
+	if err := l.checkpoint(true); err != nil {
 		t.Fatal(err)
 	}
 	for range 10 {

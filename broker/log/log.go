@@ -170,6 +170,7 @@ type Log struct {
 	ckptMu     sync.Mutex // serialises periodic checkpoints with Close
 	ckptFileMu sync.Mutex // guards the recovery-point file and lastCkpt
 	lastCkpt   checkpoint
+	lastCkptAt time.Time // wall clock, for pacing only
 	haveCkpt   bool
 	metaMu     sync.Mutex // serialises log-start-offset writes
 
@@ -392,13 +393,13 @@ func (l *Log) background() {
 		case <-tick:
 			l.syncWritten()
 		case <-ckpt.C:
-			if err := l.checkpoint(); err != nil {
+			if err := l.checkpoint(false); err != nil {
 				l.logger.Warn("checkpoint failed", "err", err)
 			}
 		}
 	}
 }
 
-// checkpointEvery is how often the recovery point is advanced; it bounds
-// the bytes a crash recovery scans to what was written in this period.
+// checkpointEvery is how often the background goroutine considers
+// advancing the recovery point (see checkpointBytes).
 const checkpointEvery = time.Second

@@ -1,6 +1,9 @@
 package log
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Group commit.
 //
@@ -152,10 +155,21 @@ func (l *Log) rollbackLocked(cause error) {
 	l.syncMu.Unlock()
 }
 
+// Checkpoint pacing: the background goroutine advances the recovery point
+// once at least checkpointBytes were synced since the last one, or
+// checkpointMaxAge passed with any change. This bounds a crash recovery scan
+// to about checkpointBytes (plus what checkpointMaxAge lets through at low
+// rates) while costing a busy partition four fsyncs per checkpointBytes.
+const (
+	checkpointBytes  = 8 << 20
+	checkpointMaxAge = 10 * time.Second
+)
+
 // checkpoint advances the recovery point to the synced end: the index
 // entries below it are written and fsynced, then the recovery-point file is
-// replaced atomically.
-func (l *Log) checkpoint() error {
+// replaced atomically. Unless force, it skips when checkpoint pacing says
+// it is not due.
+func (l *Log) checkpoint(force bool) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	l.syncMu.Lock()
@@ -165,9 +179,12 @@ func (l *Log) checkpoint() error {
 		return nil
 	}
 	l.ckptFileMu.Lock()
-	same := l.haveCkpt && l.lastCkpt.segBase == p.seg.base && l.lastCkpt.pos == p.pos
+	last, have, at := l.lastCkpt, l.haveCkpt, l.lastCkptAt
 	l.ckptFileMu.Unlock()
-	if same {
+	if have && last.segBase == p.seg.base && last.pos == p.pos {
+		return nil
+	}
+	if !force && have && last.segBase == p.seg.base && p.pos-last.pos < checkpointBytes && time.Since(at) < checkpointMaxAge {
 		return nil
 	}
 	if err := p.seg.flushIndexes(p.pos, p.next); err != nil {
@@ -193,6 +210,6 @@ func (l *Log) writeCheckpoint(c checkpoint) error {
 	if err := writeFileAtomic(l.fs, l.dir, checkpointFile, c.encode()); err != nil {
 		return storageErr("write checkpoint", err)
 	}
-	l.lastCkpt, l.haveCkpt = c, true
+	l.lastCkpt, l.haveCkpt, l.lastCkptAt = c, true, time.Now()
 	return nil
 }
