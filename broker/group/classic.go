@@ -857,16 +857,13 @@ func (c *Coordinator) heartbeatLocked(req *kmsg.HeartbeatRequest) *kerr.Error {
 	if g.state == stateEmpty {
 		return kerr.UnknownMemberID
 	}
-	now := c.opts.Now()
-	switch g.state {
-	case statePreparingRebalance:
-		m.deadline = now.Add(m.sessionTimeout)
-		return kerr.RebalanceInProgress
-	}
 	if req.Generation != g.generation {
 		return kerr.IllegalGeneration
 	}
-	m.deadline = now.Add(m.sessionTimeout)
+	m.deadline = c.opts.Now().Add(m.sessionTimeout)
+	if g.state == statePreparingRebalance {
+		return kerr.RebalanceInProgress
+	}
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // fakeClock is a manually advanced clock.
@@ -97,6 +99,14 @@ type memStore struct {
 	block   chan struct{}
 }
 
+func (m *memStore) Append(b []byte, durable bool) (wlog.AppendResult, error) {
+	base, err := m.append(b, durable)
+	return wlog.AppendResult{BaseOffset: base}, err
+}
+func (m *memStore) Read(off int64, maxBytes int, upTo int64) (wlog.ReadResult, error) {
+	d, rel, err := m.read(off, maxBytes, upTo)
+	return wlog.ReadResult{Data: d, Release: rel}, err
+}
 func (m *memStore) HighWatermark() int64  { return m.highWatermark() }
 func (m *memStore) LogStartOffset() int64 { return 0 }
 

@@ -1,18 +1,51 @@
 package group
 
-import "fmt"
+import (
+	wlog "github.com/weirhq/weir/broker/log"
+)
 
 // OffsetsLog is the part of the offsets partition's log the coordinator
-// uses. *wlog.Log (broker/log) satisfies it.
+// uses; *wlog.Log satisfies it. The coordinator appends from one goroutine
+// and reads only while replaying in NewCoordinator.
 type OffsetsLog interface {
+	Append(batches []byte, durable bool) (wlog.AppendResult, error)
+	Read(offset int64, maxBytes int, upTo int64) (wlog.ReadResult, error)
 	HighWatermark() int64
 	LogStartOffset() int64
 }
 
-// newLogStore adapts the offsets log.
+var _ OffsetsLog = (*wlog.Log)(nil)
+
+// newLogStore adapts the offsets log. Tests may pass a log that already
+// implements store.
 func newLogStore(l OffsetsLog) (store, error) {
 	if s, ok := l.(store); ok {
 		return s, nil
 	}
-	return nil, fmt.Errorf("group: unsupported offsets log %T", l)
+	return logStore{l}, nil
 }
+
+type logStore struct{ l OffsetsLog }
+
+func (s logStore) append(b []byte, durable bool) (int64, error) {
+	r, err := s.l.Append(b, durable)
+	if err != nil {
+		return 0, err
+	}
+	return r.BaseOffset, nil
+}
+
+func (s logStore) read(offset int64, maxBytes int, upTo int64) ([]byte, func(), error) {
+	r, err := s.l.Read(offset, maxBytes, upTo)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	rel := r.Release
+	if rel == nil {
+		rel = func() {}
+	}
+	return r.Data, rel, nil
+}
+
+func (s logStore) highWatermark() int64  { return s.l.HighWatermark() }
+func (s logStore) logStartOffset() int64 { return s.l.LogStartOffset() }

@@ -1,0 +1,363 @@
+package group_test
+
+// End-to-end tests: franz-go consumer groups against an in-process weir
+// broker (broker.Start on 127.0.0.1:0). Every wait is bounded by a
+// deadline; nothing asserts on speed.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/broker"
+)
+
+func startBroker(t *testing.T, dir string) *broker.Broker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := broker.Start(ctx, broker.Config{
+		DataDir:                    dir,
+		KafkaAddr:                  "127.0.0.1:0",
+		GroupInitialRebalanceDelay: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func newAdmin(t *testing.T, addr string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+func produce(t *testing.T, addr, topic string, n, partitions int, tag string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%s-%d", tag, i)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// seen records which offsets of which partitions were consumed.
+type seen struct {
+	mu sync.Mutex
+	m  map[string]map[int32]map[int64]int
+}
+
+func (s *seen) add(r *kgo.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]map[int32]map[int64]int{}
+	}
+	if s.m[r.Topic] == nil {
+		s.m[r.Topic] = map[int32]map[int64]int{}
+	}
+	if s.m[r.Topic][r.Partition] == nil {
+		s.m[r.Topic][r.Partition] = map[int64]int{}
+	}
+	s.m[r.Topic][r.Partition][r.Offset]++
+}
+
+// missing counts offsets below end not consumed by anyone.
+func (s *seen) missing(ends kadm.ListedOffsets) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	ends.Each(func(e kadm.ListedOffset) {
+		for o := int64(0); o < e.Offset; o++ {
+			if s.m[e.Topic][e.Partition][o] == 0 {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// consumer is a group member polling in the background.
+type consumer struct {
+	cl       *kgo.Client
+	cancel   context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex
+	revoked  int // partitions revoked or lost over the member's life
+	consumed int
+}
+
+func startConsumer(t *testing.T, addr, group, topic string, s *seen, opts ...kgo.Opt) *consumer {
+	t.Helper()
+	c := &consumer{done: make(chan struct{})}
+	base := []kgo.Opt{
+		kgo.SeedBrokers(addr),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(10 * time.Second),
+		kgo.HeartbeatInterval(500 * time.Millisecond),
+		kgo.AutoCommitInterval(200 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			c.mu.Lock()
+			for _, ps := range m {
+				c.revoked += len(ps)
+			}
+			c.mu.Unlock()
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			c.mu.Lock()
+			for _, ps := range m {
+				c.revoked += len(ps)
+			}
+			c.mu.Unlock()
+		}),
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cl = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				s.add(r)
+				c.mu.Lock()
+				c.consumed++
+				c.mu.Unlock()
+			})
+		}
+	}()
+	return c
+}
+
+func (c *consumer) revokedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.revoked
+}
+
+// stop commits what was consumed and closes the client (which leaves the
+// group unless the member is static).
+func (c *consumer) stop(t *testing.T) {
+	t.Helper()
+	c.cancel()
+	<-c.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Logf("final commit: %v", err)
+	}
+	c.cl.Close()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func createTopic(t *testing.T, adm *kadm.Client, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err != nil || r.Err != nil {
+		t.Fatalf("create topic: %v %v", err, r.Err)
+	}
+}
+
+func committedEqualsEnd(t *testing.T, adm *kadm.Client, group, topic string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false
+	}
+	ok := true
+	ends.Each(func(e kadm.ListedOffset) {
+		o, found := offs.Lookup(e.Topic, e.Partition)
+		if !found || o.At != e.Offset {
+			ok = false
+		}
+	})
+	return ok
+}
+
+func endOffsets(t *testing.T, adm *kadm.Client, topic string) kadm.ListedOffsets {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ends
+}
+
+// runJoinLeave: one member, a second joins under produce, the first
+// leaves; nothing is lost and the final commits reach the log end.
+func runJoinLeave(t *testing.T, wantType string, opts ...kgo.Opt) {
+	b := startBroker(t, t.TempDir())
+	defer b.Close()
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "orders", 6)
+	var s seen
+	produce(t, b.Addr(), "orders", 300, 6, "a")
+	c1 := startConsumer(t, b.Addr(), "g", "orders", &s, opts...)
+	produce(t, b.Addr(), "orders", 300, 6, "b")
+	c2 := startConsumer(t, b.Addr(), "g", "orders", &s, opts...)
+	produce(t, b.Addr(), "orders", 300, 6, "c")
+	waitFor(t, "all records consumed by two members", 60*time.Second, func() bool {
+		return s.missing(endOffsets(t, adm, "orders")) == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lg, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := lg["g"]; g.GroupType != wantType {
+		t.Fatalf("group type %q, want %q", g.GroupType, wantType)
+	}
+	// Both members get partitions: keep producing small batches until the
+	// second member consumes some (the first may have consumed everything
+	// produced before the rebalance completed).
+	c2.mu.Lock()
+	c2before := c2.consumed
+	c2.mu.Unlock()
+	waitFor(t, "the second member to consume", 60*time.Second, func() bool {
+		produce(t, b.Addr(), "orders", 12, 6, "more")
+		time.Sleep(200 * time.Millisecond)
+		c2.mu.Lock()
+		defer c2.mu.Unlock()
+		return c2.consumed > c2before
+	})
+	c1.mu.Lock()
+	if c1.consumed == 0 {
+		t.Error("first member consumed nothing")
+	}
+	c1.mu.Unlock()
+	c1.stop(t)
+	produce(t, b.Addr(), "orders", 300, 6, "d")
+	waitFor(t, "records after the leave consumed", 60*time.Second, func() bool {
+		return s.missing(endOffsets(t, adm, "orders")) == 0
+	})
+	waitFor(t, "commits at the log end", 30*time.Second, func() bool {
+		return committedEqualsEnd(t, adm, "g", "orders")
+	})
+	c2.stop(t)
+	if !committedEqualsEnd(t, adm, "g", "orders") {
+		t.Fatal("committed offsets moved away from the log end")
+	}
+}
+
+func TestE2EEagerRange(t *testing.T) {
+	runJoinLeave(t, "classic", kgo.Balancers(kgo.RangeBalancer()))
+}
+
+func TestE2ECooperativeSticky(t *testing.T) {
+	runJoinLeave(t, "classic", kgo.Balancers(kgo.CooperativeStickyBalancer()))
+}
+
+func TestE2EKIP848(t *testing.T) {
+	runJoinLeave(t, "consumer", kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+}
+
+func TestE2EOffsetsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "t", 3)
+	produce(t, b.Addr(), "t", 90, 3, "x")
+	var s seen
+	c := startConsumer(t, b.Addr(), "g", "t", &s)
+	waitFor(t, "consumed", 30*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+	c.stop(t)
+	if !committedEqualsEnd(t, adm, "g", "t") {
+		t.Fatal("not committed before restart")
+	}
+	b.Close()
+	b2 := startBroker(t, dir)
+	defer b2.Close()
+	adm2 := newAdmin(t, b2.Addr())
+	if !committedEqualsEnd(t, adm2, "g", "t") {
+		t.Fatal("committed offsets lost across a restart")
+	}
+}
+
+func TestE2EStaticMemberRestartWithoutRebalance(t *testing.T) {
+	b := startBroker(t, t.TempDir())
+	defer b.Close()
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "t", 4)
+	produce(t, b.Addr(), "t", 100, 4, "x")
+	var s seen
+	eager := kgo.Balancers(kgo.RangeBalancer())
+	a := startConsumer(t, b.Addr(), "g", "t", &s, eager, kgo.InstanceID("a"))
+	bm := startConsumer(t, b.Addr(), "g", "t", &s, eager, kgo.InstanceID("b"))
+	waitFor(t, "both members assigned", 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d, err := adm.DescribeGroups(ctx, "g")
+		if err != nil {
+			return false
+		}
+		g := d["g"]
+		if g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		for _, m := range g.Members {
+			if a, ok := m.Assigned.AsConsumer(); !ok || len(a.Topics) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "consumed", 30*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+	before := bm.revokedCount()
+	// Restart "a": a static member does not leave on close; the new
+	// process rejoins with the same instance ID within the session.
+	a.stop(t)
+	a2 := startConsumer(t, b.Addr(), "g", "t", &s, eager, kgo.InstanceID("a"))
+	defer a2.stop(t)
+	produce(t, b.Addr(), "t", 100, 4, "y")
+	waitFor(t, "consumed after restart", 30*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+	if got := bm.revokedCount(); got != before {
+		t.Fatalf("the other member was revoked %d partitions: the restart rebalanced", got-before)
+	}
+	bm.stop(t)
+}
