@@ -149,6 +149,7 @@ type Broker struct {
 	groups    groupHandler
 	metrics   *metrics
 	producers producerIDs
+	frames    framePool
 
 	ctx    context.Context // canceled by Close: long polls return
 	cancel context.CancelFunc

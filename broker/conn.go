@@ -128,16 +128,25 @@ func (c *conn) readLoop() {
 			c.b.metrics.badFrames.Inc()
 			return
 		}
-		// The frame is allocated per request: decoded requests alias it
-		// (record batches are appended straight from it), so it lives until
-		// the handler is done.
-		frame, err := readFrame(c.nc, int(size))
+		// Decoded requests alias the frame (record batches are appended
+		// straight from it), so it lives until the handler is done.
+		// Produce frames are recycled after the request (framePool); the
+		// others are allocated per request, because handlers such as
+		// JoinGroup may keep slices of them.
+		frame, pooled, err := c.readFrame(int(size))
 		if err != nil {
 			c.logger.Debug("truncated request", "err", err)
 			return
 		}
 		c.b.metrics.bytesIn.Add(float64(size) + 4)
 		s, req, ok := c.decode(frame)
+		if pooled != nil {
+			if s == nil || !ok {
+				c.b.frames.put(pooled)
+			} else {
+				s.onWritten(func() { c.b.frames.put(pooled) })
+			}
+		}
 		if s == nil {
 			c.b.metrics.badFrames.Inc()
 			return
@@ -152,6 +161,35 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// readFrame reads the body of a frame of size bytes. A Produce frame of
+// at least pooledFrameMin bytes comes from the broker's frame pool and is
+// returned as pooled too (the caller puts it back when the request is
+// done); the API key is peeked to tell.
+func (c *conn) readFrame(size int) (frame []byte, pooled *[]byte, err error) {
+	if size < pooledFrameMin || size > pooledFrameMax {
+		frame, err = readFrame(c.nc, size)
+		return frame, nil, err
+	}
+	var key [2]byte
+	if _, err := io.ReadFull(c.nc, key[:]); err != nil {
+		return nil, nil, err
+	}
+	if int16(binary.BigEndian.Uint16(key[:])) == apiKeyProduce {
+		pooled = c.b.frames.get(size)
+		frame = (*pooled)[:size]
+	} else {
+		frame = make([]byte, size)
+	}
+	copy(frame, key[:])
+	if _, err := io.ReadFull(c.nc, frame[2:]); err != nil {
+		if pooled != nil {
+			c.b.frames.put(pooled)
+		}
+		return nil, nil, err
+	}
+	return frame, pooled, nil
 }
 
 // readFrame reads size bytes. Large frames are read in growing chunks, so

@@ -83,6 +83,8 @@ type registry struct {
 	logger *slog.Logger
 
 	adminMu sync.Mutex
+	// maxPartitions bounds a topic's partition count (tests lower it).
+	maxPartitions int32
 
 	mu        sync.RWMutex
 	byName    map[string]*topic
@@ -93,7 +95,7 @@ type registry struct {
 // openRegistry loads meta.json (if any), opens every partition and removes
 // orphaned partition directories.
 func openRegistry(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger) (*registry, error) {
-	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger,
+	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger, maxPartitions: maxPartitionsPerTopic,
 		byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
 	m, err := r.load()
 	if err != nil {
@@ -245,8 +247,8 @@ func (r *registry) create(name string, partitions int32, configs map[string]stri
 	if partitions < 1 {
 		return nil, kerrMsg(kerr.InvalidPartitions, "number of partitions must be larger than 0")
 	}
-	if partitions > maxPartitionsPerTopic {
-		return nil, kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", maxPartitionsPerTopic))
+	if partitions > r.maxPartitions {
+		return nil, kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", r.maxPartitions))
 	}
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
@@ -351,8 +353,8 @@ func (r *registry) addPartitions(name string, total int32, validateOnly bool) er
 		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic currently has %d partitions, which is higher than the requested %d", have, total))
 	case total == have:
 		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic already has %d partitions", have))
-	case total > maxPartitionsPerTopic:
-		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", maxPartitionsPerTopic))
+	case total > r.maxPartitions:
+		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", r.maxPartitions))
 	}
 	if validateOnly {
 		return nil
