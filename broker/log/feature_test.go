@@ -3,6 +3,7 @@ package log
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -278,10 +279,28 @@ func TestAppendRejects(t *testing.T) {
 }
 
 func TestNonDurableBecomesVisible(t *testing.T) {
-	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p"})
+	mem := vfs.NewCrashableMem()
+	// Hold the background fsync back until the read below is done.
+	gate := make(chan struct{})
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpSync && strings.HasSuffix(op.Path, ".log") {
+			<-gate
+		}
+		return nil
+	}))
+	l := mustOpen(t, Options{FS: fs, Dir: "/p"})
 	defer l.Close()
 	ch := l.Changed()
 	r := mustAppend(t, l, testBatch{records: 2}.build(), false)
+	// Appended but not synced: an offset in (hw, leo] reads nothing (as in
+	// Kafka); beyond leo is out of range.
+	if rr, err := l.Read(1, 100, l.HighWatermark()); err != nil || len(rr.Data) != 0 {
+		t.Fatalf("read between hw and leo: %v, %d bytes", err, len(rr.Data))
+	}
+	if _, err := l.Read(3, 100, l.HighWatermark()); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read beyond leo: %v", err)
+	}
+	close(gate)
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):

@@ -10,8 +10,10 @@ import (
 // may begin before offset, as in Kafka), up to maxBytes, but at least one
 // whole batch even if it is larger, and never a batch starting at or beyond
 // upTo (pass HighWatermark(), or the LSO for read_committed). Data is empty
-// when offset == upTo. A read outside [LogStartOffset, HighWatermark] fails
-// with ErrOffsetOutOfRange. Data is copied into a pooled buffer; call
+// when offset >= upTo. A read outside [LogStartOffset, LogEndOffset] fails
+// with ErrOffsetOutOfRange; as in Kafka, an offset between the high
+// watermark and the log end (appended, not yet synced) reads nothing. Data
+// is copied into a pooled buffer; call
 // Release when done with it.
 //
 // Reads do not recheck CRCs (appends and recovery do; consumers verify them
@@ -23,8 +25,8 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 	}
 	hw, ls := l.hw.Load(), l.logStart.Load()
 	res.HighWatermark, res.LogStartOffset = hw, ls
-	if offset < ls || offset > hw {
-		return res, fmt.Errorf("%w: offset %d, log start %d, high watermark %d", ErrOffsetOutOfRange, offset, ls, hw)
+	if offset < ls || offset > max(hw, l.leo.Load()) {
+		return res, fmt.Errorf("%w: offset %d, log start %d, log end %d", ErrOffsetOutOfRange, offset, ls, l.leo.Load())
 	}
 	upTo = min(upTo, hw)
 	if offset >= upTo {
