@@ -27,6 +27,8 @@ import (
 //     producer id takes over when the transaction completes. A retry is
 //     recognised by the epoch being one behind (or by the overflow); an
 //     abort with no transaction open is allowed (and bumps the epoch).
+//     Deviation: EndTxn with the new epoch while the previous transaction
+//     still completes is CONCURRENT_TRANSACTIONS (Kafka: PRODUCER_FENCED).
 
 func (c *Coordinator) endTxn(req *kmsg.EndTxnRequest, reply func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
@@ -93,6 +95,16 @@ func (c *Coordinator) endTxnV2(m *txnMeta, req *kmsg.EndTxnRequest, resp *kmsg.E
 	switch m.state {
 	case statePrepareCommit, statePrepareAbort:
 		validEpoch = retryOnBump
+		if epoch == m.epoch && m.producerID == pid {
+			// The producer already has the epoch this prepare bumped to
+			// and is ending its next transaction before the previous one
+			// completed. Kafka answers PRODUCER_FENCED here (fatal to a
+			// legitimate producer); weir answers CONCURRENT_TRANSACTIONS
+			// so it retries once the markers are written. No other
+			// producer can hold this epoch, so nothing is unfenced.
+			fail(kerr.ConcurrentTransactions.Code)
+			return
+		}
 	case stateCompleteCommit, stateCompleteAbort:
 		validEpoch = isRetry || epoch == m.epoch
 	default:

@@ -427,3 +427,15 @@ func openCrashLog(t *testing.T, fs *vfs.MemFS) *crashLog {
 	t.Cleanup(func() { l.Close() })
 	return &crashLog{fs: fs, log: l}
 }
+
+// idle reports whether id has no transition or marker job in flight.
+func (e *env) idle(id string) bool {
+	ch := make(chan bool, 1)
+	if !e.c.post(func() {
+		m := e.c.txns[id]
+		ch <- m == nil || (m.pending == nil && m.markers == nil)
+	}) {
+		return true
+	}
+	return <-ch
+}
