@@ -1,0 +1,141 @@
+package broker
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/vfs"
+	"github.com/weirhq/weir/vfs/errorfs"
+)
+
+// faults fails operations of a kind on paths containing a substring while
+// armed.
+type faults struct {
+	armed atomic.Bool
+	kind  errorfs.OpKind
+	path  string
+	err   error
+}
+
+func (f *faults) MaybeError(op errorfs.Op) error {
+	if f.armed.Load() && op.Kind == f.kind && strings.Contains(op.Path, f.path) {
+		return f.err
+	}
+	return nil
+}
+
+// A disk-full write answers KAFKA_STORAGE_ERROR; the partition works again
+// once the disk does.
+func TestProduceStorageError(t *testing.T) {
+	f := &faults{kind: errorfs.OpWrite, path: ".log", err: syscall.ENOSPC}
+	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, f) })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "disk", 1)
+	c := dialRaw(t, b)
+	f.armed.Store(true)
+	resp := c.roundTrip(produceReq(9, -1, "disk", 0, makeBatch(1, "lost")), 1).(*kmsg.ProduceResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.KafkaStorageError.Code || p.ErrorMessage == nil {
+		t.Fatalf("disk full: %+v", p)
+	}
+	f.armed.Store(false)
+	resp = c.roundTrip(produceReq(9, -1, "disk", 0, makeBatch(1, "kept")), 2).(*kmsg.ProduceResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("after recovery: %+v", p)
+	}
+	tp, _ := b.topics.get("disk")
+	fr := c.roundTrip(fetchReq(12, "disk", tp.id, 0, 0, 0), 3).(*kmsg.FetchResponse)
+	if got := batchValues(fr.Topics[0].Partitions[0].RecordBatches, 0); !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("log holds %v", got)
+	}
+}
+
+// A failed registry write fails the admin operation and leaves the
+// registry as it was, in memory and on disk.
+func TestRegistryWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	f := &faults{kind: errorfs.OpRename, path: metaFile, err: syscall.EIO}
+	fs := errorfs.Wrap(vfs.Default, f)
+	b, _ := testBroker(t, func(c *Config) { c.DataDir = dir; c.FS = fs })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "before", 1)
+	adm := kadm.NewClient(newClient(t, b))
+	f.armed.Store(true)
+	r, _ := adm.CreateTopic(ctx, 2, 1, nil, "during")
+	if r.Err == nil {
+		t.Fatal("create succeeded with a failing registry write")
+	}
+	if _, ok := b.topics.get("during"); ok {
+		t.Fatal("failed create is visible")
+	}
+	dr, _ := adm.DeleteTopics(ctx, "before")
+	if dr["before"].Err == nil {
+		t.Fatal("delete succeeded with a failing registry write")
+	}
+	ar, _ := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("5")}}, "before")
+	if ar[0].Err == nil {
+		t.Fatal("alter succeeded with a failing registry write")
+	}
+	f.armed.Store(false)
+	tb, ok := b.topics.get("before")
+	if !ok || len(tb.configs) != 0 {
+		t.Fatalf("registry changed by failed operations: %v %+v", ok, tb)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := testBroker(t, func(c *Config) { c.DataDir = dir; c.FS = fs })
+	names := []string{}
+	for _, tp := range b2.topics.all() {
+		names = append(names, tp.name)
+	}
+	if !slices.Equal(names, []string{offsetsTopic, "before"}) {
+		t.Fatalf("after restart: %v", names)
+	}
+	// No partition directory of the failed create survives.
+	entries, _ := vfs.Default.List(filepath.Join(dir, "logs"))
+	for _, e := range entries {
+		if strings.HasPrefix(e, "during") {
+			t.Fatalf("orphan %s", e)
+		}
+	}
+}
+
+// What acks=all acknowledged survives a power loss (only fsynced state of
+// the crashable in-memory FS survives), and so do the topics.
+func TestAckedDataSurvivesCrash(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	b, _ := testBroker(t, func(c *Config) { c.DataDir = "/data"; c.FS = mem })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "dur", 2, "retention.ms", "-1")
+	c := dialRaw(t, b)
+	var want []string
+	for i := range 20 {
+		v := string(rune('a' + i))
+		resp := c.roundTrip(produceReq(9, -1, "dur", int32(i%2), makeBatch(1, v)), int32(i)).(*kmsg.ProduceResponse)
+		if resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatal(resp.Topics[0].Partitions[0].ErrorCode)
+		}
+		if i%2 == 0 {
+			want = append(want, v)
+		}
+	}
+	crashed := mem.CrashClone()
+	b2, _ := testBroker(t, func(c *Config) { c.DataDir = "/data"; c.FS = crashed })
+	tp, ok := b2.topics.get("dur")
+	if !ok || tp.configs["retention.ms"] != "-1" || len(tp.parts) != 2 {
+		t.Fatalf("topic after crash: %v %+v", ok, tp)
+	}
+	c2 := dialRaw(t, b2)
+	fr := c2.roundTrip(fetchReq(12, "dur", tp.id, 0, 0, 0), 1).(*kmsg.FetchResponse)
+	if got := batchValues(fr.Topics[0].Partitions[0].RecordBatches, 0); !slices.Equal(got, want) {
+		t.Fatalf("after crash partition 0 holds %v, want %v", got, want)
+	}
+}
