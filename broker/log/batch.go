@@ -102,6 +102,8 @@ func parseHeader(b []byte) batchHeader {
 // checkFraming checks what can be checked from a batch header alone: the
 // length field is plausible (and, if avail >= 0, fits in avail bytes), magic
 // is 2 and the offset delta is not negative. It returns a reason or "".
+// The base offset is not checked: a producer's is ignored, and stored ones
+// are checked against the expected offset by the caller.
 func (h *batchHeader) checkFraming(avail int64) string {
 	switch {
 	case h.Length < batchHeaderSize-logOverhead:
@@ -112,8 +114,6 @@ func (h *batchHeader) checkFraming(avail int64) string {
 		return "magic is not 2"
 	case h.LastOffsetDelta < 0:
 		return "negative lastOffsetDelta"
-	case h.BaseOffset < 0:
-		return "negative base offset"
 	}
 	return ""
 }
