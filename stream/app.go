@@ -307,8 +307,12 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) error {
 					if ctx.Err() == nil {
 						a.fail(err)
 					}
-					return
+					break
 				}
+			}
+			if err := b.t.flushState(); err != nil {
+				a.fail(err)
+				return
 			}
 			if err := b.t.expire(1000); err != nil {
 				a.fail(err)

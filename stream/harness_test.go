@@ -105,8 +105,12 @@ func (h *harness) feed(topic string, p int32, key, value string, ts time.Time, h
 		v = []byte(value)
 	}
 	r := &kgo.Record{Topic: topic, Partition: p, Offset: off, Key: k, Value: v, Timestamp: ts, Headers: headers}
-	if err := h.task(topic, p).handle(context.Background(), r); err != nil {
+	tk := h.task(topic, p)
+	if err := tk.handle(context.Background(), r); err != nil {
 		h.t.Fatalf("handle %s-%d@%d: %v", topic, p, off, err)
+	}
+	if err := tk.flushState(); err != nil {
+		h.t.Fatal(err)
 	}
 }
 

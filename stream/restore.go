@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/weirhq/weir/stream/internal/state"
 )
 
 // restore brings the task's stores up to the end of their changelog
@@ -152,15 +150,13 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 			pos[r.Topic] = r.Offset + 1
 			n++
 		})
-		if applyErr != nil {
-			txn.Discard()
-			return n, fmt.Errorf("task %s: restore: %w", t.id, applyErr)
+		if applyErr == nil {
+			applyErr = txn.Commit()
 		}
-		if err := txn.Commit(); err != nil {
-			return n, fmt.Errorf("task %s: restore: %w", t.id, err)
+		txn.Discard()
+		if applyErr != nil {
+			return n, fmt.Errorf("task %s: restore: %w", t.id, applyErr)
 		}
 	}
 	return n, nil
 }
-
-var _ = state.FormatVersion

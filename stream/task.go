@@ -45,9 +45,11 @@ type task struct {
 	// streamTime is the largest event time (ms) seen by the task.
 	streamTime int64
 
-	// Per-record attempt: store writes and outputs of the record being
-	// processed. They are applied only when the whole record succeeds, so
-	// a retried or dead-lettered record leaves no partial effects.
+	// txn holds the store writes of the current round (flushState writes
+	// them to the database); within it, the writes of the record being
+	// processed are applied only when the whole record succeeds, as are
+	// its outputs (pending), so a retried or dead-lettered record leaves no
+	// partial effects.
 	txn     *state.Txn
 	pending []*kgo.Record
 
@@ -213,11 +215,11 @@ type fatalError struct{ err error }
 func (e *fatalError) Error() string { return e.err.Error() }
 
 // attempt runs the record through the sub-topology once. On success the
-// record's store writes are applied and its outputs produced; on failure
-// both are dropped.
+// record's store writes are applied to the round's batch and its outputs
+// produced; on failure both are dropped.
 func (t *task) attempt(kr *kgo.Record) (err error) {
 	t.pending = t.pending[:0]
-	if t.db != nil {
+	if t.db != nil && t.txn == nil {
 		t.txn = t.db.Begin()
 	}
 	defer func() {
@@ -226,8 +228,7 @@ func (t *task) attempt(kr *kgo.Record) (err error) {
 		}
 		if err != nil {
 			if t.txn != nil {
-				t.txn.Discard()
-				t.txn = nil
+				t.txn.Rollback()
 			}
 			clear(t.pending)
 			t.pending = t.pending[:0]
@@ -237,16 +238,31 @@ func (t *task) attempt(kr *kgo.Record) (err error) {
 		return err
 	}
 	if t.txn != nil {
-		if err := t.txn.Commit(); err != nil {
-			return &fatalError{fmt.Errorf("task %s: commit local store: %w", t.id, err)}
+		if err := t.txn.Apply(); err != nil {
+			return &fatalError{fmt.Errorf("task %s: local store: %w", t.id, err)}
 		}
-		t.txn = nil
 	}
 	for _, r := range t.pending {
 		t.produce(r)
 	}
 	clear(t.pending)
 	t.pending = t.pending[:0]
+	return nil
+}
+
+// flushState writes the store changes of the records handled since the last
+// call to the local database (unsynced). Called at the end of each
+// processing round, before expiry and before any checkpoint.
+func (t *task) flushState() error {
+	if t.txn == nil {
+		return nil
+	}
+	err := t.txn.Commit()
+	t.txn.Discard()
+	t.txn = nil
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.id, err)
+	}
 	return nil
 }
 
@@ -282,7 +298,9 @@ func (t *task) expire(limit int) error {
 				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 			}
 		}
-		if err := txn.Commit(); err != nil {
+		err = txn.Commit()
+		txn.Discard()
+		if err != nil {
 			return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 		}
 		for _, k := range keys {
@@ -318,6 +336,10 @@ func (t *task) checkpoint() error {
 func (t *task) close() error {
 	if t.db == nil {
 		return nil
+	}
+	if t.txn != nil {
+		t.txn.Discard()
+		t.txn = nil
 	}
 	return t.db.Close()
 }

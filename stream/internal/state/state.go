@@ -70,9 +70,20 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 	}
 	switch {
 	case v == nil:
-		// New database (or one from before the format key): start clean.
-		if err := d.Wipe(); err != nil {
+		// A new database, or one whose first write (the format key) never
+		// made it: start clean.
+		empty, err := d.empty()
+		if err != nil {
+			d.db.Close()
 			return nil, err
+		}
+		if !empty {
+			if err := d.Wipe(); err != nil {
+				return nil, err
+			}
+		} else if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
+			d.db.Close()
+			return nil, fmt.Errorf("open state %s: %w", dir, err)
 		}
 	case len(v) != 1 || v[0] != FormatVersion:
 		d.log.Warn("state: local store has another format version; wiping, it will be restored from the changelogs",
@@ -91,6 +102,15 @@ func (d *DB) open() error {
 	}
 	d.db = db
 	return nil
+}
+
+func (d *DB) empty() (bool, error) {
+	it, err := d.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	empty := !it.First()
+	return empty, it.Close()
 }
 
 // Wipe deletes every store and the checkpoint, leaving an empty database of
@@ -126,19 +146,70 @@ func (d *DB) Close() error {
 // DiskSize is the database's size on disk in bytes.
 func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 
-// Txn is a set of writes applied atomically by Commit, reading its own writes.
-// A task uses one per record, so that a failed attempt leaves no trace.
+// Txn batches writes in two levels, both reading their own writes:
+//
+//   - record level: Put and Delete go to a small overlay that Apply moves
+//     into the batch and Rollback drops — a task applies a record's writes
+//     only if the whole record succeeded, so a retried or dead-lettered
+//     record leaves no trace;
+//   - batch level: Commit writes the applied records to the database in one
+//     atomic, unsynced write (DB.WriteCheckpoint syncs).
+//
+// One Txn per task processing round keeps the per-record cost to in-memory
+// work. A Txn is not safe for concurrent use.
 type Txn struct {
-	d *DB
-	b *pebble.Batch
+	d    *DB
+	b    *pebble.Batch
+	over map[string]overlayEntry // by data key
+}
+
+// overlayEntry is a record-level write, or a record-level read of the batch
+// (read: true) remembered so that the write after a read, and Apply, need no
+// second lookup.
+type overlayEntry struct {
+	store   string
+	key     []byte
+	value   []byte
+	ts      int64
+	deleted bool
+	read    bool // no write yet: value/ts/deleted describe the batch state
+	// The key's state in the batch before this record (for the TTL index).
+	prevTS    int64
+	prevFound bool
 }
 
 // Begin starts a transaction.
-func (d *DB) Begin() *Txn { return &Txn{d: d, b: d.db.NewIndexedBatch()} }
+func (d *DB) Begin() *Txn {
+	return &Txn{d: d, b: d.db.NewIndexedBatch(), over: map[string]overlayEntry{}}
+}
 
 // Get returns the value and timestamp (ms) of key in store.
 func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool, err error) {
-	v, closer, err := t.b.Get(dataKey(nil, store, key))
+	e, err := t.lookup(store, key, dataKey(nil, store, key))
+	if err != nil || e.deleted {
+		return nil, 0, false, err
+	}
+	return e.value, e.ts, true, nil
+}
+
+// lookup returns the key's current state: the record's overlay, else the
+// batch (remembered in the overlay as a read).
+func (t *Txn) lookup(store string, key, dk []byte) (overlayEntry, error) {
+	if e, ok := t.over[string(dk)]; ok {
+		return e, nil
+	}
+	v, ts, found, err := t.getBatch(store, key, dk)
+	if err != nil {
+		return overlayEntry{}, err
+	}
+	e := overlayEntry{store: store, key: append([]byte(nil), key...), value: v, ts: ts, deleted: !found,
+		read: true, prevTS: ts, prevFound: found}
+	t.over[string(dk)] = e
+	return e, nil
+}
+
+func (t *Txn) getBatch(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
+	v, closer, err := t.b.Get(dk)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, 0, false, nil
 	}
@@ -152,57 +223,94 @@ func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool,
 	return append([]byte(nil), v[8:]...), decodeTS(v), true, nil
 }
 
-// Put sets key in store to value, keeping the TTL index in step. The key's
-// update time becomes the larger of ts (ms) and its previous update time, so
-// an out-of-order record does not make a key look older. It returns that
-// update time.
+// Put sets key in store to value. The key's update time becomes the larger
+// of ts (ms) and its previous update time, so an out-of-order record does not
+// make a key look older; Put returns that update time. value is retained
+// until Apply or Rollback.
 func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
-	old, found, err := t.unindex(store, key)
+	dk := dataKey(nil, store, key)
+	e, err := t.lookup(store, key, dk)
 	if err != nil {
 		return 0, err
 	}
-	if found && old > ts {
-		ts = old
+	if !e.deleted && e.ts > ts {
+		ts = e.ts
 	}
-	v := make([]byte, 8, 8+len(value))
-	binary.BigEndian.PutUint64(v, encodeTS(ts))
-	v = append(v, value...)
-	if err := t.b.Set(dataKey(nil, store, key), v, nil); err != nil {
-		return 0, err
-	}
-	return ts, t.b.Set(indexKey(store, ts, key), nil, nil)
+	e.value, e.ts, e.deleted, e.read = value, ts, false, false
+	t.over[string(dk)] = e
+	return ts, nil
 }
 
 // Delete removes key from store.
 func (t *Txn) Delete(store string, key []byte) error {
-	if _, _, err := t.unindex(store, key); err != nil {
+	dk := dataKey(nil, store, key)
+	e, err := t.lookup(store, key, dk)
+	if err != nil {
 		return err
 	}
-	return t.b.Delete(dataKey(nil, store, key), nil)
+	e.value, e.ts, e.deleted, e.read = nil, 0, true, false
+	t.over[string(dk)] = e
+	return nil
 }
 
-func (t *Txn) unindex(store string, key []byte) (ts int64, found bool, err error) {
-	_, ts, found, err = t.Get(store, key)
-	if err != nil || !found {
-		return ts, found, err
+// Apply moves the record-level writes into the batch.
+func (t *Txn) Apply() error {
+	for dk, e := range t.over {
+		if e.read {
+			continue
+		}
+		if e.prevFound {
+			if err := t.b.Delete(indexKey(e.store, e.prevTS, e.key), nil); err != nil {
+				return err
+			}
+		}
+		if e.deleted {
+			if err := t.b.Delete([]byte(dk), nil); err != nil {
+				return err
+			}
+			continue
+		}
+		v := make([]byte, 8, 8+len(e.value))
+		binary.BigEndian.PutUint64(v, encodeTS(e.ts))
+		v = append(v, e.value...)
+		if err := t.b.Set([]byte(dk), v, nil); err != nil {
+			return err
+		}
+		if err := t.b.Set(indexKey(e.store, e.ts, e.key), nil, nil); err != nil {
+			return err
+		}
 	}
-	return ts, true, t.b.Delete(indexKey(store, ts, key), nil)
+	clear(t.over)
+	return nil
 }
 
-// Commit applies the transaction (not synced: see DB.Sync) and ends it.
+// Rollback drops the record-level writes not yet applied.
+func (t *Txn) Rollback() { clear(t.over) }
+
+// Commit applies pending record-level writes and writes the batch to the
+// database (not synced: see WriteCheckpoint). The Txn stays usable.
 func (t *Txn) Commit() error {
-	err := t.b.Commit(pebble.NoSync)
+	if err := t.Apply(); err != nil {
+		return err
+	}
+	if t.b.Empty() {
+		return nil
+	}
+	if err := t.b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("state commit %s: %w", t.d.dir, err)
+	}
 	t.b.Close()
-	t.b = nil
-	return err
+	t.b = t.d.db.NewIndexedBatch()
+	return nil
 }
 
-// Discard drops the transaction's writes.
+// Discard drops every write not committed and ends the transaction.
 func (t *Txn) Discard() {
 	if t.b != nil {
 		t.b.Close()
 		t.b = nil
 	}
+	clear(t.over)
 }
 
 // Expired returns up to limit keys of store last updated before ts (ms),
