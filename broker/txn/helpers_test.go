@@ -164,9 +164,16 @@ type memState struct {
 	batches [][]byte // base offset rewritten
 	next    int64
 	fail    error
+	gate    chan struct{} // if set, Append waits for it to close
 }
 
 func (s *memState) Append(b []byte, durable bool) (int64, error) {
+	s.mu.Lock()
+	g := s.gate
+	s.mu.Unlock()
+	if g != nil {
+		<-g
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -215,6 +222,23 @@ func (s *memState) HighWatermark() int64 {
 	return s.next
 }
 func (s *memState) LogStartOffset() int64 { return 0 }
+
+// block makes appends wait until the returned func is called.
+func (s *memState) block() func() {
+	g := make(chan struct{})
+	s.mu.Lock()
+	s.gate = g
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.gate = nil
+			s.mu.Unlock()
+			close(g)
+		})
+	}
+}
 
 func (s *memState) setFail(err error) {
 	s.mu.Lock()

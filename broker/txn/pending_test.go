@@ -1,0 +1,104 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestPendingTransitionIsConcurrent: while one transition's record is being
+// appended, every other request that would change the id answers
+// CONCURRENT_TRANSACTIONS (Kafka's pendingTransitionInProgress), and reads
+// still see the durable state.
+func TestPendingTransitionIsConcurrent(t *testing.T) {
+	e := newEnv(t)
+	pid, ep := e.mustInit("t", 60000)
+	unblock := e.state.(*memState).block()
+	defer unblock()
+	done := make(chan []int16, 1)
+	go func() { done <- e.addParts("t", pid, ep, tpA) }()
+	// Wait until the add is pending on the loop.
+	deadline := time.Now().Add(5 * time.Second)
+	for e.idle("t") {
+		if time.Now().After(deadline) {
+			t.Fatal("add never became pending")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wantCode(t, "add while pending", e.addParts("t", pid, ep, tpB)[0], kerr.ConcurrentTransactions)
+	wantCode(t, "end while pending", e.endTxn("t", pid, ep, true, 3).ErrorCode, kerr.ConcurrentTransactions)
+	wantCode(t, "init while pending", e.initPID(strp("t"), 60000, -1, -1, 4).ErrorCode, kerr.ConcurrentTransactions)
+	codes, release := e.verify("t", pid, ep, true, tpC)
+	release()
+	wantCode(t, "implicit add while pending", codes[0], kerr.NotEnoughReplicas)
+	if st := e.describe("t"); st.State != "Empty" {
+		t.Fatalf("describe shows an undurable state: %s", st.State)
+	}
+	unblock()
+	if codes := <-done; codes[0] != 0 {
+		t.Fatalf("add: %v", codes)
+	}
+	if st := e.describe("t"); st.State != "Ongoing" {
+		t.Fatalf("after the append: %s", st.State)
+	}
+}
+
+// TestCloseWhileWaiting: requests parked on an append that never finishes
+// return ErrClosed when the coordinator closes; Close does not wait for
+// them.
+func TestCloseWhileWaiting(t *testing.T) {
+	e := newEnv(t)
+	unblock := e.state.(*memState).block()
+	errc := make(chan error, 2)
+	go func() {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = strp("t")
+		req.TransactionTimeoutMillis = 1000
+		_, err := e.c.Handle(context.Background(), req)
+		errc <- err
+	}()
+	go func() {
+		req := kmsg.NewPtrInitProducerIDRequest() // idempotent: waits for the id block
+		_, err := e.c.Handle(context.Background(), req)
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // let them park (not needed for correctness)
+	closed := make(chan struct{})
+	go func() {
+		e.c.Close()
+		close(closed)
+	}()
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrClosed) {
+				t.Fatalf("parked request: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("parked request did not return")
+		}
+	}
+	unblock() // the writer's in-flight append returns; Close completes
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung")
+	}
+}
+
+// TestHandleContextCancelled: a caller whose context ends gets its error.
+func TestHandleContextCancelled(t *testing.T) {
+	e := newEnv(t)
+	unblock := e.state.(*memState).block()
+	defer unblock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	if _, err := e.c.Handle(ctx, req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v", err)
+	}
+}
