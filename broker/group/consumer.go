@@ -39,6 +39,10 @@ import (
 //   - A heartbeat with a stale epoch is FENCED_MEMBER_EPOCH, except the
 //     previous epoch when the owned partitions are a subset of the current
 //     assignment (the previous response was lost).
+//   - While a member converges (revoking, or waiting for released
+//     partitions) its heartbeat interval is ConsumerReconcileInterval
+//     (default 200ms) instead of group.consumer.heartbeat.interval.ms, so a
+//     moved partition is paused for a few round trips, not for intervals.
 //   - Regular-expression subscriptions are not supported
 //     (INVALID_REGULAR_EXPRESSION).
 
@@ -239,7 +243,15 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 	id := m.id
 	r.MemberID = &id
 	r.MemberEpoch = m.epoch
-	r.HeartbeatIntervalMillis = int32(c.opts.ConsumerHeartbeatInterval / time.Millisecond)
+	interval := c.opts.ConsumerHeartbeatInterval
+	if m.state != mStable || m.epoch != cg.assignmentEpoch {
+		// Converging: ask for the next heartbeat sooner, so a revocation
+		// is acknowledged and released partitions are handed over within
+		// a fraction of a second instead of a full interval (clients use
+		// the interval of each response).
+		interval = min(interval, c.opts.ConsumerReconcileInterval)
+	}
+	r.HeartbeatIntervalMillis = int32(interval / time.Millisecond)
 	if joined || !maps.Equal(before, m.assigned) || (owned != nil && !maps.Equal(owned, m.assigned)) {
 		r.Assignment = c.assignmentOf(m.assigned)
 	}

@@ -78,7 +78,10 @@ func TestConsumerGroupJoinRevokeBeforeAssign(t *testing.T) {
 		t.Fatalf("a: epoch %d owned %v", a.epoch, a.owned)
 	}
 	b := &cmem{id: "b"}
-	h.cgHeartbeat("g", b, []string{"t"})
+	rb := h.cgHeartbeat("g", b, []string{"t"})
+	if rb.HeartbeatIntervalMillis != 200 {
+		t.Fatalf("converging member's heartbeat interval %d, want 200", rb.HeartbeatIntervalMillis)
+	}
 	if len(b.owned) != 0 {
 		t.Fatalf("b got partitions still owned by a: %v", b.owned)
 	}

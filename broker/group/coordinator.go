@@ -78,6 +78,10 @@ type Options struct {
 	// group.consumer.session.timeout.ms, default 45s.
 	ConsumerHeartbeatInterval time.Duration
 	ConsumerSessionTimeout    time.Duration
+	// ConsumerReconcileInterval is the heartbeat interval given to a
+	// KIP-848 member while it converges to its target assignment
+	// (revoking or waiting for released partitions), default 200ms.
+	ConsumerReconcileInterval time.Duration
 
 	// RetentionCheckInterval is offsets.retention.check.interval.ms,
 	// default 10m.
@@ -99,6 +103,7 @@ func (o *Options) ensureDefaults() {
 	def(&o.OffsetsRetention, 7*24*time.Hour)
 	def(&o.ConsumerHeartbeatInterval, 5*time.Second)
 	def(&o.ConsumerSessionTimeout, 45*time.Second)
+	def(&o.ConsumerReconcileInterval, 200*time.Millisecond)
 	def(&o.RetentionCheckInterval, 10*time.Minute)
 	if o.Now == nil {
 		o.Now = time.Now
