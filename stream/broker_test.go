@@ -18,7 +18,7 @@ import (
 // transactions); weir's own broker replaces it by changing startCluster
 // alone: `addr := weirtest.Start(t).Addr()`.
 type testBroker struct {
-	t     *testing.T
+	t     testing.TB
 	seeds []string
 	cl    *kgo.Client
 	adm   *kadm.Client
@@ -26,7 +26,7 @@ type testBroker struct {
 
 const testBrokerName = "kfake"
 
-func startCluster(t *testing.T) []string {
+func startCluster(t testing.TB) []string {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,9 @@ func startCluster(t *testing.T) []string {
 	return c.ListenAddrs()
 }
 
-func startBroker(t *testing.T) *testBroker {
+func startBroker(t *testing.T) *testBroker { return startBrokerB(t) }
+
+func startBrokerB(t testing.TB) *testBroker {
 	t.Helper()
 	seeds := startCluster(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
