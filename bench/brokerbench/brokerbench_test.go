@@ -244,3 +244,52 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("stray argument accepted")
 	}
 }
+
+// TestChildCPU checks the CPU figure the child reports (getrusage) against
+// /proc/<pid>/stat, which has the same quantity in 10 ms ticks, after the
+// broker has done some work.
+func TestChildCPU(t *testing.T) {
+	cfg := tinyConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := startChild(ctx, cfg, targetKfake, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := ch.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	d, err := newKafkaDriver(ch.addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	before, err := ch.cpu()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.produce(ctx, 3000); err != nil {
+		t.Fatal(err)
+	}
+	after, err := ch.cpu()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks, err := procCPU(ch.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Fatalf("broker CPU did not advance: %v -> %v", before, after)
+	}
+	// The broker is idle between the two reads; the tick figure is
+	// truncated to 10 ms.
+	if diff := after - ticks; diff < -0.05 || diff > 0.05 {
+		t.Fatalf("getrusage %.3fs vs /proc stat %.3fs", after, ticks)
+	}
+}

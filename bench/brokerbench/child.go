@@ -23,8 +23,9 @@ const clockTicks = 100
 
 // child is a broker running as a child process of the harness.
 //
-// Protocol: the child prints "LISTEN <addr>" on stdout once it accepts
-// connections, and shuts down cleanly when its stdin reaches EOF. It is
+// Protocol (see serveCommand): the child prints "LISTEN <addr>" on stdout
+// once it accepts connections, answers each "cpu" line on its stdin with
+// "CPU <ns>", and shuts down cleanly when its stdin reaches EOF. It is
 // killed if the harness dies (Pdeathsig).
 type child struct {
 	target string
@@ -34,6 +35,9 @@ type child struct {
 	stderr *tailBuffer
 	done   chan struct{} // closed when the process has exited
 	werr   error         // cmd.Wait's result, valid after done
+
+	cpuMu      sync.Mutex  // one cpu query at a time
+	cpuReplies chan string // values of "CPU <ns>" lines
 }
 
 const startTimeout = 60 * time.Second
@@ -52,7 +56,8 @@ func startChild(ctx context.Context, cfg Config, target, dir string) (*child, er
 	if err != nil {
 		return nil, err
 	}
-	ch := &child{target: target, cmd: cmd, stdin: stdin, stderr: &tailBuffer{max: 8 << 10}, done: make(chan struct{})}
+	ch := &child{target: target, cmd: cmd, stdin: stdin, stderr: &tailBuffer{max: 8 << 10},
+		done: make(chan struct{}), cpuReplies: make(chan string, 1)}
 	if cfg.Verbose && cfg.Log != nil {
 		cmd.Stderr = io.MultiWriter(ch.stderr, cfg.Log)
 	} else {
@@ -70,9 +75,14 @@ func startChild(ctx context.Context, cfg Config, target, dir string) (*child, er
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), listenPrefix); ok {
-				addrc <- strings.TrimSpace(a)
-				break
+			line := sc.Text()
+			if a, ok := strings.CutPrefix(line, listenPrefix); ok {
+				select {
+				case addrc <- strings.TrimSpace(a):
+				default:
+				}
+			} else if v, ok := strings.CutPrefix(line, cpuPrefix); ok {
+				ch.cpuReplies <- v
 			}
 		}
 		io.Copy(io.Discard, stdout) // keep the pipe drained
@@ -118,8 +128,30 @@ func (c *child) kill() {
 	<-c.done
 }
 
-// cpu returns the child's user+system CPU seconds so far.
-func (c *child) cpu() (float64, error) { return procCPU(c.pid()) }
+// cpu returns the child's user+system CPU seconds so far, as the child
+// reports it from getrusage. /proc/<pid>/stat has the same figure but only
+// in 10 ms ticks, too coarse for sub-second phases.
+func (c *child) cpu() (float64, error) {
+	c.cpuMu.Lock()
+	defer c.cpuMu.Unlock()
+	if _, err := io.WriteString(c.stdin, cpuQuery+"\n"); err != nil {
+		return 0, fmt.Errorf("%s: cpu query: %w", c.target, err)
+	}
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case v := <-c.cpuReplies:
+		ns, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ns < 0 {
+			return 0, fmt.Errorf("%s: bad cpu reply %q", c.target, v)
+		}
+		return time.Duration(ns).Seconds(), nil
+	case <-c.done:
+		return 0, fmt.Errorf("%s exited (%v): %s", c.target, c.werr, c.stderr.String())
+	case <-t.C:
+		return 0, fmt.Errorf("%s: no answer to a cpu query within 10s", c.target)
+	}
+}
 
 // rss returns the child's current and peak resident set size in bytes.
 func (c *child) rss() (cur, peak int64, err error) { return procRSS(c.pid()) }
@@ -193,14 +225,18 @@ func parseStatusRSS(b []byte) (cur, peak int64, err error) {
 	return cur, peak, nil
 }
 
-// selfCPU returns the harness's own user+system CPU seconds (all threads).
-func selfCPU() float64 {
+// rusageCPU returns this process's user+system CPU time (all threads,
+// including exited ones).
+func rusageCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// selfCPU returns the harness's own CPU seconds.
+func selfCPU() float64 { return rusageCPU().Seconds() }
 
 // tailBuffer keeps the last max bytes written to it (a child's stderr, for
 // error messages). Goroutine-safe.

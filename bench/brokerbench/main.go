@@ -6,9 +6,10 @@
 //
 // Every broker runs as a child process of the harness (the harness binary
 // re-executed as "brokerbench serve <target> --dir D"), so the broker's own
-// CPU seconds (utime+stime from /proc/<pid>/stat) and RSS (/proc/<pid>/status)
-// are measured separately from the client's, which on a small machine often
-// saturates first.
+// CPU seconds (its getrusage, which is utime+stime of /proc/<pid>/stat at
+// microsecond resolution) and RSS (/proc/<pid>/status) are measured
+// separately from the client's, which on a small machine often saturates
+// first.
 //
 // Workload per target (fresh data directory, fresh child process):
 //

@@ -260,8 +260,10 @@ func (rep *Report) Markdown() string {
   "serve" subcommand), in a fresh data directory; the client (franz-go kgo, or nats.go) runs in the harness.
   Both share the machine's cores.
 - GB = 1e9 bytes of record values (the throughput phase's records x record size); protocol overhead excluded.
-- Broker CPU = utime+stime of the broker process from /proc/<pid>/stat, sampled before and after the phase
-  (10 ms resolution). Client CPU = the harness process (getrusage), which includes the harness's own bookkeeping.
+- Broker CPU = user+system CPU time of the broker process (all threads), sampled before and after the phase;
+  the child reports its getrusage figure (microsecond resolution; /proc/<pid>/stat utime+stime is the same
+  number in 10 ms ticks, which the test cross-checks). Client CPU = the harness process (getrusage), which
+  includes the harness's own bookkeeping.
 - Produce: acks=all, idempotence off, up to 5 produce requests in flight, default linger (10 ms), no compression,
   records spread round-robin over the partitions. NATS: async publish with a bounded number of pending acks.
   The phase ends when the last record is acknowledged.

@@ -374,7 +374,7 @@ type measure struct {
 // Phase is what one phase cost.
 type Phase struct {
 	Wall      time.Duration
-	BrokerCPU float64 // seconds (utime+stime of the broker process)
+	BrokerCPU float64 // seconds (user+system of the broker process, from its getrusage)
 	ClientCPU float64 // seconds (utime+stime of the harness process)
 }
 
