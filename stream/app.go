@@ -42,6 +42,8 @@ type App struct {
 
 	cl  *kgo.Client
 	adm *kadm.Client
+	// sess wraps cl under ExactlyOnce (nil otherwise).
+	sess *kgo.GroupTransactSession
 	// producer hands a record to the client (cl.Produce); unit tests
 	// replace it to run tasks without a broker.
 	producer func(r *kgo.Record, promise func(*kgo.Record, error))
@@ -177,7 +179,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	for name := range a.stores {
 		manual[a.changelogTopic(name)] = true
 	}
-	cl, err := kgo.NewClient(a.clientOpts(
+	opts := a.clientOpts(
 		kgo.ConsumerGroup(a.id),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -189,9 +191,30 @@ func (a *App) Run(ctx context.Context) (err error) {
 		kgo.OnPartitionsLost(a.onLost),
 		kgo.RecordPartitioner(appPartitioner{manual: manual, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)...)
-	if err != nil {
-		return fmt.Errorf("stream: app %s: client: %w", a.id, err)
+	)
+	var cl *kgo.Client
+	if a.eos() {
+		instance, err := a.instanceID()
+		if err != nil {
+			return fmt.Errorf("stream: app %s: %w", a.id, err)
+		}
+		opts = append(opts,
+			kgo.TransactionalID(a.id+"-"+instance),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+		)
+		sess, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return fmt.Errorf("stream: app %s: client: %w", a.id, err)
+		}
+		a.sess = sess
+		cl = sess.Client()
+	} else {
+		c, err := kgo.NewClient(opts...)
+		if err != nil {
+			return fmt.Errorf("stream: app %s: client: %w", a.id, err)
+		}
+		cl = c
 	}
 	a.cl = cl
 	a.adm = kadm.NewClient(cl)
@@ -237,7 +260,12 @@ func (a *App) loop(ctx context.Context) error {
 			return nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.commitInterval)
-		fetches := a.cl.PollRecords(pctx, a.cfg.maxPollRecords)
+		var fetches kgo.Fetches
+		if a.sess != nil {
+			fetches = a.sess.PollRecords(pctx, a.cfg.maxPollRecords)
+		} else {
+			fetches = a.cl.PollRecords(pctx, a.cfg.maxPollRecords)
+		}
 		cancel()
 		if fetches.IsClientClosed() {
 			return errors.New("client closed")
@@ -247,14 +275,19 @@ func (a *App) loop(ctx context.Context) error {
 				a.cfg.logger.Warn("fetch error", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		err := a.round(ctx, fetches)
+		touched, complete, err := a.round(ctx, fetches)
+		if a.sess != nil && len(touched) > 0 {
+			if eerr := a.endTxn(touched, complete && err == nil && ctx.Err() == nil); eerr != nil && err == nil {
+				err = eerr
+			}
+		}
 		if now := a.cfg.clock.Now(); err == nil && now.Sub(a.lastCommit) >= a.cfg.commitInterval {
 			a.lastCommit = now
 			if cerr := a.commit(ctx, a.allTasks()); cerr != nil && ctx.Err() == nil {
 				err = cerr
 			}
 		}
-		a.cl.AllowRebalance()
+		a.allowRebalance()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -264,12 +297,26 @@ func (a *App) loop(ctx context.Context) error {
 	}
 }
 
+func (a *App) eos() bool { return a.cfg.guarantee == ExactlyOnce }
+
+func (a *App) allowRebalance() {
+	if a.sess != nil {
+		a.sess.AllowRebalance()
+	} else {
+		a.cl.AllowRebalance()
+	}
+}
+
 type batch struct {
 	t    *task
 	recs []*kgo.Record
 }
 
-func (a *App) round(ctx context.Context, fetches kgo.Fetches) error {
+// round processes the polled records: each task's records in order on one
+// worker goroutine, tasks in parallel. It returns the tasks that processed
+// records and whether every polled record was handled (not so when ctx ended
+// or a fatal error stopped a task).
+func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, complete bool, err error) {
 	var batches []batch
 	var ids []taskID
 	a.mu.Lock()
@@ -284,17 +331,28 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) error {
 	})
 	for _, id := range ids {
 		if _, err := a.ensureTask(ctx, id); err != nil {
-			return err
+			return nil, false, err
 		}
 	}
 	a.mu.Lock()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) > 0 {
-			batches = append(batches, batch{t: a.tasks[taskID{p.Topic, p.Partition}], recs: p.Records})
+			t := a.tasks[taskID{p.Topic, p.Partition}]
+			batches = append(batches, batch{t: t, recs: p.Records})
+			touched = append(touched, t)
 		}
 	})
 	a.mu.Unlock()
+	if len(batches) == 0 {
+		return nil, true, nil
+	}
+	if a.sess != nil {
+		if err := a.sess.Begin(); err != nil {
+			return nil, false, fmt.Errorf("begin transaction: %w", err)
+		}
+	}
 
+	var incomplete atomic.Bool
 	sem := make(chan struct{}, a.cfg.workers)
 	var wg sync.WaitGroup
 	for _, b := range batches {
@@ -302,25 +360,30 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			b.t.roundStart = b.t.streamTime
 			for _, r := range b.recs {
 				if err := b.t.handle(ctx, r); err != nil {
 					if ctx.Err() == nil {
 						a.fail(err)
 					}
+					incomplete.Store(true)
 					break
 				}
 			}
-			if err := b.t.flushState(); err != nil {
-				a.fail(err)
-				return
-			}
 			if err := b.t.expire(1000); err != nil {
 				a.fail(err)
+				incomplete.Store(true)
+				return
+			}
+			if a.sess == nil { // under ExactlyOnce, only once the transaction commits
+				if err := b.t.flushState(); err != nil {
+					a.fail(err)
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	return a.fatalErr()
+	return touched, !incomplete.Load(), a.fatalErr()
 }
 
 // ensureTask returns the task for id, creating and restoring it first if
@@ -384,6 +447,10 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 	if a.crash.Load() {
 		return nil
 	}
+	if a.sess != nil {
+		// Offsets are committed inside each round's transaction.
+		return a.checkpoint(tasks)
+	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, t := range tasks {
 		if t.next.Offset > t.committed {
@@ -415,6 +482,12 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 			}
 		}
 	}
+	return a.checkpoint(tasks)
+}
+
+// checkpoint writes the tasks' local checkpoints; call only when every
+// record produced so far is acknowledged.
+func (a *App) checkpoint(tasks []*task) error {
 	var size uint64
 	for _, t := range tasks {
 		if err := t.checkpoint(); err != nil {
@@ -500,8 +573,13 @@ func (a *App) shutdown(loopErr error) {
 	if loopErr != nil {
 		a.fail(loopErr) // keep the revoke callback from committing
 	}
-	a.cl.AllowRebalance()
-	a.cl.Close()
+	if a.sess != nil {
+		a.sess.AllowRebalance()
+		a.sess.Close()
+	} else {
+		a.cl.AllowRebalance()
+		a.cl.Close()
+	}
 	a.mu.Lock()
 	rest := make([]*task, 0, len(a.tasks))
 	for id, t := range a.tasks {

@@ -73,11 +73,23 @@ func (b *testBroker) produce(recs ...*kgo.Record) {
 
 // readAll returns every record of topic up to its current end, by partition
 // then offset.
-func (b *testBroker) readAll(topic string) []*kgo.Record {
+func (b *testBroker) readAll(topic string) []*kgo.Record { return b.read(topic, false) }
+
+// readCommitted is readAll for a read_committed reader: records of aborted
+// or open transactions are not returned.
+func (b *testBroker) readCommitted(topic string) []*kgo.Record { return b.read(topic, true) }
+
+func (b *testBroker) read(topic string, committed bool) []*kgo.Record {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ends, err := b.adm.ListEndOffsets(ctx, topic)
+	list := b.adm.ListEndOffsets
+	opts := []kgo.Opt{kgo.SeedBrokers(b.seeds...)}
+	if committed {
+		list = b.adm.ListCommittedOffsets
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	}
+	ends, err := list(ctx, topic)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -92,7 +104,7 @@ func (b *testBroker) readAll(topic string) []*kgo.Record {
 	if len(want) == 0 {
 		return nil
 	}
-	rc, err := kgo.NewClient(kgo.SeedBrokers(b.seeds...), kgo.ConsumePartitions(parts))
+	rc, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(parts))...)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -115,7 +127,9 @@ func (b *testBroker) readAll(topic string) []*kgo.Record {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < want[r.Partition] {
-				byPart[r.Partition] = append(byPart[r.Partition], r)
+				if !r.Attrs.IsControl() {
+					byPart[r.Partition] = append(byPart[r.Partition], r)
+				}
 				got[r.Partition] = r.Offset + 1
 			}
 		})
@@ -129,10 +143,14 @@ func (b *testBroker) readAll(topic string) []*kgo.Record {
 
 // waitFor polls topic until cond holds, failing the test after timeout.
 func (b *testBroker) waitFor(topic string, timeout time.Duration, cond func([]*kgo.Record) bool) []*kgo.Record {
+	return b.waitForIso(topic, false, timeout, cond)
+}
+
+func (b *testBroker) waitForIso(topic string, committed bool, timeout time.Duration, cond func([]*kgo.Record) bool) []*kgo.Record {
 	b.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		recs := b.readAll(topic)
+		recs := b.read(topic, committed)
 		if cond(recs) {
 			return recs
 		}

@@ -15,8 +15,14 @@ const (
 	// from them is acknowledged; a crash replays uncommitted input, so
 	// duplicates are visible downstream after a crash.
 	AtLeastOnce Guarantee = iota
-	// ExactlyOnce would put outputs, changelog writes and input offsets in
-	// one transaction per task per commit. Not implemented yet.
+	// ExactlyOnce puts each processing round's outputs, changelog,
+	// repartition and dead-letter records and its input offsets in one Kafka
+	// transaction (KIP-447: the group generation fences zombies), reads
+	// inputs read_committed, and applies store changes locally only after
+	// the transaction commits. Readers of the outputs must use
+	// read_committed. Each App instance uses the transactional id
+	// "<app>-<instance>", the instance id being kept in the state directory
+	// so a restarted instance fences its previous incarnation.
 	ExactlyOnce
 )
 
@@ -51,8 +57,18 @@ type StoreBound struct {
 const (
 	mechAtLeastOnce = "idempotent producer (acks=all); input offsets committed after every output is acknowledged; " +
 		"a crash replays uncommitted input: duplicates visible after a crash"
+	mechExactlyOnce = "transactional producer: outputs, changelog and input offsets of each processing round in one " +
+		"transaction, fenced by group generation (KIP-447); exactly once for read_committed readers " +
+		"(read_uncommitted readers also see aborted records)"
 	orderPerKey = "per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)"
 )
+
+func (a *App) mechanism() string {
+	if a.cfg.guarantee == ExactlyOnce {
+		return mechExactlyOnce
+	}
+	return mechAtLeastOnce
+}
 
 // Guarantees lists, for every topic the App writes, its delivery guarantee
 // and the mechanism providing it.
@@ -71,16 +87,16 @@ func (a *App) Guarantees() []TopicGuarantee {
 			role = "repartition"
 		}
 		add(TopicGuarantee{Topic: a.sinkTopic(s), Role: role, Delivery: a.cfg.guarantee,
-			Mechanism: mechAtLeastOnce, Ordering: orderPerKey})
+			Mechanism: a.mechanism(), Ordering: orderPerKey})
 	}
 	for _, st := range a.b.stores {
 		add(TopicGuarantee{Topic: a.changelogTopic(st.name), Role: "changelog", Delivery: a.cfg.guarantee,
-			Mechanism: mechAtLeastOnce + "; the store may count a replayed record twice (state >= true state)",
+			Mechanism: a.stateMechanism(),
 			Ordering:  "per key; written to the task's partition"})
 	}
 	for _, s := range a.b.sources {
 		add(TopicGuarantee{Topic: DLQTopic(a.topicOf(s)), Role: "dead-letter", Delivery: a.cfg.guarantee,
-			Mechanism: mechAtLeastOnce + "; decode failures at once, processing failures after " +
+			Mechanism: a.mechanism() + "; decode failures at once, processing failures after " +
 				fmt.Sprint(a.cfg.maxAttempts) + " attempts",
 			Ordering: "none across keys; headers carry the original topic/partition/offset"})
 	}
@@ -115,4 +131,11 @@ func (a *App) Describe() string {
 		fmt.Fprintf(&b, "  store %s: TTL %v (event time), changelog %s; %s\n", s.Store, s.TTL, s.Changelog, s.Recovery)
 	}
 	return b.String()
+}
+
+func (a *App) stateMechanism() string {
+	if a.cfg.guarantee == ExactlyOnce {
+		return mechExactlyOnce + "; local stores apply a round only after its transaction commits: state is exact"
+	}
+	return mechAtLeastOnce + "; the store may count a replayed record twice (state >= true state)"
 }

@@ -108,8 +108,8 @@ func (c *config) validate() error {
 	if c.logger == nil || c.clock == nil {
 		errs = append(errs, errors.New("nil logger or clock"))
 	}
-	if c.guarantee != AtLeastOnce {
-		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v (only at-least-once is implemented)", ErrUnsupported, c.guarantee))
+	if c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce {
+		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v", ErrUnsupported, c.guarantee))
 	}
 	return errors.Join(errs...)
 }
@@ -175,7 +175,6 @@ func Registerer(r prometheus.Registerer) Opt { return optFunc(func(c *config) { 
 // WithClock sets the processing-time clock. Default: the system clock.
 func WithClock(clk Clock) Opt { return optFunc(func(c *config) { c.clock = clk }) }
 
-// WithGuarantee sets the delivery guarantee. Default: AtLeastOnce.
-// ExactlyOnce is not implemented in this version and NewApp rejects it with
-// ErrUnsupported.
+// WithGuarantee sets the delivery guarantee. Default: AtLeastOnce. See
+// ExactlyOnce for what it costs and requires.
 func WithGuarantee(g Guarantee) Opt { return optFunc(func(c *config) { c.guarantee = g }) }

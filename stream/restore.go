@@ -33,7 +33,13 @@ func (t *task) restore(ctx context.Context) error {
 	for i, s := range t.stores {
 		topics[i] = s.changelog
 	}
-	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	// Restore up to the high watermark, or under ExactlyOnce the last
+	// stable offset: records of open transactions are not state yet.
+	list := a.adm.ListEndOffsets
+	if a.eos() {
+		list = a.adm.ListCommittedOffsets
+	}
+	ends, err := list(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("task %s: changelog end offsets: %w", t.id, err)
 	}
@@ -105,10 +111,16 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 	for _, s := range t.stores {
 		store[s.changelog] = s.spec.name
 	}
-	rc, err := kgo.NewClient(a.clientOpts(
+	opts := a.clientOpts(
 		kgo.ConsumePartitions(from),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)...)
+	)
+	if a.eos() {
+		// Committed records only; control records (transaction markers)
+		// are kept so the position visibly reaches the end offset.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	}
+	rc, err := kgo.NewClient(opts...)
 	if err != nil {
 		return 0, fmt.Errorf("task %s: restore client: %w", t.id, err)
 	}
@@ -141,13 +153,16 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 			if applyErr != nil || r.Offset >= end[r.Topic] {
 				return
 			}
+			pos[r.Topic] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
 			name := store[r.Topic]
 			if r.Value == nil {
 				applyErr = txn.Delete(name, r.Key)
 			} else {
 				_, applyErr = txn.Put(name, r.Key, r.Value, r.Timestamp.UnixMilli())
 			}
-			pos[r.Topic] = r.Offset + 1
 			n++
 		})
 		if applyErr == nil {

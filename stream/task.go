@@ -42,8 +42,11 @@ type task struct {
 	// (processed, or sent to the DLQ). Offset -1: nothing handled yet.
 	next      kgo.EpochOffset
 	committed int64
-	// streamTime is the largest event time (ms) seen by the task.
+	// streamTime is the largest event time (ms) seen by the task;
+	// roundStart its value when the current round began (restored if the
+	// round's transaction aborts).
 	streamTime int64
+	roundStart int64
 
 	// txn holds the store writes of the current round (flushState writes
 	// them to the database); within it, the writes of the record being
@@ -282,6 +285,9 @@ func (t *task) expire(limit int) error {
 	if t.db == nil || t.streamTime == math.MinInt64 {
 		return nil
 	}
+	if t.txn == nil {
+		t.txn = t.db.Begin()
+	}
 	for _, s := range t.stores {
 		before := t.streamTime - s.spec.ttl.Milliseconds()
 		keys, err := t.db.Expired(s.spec.name, before, limit)
@@ -291,16 +297,14 @@ func (t *task) expire(limit int) error {
 			}
 			continue
 		}
-		txn := t.db.Begin()
+		// The deletes join the round's writes: applied with them (under
+		// ExactlyOnce only if the round's transaction commits).
 		for _, k := range keys {
-			if err := txn.Delete(s.spec.name, k); err != nil {
-				txn.Discard()
+			if err := t.txn.Delete(s.spec.name, k); err != nil {
 				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 			}
 		}
-		err = txn.Commit()
-		txn.Discard()
-		if err != nil {
+		if err := t.txn.Apply(); err != nil {
 			return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 		}
 		for _, k := range keys {
@@ -331,6 +335,16 @@ func (t *task) checkpoint() error {
 		return nil // some store has neither been restored nor written: nothing to claim
 	}
 	return t.db.WriteCheckpoint(cp)
+}
+
+// abortRound drops the store writes of a round whose transaction aborted;
+// the records are fetched and processed again.
+func (t *task) abortRound() {
+	if t.txn != nil {
+		t.txn.Discard()
+		t.txn = nil
+	}
+	t.streamTime = t.roundStart
 }
 
 func (t *task) close() error {

@@ -374,8 +374,8 @@ func TestBuilderValidation(t *testing.T) {
 			t.Errorf("%s: NewApp accepted an invalid option", name)
 		}
 	}
-	if _, err := NewApp("app", b, Brokers("127.0.0.1:1"), WithGuarantee(ExactlyOnce)); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("exactly-once: err = %v, want ErrUnsupported", err)
+	if _, err := NewApp("app", b, Brokers("127.0.0.1:1"), WithGuarantee(Guarantee(9))); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("unknown guarantee: err = %v, want ErrUnsupported", err)
 	}
 	if _, err := NewApp("bad app", b, Brokers("127.0.0.1:1")); err == nil {
 		t.Error("NewApp accepted an invalid app id")
