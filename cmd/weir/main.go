@@ -1,6 +1,6 @@
 // Command weir is the weir binary: a single-node Kafka-protocol broker
 // (weir serve) and the tools to work with any Kafka-compatible cluster
-// (weir topic, weir produce, weir consume).
+// (weir topic, produce, consume, group, txn).
 //
 // The command layer is deliberately thin: every subcommand parses flags,
 // builds a broker.Config or a franz-go client, and calls into the library.
@@ -65,7 +65,7 @@ func newRootCmd() *cobra.Command {
 		Short: "weir: a durable single-node Kafka-protocol broker and the tools around it",
 		Long: `weir is one binary for streaming data: an embedded, durable, single-node broker that
 speaks the Apache Kafka wire protocol (weir serve), and command-line tools that work
-against weir or any Kafka-compatible cluster (weir topic, weir produce, weir consume).`,
+against weir or any Kafka-compatible cluster (weir topic, produce, consume, group, txn).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

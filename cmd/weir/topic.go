@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -197,7 +198,7 @@ func newTopicDescribeCmd(cf *clientFlags) *cobra.Command {
 }
 
 func printTopic(out io.Writer, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, all bool) {
-	fmt.Fprintf(out, "Topic: %s\nID: %s\nPartitions: %d\nReplication factor: %d\n", d.Topic, d.ID, len(d.Partitions), d.Partitions.NumReplicas())
+	fmt.Fprintf(out, "Topic: %s\nID: %s\nPartitions: %d\nReplication factor: %d\n", d.Topic, topicID(d.ID), len(d.Partitions), d.Partitions.NumReplicas())
 	if d.IsInternal {
 		fmt.Fprintln(out, "Internal: true")
 	}
@@ -242,6 +243,15 @@ func printTopic(out io.Writer, d kadm.TopicDetail, starts, ends kadm.ListedOffse
 		return
 	}
 	_ = tw.Flush()
+}
+
+// topicID formats a topic ID as Kafka's tools do (Uuid.toString: URL-safe
+// base64 without padding); "-" when the cluster has no topic IDs.
+func topicID(id kadm.TopicID) string {
+	if id == (kadm.TopicID{}) {
+		return "-"
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 func configSource(s kmsg.ConfigSource) string {
