@@ -73,7 +73,7 @@ the environment, which wins over the file.`,
 	f.StringVar(&o.dataDir, "data-dir", "./weir-data", "directory for topics, logs and metadata")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (host:port; port 0 picks one)")
 	f.StringVar(&o.advertisedAddr, "advertised-addr", "", "host:port clients are told to connect to (default: the listen address)")
-	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9644", `HTTP address for /metrics and /healthz ("" disables)`)
+	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9644", `HTTP address for /metrics and /healthz ("" or "off" disables)`)
 	f.Int32Var(&o.nodeID, "node-id", 0, "broker node ID")
 	f.StringVar(&o.clusterID, "cluster-id", "", "cluster ID used on first start (default: generated); persisted in the data dir")
 	f.BoolVar(&o.autoCreateTopics, "auto-create-topics", false, "create unknown topics on metadata/produce requests (auto.create.topics.enable)")
@@ -200,7 +200,7 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 	healthy.Store(true)
 	var srv *http.Server
 	httpErr := make(chan error, 1)
-	if o.httpAddr != "" {
+	if o.httpAddr != "" && o.httpAddr != "off" {
 		ln, err := net.Listen("tcp", o.httpAddr)
 		if err != nil {
 			return errors.Join(fmt.Errorf("http listen: %w", err), b.Close())
