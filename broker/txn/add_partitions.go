@@ -290,6 +290,9 @@ func (c *Coordinator) addOffsets(req *kmsg.AddOffsetsToTxnRequest, reply func(km
 //     (and implicitAdd is false);
 //   - NOT_ENOUGH_REPLICAS: retriable, the previous transaction is still
 //     completing (CONCURRENT_TRANSACTIONS) or the state log failed;
+//   - UNKNOWN_TOPIC_OR_PARTITION: the partition does not exist (never
+//     added: the broker must pass resolved topic names, also for Produce
+//     v13 which names topics by id);
 //   - INVALID_REQUEST: empty transactional id.
 //
 // implicitAdd (Produce v12+ under transaction.version 2) adds missing
@@ -308,6 +311,13 @@ func (c *Coordinator) Verify(ctx context.Context, txnID string, pid int64, epoch
 	ch := make(chan result, 1)
 	ev := func() {
 		codes := c.verifyInTxn(txnID, pid, epoch, parts)
+		for i, tp := range parts {
+			if codes[i] == 0 || codes[i] == kerr.TransactionAbortable.Code {
+				if !c.opts.Partitions.Exists(tp.Topic, tp.Partition) {
+					codes[i] = kerr.UnknownTopicOrPartition.Code
+				}
+			}
+		}
 		var missing []TopicPartition
 		for i, code := range codes {
 			if code == kerr.TransactionAbortable.Code && implicitAdd {

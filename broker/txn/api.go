@@ -114,6 +114,14 @@ type Options struct {
 	// MarkerRetryBackoff is the delay before a failed marker write is
 	// retried (default 100ms).
 	MarkerRetryBackoff time.Duration
+	// EndTxnCompletionWait bounds how long EndTxn waits, after the
+	// PrepareCommit/PrepareAbort record is durable (the outcome is decided
+	// then), for the markers and the Complete record before answering
+	// (default 2s; negative: answer at once, as Kafka does). Answering once
+	// the transaction completed means the producer's next transaction does
+	// not meet CONCURRENT_TRANSACTIONS, which clients retry only after a
+	// backoff or a metadata refresh (seconds for franz-go's Produce).
+	EndTxnCompletionWait time.Duration
 	// ProducerIDBlockSize is how many producer ids are reserved by one
 	// durable record in StateTopic (default 1000).
 	ProducerIDBlockSize int64
@@ -129,6 +137,9 @@ func (o *Options) ensureDefaults() {
 	def(&o.TransactionalIDExpiration, 7*24*time.Hour)
 	def(&o.AbortTimedOutInterval, 10*time.Second)
 	def(&o.MarkerRetryBackoff, 100*time.Millisecond)
+	if o.EndTxnCompletionWait == 0 {
+		o.EndTxnCompletionWait = 2 * time.Second
+	}
 	if o.ProducerIDBlockSize <= 0 {
 		o.ProducerIDBlockSize = 1000
 	}

@@ -12,10 +12,12 @@ import (
 // Behavior (Kafka's TransactionCoordinator.endTransaction):
 //   - Empty transactional id: INVALID_REQUEST; unknown id or another
 //     producer id: INVALID_PRODUCER_ID_MAPPING.
-//   - Ongoing: PrepareCommit/PrepareAbort is made durable, then success is
-//     answered; markers are written afterwards and the Complete state
-//     follows. Until then the next transaction's requests get
-//     CONCURRENT_TRANSACTIONS.
+//   - Ongoing: PrepareCommit/PrepareAbort is made durable (the outcome is
+//     decided), markers are written, then the Complete state. Until then
+//     the next transaction's requests get CONCURRENT_TRANSACTIONS. Kafka
+//     answers success at the prepare; weir answers when the transaction
+//     completed, or after EndTxnCompletionWait at the latest, so a producer
+//     does not meet CONCURRENT_TRANSACTIONS on its next transaction.
 //   - v0-4 (transaction version 0/1): the epoch must be the current one
 //     (PRODUCER_FENCED otherwise); a retry of a completed commit/abort is
 //     answered with success, a retry of the one in progress with
@@ -226,6 +228,6 @@ func (c *Coordinator) prepareEnd(m *txnMeta, commit bool, tv int16, noPartitionA
 			c.met.aborts.WithLabelValues("client").Inc()
 		}
 		c.beginMarkers(m)
-		done(0)
+		c.afterComplete(m, c.opts.EndTxnCompletionWait, func() { done(0) })
 	})
 }

@@ -267,7 +267,11 @@ func newEnv(t *testing.T, mod ...func(*Options)) *env {
 	t.Helper()
 	e := &env{t: t, clock: newClock(), parts: newFakeParts(tpA, tpB, tpC), offs: &fakeOffsets{}, state: &memState{}}
 	e.opts = Options{NodeID: 1, Host: "127.0.0.1", Port: 9092, State: e.state, Partitions: e.parts,
-		Offsets: e.offs, Now: e.clock.Now}
+		Offsets: e.offs, Now: e.clock.Now,
+		// Answer EndTxn at the prepare (Kafka's behaviour) so tests can
+		// observe the Prepare states; TestEndTxnWaitsForCompletion covers
+		// the default.
+		EndTxnCompletionWait: -1}
 	for _, f := range mod {
 		f(&e.opts)
 	}

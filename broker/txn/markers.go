@@ -25,6 +25,9 @@ type markerJob struct {
 
 	completing    bool      // the Complete state is being written
 	completeRetry time.Time // non-zero: the Complete write failed; retry then
+
+	// waiters run once the Complete state is durable (EndTxn replies).
+	waiters []func()
 }
 
 // nextRetry is the earliest time a retry is due (zero if none).
@@ -174,5 +177,30 @@ func (c *Coordinator) completeTxn(m *txnMeta) {
 		if j.commit {
 			c.met.commits.Inc()
 		}
+		ws := j.waiters
+		j.waiters = nil
+		for _, w := range ws {
+			w()
+		}
 	})
+}
+
+// afterComplete runs reply once m's current marker job completed, or after
+// wait (real time) at the latest, whichever is first. Loop only.
+func (c *Coordinator) afterComplete(m *txnMeta, wait time.Duration, reply func()) {
+	j := m.markers
+	if j == nil || wait < 0 {
+		reply()
+		return
+	}
+	fired := false
+	fire := func() {
+		if !fired {
+			fired = true
+			reply()
+		}
+	}
+	j.waiters = append(j.waiters, fire)
+	t := time.AfterFunc(wait, func() { c.post(fire) })
+	j.waiters = append(j.waiters, func() { t.Stop() })
 }

@@ -102,3 +102,55 @@ func TestHandleContextCancelled(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestEndTxnWaitsForCompletion: by default EndTxn answers once the markers
+// and the Complete record are written, so the producer's next transaction
+// starts without CONCURRENT_TRANSACTIONS; if markers are stuck, it answers
+// after EndTxnCompletionWait anyway (the outcome is durable at the prepare).
+func TestEndTxnWaitsForCompletion(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.EndTxnCompletionWait = 0 }) // default
+	pid, ep := e.mustInit("t", 60000)
+	codes, release := e.verify("t", pid, ep, true, tpA, tpB)
+	release()
+	if codes[0] != 0 || codes[1] != 0 {
+		t.Fatalf("codes %v", codes)
+	}
+	r := e.endTxn("t", pid, ep, true, 5)
+	wantCode(t, "commit", r.ErrorCode, nil)
+	if st := e.describe("t"); st.State != "CompleteCommit" {
+		t.Fatalf("EndTxn answered in %s", st.State)
+	}
+	if len(e.parts.all()) != 2 {
+		t.Fatalf("markers %v", e.parts.all())
+	}
+	// The next transaction starts at once.
+	codes, release = e.verify("t", pid, r.ProducerEpoch, true, tpA)
+	release()
+	wantCode(t, "next produce", codes[0], nil)
+
+	e.c.Close()
+	e.opts.EndTxnCompletionWait = 20 * time.Millisecond
+	e.start()
+	open := e.parts.gate(tpA)
+	defer open()
+	r = e.endTxn("t", pid, r.ProducerEpoch, false, 5)
+	wantCode(t, "abort with a stuck marker", r.ErrorCode, nil)
+	if st := e.describe("t"); st.State != "PrepareAbort" {
+		t.Fatalf("state %s", st.State)
+	}
+	open()
+	e.waitState("t", "CompleteAbort")
+}
+
+func TestVerifyUnknownPartition(t *testing.T) {
+	e := newEnv(t)
+	pid, ep := e.mustInit("t", 60000)
+	codes, release := e.verify("t", pid, ep, true, TopicPartition{"", 0}, tpA)
+	release()
+	if codes[0] != kerr.UnknownTopicOrPartition.Code || codes[1] != 0 {
+		t.Fatalf("codes %v", codes)
+	}
+	if st := e.describe("t"); len(st.Topics) != 1 || st.Topics[0].Topic != "a" {
+		t.Fatalf("added %+v", st.Topics)
+	}
+}
