@@ -62,6 +62,16 @@
 // checked by Tick, which the coordinator's timer calls and tests call after
 // advancing a fake clock.
 //
+// # Answering EndTxn
+//
+// Kafka answers EndTxn once PrepareCommit/PrepareAbort is durable; the
+// producer's next transaction then meets CONCURRENT_TRANSACTIONS until the
+// markers are written, which franz-go's Produce retries only after a
+// metadata refresh (5 s by default). weir decides at the same point but
+// answers once the transaction completed (EndTxnCompletionWait bounds the
+// wait; a stuck marker does not hold the client longer), which removes that
+// stall from every commit-every-N-ms pipeline.
+//
 // # Transaction versions
 //
 // A client uses transaction version 2 (KIP-890 part 2) when the broker
@@ -85,7 +95,8 @@
 //     a new epoch must start at seq 0. Snapshots plus rebuild from the log.
 //   - Transactions: the first offset of each ongoing (pid) transaction; a
 //     marker (Partitions.WriteMarker) ends it: appends the control batch
-//     (COMMIT/ABORT, coordinator epoch), records an aborted transaction
+//     (MarkerBatch: COMMIT/ABORT, coordinator epoch, base sequence -1,
+//     which the log's batch validation must accept), records an aborted transaction
 //     (pid, first offset, last offset) in the segment's aborted index, and
 //     advances the last stable offset = min(first offset of ongoing txns,
 //     high watermark). A marker for a pid with no ongoing transaction in
@@ -101,8 +112,9 @@
 //     DescribeTransactions, ListTransactions to Handle; advertises
 //     APIVersions and the feature transaction.version (supported 0-2,
 //     finalized 2); in Produce, for each transactional batch, calls Verify
-//     once per request with the partitions (implicitAdd for v12+), answers
-//     the returned codes, appends the verified ones and then calls release.
+//     once per request with the partitions (resolved topic names, also for
+//     v13; implicitAdd for v12+), answers the returned codes, appends the
+//     verified ones and then calls release.
 //     A non-transactional batch from a producer with an ongoing transaction
 //     is the log's INVALID_TXN_STATE.
 package txn
