@@ -6,10 +6,14 @@ Debian package python3-confluent-kafka):
   confluent_client.py create  BOOTSTRAP TOPIC PARTITIONS
   confluent_client.py produce BOOTSTRAP TOPIC < records.jsonl
   confluent_client.py consume BOOTSTRAP TOPIC COUNT
+  confluent_client.py consume-group BOOTSTRAP TOPIC COUNT GROUP
 
 produce reads {"key","value"} JSON lines and prints one JSON line per
 delivery report {"key","value","partition","offset"}; consume prints every
-record it reads in the same shape and exits once COUNT were read. Any error
+record it reads in the same shape and exits once COUNT were read: consume by
+explicit assignment (no group), consume-group as a member of consumer group
+GROUP (subscribe), committing the offsets synchronously before it exits. Any
+error
 exits non-zero with a message on stderr. Every wait is bounded.
 """
 
@@ -123,6 +127,37 @@ def consume(bootstrap, topic, count):
     consumer.close()
 
 
+def consume_group(bootstrap, topic, count, group):
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 30000,
+    })
+    consumer.subscribe([topic])
+    got = 0
+    deadline = time.monotonic() + DEADLINE_S
+    while got < count:
+        if time.monotonic() > deadline:
+            fail("group %s: read %d of %d records within %ds" % (group, got, count, DEADLINE_S))
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            fail("consume (group %s): %s" % (group, msg.error()))
+        print(json.dumps({
+            "key": msg.key().decode("utf-8"),
+            "value": msg.value().decode("utf-8"),
+            "partition": msg.partition(),
+            "offset": msg.offset(),
+        }))
+        got += 1
+    # Commit the positions (next offset to read) of every assigned partition.
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
+
 def main():
     if len(sys.argv) < 4:
         fail("usage: confluent_client.py create|produce|consume BOOTSTRAP TOPIC [N]")
@@ -134,6 +169,8 @@ def main():
             produce(bootstrap, topic)
         elif mode == "consume":
             consume(bootstrap, topic, int(sys.argv[4]))
+        elif mode == "consume-group":
+            consume_group(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
         else:
             fail("unknown mode " + mode)
     except KafkaException as e:

@@ -1,0 +1,24 @@
+// Package compat holds weir's compatibility tests: real Kafka clients
+// (franz-go, sarama, segmentio/kafka-go, kcat/librdkafka,
+// confluent-kafka-python, kafka-python, kafkajs) run against an in-process
+// weir broker started with weirtest.
+//
+// Every test follows the same script: the client creates a topic with
+// several partitions (kcat, which has no admin API, gets it from the Go
+// driver), produces keyed records with acks=all, and reads every one back.
+// The Go driver checks, independently of the client, that
+//
+//   - the log holds exactly the records produced (end offsets sum to the
+//     count: nothing lost, nothing duplicated),
+//   - every record came back with its key and value, once,
+//   - each keyed record sits in the partition the Java client's partitioner
+//     (murmur2) would choose, for clients that use or are configured with
+//     it, and in one partition per key for the others,
+//   - the partition and offset the producer was told match where the
+//     consumer found the record.
+//
+// The non-Go clients are driven by the scripts in compat/py and compat/js,
+// which read the records to produce as JSON lines on stdin and print what
+// they delivered/consumed as JSON lines on stdout. A missing tool is a test
+// failure: .ci/run installs them.
+package compat
