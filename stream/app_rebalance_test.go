@@ -12,14 +12,21 @@ import (
 // step. Every handoff is graceful (commit on revoke), so the final counts are
 // exact; the first instance only ever closes the tasks it hands over.
 func TestRebalanceMovesOnlyWhatMustMove(t *testing.T) {
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) { rebalanceRun(t, g) })
+	}
+}
+
+func rebalanceRun(t *testing.T, g Guarantee) {
 	b := startBroker(t)
+	committed := g == ExactlyOnce
 	const parts = 6
 	b.createTopic("events", parts)
 	b.createTopic("counts", parts)
 	const keys = 30
 	truth := map[string]int64{}
 	opts := func() []Opt {
-		return []Opt{testLogger(t), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), MaxPollRecords(20)}
+		return []Opt{testLogger(t), WithGuarantee(g), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), MaxPollRecords(20)}
 	}
 	owned := func(r *runningApp) int {
 		r.a.mu.Lock()
@@ -51,7 +58,7 @@ func TestRebalanceMovesOnlyWhatMustMove(t *testing.T) {
 
 	a1 := b.run("counter", countTopology, opts()...)
 	produceEvents(b, 0, 300, keys, truth)
-	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+	b.waitForIso("counts", committed, 30*time.Second, atLeast(t, truth))
 	waitOwned(map[*runningApp]int{a1: parts})
 	closedBefore := counterValue(a1.a.metrics.tasksClosed)
 
@@ -61,12 +68,12 @@ func TestRebalanceMovesOnlyWhatMustMove(t *testing.T) {
 		t.Fatalf("first instance closed %v tasks when the second joined, want %d (only the moved ones)", moved, parts/2)
 	}
 	produceEvents(b, 300, 300, keys, truth)
-	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+	b.waitForIso("counts", committed, 30*time.Second, atLeast(t, truth))
 
 	a3 := b.run("counter", countTopology, opts()...)
 	waitOwned(map[*runningApp]int{a1: parts / 3, a2: parts / 3, a3: parts / 3})
 	produceEvents(b, 600, 300, keys, truth)
-	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+	b.waitForIso("counts", committed, 30*time.Second, atLeast(t, truth))
 
 	if err := a2.stop(); err != nil {
 		t.Fatal(err)
@@ -77,7 +84,7 @@ func TestRebalanceMovesOnlyWhatMustMove(t *testing.T) {
 	}
 	waitOwned(map[*runningApp]int{a1: parts})
 	produceEvents(b, 1200, 300, keys, truth)
-	recs := b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+	recs := b.waitForIso("counts", committed, 30*time.Second, atLeast(t, truth))
 	if err := a1.stop(); err != nil {
 		t.Fatal(err)
 	}

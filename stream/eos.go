@@ -31,6 +31,14 @@ func (a *App) endTxn(touched []*task, commit bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	defer cancel()
+	if commit {
+		// Every record of the round must be acknowledged before the
+		// transaction may commit: a failed output (fatal, recorded by
+		// the produce promise) turns the commit into an abort.
+		if err := a.cl.Flush(ctx); err != nil || a.fatalErr() != nil {
+			commit = false
+		}
+	}
 	try := kgo.TryAbort
 	if commit {
 		try = kgo.TryCommit

@@ -153,6 +153,9 @@ func (t *task) produce(r *kgo.Record) {
 }
 
 func (t *task) onProduced(r *kgo.Record, err error) {
+	if errors.Is(err, kgo.ErrAborting) {
+		return // an aborted transaction's record (ExactlyOnce): redone, not lost
+	}
 	if err != nil {
 		t.app.fail(fmt.Errorf("task %s: produce to %s: %w", t.id, r.Topic, err))
 		return
