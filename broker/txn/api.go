@@ -164,6 +164,7 @@ var apiVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: int16(kmsg.TxnOffsetCommit), MinVersion: 0, MaxVersion: 5},
 	{ApiKey: int16(kmsg.DescribeTransactions), MinVersion: 0, MaxVersion: 0},
 	{ApiKey: int16(kmsg.ListTransactions), MinVersion: 0, MaxVersion: 2},
+	{ApiKey: int16(kmsg.WriteTxnMarkers), MinVersion: 0, MaxVersion: 2},
 }
 
 // APIVersions are the request keys and version ranges Handle serves, for

@@ -268,7 +268,8 @@ func (c *Coordinator) call(ctx context.Context, fn func(reply func(kmsg.Response
 
 // Handle answers one transaction-related request: FindCoordinator,
 // InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-// TxnOffsetCommit, DescribeTransactions and ListTransactions. It blocks
+// TxnOffsetCommit, DescribeTransactions, ListTransactions and
+// WriteTxnMarkers (KIP-664 abort of a hanging transaction). It blocks
 // until the state change the response depends on is durable. A request of
 // another key is an error (the broker closes the connection).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
@@ -292,6 +293,8 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.describe(r)) })
 	case *kmsg.ListTransactionsRequest:
 		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.list(r)) })
+	case *kmsg.WriteTxnMarkersRequest:
+		return c.writeTxnMarkers(ctx, r), nil
 	default:
 		return nil, fmt.Errorf("txn: request key %d is not a transaction request", req.Key())
 	}

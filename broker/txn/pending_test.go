@@ -154,3 +154,40 @@ func TestVerifyUnknownPartition(t *testing.T) {
 		t.Fatalf("added %+v", st.Topics)
 	}
 }
+
+func TestWriteTxnMarkers(t *testing.T) {
+	e := newEnv(t)
+	e.parts.mu.Lock()
+	e.parts.failN[tpB] = 1
+	e.parts.mu.Unlock()
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = 42, 3, false, 0
+	for _, tp := range []TopicPartition{tpA, tpB, {"gone", 0}, {OffsetsTopic, 0}} {
+		rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		rt.Topic, rt.Partitions = tp.Topic, []int32{tp.Partition}
+		mk.Topics = append(mk.Topics, rt)
+	}
+	req.Markers = append(req.Markers, mk)
+	resp := e.do(req).(*kmsg.WriteTxnMarkersResponse)
+	var codes []int16
+	for _, rt := range resp.Markers[0].Topics {
+		codes = append(codes, rt.Partitions[0].ErrorCode)
+	}
+	want := []int16{0, kerr.KafkaStorageError.Code, kerr.UnknownTopicOrPartition.Code, 0}
+	if len(codes) != len(want) {
+		t.Fatalf("codes %v", codes)
+	}
+	for i := range want {
+		if codes[i] != want[i] {
+			t.Fatalf("codes %v, want %v", codes, want)
+		}
+	}
+	if m := e.parts.all(); len(m) != 1 || m[0] != (marker{tpA, 42, 3, false}) {
+		t.Fatalf("markers %v", m)
+	}
+	if m := e.offs.allMarkers(); len(m) != 1 || m[0].pid != 42 || m[0].commit {
+		t.Fatalf("offsets markers %v", m)
+	}
+}
