@@ -1,0 +1,73 @@
+// Package stream is weir's stream-processing library: typed topologies over
+// Kafka-protocol topics, with keyed state, repartitioning, dead-letter
+// routing, and at-least-once or exactly-once delivery. It talks only the
+// Kafka protocol (franz-go), so the same program runs on weir's embedded
+// broker, on Kafka or on Redpanda.
+//
+//	b := stream.NewBuilder()
+//	rides := stream.From(b, "rides", stream.String(), stream.JSON[Ride]())
+//	byZone := stream.KeyBy(rides, func(r stream.Record[string, Ride]) (string, error) { return r.Value.Zone, nil })
+//	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.JSON[Ride]()),
+//		stream.StoreConfig{Name: "rides-per-zone", TTL: 24 * time.Hour}).
+//		To("rides-per-zone", stream.String(), stream.Int64())
+//	app, err := stream.NewApp("surge", b, stream.Brokers("127.0.0.1:9092"))
+//	...
+//	err = app.Run(ctx) // until ctx is done; then flush, commit, leave the group
+//
+// # Processing model
+//
+// A record carries key, value, event timestamp (the Kafka record timestamp
+// or a source's Timestamps extractor — never the processing clock), headers
+// and origin (topic, partition, offset). Operators carry timestamp, headers
+// (a W3C traceparent among them) and origin to what they emit.
+//
+// The topology is cut at every repartition topic. A task owns one partition
+// of one source topic and runs the operators reachable from it, one record at
+// a time on one goroutine: given the same input and state it produces the
+// same output. Tasks are the unit of state, commit and rebalance; an App runs
+// its tasks on Workers goroutines and shares them with other processes of
+// the same app id through one consumer group (cooperative-sticky: a
+// rebalance revokes only the tasks that move, after committing them).
+//
+// Stateful operators (Count, Reduce, Aggregate) keep a Pebble store per task
+// backed by the compacted topic "<app>-<store>-changelog" (partition = the
+// task's partition). A keyed operator after KeyBy, or after a Merge of
+// several sources, first writes its input to "<app>-<store>-repartition"
+// (partitioned by murmur2 of the key, like Java clients), so each key lives
+// in exactly one task. Every store declares a TTL in event time; expired keys
+// are deleted with a changelog tombstone. On assignment a task restores its
+// stores from the local checkpoint plus the changelog tail (or the whole
+// changelog if there is no usable local copy) before processing.
+//
+// # Errors
+//
+// A record whose key or value does not decode goes to "<topic>.dlq" at once.
+// A record whose processing returns an error or panics is retried
+// (MaxAttempts, RetryBackoff) — a failed attempt leaves no store writes and
+// no outputs — then goes to the dead-letter topic with the HeaderDLQ*
+// headers. The partition goes on either way. Failures of the runtime itself
+// (a produce the cluster rejects, a local store I/O error) stop Run with an
+// error and commit nothing past them.
+//
+// # Delivery
+//
+// AtLeastOnce (default): input offsets are committed only after every
+// output, changelog, repartition and dead-letter record derived from them is
+// acknowledged (acks=all, idempotent producer). A crash replays uncommitted
+// input: outputs may hold duplicates and counts may exceed the true counts.
+//
+// ExactlyOnce: each processing round (one poll's records across the
+// instance's tasks) is one Kafka transaction holding its outputs and its
+// input offsets; stores apply a round only once it committed, inputs and
+// changelogs are read read_committed. Rebalances are blocked while a round
+// runs and allowed after its transaction ends, so they never abort the work
+// of tasks that stay. App.Guarantees and App.Describe state, per topic
+// written, the guarantee and its mechanism.
+//
+// # Not yet
+//
+// Event-time windows, watermarks and timers (the task's stream time and the
+// per-record Origin are where they attach), tables and stream-table joins,
+// queryable state, standby replicas and co-partitioned task groups (a store
+// fed by several sources sits behind a repartition topic instead).
+package stream
