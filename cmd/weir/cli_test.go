@@ -3,11 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/weirtest"
 )
 
 // runCLI runs one weir command line in-process and returns its output and
@@ -322,5 +327,30 @@ func TestCLIErrors(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("weir %s: exit %d, stderr %q, want failure mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.want)
 		}
+	}
+}
+
+func TestConsumeJSONBinaryAndNull(t *testing.T) {
+	b := weirtest.Start(t, weirtest.WithTopic("bin", 1))
+	recs := []*kgo.Record{
+		{Topic: "bin", Key: []byte{0xff, 0x00, 0xfe}, Value: []byte("text"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{0x80}}}},
+		{Topic: "bin", Key: nil, Value: nil},
+	}
+	if err := b.Client().ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, "", "consume", "--brokers="+b.Addr(), "bin", "-e", "-f", "json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines:\n%s", len(lines), out)
+	}
+	if want := `{"topic":"bin","partition":0,"offset":0,"timestamp":`; !strings.HasPrefix(lines[0], want) {
+		t.Fatalf("line 0: %s", lines[0])
+	}
+	if want := `"key":null,"key_base64":"/wD+","value":"text","headers":[{"key":"h","value_base64":"gA=="}]}`; !strings.HasSuffix(lines[0], want) {
+		t.Fatalf("line 0: %s\nwant suffix %s", lines[0], want)
+	}
+	if want := `"key":null,"value":null}`; !strings.HasSuffix(lines[1], want) {
+		t.Fatalf("line 1 (null key and value): %s", lines[1])
 	}
 }
