@@ -1,0 +1,212 @@
+package stream
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Driver runs a topology without a broker, deterministically, for unit tests
+// (package streamtest wraps it with typed helpers). Records piped into source
+// topics are processed by the same tasks, stores and operators an App runs;
+// records written to any topic (outputs, repartition, changelog, dead-letter)
+// are kept in memory, and repartition topics are fed back to their tasks.
+//
+// Partitioning is the App's: murmur2 of the encoded key modulo the topic's
+// partition count (set with the partitions map; 1 if absent; internal topics
+// derive theirs as the App would). Processing order is deterministic: Process
+// repeatedly takes one record from every non-empty input partition, in topic
+// then partition order, until all are drained.
+//
+// Retry backoff sleeps advance the processing clock instead of waiting (see
+// WithClock to supply another clock). A Driver is not safe for concurrent
+// use.
+type Driver struct {
+	a      *App
+	parts  map[string]int32
+	queues map[taskID][]*kgo.Record
+	next   map[taskID]int64
+	log    map[string][]*kgo.Record
+	tasks  map[taskID]*task
+}
+
+// NewDriver builds a driver for b. opts are App options; Brokers is not
+// needed. State lives under StateDir (set it to a test's temporary
+// directory) and is removed by Close.
+func NewDriver(appID string, b *Builder, partitions map[string]int32, opts ...Opt) (*Driver, error) {
+	base := []Opt{Brokers("driver.invalid:0"), WithClock(&instantClock{now: time.Unix(0, 0).UTC()})}
+	a, err := NewApp(appID, b, append(base, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{a: a, parts: map[string]int32{}, queues: map[taskID][]*kgo.Record{}, next: map[taskID]int64{},
+		log: map[string][]*kgo.Record{}, tasks: map[taskID]*task{}}
+	maps.Copy(d.parts, partitions)
+	for _, s := range b.sources {
+		if !s.internal {
+			if d.parts[s.topic] <= 0 {
+				d.parts[s.topic] = 1
+			}
+			continue
+		}
+		var n int32
+		for _, up := range s.upstream {
+			n = max(n, d.parts[a.topicOf(b.sources[up])])
+		}
+		d.parts[a.topicOf(s)] = n
+	}
+	for _, st := range b.stores {
+		d.parts[a.changelogTopic(st.name)] = d.parts[a.topicOf(b.sources[st.source])]
+	}
+	a.producer = d.produce
+	return d, nil
+}
+
+// instantClock advances on Sleep instead of waiting.
+type instantClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *instantClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *instantClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	return ctx.Err()
+}
+
+func (d *Driver) partitions(topic string) int32 {
+	if n := d.parts[topic]; n > 0 {
+		return n
+	}
+	return 1
+}
+
+// produce is the App's producer hook: it appends r to its topic's log and,
+// for a source topic, queues it for its task.
+func (d *Driver) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+	n := d.partitions(r.Topic)
+	if r.Partition < 0 || r.Partition >= n {
+		if r.Key == nil {
+			r.Partition = 0
+		} else {
+			r.Partition = int32(kgo.StickyKeyPartitioner(nil).ForTopic(r.Topic).Partition(r, int(n)))
+		}
+	}
+	id := taskID{r.Topic, r.Partition}
+	r.Offset = d.next[id]
+	d.next[id]++
+	d.log[r.Topic] = append(d.log[r.Topic], r)
+	if _, ok := d.a.sources[r.Topic]; ok {
+		d.queues[id] = append(d.queues[id], r)
+	}
+	promise(r, nil)
+}
+
+// Pipe writes a record to a source topic, partitioned by key, and returns
+// where it landed. It is processed by the next Process.
+func (d *Driver) Pipe(topic string, key, value []byte, ts time.Time, headers ...Header) (Origin, error) {
+	if _, ok := d.a.sources[topic]; !ok {
+		return Origin{}, fmt.Errorf("stream driver: %s is not a source topic", topic)
+	}
+	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: ts, Partition: -1}
+	for _, h := range headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	d.produce(r, func(*kgo.Record, error) {})
+	return Origin{Topic: topic, Partition: r.Partition, Offset: r.Offset}, nil
+}
+
+// Process handles every queued record, including those its processing writes
+// to repartition topics, and returns the first runtime error (processing
+// errors of user code go to the dead-letter topics, as in an App).
+func (d *Driver) Process() error {
+	ctx := context.Background()
+	for {
+		ids := slices.SortedFunc(maps.Keys(d.queues), func(x, y taskID) int {
+			return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.partition, y.partition))
+		})
+		if len(ids) == 0 {
+			return nil
+		}
+		for _, id := range ids {
+			q := d.queues[id]
+			r := q[0]
+			if len(q) == 1 {
+				delete(d.queues, id)
+			} else {
+				d.queues[id] = q[1:]
+			}
+			t, err := d.task(id)
+			if err != nil {
+				return err
+			}
+			if err := t.handle(ctx, r); err != nil {
+				return err
+			}
+			if err := t.expire(1000); err != nil {
+				return err
+			}
+			if err := t.flushState(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (d *Driver) task(id taskID) (*task, error) {
+	if t, ok := d.tasks[id]; ok {
+		return t, nil
+	}
+	t, err := d.a.newTask(id, d.a.sources[id.topic])
+	if err != nil {
+		return nil, err
+	}
+	d.tasks[id] = t
+	return t, nil
+}
+
+// Records returns every record written to topic so far, in write order, as
+// raw bytes; Origin is where the record itself landed.
+func (d *Driver) Records(topic string) []Record[[]byte, []byte] {
+	out := make([]Record[[]byte, []byte], 0, len(d.log[topic]))
+	for _, r := range d.log[topic] {
+		rec := Record[[]byte, []byte]{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
+			Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}}
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// Topics lists the topics written so far, sorted.
+func (d *Driver) Topics() []string { return slices.Sorted(maps.Keys(d.log)) }
+
+// App returns the App the driver runs (for Guarantees and Describe).
+func (d *Driver) App() *App { return d.a }
+
+// Close closes the tasks' local stores.
+func (d *Driver) Close() error {
+	var first error
+	for _, t := range d.tasks {
+		if err := t.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	d.tasks = map[taskID]*task{}
+	return first
+}

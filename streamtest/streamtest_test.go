@@ -1,0 +1,110 @@
+package streamtest_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/weirhq/weir/stream"
+	"github.com/weirhq/weir/streamtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type ride struct {
+	Zone  string `json:"zone"`
+	Rider string `json:"rider"`
+}
+
+var t0 = time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+
+func surge(b *stream.Builder) {
+	rides := stream.From(b, "rides", stream.String(), stream.JSON[ride]())
+	valid := rides.Filter(func(r stream.Record[string, ride]) (bool, error) {
+		if r.Value.Zone == "" {
+			return false, errors.New("ride without zone")
+		}
+		return true, nil
+	})
+	byZone := stream.KeyBy(valid, func(r stream.Record[string, ride]) (string, error) { return r.Value.Zone, nil })
+	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.JSON[ride]()),
+		stream.StoreConfig{Name: "rides-per-zone", TTL: time.Hour}).
+		To("rides-per-zone", stream.String(), stream.Int64())
+}
+
+func TestDriverCountsAcrossRepartition(t *testing.T) {
+	b := stream.NewBuilder()
+	surge(b)
+	d := streamtest.New(t, "surge", b, streamtest.Partitions("rides", 4), streamtest.Partitions("rides-per-zone", 4),
+		streamtest.AppOpts(stream.MaxAttempts(2)))
+	rides := streamtest.NewInput(d, "rides", stream.String(), stream.JSON[ride]())
+	want := map[string]int64{}
+	for i := range 200 {
+		zone := fmt.Sprintf("zone-%d", i%7)
+		want[zone]++
+		rides.Pipe(fmt.Sprintf("rider-%d", i%13), ride{Zone: zone, Rider: fmt.Sprint(i)}, t0.Add(time.Duration(i)*time.Second))
+	}
+	rides.Pipe("rider-x", ride{}, t0)                 // processing error: retried, then dead-lettered
+	rides.PipeRaw([]byte("rider-y"), []byte("{"), t0) // does not decode
+	d.Process()
+
+	out := streamtest.NewOutput(d, "rides-per-zone", stream.String(), stream.Int64())
+	got := streamtest.Latest(out)
+	for zone, n := range want {
+		if got[zone] != n {
+			t.Errorf("%s: count %d, want %d", zone, got[zone], n)
+		}
+	}
+	// Per zone the updates are 1, 2, 3, ... and every zone stays in one
+	// partition of the output.
+	seen := map[string]int64{}
+	part := map[string]int32{}
+	for _, r := range out.Records() {
+		if r.Value != seen[r.Key]+1 {
+			t.Fatalf("%s: update %d after %d", r.Key, r.Value, seen[r.Key])
+		}
+		seen[r.Key] = r.Value
+		if p, ok := part[r.Key]; ok && p != r.Origin.Partition {
+			t.Fatalf("%s in partitions %d and %d", r.Key, p, r.Origin.Partition)
+		}
+		part[r.Key] = r.Origin.Partition
+	}
+	dlq := d.Records("rides.dlq")
+	if len(dlq) != 2 {
+		t.Fatalf("dlq has %d records, want 2", len(dlq))
+	}
+	topics := d.Topics()
+	for _, want := range []string{"rides", "surge-rides-per-zone-repartition", "surge-rides-per-zone-changelog", "rides-per-zone", "rides.dlq"} {
+		if !slices.Contains(topics, want) {
+			t.Errorf("topics %v lack %s", topics, want)
+		}
+	}
+}
+
+// The driver is deterministic: the same input gives byte-identical output.
+func TestDriverDeterministic(t *testing.T) {
+	run := func() []stream.Record[[]byte, []byte] {
+		b := stream.NewBuilder()
+		surge(b)
+		d := streamtest.New(t, "surge", b, streamtest.Partitions("rides", 3))
+		in := streamtest.NewInput(d, "rides", stream.String(), stream.JSON[ride]())
+		for i := range 100 {
+			in.Pipe(fmt.Sprint("r", i%9), ride{Zone: fmt.Sprint("z", i%5)}, t0.Add(time.Duration(i)*time.Millisecond))
+		}
+		d.Process()
+		return d.Records("rides-per-zone")
+	}
+	a, b := run(), run()
+	if len(a) != len(b) || len(a) != 100 {
+		t.Fatalf("runs produced %d and %d records, want 100", len(a), len(b))
+	}
+	for i := range a {
+		if string(a[i].Key) != string(b[i].Key) || string(a[i].Value) != string(b[i].Value) || a[i].Origin != b[i].Origin {
+			t.Fatalf("record %d differs: %v vs %v", i, a[i], b[i])
+		}
+	}
+}
