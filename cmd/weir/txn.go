@@ -16,19 +16,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// weir txn: list and describe transactional ids on weir or any
-// Kafka-compatible cluster (ListTransactions / DescribeTransactions,
-// KIP-664).
+// weir txn: list and describe transactional ids, show the producers of
+// partitions and abort a hanging transaction, on weir or any
+// Kafka-compatible cluster (ListTransactions, DescribeTransactions,
+// DescribeProducers, WriteTxnMarkers: KIP-664).
 
 func newTxnCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "txn",
-		Short: "List and describe transactions (any Kafka-compatible cluster)",
+		Short: "List, describe and abort transactions (any Kafka-compatible cluster)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cf := addClientFlags(cmd)
-	cmd.AddCommand(newTxnListCmd(cf), newTxnDescribeCmd(cf))
+	cmd.AddCommand(newTxnListCmd(cf), newTxnDescribeCmd(cf), newTxnProducersCmd(cf), newTxnAbortCmd(cf))
 	return cmd
 }
 
@@ -200,4 +201,166 @@ func printTxn(w io.Writer, d kadm.DescribedTransaction, now time.Time) {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", t, strings.Join(strs, ","))
 	}
+}
+
+func newTxnProducersCmd(cf *clientFlags) *cobra.Command {
+	var olderThan time.Duration
+	cmd := &cobra.Command{
+		Use:   "producers TOPIC...",
+		Short: "Show the active producers of partitions, with their open transaction's first offset",
+		Example: `  weir txn producers orders
+  weir txn producers orders --hanging 15m   # open transactions whose producer wrote nothing for 15m`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			adm, done, err := cf.admin()
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			md, err := adm.Metadata(ctx, topics...)
+			if err != nil {
+				return fmt.Errorf("metadata: %w", err)
+			}
+			set := make(kadm.TopicsSet)
+			for _, t := range topics {
+				td, ok := md.Topics[t]
+				if !ok || td.Err != nil {
+					return fmt.Errorf("topic %s: %v", t, td.Err)
+				}
+				for p := range td.Partitions {
+					set.Add(t, p)
+				}
+			}
+			described, err := adm.DescribeProducers(ctx, set)
+			if err != nil && len(described) == 0 {
+				return fmt.Errorf("describe producers: %w", err)
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPIC\tPARTITION\tPRODUCER-ID\tEPOCH\tLAST-SEQUENCE\tLAST-WRITE\tCOORDINATOR-EPOCH\tTXN-START-OFFSET")
+			var failed []string
+			for _, p := range described.SortedPartitions() {
+				if p.Err != nil {
+					failed = append(failed, fmt.Sprintf("%s/%d: %v", p.Topic, p.Partition, p.Err))
+					continue
+				}
+				for _, pr := range p.ActiveProducers.Sorted() {
+					last := time.UnixMilli(pr.LastTimestamp)
+					if olderThan > 0 && (pr.CurrentTxnStartOffset < 0 || now.Sub(last) < olderThan) {
+						continue
+					}
+					start := "-"
+					if pr.CurrentTxnStartOffset >= 0 {
+						start = strconv.FormatInt(pr.CurrentTxnStartOffset, 10)
+					}
+					lastStr := "-"
+					if pr.LastTimestamp >= 0 {
+						lastStr = last.UTC().Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", pr.Topic, pr.Partition, pr.ProducerID, pr.ProducerEpoch,
+						pr.LastSequence, lastStr, pr.CoordinatorEpoch, start)
+				}
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(failed) > 0 {
+				return errors.New(strings.Join(failed, "; "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&olderThan, "hanging", 0, "only producers with an open transaction and no write for at least this long")
+	return cmd
+}
+
+func newTxnAbortCmd(cf *clientFlags) *cobra.Command {
+	var (
+		topic            string
+		partition        int32
+		startOffset      int64
+		producerID       int64
+		producerEpoch    int16
+		coordinatorEpoch int32
+	)
+	cmd := &cobra.Command{
+		Use:   "abort",
+		Short: "Abort a hanging transaction in one partition (writes an ABORT marker, KIP-664)",
+		Long: `Abort writes an ABORT marker for one producer into one partition, ending a transaction
+that its coordinator no longer knows (a "hanging" transaction that holds the last stable
+offset back). Name the transaction by the first offset it wrote (--start-offset, found
+with "weir txn producers"), or give the producer id and epoch explicitly.
+Only use it on a transaction that no live producer will complete.`,
+		Example: `  weir txn abort --topic orders --partition 3 --start-offset 1200
+  weir txn abort --topic orders --partition 3 --producer-id 4001 --producer-epoch 2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if topic == "" || partition < 0 {
+				return errors.New("--topic and --partition are required")
+			}
+			if (startOffset < 0) == (producerID < 0) {
+				return errors.New("give either --start-offset or --producer-id (with --producer-epoch)")
+			}
+			adm, done, err := cf.admin()
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			if startOffset >= 0 {
+				set := make(kadm.TopicsSet)
+				set.Add(topic, partition)
+				described, err := adm.DescribeProducers(ctx, set)
+				if err != nil && len(described) == 0 {
+					return fmt.Errorf("describe producers: %w", err)
+				}
+				found := false
+				described.EachProducer(func(p kadm.DescribedProducer) {
+					if p.Topic == topic && p.Partition == partition && p.CurrentTxnStartOffset == startOffset {
+						producerID, producerEpoch, coordinatorEpoch, found = p.ProducerID, p.ProducerEpoch, p.CoordinatorEpoch, true
+					}
+				})
+				if !found {
+					return fmt.Errorf("no open transaction starting at offset %d in %s/%d", startOffset, topic, partition)
+				}
+			} else if producerEpoch < 0 {
+				return errors.New("--producer-epoch is required with --producer-id")
+			}
+			set := make(kadm.TopicsSet)
+			set.Add(topic, partition)
+			resps, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{
+				ProducerID: producerID, ProducerEpoch: producerEpoch, Commit: false,
+				CoordinatorEpoch: coordinatorEpoch, Topics: set,
+			})
+			if err != nil && len(resps) == 0 {
+				return fmt.Errorf("write marker: %w", err)
+			}
+			var perr error
+			ok := false
+			resps.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
+				if p.Topic == topic && p.Partition == partition {
+					ok, perr = true, p.Err
+				}
+			})
+			switch {
+			case !ok:
+				return fmt.Errorf("no answer for %s/%d", topic, partition)
+			case perr != nil:
+				return fmt.Errorf("abort %s/%d: %w", topic, partition, perr)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "aborted the transaction of producer %d (epoch %d) in %s/%d\n", producerID, producerEpoch, topic, partition)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "topic of the partition")
+	f.Int32Var(&partition, "partition", -1, "partition")
+	f.Int64Var(&startOffset, "start-offset", -1, "first offset of the transaction to abort (see weir txn producers)")
+	f.Int64Var(&producerID, "producer-id", -1, "producer id of the transaction")
+	f.Int16Var(&producerEpoch, "producer-epoch", -1, "producer epoch of the transaction")
+	f.Int32Var(&coordinatorEpoch, "coordinator-epoch", 0, "coordinator epoch written in the marker")
+	return cmd
 }

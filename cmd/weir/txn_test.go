@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -80,5 +81,63 @@ func TestTxnListDescribe(t *testing.T) {
 	out, err = runTxnCmd(t, "list", "--older-than", "1h", "--brokers", addr)
 	if err != nil || strings.Contains(out, "orders-1") {
 		t.Fatalf("list --older-than: %v\n%s", err, out)
+	}
+}
+
+func TestTxnProducersAndAbort(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("hang-1"),
+		kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v"), Partition: 1}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runTxnCmd(t, "producers", "out", "--brokers", addr)
+	if err != nil {
+		t.Fatalf("producers: %v\n%s", err, out)
+	}
+	if !regexpLine(out, `^out\s+1\s+\d+\s+0\s+0\s+\S+\s+\S+\s+0$`) {
+		t.Fatalf("producers output:\n%s", out)
+	}
+	if out, err = runTxnCmd(t, "producers", "out", "--hanging", "1h", "--brokers", addr); err != nil || strings.Contains(out, "out  ") {
+		t.Fatalf("producers --hanging 1h: %v\n%s", err, out)
+	}
+	if _, err := runTxnCmd(t, "abort", "--topic", "out", "--partition", "1", "--brokers", addr); err == nil {
+		t.Fatal("abort without a transaction accepted")
+	}
+	if _, err := runTxnCmd(t, "abort", "--topic", "out", "--partition", "1", "--start-offset", "7", "--brokers", addr); err == nil ||
+		!strings.Contains(err.Error(), "no open transaction") {
+		t.Fatalf("abort of an unknown start offset: %v", err)
+	}
+	if lso, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, "out"); err != nil {
+		t.Fatal(err)
+	} else if o, _ := lso.Lookup("out", 1); o.Offset != 0 {
+		t.Fatalf("last stable offset with the open transaction: %+v", o)
+	}
+	out, err = runTxnCmd(t, "abort", "--topic", "out", "--partition", "1", "--start-offset", "0", "--brokers", addr)
+	if err != nil || !strings.Contains(out, "aborted the transaction of producer") {
+		t.Fatalf("abort: %v\n%s", err, out)
+	}
+	// The last stable offset is no longer held back by the transaction.
+	adm := kadm.NewClient(cl)
+	lso, err := adm.ListCommittedOffsets(ctx, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lso.Lookup("out", 1); o.Offset != 2 {
+		t.Fatalf("last stable offset after abort: %+v", o)
 	}
 }
