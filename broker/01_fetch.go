@@ -208,6 +208,11 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 		rp.LogStartOffset = fp.start
 		rp.PreferredReadReplica = -1
 		rp.RecordBatches = fp.records
+		if rp.RecordBatches == nil {
+			// Empty, not null: librdkafka rejects a null record set
+			// ("invalid MessageSetSize -1"), as Kafka never sends one.
+			rp.RecordBatches = []byte{}
+		}
 		b.metrics.fetchedBytes.Add(float64(len(fp.records)))
 		b.metrics.partitionError("Fetch", fp.ec)
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, rp)

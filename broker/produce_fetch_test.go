@@ -319,3 +319,31 @@ func TestPipelinedProduceOrder(t *testing.T) {
 		}
 	}
 }
+
+// A partition without records carries an empty record set, never a null
+// one (librdkafka fails to parse a null one).
+func TestFetchEmptyRecordsNotNull(t *testing.T) {
+	b, _ := testBroker(t)
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "en", 1)
+	tp, _ := b.topics.get("en")
+	c := dialRaw(t, b)
+	for _, v := range []int16{4, 11, 12} {
+		req := fetchReq(v, "en", tp.id, 0, 0, 0)
+		c.send(req, 1)
+		_, body, err := c.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		if resp.IsFlexible() {
+			body = body[1:] // header tags
+		}
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatal(err)
+		}
+		if rb := resp.Topics[0].Partitions[0].RecordBatches; rb == nil {
+			t.Fatalf("v%d: null record set", v)
+		}
+	}
+}
