@@ -115,8 +115,9 @@ func WithClientOpts(opts ...kgo.Opt) Option {
 
 // WithBrokerConfig edits the broker configuration before start: the
 // escape hatch for every broker.Config field without a dedicated option.
-// DataDir, KafkaAddr, Logger and Registerer are set by weirtest first and
-// may be overridden here.
+// DataDir, KafkaAddr, Logger, Registerer and GroupInitialRebalanceDelay
+// (none, where Kafka waits 3 s) are set by weirtest first and may be
+// overridden here.
 func WithBrokerConfig(fn func(*broker.Config)) Option {
 	return optionFunc(func(o *options) { o.configure = append(o.configure, fn) })
 }
@@ -160,10 +161,13 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	}
 	wb := &Broker{t: t, opts: o, reg: prometheus.NewRegistry(), tlog: tlog}
 	wb.cfg = broker.Config{
-		DataDir:    o.dataDir,
-		KafkaAddr:  "127.0.0.1:0",
-		Logger:     logger,
-		Registerer: wb.reg,
+		DataDir:   o.dataDir,
+		KafkaAddr: "127.0.0.1:0",
+		// A test's first consumer-group rebalance happens at once
+		// instead of after Kafka's 3 s group.initial.rebalance.delay.ms.
+		GroupInitialRebalanceDelay: -1,
+		Logger:                     logger,
+		Registerer:                 wb.reg,
 	}
 	for _, fn := range o.configure {
 		fn(&wb.cfg)

@@ -38,14 +38,17 @@ type serveOptions struct {
 	sync              string
 	syncInterval      time.Duration
 	retentionCheck    time.Duration
+	groupInitialDelay time.Duration
 	maxRequestBytes   int32
 	logLevel          string
 	logFormat         string
 	shutdownTimeout   time.Duration
 }
 
-func newServeCmd() *cobra.Command {
-	o := &serveOptions{}
+func newServeCmd() *cobra.Command { return newServeCmdFor(&serveOptions{}) }
+
+// newServeCmdFor builds the serve command with its flags bound to o.
+func newServeCmdFor(o *serveOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the broker: Kafka protocol on --kafka-addr, /metrics and /healthz on --http-addr",
@@ -81,6 +84,7 @@ the environment, which wins over the file.`,
 	f.StringVar(&o.sync, "sync", "always", `fsync policy: "always" (acks=all answered after fsync, group commit) or "interval" (fsync every --sync-interval; not durable)`)
 	f.DurationVar(&o.syncInterval, "sync-interval", 0, `fsync period with --sync interval (default: the log's default)`)
 	f.DurationVar(&o.retentionCheck, "retention-check-interval", 0, "how often retention is applied (default: the log's default)")
+	f.DurationVar(&o.groupInitialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (group.initial.rebalance.delay.ms; 0 for none)")
 	f.Int32Var(&o.maxRequestBytes, "max-request-bytes", broker.DefaultMaxRequestBytes, "largest request frame accepted (socket.request.max.bytes); larger frames close the connection")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -154,20 +158,25 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return broker.Config{}, err
 	}
+	delay := o.groupInitialDelay
+	if delay <= 0 {
+		delay = -1 // the broker reads 0 as "Kafka's default" and negative as none
+	}
 	return broker.Config{
-		DataDir:                o.dataDir,
-		KafkaAddr:              o.kafkaAddr,
-		AdvertisedAddr:         o.advertisedAddr,
-		NodeID:                 o.nodeID,
-		ClusterID:              o.clusterID,
-		AutoCreateTopics:       o.autoCreateTopics,
-		DefaultPartitions:      o.defaultPartitions,
-		Sync:                   sync,
-		SyncInterval:           o.syncInterval,
-		RetentionCheckInterval: o.retentionCheck,
-		MaxRequestBytes:        o.maxRequestBytes,
-		Logger:                 logger,
-		Registerer:             reg,
+		DataDir:                    o.dataDir,
+		GroupInitialRebalanceDelay: delay,
+		KafkaAddr:                  o.kafkaAddr,
+		AdvertisedAddr:             o.advertisedAddr,
+		NodeID:                     o.nodeID,
+		ClusterID:                  o.clusterID,
+		AutoCreateTopics:           o.autoCreateTopics,
+		DefaultPartitions:          o.defaultPartitions,
+		Sync:                       sync,
+		SyncInterval:               o.syncInterval,
+		RetentionCheckInterval:     o.retentionCheck,
+		MaxRequestBytes:            o.maxRequestBytes,
+		Logger:                     logger,
+		Registerer:                 reg,
 	}, nil
 }
 

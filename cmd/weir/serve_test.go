@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // serveProc is `weir serve` running as a child process (the test binary
@@ -259,5 +261,25 @@ func TestHealthzDuringShutdown(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/metrics", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /metrics: %d", rec.Code)
+	}
+}
+
+func TestServeBrokerConfig(t *testing.T) {
+	o := &serveOptions{}
+	cmd := newServeCmdFor(o)
+	if err := cmd.ParseFlags([]string{"--data-dir", "/d", "--sync", "interval", "--group-initial-rebalance-delay", "0", "--auto-create-topics"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.brokerConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != "/d" || cfg.Sync != wlog.SyncInterval || cfg.GroupInitialRebalanceDelay >= 0 || !cfg.AutoCreateTopics ||
+		cfg.DefaultPartitions != 1 || cfg.KafkaAddr != "127.0.0.1:9092" || cfg.MaxRequestBytes != 100<<20 {
+		t.Fatalf("broker config %+v", cfg)
+	}
+	o.groupInitialDelay = 3 * time.Second
+	if cfg, _ = o.brokerConfig(nil, nil); cfg.GroupInitialRebalanceDelay != 3*time.Second {
+		t.Fatalf("delay %v", cfg.GroupInitialRebalanceDelay)
 	}
 }
