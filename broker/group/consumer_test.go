@@ -74,7 +74,7 @@ func TestConsumerGroupJoinRevokeBeforeAssign(t *testing.T) {
 	a := &cmem{id: "a"}
 	r := h.cgHeartbeat("g", a, []string{"t"})
 	wantCode(t, "join a", r.ErrorCode, nil)
-	if len(a.owned) != 6 || a.epoch != 1 || r.HeartbeatIntervalMillis != 5000 {
+	if len(a.owned) != 6 || a.epoch != 1 || r.HeartbeatIntervalMillis != 1000 {
 		t.Fatalf("a: epoch %d owned %v", a.epoch, a.owned)
 	}
 	b := &cmem{id: "b"}

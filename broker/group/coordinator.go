@@ -74,7 +74,9 @@ type Options struct {
 	OffsetsRetention      time.Duration // offsets.retention.minutes, default 7d
 
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms
-	// (KIP-848 groups), default 5s; ConsumerSessionTimeout is
+	// (KIP-848 groups), default 1s (Kafka: 5s; a single node can afford
+	// it, and it bounds how long a stable member takes to learn that it
+	// must give up or may take partitions); ConsumerSessionTimeout is
 	// group.consumer.session.timeout.ms, default 45s.
 	ConsumerHeartbeatInterval time.Duration
 	ConsumerSessionTimeout    time.Duration
@@ -101,7 +103,7 @@ func (o *Options) ensureDefaults() {
 	def(&o.MinSessionTimeout, 6*time.Second)
 	def(&o.MaxSessionTimeout, 30*time.Minute)
 	def(&o.OffsetsRetention, 7*24*time.Hour)
-	def(&o.ConsumerHeartbeatInterval, 5*time.Second)
+	def(&o.ConsumerHeartbeatInterval, time.Second)
 	def(&o.ConsumerSessionTimeout, 45*time.Second)
 	def(&o.ConsumerReconcileInterval, 200*time.Millisecond)
 	def(&o.RetentionCheckInterval, 10*time.Minute)

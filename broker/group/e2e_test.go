@@ -17,7 +17,7 @@ import (
 	"github.com/weirhq/weir/broker"
 )
 
-func startBroker(t *testing.T, dir string) *broker.Broker {
+func startBroker(t testing.TB, dir string) *broker.Broker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -32,7 +32,7 @@ func startBroker(t *testing.T, dir string) *broker.Broker {
 	return b
 }
 
-func newAdmin(t *testing.T, addr string) *kadm.Client {
+func newAdmin(t testing.TB, addr string) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
