@@ -2,7 +2,12 @@ package txn
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // FuzzDecodeRecord: any key/value decodes to a record or a typed error,
@@ -112,4 +117,67 @@ func TestReplayRejectsCorruptState(t *testing.T) {
 		t.Fatalf("unknown key version: %v", err)
 	}
 	c.Close()
+}
+
+// FuzzHandle: any decodable request of a key the coordinator serves is
+// answered (or refused with an error), never a panic, and the coordinator
+// keeps serving afterwards.
+func FuzzHandle(f *testing.F) {
+	seed := func(r kmsg.Request) {
+		f.Add(byte(r.Key()), r.GetVersion(), r.AppendTo(nil))
+	}
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.Version = 4
+	ip.TransactionalID = kmsg.StringPtr("f")
+	ip.TransactionTimeoutMillis = 1000
+	seed(ip)
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.Version = 3
+	ap.TransactionalID = "f"
+	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "a", Partitions: []int32{0, -1}}}
+	seed(ap)
+	ap4 := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap4.Version = 4
+	ap4.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "f", VerifyOnly: true}}
+	seed(ap4)
+	et := kmsg.NewPtrEndTxnRequest()
+	et.Version = 5
+	et.TransactionalID = "f"
+	seed(et)
+	lt := kmsg.NewPtrListTransactionsRequest()
+	lt.Version = 2
+	lt.TransactionalIDPattern = kmsg.StringPtr("[")
+	seed(lt)
+	seed(kmsg.NewPtrDescribeTransactionsRequest())
+	seed(kmsg.NewPtrTxnOffsetCommitRequest())
+	seed(kmsg.NewPtrAddOffsetsToTxnRequest())
+	seed(kmsg.NewPtrWriteTxnMarkersRequest())
+	seed(kmsg.NewPtrFindCoordinatorRequest())
+
+	e := newEnv(&testing.T{})
+	f.Cleanup(func() { e.c.Close() })
+	f.Fuzz(func(t *testing.T, key byte, version int16, body []byte) {
+		req := kmsg.RequestForKey(int16(key))
+		if req == nil {
+			return
+		}
+		req.SetVersion(version)
+		if req.ReadFrom(body) != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := e.c.Handle(ctx, req)
+		if err == nil && resp == nil {
+			t.Fatalf("nil response without error for key %d", key)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("request key %d v%d hung", key, version)
+		}
+		// Still serving.
+		ping := kmsg.NewPtrListTransactionsRequest()
+		if _, err := e.c.Handle(ctx, ping); err != nil {
+			t.Fatalf("coordinator stopped serving: %v", err)
+		}
+	})
 }
