@@ -293,3 +293,16 @@ func TestChildCPU(t *testing.T) {
 		t.Fatalf("getrusage %.3fs vs /proc stat %.3fs", after, ticks)
 	}
 }
+
+func TestFmtRatio(t *testing.T) {
+	cases := []struct {
+		q    float64
+		ok   bool
+		want string
+	}{{0, false, "—"}, {1.234, true, "1.23x"}, {0, true, "0.00x"}, {0.0009, true, "9.0e-04x"}, {72.26, true, "72.26x"}}
+	for _, c := range cases {
+		if got := fmtRatio(c.q, c.ok); got != c.want {
+			t.Errorf("fmtRatio(%v, %v) = %q, want %q", c.q, c.ok, got, c.want)
+		}
+	}
+}

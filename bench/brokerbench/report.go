@@ -309,10 +309,14 @@ func ratio(a, b float64, ok bool) (float64, bool) {
 }
 
 func fmtRatio(q float64, ok bool) string {
-	if !ok {
+	switch {
+	case !ok:
 		return "—"
+	case q != 0 && math.Abs(q) < 0.01:
+		return fmt.Sprintf("%.1ex", q)
+	default:
+		return fmt.Sprintf("%.2fx", q)
 	}
-	return fmt.Sprintf("%.2fx", q)
 }
 
 func fmtVal(v float64) string {
@@ -353,10 +357,15 @@ func machineFacts() string {
 			}
 		}
 	}
-	kernel := "?"
+	kernel, load := "?", "?"
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		kernel = strings.TrimSpace(string(b))
 	}
-	return fmt.Sprintf("%d CPUs (%s), GOMAXPROCS %d, Linux %s, %s %s/%s",
-		runtime.NumCPU(), model, runtime.GOMAXPROCS(0), kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			load = strings.Join(f[:3], " ")
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), GOMAXPROCS %d, Linux %s, %s %s/%s, load average at the end %s",
+		runtime.NumCPU(), model, runtime.GOMAXPROCS(0), kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH, load)
 }
