@@ -86,6 +86,10 @@ type Config struct {
 	// MaxRequestBytes is socket.request.max.bytes: a request frame larger
 	// than this closes the connection. Default 100 MiB.
 	MaxRequestBytes int32
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection with
+	// nothing in flight that sends nothing for this long is closed
+	// (default 10 minutes, Kafka's; negative: never).
+	ConnectionsMaxIdle time.Duration
 	// MaxInFlightPerConn bounds the requests of one connection being
 	// handled or waiting to be written (default 128). Reading from the
 	// connection pauses while the bound is reached.
@@ -109,6 +113,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = 10 * time.Minute
 	}
 	if c.MaxInFlightPerConn <= 0 {
 		c.MaxInFlightPerConn = 128

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -54,6 +55,8 @@ type conn struct {
 
 	inflight chan *slot
 	stopOnce sync.Once
+	stopping atomic.Bool // set by stopReading before it moves the read deadline
+	pending  atomic.Int32 // requests read and not yet answered (idle check)
 	// prodPrev is closed when the last Produce request read so far has
 	// finished. Read loop only.
 	prodPrev chan struct{}
@@ -88,12 +91,27 @@ func newConn(b *Broker, nc net.Conn) *conn {
 // Close.
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
+		c.stopping.Store(true)
 		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 		_ = c.nc.SetWriteDeadline(time.Now().Add(shutdownWriteTimeout))
 	})
 }
 
 const shutdownWriteTimeout = 5 * time.Second
+
+// setReadDeadline sets the read deadline unless the connection is being
+// stopped (then the deadline stays in the past). Read loop only. A stop
+// racing with this call sets stopping before its own deadline, so the
+// re-check restores the past deadline if ours overwrote it.
+func (c *conn) setReadDeadline(t time.Time) {
+	if c.stopping.Load() {
+		return
+	}
+	_ = c.nc.SetReadDeadline(t)
+	if c.stopping.Load() {
+		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
 
 // serve runs the connection until the client goes away, a request cannot be
 // answered, or the broker closes. It returns after every goroutine it
@@ -115,12 +133,27 @@ func (c *conn) serve() {
 
 func (c *conn) readLoop() {
 	var sizeBuf [4]byte
+	idle := c.b.cfg.ConnectionsMaxIdle
 	for {
+		if idle > 0 {
+			c.setReadDeadline(time.Now().Add(idle))
+		}
 		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !c.stopping.Load() {
+				if c.pending.Load() > 0 {
+					continue // waiting on our own answers is not idle
+				}
+				c.logger.Debug("closing idle connection", "idle", idle)
+				return
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
 				c.logger.Debug("read failed", "err", err)
 			}
 			return
+		}
+		if idle > 0 {
+			c.setReadDeadline(time.Time{}) // a request is arriving: not idle
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < minRequestHeader || size > c.b.cfg.MaxRequestBytes {
@@ -274,10 +307,12 @@ func (c *conn) finished(key int16, corr int32, resp kmsg.Response) *slot {
 // enqueue hands a slot to the write loop, waiting while the connection has
 // MaxInFlightPerConn requests outstanding.
 func (c *conn) enqueue(s *slot) bool {
+	c.pending.Add(1)
 	select {
 	case c.inflight <- s:
 		return true
 	case <-c.ctx.Done():
+		c.pending.Add(-1)
 		return false
 	}
 }
@@ -362,6 +397,7 @@ func (c *conn) writeLoop() {
 			if broken {
 				// Stop the read loop and every handler of this connection.
 				c.cancel()
+				c.stopping.Store(true)
 				_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 			}
 		}
@@ -369,6 +405,7 @@ func (c *conn) writeLoop() {
 			f()
 		}
 		s.release = nil
+		c.pending.Add(-1)
 	}
 }
 

@@ -363,3 +363,19 @@ func TestLargeProduce(t *testing.T) {
 		t.Fatal("large record did not round trip")
 	}
 }
+
+// An idle connection is closed after ConnectionsMaxIdle; one waiting on a
+// long poll is not idle.
+func TestIdleConnectionClosed(t *testing.T) {
+	b, _ := testBroker(t, func(c *Config) { c.ConnectionsMaxIdle = 100 * time.Millisecond })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "idle", 1)
+	tp, _ := b.topics.get("idle")
+	busy := dialRaw(t, b)
+	busy.send(fetchReq(12, "idle", tp.id, 0, 0, 400), 1) // longer than the idle time
+	idle := dialRaw(t, b)
+	idle.roundTrip(kmsg.NewPtrApiVersionsRequest(), 1)
+	idle.expectClosed()
+	busy.readResp(fetchReq(12, "idle", tp.id, 0, 0, 0), 1)
+	busy.roundTrip(kmsg.NewPtrApiVersionsRequest(), 2) // still open
+}
