@@ -18,7 +18,7 @@ import (
 // Both report events/s; the broker runs in the same process, so the numbers
 // compare the two paths, not absolute capacity.
 
-const e2eRecords = 20000
+const e2eRecords = 100000
 
 func e2eSetup(b *testing.B) *testBroker {
 	tb := startBrokerB(b)
@@ -93,6 +93,15 @@ func BenchmarkE2EKeyedCount(b *testing.B) {
 	})
 }
 
+// BenchmarkE2EKeyedCountExactlyOnce is the keyed count under ExactlyOnce.
+func BenchmarkE2EKeyedCountExactlyOnce(b *testing.B) {
+	benchE2EApp(b, func(bl *Builder) {
+		in := From(bl, "in", String(), JSON[benchEvent]())
+		Count(GroupByKey(in, String(), JSON[benchEvent]()), StoreConfig{Name: "c", TTL: time.Hour}).
+			To("out", String(), Int64())
+	}, WithGuarantee(ExactlyOnce))
+}
+
 // BenchmarkE2EStateless is the App running the hand loop's work (decode,
 // map, encode, produce): the library's overhead without state.
 func BenchmarkE2EStateless(b *testing.B) {
@@ -102,13 +111,13 @@ func BenchmarkE2EStateless(b *testing.B) {
 	})
 }
 
-func benchE2EApp(b *testing.B, build func(*Builder)) {
+func benchE2EApp(b *testing.B, build func(*Builder), opts ...Opt) {
 	for range b.N {
 		b.StopTimer()
 		tb := e2eSetup(b)
 		bl := NewBuilder()
 		build(bl)
-		a, err := NewApp("bench", bl, Brokers(tb.seeds...), StateDir(b.TempDir()))
+		a, err := NewApp("bench", bl, append([]Opt{Brokers(tb.seeds...), StateDir(b.TempDir())}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -124,5 +133,48 @@ func benchE2EApp(b *testing.B, build func(*Builder)) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(e2eRecords)/el.Seconds(), "events/s")
+	}
+}
+
+// BenchmarkRestore measures a full restore of one task's store from a
+// changelog of e2eRecords distinct keys (target: >= 200k records/s).
+func BenchmarkRestore(b *testing.B) {
+	tb := startBrokerB(b)
+	tb.createTopic("in", 1)
+	tb.createTopic("out", 1)
+	bl := NewBuilder()
+	in := From(bl, "in", String(), String())
+	Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Hour}).To("out", String(), Int64())
+	a, err := NewApp("rs", bl, Brokers(tb.seeds...), StateDir(b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := a.setupTopics(ctx); err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]*kgo.Record, 0, e2eRecords)
+	for i := range e2eRecords {
+		v, _ := Int64().Encode(int64(i))
+		recs = append(recs, &kgo.Record{Topic: "rs-c-changelog", Key: []byte(fmt.Sprintf("zone-%06d", i)), Value: v})
+	}
+	tb.produce(recs...)
+	a.cl = tb.cl
+	a.adm = tb.adm
+	b.ResetTimer()
+	for range b.N {
+		tk, err := a.newTask(taskID{"in", 0}, a.sources["in"])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := tk.db.Wipe(); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := tk.restore(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(e2eRecords)/time.Since(start).Seconds(), "records/s")
+		tk.close()
 	}
 }
