@@ -42,6 +42,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
 	ce := newCrashEnv(t)
 	allParts := []*fakeParts{ce.parts}
+	allOffs := []*fakeOffsets{ce.offs}
 	ids := []string{"t0", "t1", "t2"}
 	tps := []TopicPartition{tpA, tpB, tpC}
 	clients := map[string]*modelClient{}
@@ -128,6 +129,21 @@ func runModel(t *testing.T, seed uint64, ops int) {
 				wantCode(t, "fenced add", ce.addParts(id, c.pid, c.epoch, tpA)[0], kerr.ProducerFenced)
 			}
 			initClient(id)
+		case op == 1 && rng.IntN(2) == 0:
+			// Consumed offsets in the transaction: AddOffsetsToTxn (TV1)
+			// or an implicit add by TxnOffsetCommit v5 (TV2).
+			var code int16
+			if c.tv2 {
+				code = ce.txnCommit(id, c.pid, c.epoch, "g-"+id, 5)
+			} else if code = ce.addOffsets(id, c.pid, c.epoch, "g-"+id); code == 0 {
+				code = ce.txnCommit(id, c.pid, c.epoch, "g-"+id, 3)
+			}
+			if code == kerr.ConcurrentTransactions.Code {
+				settle(id)
+				continue
+			}
+			wantCode(t, "offsets "+id, code, nil)
+			c.open[TopicPartition{OffsetsTopic, 0}] = true
 		case op <= 4:
 			tp := tps[rng.IntN(len(tps))]
 			var code int16
@@ -195,6 +211,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		default:
 			ce.crash()
 			allParts = append(allParts, ce.parts)
+			allOffs = append(allOffs, ce.offs)
 			for _, id := range ids {
 				settle(id)
 				if c := clients[id]; c != nil {
@@ -220,8 +237,15 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		settle(id)
 	}
 	seen := map[markerKey]bool{}
+	var all []marker
 	for _, p := range allParts {
-		for _, m := range p.all() {
+		all = append(all, p.all()...)
+	}
+	for _, o := range allOffs {
+		all = append(all, o.allMarkers()...)
+	}
+	{
+		for _, m := range all {
 			k := markerKey{m.tp, m.pid, m.epoch, m.commit}
 			if !expected[k] {
 				t.Fatalf("unexpected marker %v", m)
