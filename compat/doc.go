@@ -15,7 +15,14 @@
 //     (murmur2) would choose, for clients that use or are configured with
 //     it, and in one partition per key for the others,
 //   - the partition and offset the producer was told match where the
-//     consumer found the record.
+//     consumer found the record,
+//   - read again as a consumer-group member (every client; kafkajs only
+//     has group consumers), every record comes back once and the group's
+//     committed offsets equal the partitions' end offsets.
+//
+// The kcat and confluent-kafka-python tests restart the broker (clean
+// shutdown, same data directory and address) between producing and
+// consuming.
 //
 // The non-Go clients are driven by the scripts in compat/py and compat/js,
 // which read the records to produce as JSON lines on stdin and print what

@@ -98,4 +98,32 @@ func TestKafkaGo(t *testing.T) {
 		}
 	}
 	checkConsumed(t, sent, acked, got, javaMurmur2)
+
+	// Read it all again with kafka-go's consumer-group Reader, committing
+	// each message synchronously (CommitInterval 0).
+	const group = "weir-compat-kafka-go"
+	gr := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:           []string{addr},
+		GroupID:           group,
+		Topic:             topic,
+		StartOffset:       kafka.FirstOffset,
+		MinBytes:          1,
+		MaxBytes:          4 << 20,
+		MaxWait:           100 * time.Millisecond,
+		HeartbeatInterval: time.Second,
+		SessionTimeout:    30 * time.Second,
+	})
+	got = got[:0]
+	for len(got) < len(sent) {
+		m, err := gr.ReadMessage(ctx) // commits the message (group reader)
+		if err != nil {
+			t.Fatalf("group reader: read %d of %d: %v", len(got), len(sent), err)
+		}
+		got = append(got, record{Key: string(m.Key), Value: string(m.Value), Partition: int32(m.Partition), Offset: m.Offset})
+	}
+	if err := gr.Close(); err != nil {
+		t.Fatalf("close group reader: %v", err)
+	}
+	checkConsumed(t, sent, acked, got, javaMurmur2)
+	checkGroupCommitted(t, addr, group, topic)
 }

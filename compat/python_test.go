@@ -28,10 +28,18 @@ func TestConfluentKafkaPython(t *testing.T) {
 	checkGroupCommitted(t, b.Addr(), group, topic)
 }
 
-// kafka-python (pure Python; probes the broker's API versions), with gzip.
+// kafka-python (pure Python; probes the broker's API versions), with gzip;
+// a second consumer reads as a group member and commits.
 func TestKafkaPython(t *testing.T) {
 	requirePythonModule(t, "kafka")
-	testPythonClient(t, startWeir(t), "kafkapython_client.py", "compat-kafka-python", false)
+	b := startWeir(t)
+	const topic = "compat-kafka-python"
+	path := testPythonClient(t, b, "kafkapython_client.py", topic, false)
+
+	const group = "weir-compat-kafka-python"
+	got := runTool(t, nil, systemPython, path, "consume-group", b.Addr(), topic, fmt.Sprint(numRecords), group)
+	checkConsumed(t, testRecords(), nil, got, javaMurmur2)
+	checkGroupCommitted(t, b.Addr(), group, topic)
 }
 
 // testPythonClient runs create, produce and consume with script and checks

@@ -6,10 +6,13 @@ Debian package python3-kafka):
   kafkapython_client.py create  BOOTSTRAP TOPIC PARTITIONS
   kafkapython_client.py produce BOOTSTRAP TOPIC < records.jsonl
   kafkapython_client.py consume BOOTSTRAP TOPIC COUNT
+  kafkapython_client.py consume-group BOOTSTRAP TOPIC COUNT GROUP
 
 produce reads {"key","value"} JSON lines and prints one JSON line per
 acknowledged record {"key","value","partition","offset"}; consume prints
-every record it reads in the same shape and exits once COUNT were read.
+every record it reads in the same shape and exits once COUNT were read:
+consume by explicit assignment (no group), consume-group as a member of
+consumer group GROUP (subscribe), committing synchronously before it exits.
 kafka-python finds the broker's protocol versions by probing
 (api_version is not pinned). Any error exits non-zero with a message on
 stderr. Every wait is bounded.
@@ -94,6 +97,29 @@ def consume(bootstrap, topic, count):
     consumer.close()
 
 
+def consume_group(bootstrap, topic, count, group):
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                             max_partition_fetch_bytes=4 << 20, session_timeout_ms=30000)
+    deadline = time.monotonic() + DEADLINE_S
+    got = 0
+    while got < count:
+        if time.monotonic() > deadline:
+            fail("group %s: read %d of %d records within %ds" % (group, got, count, DEADLINE_S))
+        batches = consumer.poll(timeout_ms=500)
+        for tp, msgs in sorted(batches.items()):
+            for msg in msgs:
+                print(json.dumps({
+                    "key": msg.key.decode("utf-8"),
+                    "value": msg.value.decode("utf-8"),
+                    "partition": msg.partition,
+                    "offset": msg.offset,
+                }))
+                got += 1
+    consumer.commit()  # synchronous: the positions of every assigned partition
+    consumer.close(autocommit=False)
+
+
 def main():
     if len(sys.argv) < 4:
         fail("usage: kafkapython_client.py create|produce|consume BOOTSTRAP TOPIC [N]")
@@ -104,6 +130,8 @@ def main():
         produce(bootstrap, topic)
     elif mode == "consume":
         consume(bootstrap, topic, int(sys.argv[4]))
+    elif mode == "consume-group":
+        consume_group(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     else:
         fail("unknown mode " + mode)
 
