@@ -728,6 +728,16 @@ func syncError(err *kerr.Error) *kmsg.SyncGroupResponse {
 	return r
 }
 
+// syncOK is a successful SyncGroup answer carrying the group's protocol
+// (v5+) and m's assignment.
+func (g *group) syncOK(m *member) *kmsg.SyncGroupResponse {
+	r := kmsg.NewPtrSyncGroupResponse()
+	pt, p := g.protocolType, g.protocol
+	r.ProtocolType, r.Protocol = &pt, &p
+	r.MemberAssignment = m.assignment
+	return r
+}
+
 func (c *Coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
 	var immediate *kmsg.SyncGroupResponse
 	var wait chan *kmsg.SyncGroupResponse
@@ -743,9 +753,6 @@ func (c *Coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		case <-c.quit:
 			return nil, ErrClosed
 		}
-	}
-	if req.Version >= 5 && immediate.ErrorCode == 0 {
-		immediate.ProtocolType, immediate.Protocol = req.ProtocolType, req.Protocol
 	}
 	return immediate, nil
 }
@@ -780,9 +787,7 @@ func (c *Coordinator) syncGroupLocked(req *kmsg.SyncGroupRequest) (*kmsg.SyncGro
 		return syncError(kerr.RebalanceInProgress), nil
 	case stateStable:
 		m.deadline = now.Add(m.sessionTimeout)
-		r := syncError(nil)
-		r.MemberAssignment = m.assignment
-		return r, nil
+		return g.syncOK(m), nil
 	}
 	// CompletingRebalance.
 	m.synced = true
@@ -806,9 +811,7 @@ func (c *Coordinator) syncGroupLocked(req *kmsg.SyncGroupRequest) (*kmsg.SyncGro
 		c.persistGroup(g)
 		for _, o := range g.members {
 			if o.syncWait != nil {
-				r := syncError(nil)
-				r.MemberAssignment = o.assignment
-				o.syncWait <- r
+				o.syncWait <- g.syncOK(o)
 				o.syncWait = nil
 			}
 		}
