@@ -1,7 +1,7 @@
 package txn
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -49,14 +49,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for i, col := range m.collectors {
 		if err := reg.Register(col); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				continue // a restarted coordinator on the same registry
-			}
 			for _, done := range m.collectors[:i] {
 				reg.Unregister(done)
 			}
-			return nil, err
+			return nil, fmt.Errorf("txn: register metrics: %w", err)
 		}
 	}
 	return m, nil

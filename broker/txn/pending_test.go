@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -189,5 +190,51 @@ func TestWriteTxnMarkers(t *testing.T) {
 	}
 	if m := e.offs.allMarkers(); len(m) != 1 || m[0].pid != 42 || m[0].commit {
 		t.Fatalf("offsets markers %v", m)
+	}
+}
+
+// TestMetricsRegistry: metrics register on the given registry, a second
+// coordinator on the same registry is refused, and Close unregisters so a
+// restart on the same registry works.
+func TestMetricsRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, func(o *Options) { o.Registerer = reg })
+	pid, ep := e.mustInit("t", 60000)
+	e.mustAdd("t", pid, ep, tpA)
+	wantCode(t, "commit", e.endTxn("t", pid, ep, true, 3).ErrorCode, nil)
+	e.waitState("t", "CompleteCommit")
+	if _, err := NewCoordinator(e.opts); err == nil {
+		t.Fatal("second coordinator on the same registry accepted")
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "," + l.GetValue()
+			}
+			got[name] = v
+		}
+	}
+	for name, want := range map[string]float64{
+		"weir_txn_commits_total":                    1,
+		"weir_txn_markers_written_total":            1,
+		"weir_txn_producer_ids_allocated_total":     1,
+		"weir_txn_transactional_ids,CompleteCommit": 1,
+		"weir_txn_transactional_ids,Ongoing":        0,
+		"weir_txn_transactional_ids,PrepareCommit":  0,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], want, got)
+		}
+	}
+	e.restart()
+	if st := e.describe("t"); st.State != "CompleteCommit" {
+		t.Fatalf("after restart %s", st.State)
 	}
 }
