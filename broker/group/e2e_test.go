@@ -361,3 +361,51 @@ func TestE2EStaticMemberRestartWithoutRebalance(t *testing.T) {
 	}
 	bm.stop(t)
 }
+
+// A live consumer keeps going across a broker restart on the same
+// address: the classic group comes back Stable from its persisted
+// metadata (the member's heartbeats keep working), a KIP-848 member
+// rejoins; either way nothing is lost.
+func TestE2ELiveConsumerAcrossRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"cooperative", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+		{"kip848", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := startBroker(t, dir)
+			addr := b.Addr()
+			adm := newAdmin(t, addr)
+			createTopic(t, adm, "t", 3)
+			produce(t, addr, "t", 60, 3, "x")
+			var s seen
+			c := startConsumer(t, addr, "g", "t", &s, tc.opts...)
+			waitFor(t, "consumed before restart", 30*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+			waitFor(t, "committed before restart", 30*time.Second, func() bool { return committedEqualsEnd(t, adm, "g", "t") })
+			b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var b2 *broker.Broker
+			var err error
+			// The old listener's port may take a moment to be reusable.
+			for range 50 {
+				b2, err = broker.Start(ctx, broker.Config{DataDir: dir, KafkaAddr: addr, GroupInitialRebalanceDelay: -1})
+				if err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b2.Close()
+			produce(t, addr, "t", 60, 3, "y")
+			waitFor(t, "consumed after restart", 60*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+			waitFor(t, "committed after restart", 30*time.Second, func() bool { return committedEqualsEnd(t, adm, "g", "t") })
+			c.stop(t)
+		})
+	}
+}
