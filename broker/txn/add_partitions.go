@@ -26,8 +26,10 @@ import (
 //     transaction version 2.
 //   - AddOffsetsToTxn adds (__consumer_offsets, 0) the same way.
 
-// addResult is the outcome of adding partitions to one transaction: one
-// code for all of them (Kafka answers a transaction's partitions alike).
+// addToTxn adds parts to id's transaction (Kafka's
+// handleAddPartitionsToTransaction after the request-level checks); done
+// gets one code for all of them, as Kafka answers a transaction's
+// partitions alike. Loop only.
 func (c *Coordinator) addToTxn(id string, pid int64, epoch int16, parts []TopicPartition, tv int16, done func(code int16)) {
 	if id == "" {
 		done(kerr.InvalidRequest.Code)
