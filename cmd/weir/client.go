@@ -35,7 +35,7 @@ func defaultBrokers() []string {
 func addClientFlags(cmd *cobra.Command) *clientFlags {
 	cf := &clientFlags{}
 	pf := cmd.PersistentFlags()
-	pf.StringSliceVarP(&cf.brokers, "brokers", "b", defaultBrokers(), "bootstrap brokers, comma separated (default from WEIR_BROKERS)")
+	pf.StringSliceVarP(&cf.brokers, "brokers", "b", defaultBrokers(), "bootstrap brokers, comma separated (WEIR_BROKERS sets the default)")
 	pf.StringVar(&cf.clientID, "client-id", "weir-cli", "Kafka client.id")
 	pf.DurationVar(&cf.timeout, "timeout", 30*time.Second, "deadline for each request round (admin requests, produce acknowledgements)")
 	return cf
