@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/vfs"
 )
@@ -246,4 +247,9 @@ func TestCrashDuringConcurrentAppends(t *testing.T) {
 }
 
 // waitHW waits for the next high watermark change.
-func waitHW(l *Log) { <-l.Changed() }
+func waitHW(l *Log) {
+	select {
+	case <-l.Changed():
+	case <-time.After(100 * time.Millisecond):
+	}
+}

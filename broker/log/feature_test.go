@@ -306,9 +306,7 @@ func TestNonDurableBecomesVisible(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("non-durable append never became visible")
 	}
-	for l.HighWatermark() < r.LastOffset+1 {
-		<-l.Changed()
-	}
+	waitHWAtLeast(t, l, r.LastOffset+1)
 }
 
 func TestSyncIntervalPolicy(t *testing.T) {

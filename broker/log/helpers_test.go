@@ -176,3 +176,20 @@ func fsCases(t *testing.T, body func(t *testing.T, fs vfs.FS, dir string)) {
 	t.Run("mem", func(t *testing.T) { body(t, vfs.NewCrashableMem(), "/data/p-0") })
 	t.Run("os", func(t *testing.T) { body(t, vfs.Default, t.TempDir()+"/p-0") })
 }
+
+// waitHWAtLeast waits until the high watermark reaches off (10s at most).
+func waitHWAtLeast(t testing.TB, l *Log, off int64) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		ch := l.Changed()
+		if l.HighWatermark() >= off {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("high watermark %d did not reach %d", l.HighWatermark(), off)
+		}
+	}
+}

@@ -289,7 +289,9 @@ func (l *Log) Size() int64 {
 }
 
 // Changed returns a channel closed the next time the high watermark
-// advances (or the log is closed). Long-poll fetches wait on it.
+// advances (or the log is closed). Long-poll fetches wait on it: take the
+// channel first, then check HighWatermark, then wait, so that no advance
+// is missed.
 func (l *Log) Changed() <-chan struct{} {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()

@@ -240,7 +240,7 @@ func (l *Log) findTimestamp(seg *segment, ts, ls, hw int64) (int64, int64, bool,
 			return 0, 0, false, &CorruptionError{Segment: seg.name(), Offset: pos, Reason: reason}
 		}
 		if h.BaseOffset >= hw {
-			return 0, 0, true, nil
+			return -1, -1, true, nil // nothing visible at or after ts
 		}
 		if h.MaxTimestamp >= ts && h.lastOffset() >= ls {
 			b, err := r.get(pos, int(h.size()))

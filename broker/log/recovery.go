@@ -150,11 +150,14 @@ func (l *Log) recover() error {
 	first.mu.Lock()
 	first.loaded = true
 	first.maxTsKnown = true
+	indexOK := trusted
 	if trusted {
 		if err := l.loadCheckpointIndexes(first, ckpt); err != nil {
 			l.logger.Warn("rebuilding index of checkpoint segment", "err", err)
 			startPos, next = 0, first.base
 			first.ix = newIndexState(first.base)
+			first.flushedO, first.flushedT = 0, 0
+			indexOK = false
 		}
 	}
 	first.mu.Unlock()
@@ -224,7 +227,7 @@ func (l *Log) recover() error {
 		}
 		rewrote = true
 	}
-	if err := l.openActiveIndexFiles(act, trusted && start == last); err != nil {
+	if err := l.openActiveIndexFiles(act, indexOK && start == last); err != nil {
 		return err
 	}
 	if rewrote {
@@ -305,18 +308,19 @@ func (l *Log) loadCheckpointIndexes(seg *segment, c *checkpoint) error {
 	}
 	seg.ix.oidx, seg.ix.tidx = o, t
 	seg.ix.truncate(c.pos, c.next, c.maxTs, c.maxTsOff)
+	// These entries are in the files; the scan adds the rest in memory.
+	seg.flushedO, seg.flushedT = seg.ix.oidx.len(), seg.ix.tidx.len()
 	return nil
 }
 
 // openActiveIndexFiles opens the index files of the active segment for
-// appending entries: truncated to the entries that are both on disk and in
-// memory (trusted: the checkpoint's), or recreated.
+// appending entries: truncated to the entries loaded from them below the
+// checkpoint (trusted), or recreated empty; the entries in memory beyond
+// those are written by the next checkpoint.
 func (l *Log) openActiveIndexFiles(act *segment, trusted bool) error {
-	act.mu.RLock()
-	no, nt := act.ix.oidx.len(), act.ix.tidx.len()
-	act.mu.RUnlock()
 	act.idxFileMu.Lock()
 	defer act.idxFileMu.Unlock()
+	no, nt := act.flushedO, act.flushedT // set by loadCheckpointIndexes
 	open := func(suffix, magic string, n, size int) (f vfsFile, flushed int, err error) {
 		name := act.path(suffix)
 		if trusted {
