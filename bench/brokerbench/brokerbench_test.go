@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +46,7 @@ func TestEndToEnd(t *testing.T) {
 	cfg := tinyConfig(t)
 	var log bytes.Buffer
 	cfg.Log = &log
+	cfg.ProfileDir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -75,6 +79,12 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if isKafka(r.Target) && r.WideRSS <= 0 {
 			t.Errorf("%s: no RSS with the wide topic", r.Target)
+		}
+		for _, ph := range []string{"produce", "consume", "fixed-rate"} {
+			name := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-r1-%s.pprof", r.Target, ph))
+			if fi, err := os.Stat(name); err != nil || fi.Size() == 0 {
+				t.Errorf("%s: no CPU profile %s: %v", r.Target, name, err)
+			}
 		}
 	}
 
@@ -304,5 +314,39 @@ func TestFmtRatio(t *testing.T) {
 		if got := fmtRatio(c.q, c.ok); got != c.want {
 			t.Errorf("fmtRatio(%v, %v) = %q, want %q", c.q, c.ok, got, c.want)
 		}
+	}
+}
+
+// TestControlProtocol drives the child's side of the control protocol.
+func TestControlProtocol(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "x.pprof")
+	in := strings.Join([]string{
+		"cpu",
+		"profile " + prof,
+		"profile " + prof,
+		"profile-stop",
+		"profile-stop",
+		"profile " + filepath.Join(t.TempDir(), "no", "such", "dir.pprof"),
+		"bogus",
+		"profile " + prof, // left running: EOF must stop it
+	}, "\n") + "\n"
+	var out bytes.Buffer
+	serveControl(strings.NewReader(in), &out)
+	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	want := []string{cpuPrefix, replyOK, replyErr + "a profile is already running", replyOK,
+		replyErr + "no profile running", replyErr, replyErr + `unknown request "bogus"`, replyOK}
+	if len(got) != len(want) {
+		t.Fatalf("replies %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) || !isReply(got[i]) {
+			t.Errorf("reply %d = %q, want prefix %q", i, got[i], want[i])
+		}
+	}
+	if ns, err := strconv.ParseInt(strings.TrimPrefix(got[0], cpuPrefix), 10, 64); err != nil || ns <= 0 {
+		t.Errorf("cpu reply %q", got[0])
+	}
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Errorf("profile not written at EOF: %v", err)
 	}
 }

@@ -23,12 +23,11 @@ const clockTicks = 100
 
 // child is a broker running as a child process of the harness.
 //
-// Protocol (see serveCommand): the child prints "LISTEN <addr>" on stdout
-// once it accepts connections, answers each "cpu" line on its stdin with
-// "CPU <ns>", and shuts down cleanly when its stdin reaches EOF. It is
-// killed if the harness dies (Pdeathsig).
+// The harness controls it over its stdin/stdout (control.go). It is killed
+// if the harness dies (Pdeathsig).
 type child struct {
 	target string
+	dir    string // data directory
 	addr   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -36,8 +35,8 @@ type child struct {
 	done   chan struct{} // closed when the process has exited
 	werr   error         // cmd.Wait's result, valid after done
 
-	cpuMu      sync.Mutex  // one cpu query at a time
-	cpuReplies chan string // values of "CPU <ns>" lines
+	reqMu   sync.Mutex  // one control request at a time
+	replies chan string // reply lines of the control protocol
 }
 
 const startTimeout = 60 * time.Second
@@ -56,8 +55,8 @@ func startChild(ctx context.Context, cfg Config, target, dir string) (*child, er
 	if err != nil {
 		return nil, err
 	}
-	ch := &child{target: target, cmd: cmd, stdin: stdin, stderr: &tailBuffer{max: 8 << 10},
-		done: make(chan struct{}), cpuReplies: make(chan string, 1)}
+	ch := &child{target: target, dir: dir, cmd: cmd, stdin: stdin, stderr: &tailBuffer{max: 8 << 10},
+		done: make(chan struct{}), replies: make(chan string, 1)}
 	if cfg.Verbose && cfg.Log != nil {
 		cmd.Stderr = io.MultiWriter(ch.stderr, cfg.Log)
 	} else {
@@ -81,8 +80,8 @@ func startChild(ctx context.Context, cfg Config, target, dir string) (*child, er
 				case addrc <- strings.TrimSpace(a):
 				default:
 				}
-			} else if v, ok := strings.CutPrefix(line, cpuPrefix); ok {
-				ch.cpuReplies <- v
+			} else if isReply(line) {
+				ch.replies <- line
 			}
 		}
 		io.Copy(io.Discard, stdout) // keep the pipe drained
@@ -126,31 +125,6 @@ func (c *child) stop() error {
 func (c *child) kill() {
 	c.cmd.Process.Kill()
 	<-c.done
-}
-
-// cpu returns the child's user+system CPU seconds so far, as the child
-// reports it from getrusage. /proc/<pid>/stat has the same figure but only
-// in 10 ms ticks, too coarse for sub-second phases.
-func (c *child) cpu() (float64, error) {
-	c.cpuMu.Lock()
-	defer c.cpuMu.Unlock()
-	if _, err := io.WriteString(c.stdin, cpuQuery+"\n"); err != nil {
-		return 0, fmt.Errorf("%s: cpu query: %w", c.target, err)
-	}
-	t := time.NewTimer(10 * time.Second)
-	defer t.Stop()
-	select {
-	case v := <-c.cpuReplies:
-		ns, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ns < 0 {
-			return 0, fmt.Errorf("%s: bad cpu reply %q", c.target, v)
-		}
-		return time.Duration(ns).Seconds(), nil
-	case <-c.done:
-		return 0, fmt.Errorf("%s exited (%v): %s", c.target, c.werr, c.stderr.String())
-	case <-t.C:
-		return 0, fmt.Errorf("%s: no answer to a cpu query within 10s", c.target)
-	}
 }
 
 // rss returns the child's current and peak resident set size in bytes.

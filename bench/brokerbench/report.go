@@ -177,6 +177,9 @@ func (rep *Report) Markdown() string {
 		fmt.Fprintf(&b, "; RSS with a %d-partition topic, one record written to each (Kafka targets)", cfg.WidePartitions)
 	}
 	b.WriteString("\n")
+	if cfg.ProfileDir != "" {
+		fmt.Fprintf(&b, "- Brokers were CPU-profiled during the measured phases (profiles in %s); their CPU figures include the profiler's cost\n", cfg.ProfileDir)
+	}
 	fmt.Fprintf(&b, "- Rounds: %d, order %s:", cfg.Repeat, cfg.Order)
 	for i, o := range rep.Orders {
 		fmt.Fprintf(&b, " %d=%s", i+1, strings.Join(o, ","))

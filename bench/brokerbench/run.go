@@ -44,6 +44,7 @@ type Config struct {
 	Keep           bool          // keep data directories
 	Out            string        // report file (main only)
 	Verbose        bool          // brokers' stderr to Log
+	ProfileDir     string        // if set, brokers write CPU profiles of the produce and consume phases here
 
 	// Exe is the binary re-executed as "Exe serve <target> --dir D".
 	Exe string
@@ -105,6 +106,7 @@ func (c *Config) Validate() error {
 	case c.PhaseTimeout <= 0:
 		return errors.New("--phase-timeout must be > 0")
 	}
+
 	switch c.Order {
 	case "alternate", "random", "fixed":
 	default:
@@ -134,6 +136,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Settle <= 0 {
 		cfg.Settle = time.Second
+	}
+	if cfg.ProfileDir != "" {
+		// The child writes the files; it runs in another directory.
+		abs, err := filepath.Abs(cfg.ProfileDir)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("profile dir: %w", err)
+		}
+		cfg.ProfileDir = abs
 	}
 	base := cfg.Dir
 	if base == "" {
@@ -271,30 +284,19 @@ func runThroughput(ctx context.Context, cfg Config, target, dir string, res *Res
 	}
 
 	// Produce.
-	var m measure
-	if err := m.start(ch); err != nil {
-		return err
-	}
-	if err := phase(ctx, cfg, "produce", func(ctx context.Context) error { return d.produce(ctx, cfg.Records) }); err != nil {
-		return err
-	}
-	if res.Produce, err = m.stop(ch); err != nil {
+	if res.Produce, err = measured(ctx, cfg, ch, "produce", func(ctx context.Context) error {
+		return d.produce(ctx, cfg.Records)
+	}); err != nil {
 		return err
 	}
 
 	// Full read.
-	if err := m.start(ch); err != nil {
-		return err
-	}
 	var rs readStats
-	if err := phase(ctx, cfg, "consume", func(ctx context.Context) error {
+	if res.Consume, err = measured(ctx, cfg, ch, "consume", func(ctx context.Context) error {
 		var err error
 		rs, err = d.consume(ctx, cfg.Records)
 		return err
 	}); err != nil {
-		return err
-	}
-	if res.Consume, err = m.stop(ch); err != nil {
 		return err
 	}
 	res.Read = rs
@@ -304,18 +306,12 @@ func runThroughput(ctx context.Context, cfg Config, target, dir string, res *Res
 	}
 
 	// Fixed rate.
-	if err := m.start(ch); err != nil {
-		return err
-	}
 	var lat []time.Duration
-	if err := phase(ctx, cfg, "fixed-rate", func(ctx context.Context) error {
+	if res.Fixed, err = measured(ctx, cfg, ch, "fixed-rate", func(ctx context.Context) error {
 		var err error
 		lat, err = d.fixedRate(ctx, cfg.Records, cfg.rateRecords(), cfg.Rate)
 		return err
 	}); err != nil {
-		return err
-	}
-	if res.Fixed, err = m.stop(ch); err != nil {
 		return err
 	}
 	res.Latency = summarize(lat)
@@ -362,6 +358,35 @@ func phase(ctx context.Context, cfg Config, name string, fn func(context.Context
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
+}
+
+// measured runs one phase and measures it. With Config.ProfileDir set, the
+// broker writes a CPU profile of the phase to <ProfileDir>/<run>-<phase>.pprof,
+// where <run> names the child's data directory (target and round).
+func measured(ctx context.Context, cfg Config, ch *child, name string, fn func(context.Context) error) (Phase, error) {
+	if cfg.ProfileDir != "" {
+		run := filepath.Base(filepath.Dir(ch.dir))
+		if err := ch.startProfile(filepath.Join(cfg.ProfileDir, run+"-"+name+".pprof")); err != nil {
+			return Phase{}, err
+		}
+	}
+	var m measure
+	if err := m.start(ch); err != nil {
+		return Phase{}, err
+	}
+	if err := phase(ctx, cfg, name, fn); err != nil {
+		return Phase{}, err
+	}
+	p, err := m.stop(ch)
+	if err != nil {
+		return Phase{}, err
+	}
+	if cfg.ProfileDir != "" {
+		if err := ch.stopProfile(); err != nil {
+			return Phase{}, err
+		}
+	}
+	return p, nil
 }
 
 // measure samples wall time, the broker's CPU and the harness's own CPU

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -21,17 +20,9 @@ import (
 //
 //	brokerbench serve weir|kfake|nats --dir DIR
 //
-// It prints "LISTEN <addr>" on stdout when the broker accepts connections,
-// answers "cpu" queries on stdin, and shuts the broker down cleanly when
-// stdin reaches EOF or on SIGTERM.
+// It speaks the control protocol of control.go on stdin/stdout and shuts
+// the broker down cleanly when stdin reaches EOF or on SIGTERM.
 const serveCommand = "serve"
-
-// Lines of the harness/child protocol.
-const (
-	listenPrefix = "LISTEN " // child → harness: "LISTEN <addr>", once
-	cpuQuery     = "cpu"     // harness → child
-	cpuPrefix    = "CPU "    // child → harness: "CPU <nanoseconds>"
-)
 
 // running is a broker started in this process.
 type running struct {
@@ -66,18 +57,10 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s%s\n", listenPrefix, r.addr)
 
-	// Control channel: each "cpu" line on stdin is answered with
-	// "CPU <ns>" (this process's user+system CPU time from getrusage, which
-	// is exact to the microsecond and includes exited threads); EOF stops.
 	eof := make(chan struct{})
 	go func() {
 		defer close(eof)
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			if sc.Text() == cpuQuery {
-				fmt.Fprintf(stdout, "%s%d\n", cpuPrefix, rusageCPU().Nanoseconds())
-			}
-		}
+		serveControl(stdin, stdout)
 	}()
 	select {
 	case <-eof:

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The harness talks to a child broker over the child's stdin and stdout, one
+// line per message. The child announces itself once, then answers every
+// request line with exactly one reply line, in order:
+//
+//	child   → harness   LISTEN <addr>            the broker accepts connections
+//	harness → child     cpu                      → CPU <nanoseconds>
+//	harness → child     profile <file>           start a CPU profile → OK | ERR <why>
+//	harness → child     profile-stop             stop it, write the file → OK | ERR <why>
+//	anything else                                → ERR <why>
+//	EOF on the child's stdin                     stop any profile, shut the broker down cleanly
+//
+// CPU is the child's own user+system time from getrusage: microsecond
+// resolution, all threads including exited ones (/proc/<pid>/stat has the
+// same figure in 10 ms ticks). Lines on the child's stdout that are not
+// protocol messages are ignored by the harness.
+const (
+	listenPrefix = "LISTEN "
+	cpuQuery     = "cpu"
+	cpuPrefix    = "CPU "
+	profileStart = "profile "
+	profileStop  = "profile-stop"
+	replyOK      = "OK"
+	replyErr     = "ERR "
+)
+
+// isReply reports whether line is a reply of the control protocol.
+func isReply(line string) bool {
+	return strings.HasPrefix(line, cpuPrefix) || line == replyOK || strings.HasPrefix(line, replyErr)
+}
+
+// serveControl runs the child's side of the protocol until in reaches EOF.
+func serveControl(in io.Reader, out io.Writer) {
+	var prof *os.File
+	stopProfile := func() error {
+		if prof == nil {
+			return errors.New("no profile running")
+		}
+		pprof.StopCPUProfile()
+		err := prof.Close()
+		prof = nil
+		return err
+	}
+	defer func() {
+		if prof != nil {
+			stopProfile()
+		}
+	}()
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		fmt.Fprintln(out, controlReply(sc.Text(), &prof, stopProfile))
+	}
+}
+
+func controlReply(line string, prof **os.File, stopProfile func() error) string {
+	errReply := func(err error) string {
+		return replyErr + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	switch {
+	case line == cpuQuery:
+		return cpuPrefix + strconv.FormatInt(rusageCPU().Nanoseconds(), 10)
+	case strings.HasPrefix(line, profileStart):
+		if *prof != nil {
+			return errReply(errors.New("a profile is already running"))
+		}
+		f, err := os.Create(strings.TrimPrefix(line, profileStart))
+		if err != nil {
+			return errReply(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return errReply(err)
+		}
+		*prof = f
+		return replyOK
+	case line == profileStop:
+		if err := stopProfile(); err != nil {
+			return errReply(err)
+		}
+		return replyOK
+	}
+	return errReply(fmt.Errorf("unknown request %q", line))
+}
+
+// controlTimeout bounds the wait for one reply.
+const controlTimeout = 10 * time.Second
+
+// request sends one request line to the child and returns its reply.
+// Goroutine-safe: requests are serialised, so replies match requests.
+func (c *child) request(line string) (string, error) {
+	c.reqMu.Lock()
+	defer c.reqMu.Unlock()
+	if _, err := io.WriteString(c.stdin, line+"\n"); err != nil {
+		return "", fmt.Errorf("%s: request %q: %w", c.target, line, err)
+	}
+	t := time.NewTimer(controlTimeout)
+	defer t.Stop()
+	select {
+	case r := <-c.replies:
+		if msg, ok := strings.CutPrefix(r, replyErr); ok {
+			return "", fmt.Errorf("%s: %s: %s", c.target, line, msg)
+		}
+		return r, nil
+	case <-c.done:
+		return "", fmt.Errorf("%s exited (%v): %s", c.target, c.werr, c.stderr.String())
+	case <-t.C:
+		return "", fmt.Errorf("%s: no reply to %q within %v", c.target, line, controlTimeout)
+	}
+}
+
+// cpu returns the child's user+system CPU seconds so far.
+func (c *child) cpu() (float64, error) {
+	r, err := c.request(cpuQuery)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := strings.CutPrefix(r, cpuPrefix)
+	ns, perr := strconv.ParseInt(v, 10, 64)
+	if !ok || perr != nil || ns < 0 {
+		return 0, fmt.Errorf("%s: bad cpu reply %q", c.target, r)
+	}
+	return time.Duration(ns).Seconds(), nil
+}
+
+// startProfile makes the child write a CPU profile to file until
+// stopProfile.
+func (c *child) startProfile(file string) error {
+	_, err := c.request(profileStart + file)
+	return err
+}
+
+func (c *child) stopProfile() error {
+	_, err := c.request(profileStop)
+	return err
+}
