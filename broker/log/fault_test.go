@@ -3,7 +3,9 @@ package log
 import (
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -171,4 +173,65 @@ func TestRandomFaults(t *testing.T) {
 		}
 		l2.Close()
 	}
+}
+
+// TestReadersDuringRollbacks: readers running while fsyncs fail and appends
+// are rolled back never see an error or a batch that is not durable.
+func TestReadersDuringRollbacks(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var n atomic.Int64
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpSync && strings.HasSuffix(op.Path, ".log") && n.Add(1)%3 == 0 {
+			return syscall.EIO
+		}
+		return nil
+	})
+	l := mustOpen(t, Options{FS: errorfs.Wrap(mem, inj), Dir: "/p", Config: Config{SegmentBytes: 3000}})
+	defer l.Close()
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				hw := l.HighWatermark()
+				off := l.LogStartOffset()
+				for off < hw {
+					r, err := l.Read(off, 700, hw)
+					if err != nil {
+						t.Errorf("read %d (hw %d): %v", off, hw, err)
+						return
+					}
+					for d := r.Data; len(d) > 0; {
+						h, err := validateStored(d[:parseHeader(d).size()])
+						if err != nil {
+							t.Errorf("bad batch: %v", err)
+							return
+						}
+						off = h.lastOffset() + 1
+						d = d[h.size():]
+					}
+					r.Release()
+				}
+			}
+		})
+	}
+	var writers sync.WaitGroup
+	for range 3 {
+		writers.Go(func() {
+			for i := 0; i < 100; i++ {
+				_, err := l.Append(testBatch{records: 2, valueSize: 80}.build(), i%4 != 0)
+				if err != nil && !errors.Is(err, ErrStorage) {
+					t.Errorf("append: %v", err)
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(stop)
+	readers.Wait()
 }

@@ -1,7 +1,9 @@
 package log
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 )
@@ -82,8 +84,8 @@ func (l *Log) locate(seg *segment, offset int64, buf []byte) (int64, error) {
 	seg.mu.RUnlock()
 	end := seg.size.Load()
 	for pos < end {
-		w := min(int64(len(buf)), end-pos)
-		if err := readFull(seg.f, buf[:w], pos); err != nil {
+		w, err := readSome(seg.f, buf[:min(int64(len(buf)), end-pos)], pos)
+		if err != nil {
 			return 0, storageErr("read "+seg.name(), err)
 		}
 		k := int64(0)
@@ -117,8 +119,8 @@ func (l *Log) readSegment(seg *segment, offset int64, maxBytes int, upTo int64) 
 		return nil, 0, err
 	}
 	end := seg.size.Load()
-	n := min(int64(want), end-start)
-	if err := readFull(seg.f, buf[:n], start); err != nil {
+	n, err := readSome(seg.f, buf[:min(int64(want), end-start)], start)
+	if err != nil {
 		l.putBuf(bp)
 		return nil, 0, storageErr("read "+seg.name(), err)
 	}
@@ -136,7 +138,11 @@ func (l *Log) readSegment(seg *segment, offset int64, maxBytes int, upTo int64) 
 	}
 	if take == 0 {
 		// The first batch does not fit in maxBytes: return it whole.
-		h := parseHeader(buf) // n >= batchHeaderSize: locate found a header here
+		if n < batchHeaderSize {
+			l.putBuf(bp)
+			return nil, 0, storageErr("read "+seg.name(), io.ErrUnexpectedEOF)
+		}
+		h := parseHeader(buf)
 		if h.BaseOffset >= upTo {
 			return bp, 0, nil
 		}
@@ -155,6 +161,19 @@ func (l *Log) readSegment(seg *segment, offset int64, maxBytes int, upTo int64) 
 		take = size
 	}
 	return bp, int(take), nil
+}
+
+// readSome reads up to len(p) bytes at off and returns how many it got. A
+// short read at the end of the file is not an error: the bytes past the
+// high watermark may be truncated by a rollback while a reader looks at
+// them; only whole batches below the high watermark (synced, never
+// truncated) are served.
+func readSome(f vfsFile, p []byte, off int64) (int64, error) {
+	n, err := f.ReadAt(p, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	return int64(n), nil
 }
 
 // maxPooledBuf bounds the buffers kept for reuse.
