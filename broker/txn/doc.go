@@ -1,9 +1,10 @@
 // Package txn is weir's transaction coordinator: it hands out producer ids
 // (to idempotent and transactional producers), keeps each transactional
 // id's state machine, writes transaction markers, aborts transactions that
-// time out and fences zombie producers, exactly as Kafka's
-// TransactionCoordinator does (KIP-98, KIP-360, KIP-447, KIP-588, KIP-664,
-// KIP-890 parts 1 and 2).
+// time out and fences zombie producers, as Kafka's TransactionCoordinator
+// does (KIP-98, KIP-360, KIP-447, KIP-588, KIP-664, KIP-890 parts 1 and 2),
+// error code for error code; the few deliberate differences are listed
+// under "Deviations from Kafka".
 //
 // # States
 //
@@ -71,6 +72,18 @@
 // answers once the transaction completed (EndTxnCompletionWait bounds the
 // wait; a stuck marker does not hold the client longer), which removes that
 // stall from every commit-every-N-ms pipeline.
+//
+// # Deviations from Kafka
+//
+//   - EndTxn is answered when the transaction completed (see above), not at
+//     the prepare.
+//   - EndTxn v5 with the epoch a still-completing prepare bumped to is
+//     CONCURRENT_TRANSACTIONS (Kafka: PRODUCER_FENCED, fatal to a
+//     legitimate producer that ends its next transaction early).
+//   - A producer id block is a record in __transaction_state (key version
+//     32767) instead of a KRaft metadata record.
+//   - The coordinator epoch is constant (one node, the coordinator never
+//     moves).
 //
 // # Transaction versions
 //
