@@ -109,3 +109,98 @@ func TestEndTxnMatrix(t *testing.T) {
 		}
 	}
 }
+
+// TestAddVerifyInitMatrix pins AddPartitionsToTxn (v3), Verify (Produce,
+// without and with implicit add) and InitProducerId for every state and a
+// current, stale or foreign producer.
+func TestAddVerifyInitMatrix(t *testing.T) {
+	const (
+		ok   = "OK"
+		conc = "CONCURRENT_TRANSACTIONS"
+		inv  = "INVALID_TXN_STATE"
+		fen  = "PRODUCER_FENCED"
+		iep  = "INVALID_PRODUCER_EPOCH"
+		ner  = "NOT_ENOUGH_REPLICAS"
+		pidm = "INVALID_PRODUCER_ID_MAPPING"
+	)
+	type row struct {
+		add, verify, implicit [3]string // current epoch, stale epoch, foreign pid
+		init                  string    // InitProducerId without KIP-360 fields
+	}
+	table := map[txnState]row{
+		stateEmpty:          {[3]string{ok, fen, pidm}, [3]string{inv, iep, pidm}, [3]string{ok, iep, pidm}, "OK+1"},
+		stateOngoing:        {[3]string{ok, fen, pidm}, [3]string{ok, iep, pidm}, [3]string{ok, iep, pidm}, conc},
+		statePrepareCommit:  {[3]string{conc, fen, pidm}, [3]string{ner, iep, pidm}, [3]string{ner, iep, pidm}, conc},
+		statePrepareAbort:   {[3]string{conc, fen, pidm}, [3]string{ner, iep, pidm}, [3]string{ner, iep, pidm}, conc},
+		stateCompleteCommit: {[3]string{ok, fen, pidm}, [3]string{inv, iep, pidm}, [3]string{ok, iep, pidm}, "OK+1"},
+		stateCompleteAbort:  {[3]string{ok, fen, pidm}, [3]string{inv, iep, pidm}, [3]string{ok, iep, pidm}, "OK+1"},
+	}
+	const pid, cur = int64(500), int16(7)
+	name := func(code int16) string {
+		if code == 0 {
+			return ok
+		}
+		return strings.SplitN(kerr.ErrorForCode(code).Error(), ":", 2)[0]
+	}
+	setup := func(t *testing.T, st txnState) *env {
+		e := newEnv(t)
+		e.c.Close()
+		d := txnData{producerID: pid, prevProducerID: -1, nextProducerID: -1, epoch: cur, lastEpoch: -1,
+			timeoutMs: 60000, state: st, parts: map[TopicPartition]struct{}{}, startMs: e.clock.Now().UnixMilli()}
+		if st == stateOngoing || st.isPrepare() {
+			d.parts[tpA] = struct{}{}
+		}
+		if _, err := e.state.Append(buildBatch([]kv{{txnKey("m"), txnValue(&d)}}, 0), true); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.parts.gate(tpA))
+		e.start()
+		return e
+	}
+	who := []struct {
+		pid   int64
+		epoch int16
+	}{{pid, cur}, {pid, cur - 1}, {pid + 1, cur}}
+	for st, want := range table {
+		for i, w := range who {
+			t.Run(fmt.Sprintf("%s/add/%d", st, i), func(t *testing.T) {
+				e := setup(t, st)
+				if got := name(e.addParts("m", w.pid, w.epoch, tpB)[0]); got != want.add[i] {
+					t.Fatalf("got %s, want %s", got, want.add[i])
+				}
+			})
+			t.Run(fmt.Sprintf("%s/verify/%d", st, i), func(t *testing.T) {
+				e := setup(t, st)
+				codes, release := e.verify("m", w.pid, w.epoch, false, tpA)
+				release()
+				if got := name(codes[0]); got != want.verify[i] {
+					t.Fatalf("got %s, want %s", got, want.verify[i])
+				}
+			})
+			t.Run(fmt.Sprintf("%s/implicit/%d", st, i), func(t *testing.T) {
+				e := setup(t, st)
+				codes, release := e.verify("m", w.pid, w.epoch, true, tpB)
+				release()
+				if got := name(codes[0]); got != want.implicit[i] {
+					t.Fatalf("got %s, want %s", got, want.implicit[i])
+				}
+				if want.implicit[i] == ok {
+					if d := e.describe("m"); d.State != "Ongoing" {
+						t.Fatalf("after an implicit add: %s", d.State)
+					}
+				}
+			})
+		}
+		t.Run(fmt.Sprintf("%s/init", st), func(t *testing.T) {
+			e := setup(t, st)
+			r := e.initPID(strp("m"), 60000, -1, -1, 4)
+			got := name(r.ErrorCode)
+			if r.ErrorCode == 0 && r.ProducerID == pid && r.ProducerEpoch == cur+1 {
+				got = "OK+1"
+			}
+			if got != want.init {
+				t.Fatalf("got %s (%d/%d), want %s", got, r.ProducerID, r.ProducerEpoch, want.init)
+			}
+		})
+	}
+}
