@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -294,13 +293,13 @@ func TestChildCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after <= before {
-		t.Fatalf("broker CPU did not advance: %v -> %v", before, after)
+	if after.total() <= before.total() || after.User < before.User || after.Sys < before.Sys {
+		t.Fatalf("broker CPU did not advance: %+v -> %+v", before, after)
 	}
 	// The broker is idle between the two reads; the tick figure is
 	// truncated to 10 ms.
-	if diff := after - ticks; diff < -0.05 || diff > 0.05 {
-		t.Fatalf("getrusage %.3fs vs /proc stat %.3fs", after, ticks)
+	if diff := after.total() - ticks; diff < -0.05 || diff > 0.05 {
+		t.Fatalf("getrusage %.3fs vs /proc stat %.3fs", after.total(), ticks)
 	}
 }
 
@@ -343,10 +342,22 @@ func TestControlProtocol(t *testing.T) {
 			t.Errorf("reply %d = %q, want prefix %q", i, got[i], want[i])
 		}
 	}
-	if ns, err := strconv.ParseInt(strings.TrimPrefix(got[0], cpuPrefix), 10, 64); err != nil || ns <= 0 {
-		t.Errorf("cpu reply %q", got[0])
+	if c, err := parseCPUReply(got[0]); err != nil || c.total() <= 0 {
+		t.Errorf("cpu reply %q: %v", got[0], err)
 	}
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
 		t.Errorf("profile not written at EOF: %v", err)
+	}
+}
+
+func TestParseCPUReply(t *testing.T) {
+	got, err := parseCPUReply("CPU 1500000000 250000000")
+	if err != nil || got != (cpuTimes{User: 1.5, Sys: 0.25}) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "CPU", "CPU 1", "CPU 1 2 3", "CPU -1 2", "CPU x 2", "cpu 1 2", "OK"} {
+		if _, err := parseCPUReply(bad); err == nil {
+			t.Errorf("parseCPUReply(%q): no error", bad)
+		}
 	}
 }

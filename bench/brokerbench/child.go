@@ -199,18 +199,21 @@ func parseStatusRSS(b []byte) (cur, peak int64, err error) {
 	return cur, peak, nil
 }
 
-// rusageCPU returns this process's user+system CPU time (all threads,
+// rusageCPU returns this process's user and system CPU time (all threads,
 // including exited ones).
-func rusageCPU() time.Duration {
+func rusageCPU() (user, sys time.Duration) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
 // selfCPU returns the harness's own CPU seconds.
-func selfCPU() float64 { return rusageCPU().Seconds() }
+func selfCPU() float64 {
+	u, s := rusageCPU()
+	return (u + s).Seconds()
+}
 
 // tailBuffer keeps the last max bytes written to it (a child's stderr, for
 // error messages). Goroutine-safe.

@@ -17,7 +17,7 @@ import (
 // request line with exactly one reply line, in order:
 //
 //	child   → harness   LISTEN <addr>            the broker accepts connections
-//	harness → child     cpu                      → CPU <nanoseconds>
+//	harness → child     cpu                      → CPU <user ns> <system ns>
 //	harness → child     profile <file>           start a CPU profile → OK | ERR <why>
 //	harness → child     profile-stop             stop it, write the file → OK | ERR <why>
 //	anything else                                → ERR <why>
@@ -71,7 +71,8 @@ func controlReply(line string, prof **os.File, stopProfile func() error) string 
 	}
 	switch {
 	case line == cpuQuery:
-		return cpuPrefix + strconv.FormatInt(rusageCPU().Nanoseconds(), 10)
+		u, s := rusageCPU()
+		return fmt.Sprintf("%s%d %d", cpuPrefix, u.Nanoseconds(), s.Nanoseconds())
 	case strings.HasPrefix(line, profileStart):
 		if *prof != nil {
 			return errReply(errors.New("a profile is already running"))
@@ -121,18 +122,37 @@ func (c *child) request(line string) (string, error) {
 	}
 }
 
-// cpu returns the child's user+system CPU seconds so far.
-func (c *child) cpu() (float64, error) {
+// cpuTimes is a process's CPU time so far, in seconds.
+type cpuTimes struct{ User, Sys float64 }
+
+func (t cpuTimes) total() float64 { return t.User + t.Sys }
+
+// cpu returns the child's CPU time so far.
+func (c *child) cpu() (cpuTimes, error) {
 	r, err := c.request(cpuQuery)
 	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
+	t, err := parseCPUReply(r)
+	if err != nil {
+		return cpuTimes{}, fmt.Errorf("%s: %w", c.target, err)
+	}
+	return t, nil
+}
+
+// parseCPUReply decodes "CPU <user ns> <system ns>".
+func parseCPUReply(r string) (cpuTimes, error) {
 	v, ok := strings.CutPrefix(r, cpuPrefix)
-	ns, perr := strconv.ParseInt(v, 10, 64)
-	if !ok || perr != nil || ns < 0 {
-		return 0, fmt.Errorf("%s: bad cpu reply %q", c.target, r)
+	f := strings.Fields(v)
+	if !ok || len(f) != 2 {
+		return cpuTimes{}, fmt.Errorf("bad cpu reply %q", r)
 	}
-	return time.Duration(ns).Seconds(), nil
+	u, err1 := strconv.ParseUint(f[0], 10, 63)
+	s, err2 := strconv.ParseUint(f[1], 10, 63)
+	if err1 != nil || err2 != nil {
+		return cpuTimes{}, fmt.Errorf("bad cpu reply %q", r)
+	}
+	return cpuTimes{User: time.Duration(u).Seconds(), Sys: time.Duration(s).Seconds()}, nil
 }
 
 // startProfile makes the child write a CPU profile to file until

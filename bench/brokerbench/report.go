@@ -85,6 +85,12 @@ var metrics = []metric{
 	{name: "broker CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Consume.BrokerCPU / payloadGB(c)
 	}, target: &goal{text: "weir/kfake <= 0.5", pass: func(_, q float64) bool { return q <= 0.5 }}},
+	{name: "broker kernel (sys) share of produce CPU", unit: "%", lower: true, value: func(r Result, _ Config) float64 {
+		return pct(r.Produce.BrokerSys, r.Produce.BrokerCPU)
+	}},
+	{name: "broker kernel (sys) share of consume CPU", unit: "%", lower: true, value: func(r Result, _ Config) float64 {
+		return pct(r.Consume.BrokerSys, r.Consume.BrokerCPU)
+	}},
 	{name: "client CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.ClientCPU / payloadGB(c)
 	}},
@@ -112,6 +118,13 @@ var metrics = []metric{
 	{name: "RSS with wide topic", unit: "MB", lower: true, kafka: true, value: func(r Result, _ Config) float64 {
 		return mb(r.WideRSS)
 	}, target: &goal{text: "weir < 300 MB", abs: true, pass: func(w, _ float64) bool { return w < 300 }}},
+}
+
+func pct(part, whole float64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * part / whole
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -263,7 +276,8 @@ func (rep *Report) Markdown() string {
   "serve" subcommand), in a fresh data directory; the client (franz-go kgo, or nats.go) runs in the harness.
   Both share the machine's cores.
 - GB = 1e9 bytes of record values (the throughput phase's records x record size); protocol overhead excluded.
-- Broker CPU = user+system CPU time of the broker process (all threads), sampled before and after the phase;
+- Broker CPU = user+system CPU time of the broker process (all threads), sampled before and after the phase
+  (the kernel share is the system part: syscalls such as write, fsync, sendfile, and the page cache work they do);
   the child reports its getrusage figure (microsecond resolution; /proc/<pid>/stat utime+stime is the same
   number in 10 ms ticks, which the test cross-checks). Client CPU = the harness process (getrusage), which
   includes the harness's own bookkeeping.

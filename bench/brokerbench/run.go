@@ -392,14 +392,16 @@ func measured(ctx context.Context, cfg Config, ch *child, name string, fn func(c
 // measure samples wall time, the broker's CPU and the harness's own CPU
 // around one phase.
 type measure struct {
-	t0             time.Time
-	broker0, self0 float64
+	t0      time.Time
+	broker0 cpuTimes
+	self0   float64
 }
 
 // Phase is what one phase cost.
 type Phase struct {
 	Wall      time.Duration
 	BrokerCPU float64 // seconds (user+system of the broker process, from its getrusage)
+	BrokerSys float64 // of which system (kernel) time
 	ClientCPU float64 // seconds (utime+stime of the harness process)
 }
 
@@ -418,5 +420,10 @@ func (m *measure) stop(ch *child) (Phase, error) {
 	if err != nil {
 		return Phase{}, err
 	}
-	return Phase{Wall: wall, BrokerCPU: b - m.broker0, ClientCPU: selfCPU() - m.self0}, nil
+	return Phase{
+		Wall:      wall,
+		BrokerCPU: b.total() - m.broker0.total(),
+		BrokerSys: b.Sys - m.broker0.Sys,
+		ClientCPU: selfCPU() - m.self0,
+	}, nil
 }
