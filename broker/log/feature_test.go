@@ -522,3 +522,39 @@ func TestConcurrentAppendReadRetention(t *testing.T) {
 		t.Fatalf("leo %d", l.LogEndOffset())
 	}
 }
+
+// TestNoRecoveryPoint: without (or with a damaged) recovery point, a crash
+// recovery scans only the last segment and keeps every synced batch.
+func TestNoRecoveryPoint(t *testing.T) {
+	for _, damage := range []string{"remove", "garbage"} {
+		mem := vfs.NewCrashableMem()
+		cfg := Config{SegmentBytes: 2000}
+		l := mustOpen(t, Options{FS: mem, Dir: "/p", Config: cfg})
+		for range 30 {
+			mustAppend(t, l, testBatch{records: 2, valueSize: 100}.build(), true)
+		}
+		leo := l.LogEndOffset()
+		img := mem.CrashClone()
+		l.Close()
+		if damage == "remove" {
+			img.Remove("/p/" + checkpointFile)
+		} else {
+			f, _ := img.OpenReadWrite("/p/" + checkpointFile)
+			f.WriteAt([]byte("xxxx"), 10)
+			f.Close()
+		}
+		var n atomic.Int64
+		l2 := mustOpen(t, Options{FS: countingFS(img, &n), Dir: "/p", Config: cfg})
+		segs := l2.segments()
+		if last := segs[len(segs)-1].size.Load(); n.Load() > last+batchHeaderSize {
+			t.Fatalf("%s: read %d bytes, last segment is %d", damage, n.Load(), last)
+		}
+		if l2.LogEndOffset() != leo {
+			t.Fatalf("%s: leo %d want %d", damage, l2.LogEndOffset(), leo)
+		}
+		if got := readAllRaw(t, l2, damage); len(got) != 30 {
+			t.Fatalf("%s: %d batches", damage, len(got))
+		}
+		l2.Close()
+	}
+}

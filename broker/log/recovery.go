@@ -129,14 +129,20 @@ func (l *Log) recover() error {
 	}
 	l.segs = kept
 
-	// Where the scan starts.
-	start, startPos, next := 0, int64(0), l.segs[0].base
+	// Where the scan starts. Without a usable recovery point: at the start
+	// of the last segment, since a segment is closed only after its data
+	// and index files are fsynced (roll), so every closed segment is whole.
+	lastSeg := len(l.segs) - 1
+	start, startPos, next := lastSeg, int64(0), l.segs[lastSeg].base
 	trusted := false
-	if ckpt != nil {
+	if ckpt == nil {
+		l.logger.Warn("no recovery point, scanning the last segment", "segment", l.segs[lastSeg].name())
+	} else {
 		i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base >= ckpt.segBase })
 		switch {
 		case i == len(l.segs) || l.segs[i].base != ckpt.segBase:
-			l.logger.Warn("recovery point names a missing segment, scanning all segments", "segment", segmentName(ckpt.segBase, logSuffix))
+			l.logger.Warn("recovery point names a missing segment, scanning the last segment",
+				"recovery_point_segment", segmentName(ckpt.segBase, logSuffix), "segment", l.segs[lastSeg].name())
 		case ckpt.pos > l.segs[i].size.Load():
 			l.logger.Error("segment shorter than its recovery point, scanning it", "err", &CorruptionError{
 				Segment: l.segs[i].name(), Offset: l.segs[i].size.Load(),
@@ -191,6 +197,14 @@ func (l *Log) recover() error {
 			return storageErr("scan "+seg.name(), err)
 		}
 		next = n
+		if cerr == nil && i < len(l.segs)-1 {
+			// A closed segment whose tail was scanned: make sure the
+			// bytes are durable (a process crash leaves them in the page
+			// cache only) before anything depends on them.
+			if err := seg.f.Sync(); err != nil {
+				return storageErr("sync "+seg.name(), err)
+			}
+		}
 		if cerr != nil {
 			l.logger.Warn("truncating torn or corrupt tail", "segment", seg.name(), "pos", end, "err", cerr)
 			if err := seg.f.Truncate(end); err != nil {
