@@ -361,3 +361,18 @@ func TestParseCPUReply(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCancelled checks that a cancelled run stops promptly and returns
+// what it has.
+func TestRunCancelled(t *testing.T) {
+	cfg := tinyConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := Run(ctx, cfg)
+	if err != context.Canceled || rep == nil || len(rep.Results) != 0 {
+		t.Fatalf("rep %v, err %v; want an empty report and context.Canceled", rep, err)
+	}
+	if md := rep.Markdown(); !strings.Contains(md, "| produce throughput | records/s | failed | failed | failed |") {
+		t.Fatalf("empty report:\n%s", md)
+	}
+}

@@ -78,7 +78,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	rep, err := Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "brokerbench:", err)
-		return 1
+		if rep == nil {
+			return 1
+		}
+		fmt.Fprintln(stderr, "brokerbench: partial report follows")
 	}
 	rep.Command = command
 	md := rep.Markdown()
@@ -89,7 +92,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if rep.Failed() {
+	if err != nil || rep.Failed() {
 		return 1
 	}
 	return 0

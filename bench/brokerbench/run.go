@@ -123,7 +123,8 @@ func (c *Config) rateRecords() int {
 
 // Run executes every round and returns the report. A target that fails is
 // recorded in its Result (Err) and the run goes on with the others; Run
-// itself fails only on setup errors or cancellation.
+// itself fails only on setup errors (nil report) or cancellation (the
+// report of the runs finished so far, and ctx's error).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -170,7 +171,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Orders = append(rep.Orders, order)
 		for pos, target := range order {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				rep.Finished = time.Now().UTC()
+				return rep, err
 			}
 			fmt.Fprintf(cfg.Log, "round %d/%d: %s\n", round+1, cfg.Repeat, target)
 			dir := filepath.Join(base, fmt.Sprintf("%s-r%d", target, round+1))
