@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/broker"
+	"github.com/weirhq/weir/vfs"
 )
 
 // Option configures Start. Options are applied in order.
@@ -48,6 +49,7 @@ type options struct {
 	configure  []func(*broker.Config)
 	clientOpts []kgo.Opt
 	topics     []topicSpec
+	mem        bool
 }
 
 type optionFunc func(*options)
@@ -134,6 +136,8 @@ type Broker struct {
 	cfg     broker.Config
 	clients []*kgo.Client
 	tlog    *testWriter // nil unless WithTestLog
+	mem     *vfs.MemFS  // WithMemStorage: the broker's storage
+	relay   *relay      // WithMemStorage: what clients connect to
 }
 
 // Start starts a broker on 127.0.0.1 (random port) with its data in a
@@ -147,8 +151,11 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	if o.dataDir == "" {
+	if o.dataDir == "" && !o.mem {
 		o.dataDir = t.TempDir()
+	}
+	if o.dataDir == "" {
+		o.dataDir = "/weir" // inside the in-memory file system
 	}
 	logger := o.logger
 	var tlog *testWriter
@@ -169,10 +176,23 @@ func Start(t testing.TB, opts ...Option) *Broker {
 		Logger:                     logger,
 		Registerer:                 wb.reg,
 	}
+	if o.mem {
+		wb.mem = vfs.NewCrashableMem()
+		wb.cfg.FS = wb.mem
+		r, err := newRelay()
+		if err != nil {
+			t.Fatalf("weirtest: start relay: %v", err)
+		}
+		wb.relay = r
+		wb.cfg.AdvertisedAddr = r.addr()
+	}
 	for _, fn := range o.configure {
 		fn(&wb.cfg)
 	}
 	if err := wb.start(); err != nil {
+		if wb.relay != nil {
+			wb.relay.close()
+		}
 		t.Fatalf("weirtest: start broker: %v", err)
 	}
 	t.Cleanup(wb.cleanup)
@@ -193,6 +213,10 @@ func (b *Broker) start() error {
 	b.mu.Lock()
 	b.b = br
 	b.addr = br.Addr()
+	if b.relay != nil {
+		b.addr = b.relay.addr()
+		b.relay.setTarget(br.Addr())
+	}
 	b.mu.Unlock()
 	return nil
 }
@@ -207,6 +231,9 @@ func (b *Broker) cleanup() {
 	}
 	if err := b.stop(); err != nil {
 		b.t.Errorf("weirtest: broker shutdown: %v", err)
+	}
+	if b.relay != nil {
+		b.relay.close()
 	}
 	if b.tlog != nil {
 		b.tlog.close()
@@ -256,7 +283,8 @@ func (b *Broker) Addr() string {
 	return b.addr
 }
 
-// DataDir is the directory holding the broker's data.
+// DataDir is the directory holding the broker's data (inside the
+// in-memory file system with WithMemStorage).
 func (b *Broker) DataDir() string { return b.cfg.DataDir }
 
 // Registry is the Prometheus registry the broker's metrics are registered
@@ -338,17 +366,22 @@ func (b *Broker) Restart() {
 	if err := b.stop(); err != nil {
 		b.t.Fatalf("weirtest: restart: stop: %v", err)
 	}
-	cfg := b.cfg
-	cfg.KafkaAddr = b.Addr()
+	if b.relay != nil {
+		b.relay.cut() // a clean stop closes connections too
+		if err := b.start(); err != nil {
+			b.t.Fatalf("weirtest: restart: start: %v", err)
+		}
+		return
+	}
 	// The old listener's port is free again once Stop returned; Go sets
 	// SO_REUSEADDR, so lingering TIME_WAIT connections do not block it.
+	b.cfg.KafkaAddr = b.Addr()
 	var err error
 	for i := 0; i < 50; i++ {
-		b.cfg.KafkaAddr = cfg.KafkaAddr
 		if err = b.start(); err == nil {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b.t.Fatalf("weirtest: restart: start on %s: %v", cfg.KafkaAddr, err)
+	b.t.Fatalf("weirtest: restart: start on %s: %v", b.cfg.KafkaAddr, err)
 }

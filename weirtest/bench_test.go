@@ -1,0 +1,50 @@
+package weirtest
+
+import (
+	"testing"
+)
+
+// scopedTB runs the cleanups registered during one iteration at its end,
+// so a benchmark iteration measures a whole broker lifetime.
+type scopedTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (s *scopedTB) Cleanup(f func()) { s.cleanups = append(s.cleanups, f) }
+
+func (s *scopedTB) done() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+}
+
+// BenchmarkStartStop is the cost of one test's broker: start on a fresh
+// data dir (listening when Start returns), then clean shutdown.
+func BenchmarkStartStop(b *testing.B) {
+	for b.Loop() {
+		s := &scopedTB{TB: b}
+		Start(s)
+		s.done()
+	}
+}
+
+// BenchmarkStartWithTopicStop adds creating one 3-partition topic over the
+// wire (CreateTopics through a franz-go admin client).
+func BenchmarkStartWithTopicStop(b *testing.B) {
+	for b.Loop() {
+		s := &scopedTB{TB: b}
+		Start(s, WithTopic("t", 3))
+		s.done()
+	}
+}
+
+// BenchmarkStartStopMem is BenchmarkStartStop with WithMemStorage (no disk
+// I/O, plus the relay).
+func BenchmarkStartStopMem(b *testing.B) {
+	for b.Loop() {
+		s := &scopedTB{TB: b}
+		Start(s, WithMemStorage())
+		s.done()
+	}
+}
