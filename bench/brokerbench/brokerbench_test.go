@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary serve as the harness's child process:
@@ -17,7 +19,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == serveCommand {
 		os.Exit(serveMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func tinyConfig(t *testing.T) Config {
@@ -374,5 +376,28 @@ func TestRunCancelled(t *testing.T) {
 	}
 	if md := rep.Markdown(); !strings.Contains(md, "| produce throughput | records/s | failed | failed | failed |") {
 		t.Fatalf("empty report:\n%s", md)
+	}
+}
+
+// TestRunTargetsFailIndependently checks that a broker that cannot start is
+// reported per target, and the run goes on with the next one.
+func TestRunTargetsFailIndependently(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Exe = "/bin/false"
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != len(cfg.Targets) || !rep.Failed() {
+		t.Fatalf("%d results, failed %v", len(rep.Results), rep.Failed())
+	}
+	for _, r := range rep.Results {
+		if !strings.Contains(r.Err, "exited before listening") {
+			t.Errorf("%s: err %q", r.Target, r.Err)
+		}
+	}
+	md := rep.Markdown()
+	if !strings.Contains(md, "| produce throughput | records/s | failed | failed | failed | — | weir/kfake >= 1.0 | n/a (not measured) | — |") {
+		t.Errorf("report of failed runs:\n%s", md)
 	}
 }
