@@ -7,6 +7,7 @@ package group_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -406,6 +407,94 @@ func TestE2ELiveConsumerAcrossRestart(t *testing.T) {
 			waitFor(t, "consumed after restart", 60*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
 			waitFor(t, "committed after restart", 30*time.Second, func() bool { return committedEqualsEnd(t, adm, "g", "t") })
 			c.stop(t)
+		})
+	}
+}
+
+// ownLog records partition ownership changes reported by members.
+type ownLog struct {
+	mu     sync.Mutex
+	owner  map[int32]int // partition -> member
+	errors []string
+}
+
+func (o *ownLog) opts(member int) []kgo.Opt {
+	change := func(assigned bool) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			for _, p := range m["t"] {
+				cur, owned := o.owner[p]
+				switch {
+				case assigned && owned && cur != member:
+					o.errors = append(o.errors, fmt.Sprintf("partition %d assigned to %d while owned by %d", p, member, cur))
+				case assigned:
+					o.owner[p] = member
+				case owned && cur == member:
+					delete(o.owner, p)
+				}
+			}
+		}
+	}
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(change(true)),
+		kgo.OnPartitionsRevoked(change(false)),
+		kgo.OnPartitionsLost(change(false)),
+	}
+}
+
+// TestE2EChurnNoDoubleOwnership: members join and leave while records are
+// produced. No record is lost, and no partition is ever assigned to a
+// member while another still owns it (so no offset is committed by two
+// members for the same stretch).
+func TestE2EChurnNoDoubleOwnership(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"eager", []kgo.Opt{kgo.Balancers(kgo.RangeBalancer())}},
+		{"cooperative", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+		{"kip848", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, t.TempDir())
+			defer b.Close()
+			adm := newAdmin(t, b.Addr())
+			createTopic(t, adm, "t", 8)
+			var s seen
+			ol := &ownLog{owner: map[int32]int{}}
+			live := map[int]*consumer{}
+			next := 0
+			add := func() {
+				live[next] = startConsumer(t, b.Addr(), "g", "t", &s, append(slices.Clone(tc.opts), ol.opts(next)...)...)
+				next++
+			}
+			add()
+			add()
+			for round := range 4 {
+				produce(t, b.Addr(), "t", 80, 8, fmt.Sprint(round))
+				if round%2 == 0 {
+					add()
+				} else {
+					for id, c := range live {
+						c.stop(t)
+						delete(live, id)
+						break
+					}
+				}
+				time.Sleep(300 * time.Millisecond)
+			}
+			produce(t, b.Addr(), "t", 80, 8, "last")
+			waitFor(t, "everything consumed", 60*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+			waitFor(t, "commits at the log end", 60*time.Second, func() bool { return committedEqualsEnd(t, adm, "g", "t") })
+			for _, c := range live {
+				c.stop(t)
+			}
+			ol.mu.Lock()
+			defer ol.mu.Unlock()
+			for _, e := range ol.errors {
+				t.Error(e)
+			}
 		})
 	}
 }
