@@ -199,11 +199,11 @@ type Log struct {
 	changed   chan struct{}
 	isClosed  bool // guarded by syncMu; also closed below
 
-	closed  atomic.Bool
-	kick    chan struct{} // wakes the background syncer
-	stop    chan struct{}
-	bgDone  chan struct{}
-	bufPool sync.Pool
+	closed   atomic.Bool
+	kick     chan struct{} // wakes the background syncer
+	stop     chan struct{}
+	bgDone   chan struct{}
+	bufPools [numBufClasses]sync.Pool // read buffers by size class
 	// indexBudget: bytes of closed-segment indexes kept loaded.
 	indexBudget int
 }

@@ -59,3 +59,22 @@ func TestAppendReadReopen(t *testing.T) {
 		}
 	})
 }
+
+func TestReadBufferSizedToData(t *testing.T) {
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p"})
+	defer l.Close()
+	mustAppend(t, l, testBatch{records: 2, valueSize: 100}.build(), true)
+	r, err := l.Read(0, 50<<20, l.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(r.Data) > 64<<10 {
+		t.Fatalf("a 50 MiB fetch of a tiny log allocated %d bytes", cap(r.Data))
+	}
+	r.Release()
+	for _, c := range []struct{ n, class int }{{1, 0}, {8192, 0}, {8193, 1}, {1 << 20, 7}, {8 << 20, 10}, {8<<20 + 1, -1}} {
+		if got := bufClass(c.n); got != c.class {
+			t.Errorf("bufClass(%d) = %d want %d", c.n, got, c.class)
+		}
+	}
+}

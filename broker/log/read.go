@@ -110,16 +110,23 @@ func (l *Log) locate(seg *segment, offset int64, buf []byte) (int64, error) {
 // readSegment reads from seg as Read describes. It returns a nil buffer if
 // seg holds no batch containing or after offset.
 func (l *Log) readSegment(seg *segment, offset int64, maxBytes int, upTo int64) (*[]byte, int, error) {
-	want := max(maxBytes, batchHeaderSize)
-	bp := l.getBuf(max(want, 8192))
-	buf := *bp
-	start, err := l.locate(seg, offset, buf[:8192])
+	want := int64(max(maxBytes, batchHeaderSize))
+	bp := l.getBuf(locateWindow)
+	start, err := l.locate(seg, offset, (*bp)[:locateWindow])
 	if err != nil || start < 0 {
 		l.putBuf(bp)
 		return nil, 0, err
 	}
 	end := seg.size.Load()
-	n, err := readSome(seg.f, buf[:min(int64(want), end-start)], start)
+	// Size the buffer to what can be returned, not to maxBytes (a fetch
+	// may allow 50 MiB of a partition holding a few KiB).
+	want = min(want, end-start)
+	if int64(cap(*bp)) < want {
+		l.putBuf(bp)
+		bp = l.getBuf(int(want))
+	}
+	buf := *bp
+	n, err := readSome(seg.f, buf[:want], start)
 	if err != nil {
 		l.putBuf(bp)
 		return nil, 0, storageErr("read "+seg.name(), err)
@@ -176,23 +183,48 @@ func readSome(f vfsFile, p []byte, off int64) (int64, error) {
 	return int64(n), nil
 }
 
-// maxPooledBuf bounds the buffers kept for reuse.
-const maxPooledBuf = 8 << 20
+// locateWindow is the read size used to walk batch headers from an index
+// entry to the batch wanted (about one index interval).
+const locateWindow = 8192
+
+// Read buffers are pooled in power-of-two size classes from minPooledBuf
+// to maxPooledBuf; larger ones are allocated and dropped.
+const (
+	minPooledShift = 13 // 8 KiB
+	maxPooledShift = 23 // 8 MiB
+	numBufClasses  = maxPooledShift - minPooledShift + 1
+)
+
+// bufClass returns the size class holding n bytes, or -1 if n is too large.
+func bufClass(n int) int {
+	c := 0
+	for size := 1 << minPooledShift; size < n; size <<= 1 {
+		c++
+	}
+	if c >= numBufClasses {
+		return -1
+	}
+	return c
+}
 
 func (l *Log) getBuf(n int) *[]byte {
-	if p, ok := l.bufPool.Get().(*[]byte); ok {
-		if cap(*p) >= n {
-			*p = (*p)[:cap(*p)]
-			return p
-		}
+	c := bufClass(n)
+	if c < 0 {
+		b := make([]byte, n)
+		return &b
 	}
-	b := make([]byte, n)
+	if p, ok := l.bufPools[c].Get().(*[]byte); ok {
+		*p = (*p)[:cap(*p)]
+		return p
+	}
+	b := make([]byte, 1<<(minPooledShift+c))
 	return &b
 }
 
 func (l *Log) putBuf(p *[]byte) {
-	if cap(*p) <= maxPooledBuf {
-		l.bufPool.Put(p)
+	n := cap(*p)
+	if c := bufClass(n); c >= 0 && n == 1<<(minPooledShift+c) {
+		l.bufPools[c].Put(p)
 	}
 }
 
