@@ -114,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed for --order random (0 = time-based)")
 	fs.IntVar(&cfg.InFlight, "nats-inflight", cfg.InFlight, "max outstanding async publishes for NATS")
 	fs.IntVar(&cfg.KafkaInFlight, "kafka-inflight", cfg.KafkaInFlight, "max produce requests in flight per broker (Kafka targets, idempotence off)")
+	fs.BoolVar(&cfg.Idempotent, "idempotent", cfg.Idempotent, "Kafka targets: use franz-go's idempotent producer (5 requests in flight) instead of the plain one")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "upper bound on each phase")
 	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "parent directory for the brokers' data directories (default: a temp dir)")
 	fs.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the data directories")

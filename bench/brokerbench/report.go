@@ -190,6 +190,9 @@ func (rep *Report) Markdown() string {
 		fmt.Fprintf(&b, "; RSS with a %d-partition topic, one record written to each (Kafka targets)", cfg.WidePartitions)
 	}
 	b.WriteString("\n")
+	if cfg.Idempotent {
+		b.WriteString("- Kafka producers: franz-go's idempotent producer\n")
+	}
 	if cfg.ProfileDir != "" {
 		fmt.Fprintf(&b, "- Brokers were CPU-profiled during the measured phases (profiles in %s); their CPU figures include the profiler's cost\n", cfg.ProfileDir)
 	}
@@ -281,7 +284,7 @@ func (rep *Report) Markdown() string {
   the child reports its getrusage figure (microsecond resolution; /proc/<pid>/stat utime+stime is the same
   number in 10 ms ticks, which the test cross-checks). Client CPU = the harness process (getrusage), which
   includes the harness's own bookkeeping.
-- Produce: acks=all, idempotence off, up to 5 produce requests in flight, default linger (10 ms), no compression,
+- Produce: acks=all, idempotence off unless --idempotent, up to 5 produce requests in flight, default linger (10 ms), no compression,
   records spread round-robin over the partitions. NATS: async publish with a bounded number of pending acks.
   The phase ends when the last record is acknowledged.
 - Consume: a fresh consumer reads from the start until every record index has been seen; the value of each

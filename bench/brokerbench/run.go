@@ -37,7 +37,8 @@ type Config struct {
 	Order          string        // alternate | random | fixed
 	Seed           int64         // for Order == "random"; 0 = time-based
 	InFlight       int           // NATS max pending async publishes
-	KafkaInFlight  int           // kgo produce requests in flight per broker
+	KafkaInFlight  int           // kgo produce requests in flight per broker (non-idempotent producer)
+	Idempotent     bool          // Kafka targets: kgo's default idempotent producer
 	PhaseTimeout   time.Duration // bound on each phase
 	Settle         time.Duration // wait before reading idle RSS
 	Dir            string        // parent of the data directories; "" = temp dir
