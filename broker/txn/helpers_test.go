@@ -467,3 +467,52 @@ func (e *env) idle(id string) bool {
 	}
 	return <-ch
 }
+
+// The *NoT helpers are for goroutines other than the test's (no t.Fatal).
+
+func (e *env) mustInitNoT(id string) (int64, int16) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.Version = 4
+	req.TransactionalID = &id
+	req.TransactionTimeoutMillis = 60000
+	resp, err := e.c.Handle(context.Background(), req)
+	if err != nil {
+		return -1, -1
+	}
+	r := resp.(*kmsg.InitProducerIDResponse)
+	return r.ProducerID, r.ProducerEpoch
+}
+
+func (e *env) addPartsNoT(id string, pid int64, epoch int16, parts []TopicPartition) int16 {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 3
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+	for _, tp := range parts {
+		t := kmsg.NewAddPartitionsToTxnRequestTopic()
+		t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := e.c.Handle(context.Background(), req)
+	if err != nil {
+		return kerr.UnknownServerError.Code
+	}
+	for _, t := range resp.(*kmsg.AddPartitionsToTxnResponse).Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return p.ErrorCode
+			}
+		}
+	}
+	return 0
+}
+
+func (e *env) endTxnNoT(id string, pid int64, epoch int16, commit bool, version int16) (*kmsg.EndTxnResponse, error) {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.Version = version
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
+	resp, err := e.c.Handle(context.Background(), req)
+	if err != nil {
+		return kmsg.NewPtrEndTxnResponse(), err
+	}
+	return resp.(*kmsg.EndTxnResponse), nil
+}
