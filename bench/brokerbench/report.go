@@ -85,11 +85,11 @@ var metrics = []metric{
 	{name: "broker CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Consume.BrokerCPU / payloadGB(c)
 	}, target: &goal{text: "weir/kfake <= 0.5", pass: func(_, q float64) bool { return q <= 0.5 }}},
-	{name: "broker kernel (sys) share of produce CPU", unit: "%", lower: true, value: func(r Result, _ Config) float64 {
-		return pct(r.Produce.BrokerSys, r.Produce.BrokerCPU)
+	{name: "… of which kernel (sys), produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
+		return r.Produce.BrokerSys / payloadGB(c)
 	}},
-	{name: "broker kernel (sys) share of consume CPU", unit: "%", lower: true, value: func(r Result, _ Config) float64 {
-		return pct(r.Consume.BrokerSys, r.Consume.BrokerCPU)
+	{name: "… of which kernel (sys), consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
+		return r.Consume.BrokerSys / payloadGB(c)
 	}},
 	{name: "client CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.ClientCPU / payloadGB(c)
@@ -118,13 +118,6 @@ var metrics = []metric{
 	{name: "RSS with wide topic", unit: "MB", lower: true, kafka: true, value: func(r Result, _ Config) float64 {
 		return mb(r.WideRSS)
 	}, target: &goal{text: "weir < 300 MB", abs: true, pass: func(w, _ float64) bool { return w < 300 }}},
-}
-
-func pct(part, whole float64) float64 {
-	if whole <= 0 {
-		return 0
-	}
-	return 100 * part / whole
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
