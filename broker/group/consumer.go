@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -43,8 +44,11 @@ import (
 //     partitions) its heartbeat interval is ConsumerReconcileInterval
 //     (default 200ms) instead of group.consumer.heartbeat.interval.ms, so a
 //     moved partition is paused for a few round trips, not for intervals.
-//   - Regular-expression subscriptions are not supported
-//     (INVALID_REGULAR_EXPRESSION).
+//   - A regular-expression subscription (v1, RE2 syntax as Kafka's RE2/J)
+//     matches the broker's topics except internal ones; topics created or
+//     deleted later change the subscription (checked on every heartbeat).
+//     It needs Topics to implement TopicLister; otherwise, and for an
+//     invalid expression, INVALID_REGULAR_EXPRESSION.
 
 type memberState int8
 
@@ -59,7 +63,9 @@ type cmember struct {
 	clientID, clientHost   string
 	epoch, prevEpoch       int32
 	state                  memberState
-	subscribed             []string
+	subscribed             []string // topic names, sorted
+	regex                  string   // SubscribedTopicRegex ("" none)
+	re                     *regexp.Regexp
 	rebalanceTimeout       time.Duration
 	assigned               map[tp]bool
 	revoking               map[tp]bool
@@ -135,8 +141,6 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 		return heartbeatError(kerr.InvalidRequest, "TopicPartitions must be empty when (re-)joining.")
 	case req.MemberEpoch == 0 && req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
 		return heartbeatError(kerr.InvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
-	case req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "":
-		return heartbeatError(kerr.InvalidRegularExpression, "regular expression subscriptions are not supported by weir")
 	case req.MemberEpoch != 0 && req.MemberID == "":
 		return heartbeatError(kerr.InvalidRequest, "MemberId can't be empty.")
 	}
@@ -214,6 +218,21 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 	if req.RackID != nil {
 		m.rackID = *req.RackID
 	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
+		if *req.SubscribedTopicRegex == "" {
+			m.regex, m.re = "", nil
+		} else {
+			if _, ok := c.opts.Topics.(TopicLister); !ok {
+				return heartbeatError(kerr.InvalidRegularExpression, "regular expression subscriptions need a topic listing this broker does not provide")
+			}
+			re, err := regexp.Compile(*req.SubscribedTopicRegex)
+			if err != nil {
+				return heartbeatError(kerr.InvalidRegularExpression, err.Error())
+			}
+			m.regex, m.re = *req.SubscribedTopicRegex, re
+		}
+		bump = cmp.Or(bump, "subscription changed")
+	}
 	if req.SubscribedTopicNames != nil {
 		subs := slices.Clone(req.SubscribedTopicNames)
 		slices.Sort(subs)
@@ -223,14 +242,15 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 			bump = cmp.Or(bump, "subscription changed")
 		}
 	}
-	if sig := cg.topicSignature(); sig != cg.topicSig {
+	subs := cg.effectiveSubscriptions()
+	if sig := cg.topicSignature(subs); sig != cg.topicSig {
 		bump = cmp.Or(bump, "topic metadata changed")
 	}
 	if bump != "" {
 		cg.bump(bump)
 	}
 	if cg.assignmentEpoch < cg.epoch {
-		cg.computeTarget()
+		cg.computeTarget(subs)
 	}
 	var owned map[tp]bool
 	if req.Topics != nil {
@@ -335,11 +355,43 @@ func (cg *consumerGroup) bump(reason string) {
 	cg.g.c.logger.Debug("consumer group epoch bumped", "group", cg.g.id, "epoch", cg.epoch, "reason", reason)
 }
 
-// topicSignature summarises the partition counts of subscribed topics.
-func (cg *consumerGroup) topicSignature() string {
+// effectiveSubscriptions resolves every member's subscription: its topic
+// names plus the topics its regular expression matches (internal topics,
+// "__"-prefixed, never match, as in Kafka).
+func (cg *consumerGroup) effectiveSubscriptions() map[string][]string {
+	var names []string
+	if tl, ok := cg.g.c.opts.Topics.(TopicLister); ok {
+		for _, m := range cg.members {
+			if m.re != nil {
+				names = tl.TopicNames()
+				break
+			}
+		}
+	}
+	out := make(map[string][]string, len(cg.members))
+	for id, m := range cg.members {
+		if m.re == nil {
+			out[id] = m.subscribed
+			continue
+		}
+		subs := slices.Clone(m.subscribed)
+		for _, t := range names {
+			if !strings.HasPrefix(t, "__") && m.re.MatchString(t) {
+				subs = append(subs, t)
+			}
+		}
+		slices.Sort(subs)
+		out[id] = slices.Compact(subs)
+	}
+	return out
+}
+
+// topicSignature summarises the subscribed topics and their partition
+// counts; a change (a topic created, deleted or grown) bumps the epoch.
+func (cg *consumerGroup) topicSignature(subs map[string][]string) string {
 	topics := map[string]bool{}
-	for _, m := range cg.members {
-		for _, t := range m.subscribed {
+	for _, ts := range subs {
+		for _, t := range ts {
 			topics[t] = true
 		}
 	}
@@ -351,14 +403,17 @@ func (cg *consumerGroup) topicSignature() string {
 	return sb.String()
 }
 
-func (cg *consumerGroup) computeTarget() {
+func (cg *consumerGroup) computeTarget(subs map[string][]string) {
+	if subs == nil {
+		subs = cg.effectiveSubscriptions()
+	}
 	in := make([]assignInput, 0, len(cg.members))
 	for _, m := range cg.members {
-		in = append(in, assignInput{id: m.id, subscribed: m.subscribed, previous: cg.target[m.id]})
+		in = append(in, assignInput{id: m.id, subscribed: subs[m.id], previous: cg.target[m.id]})
 	}
 	cg.target = assignUniform(in, cg.g.c.opts.Topics.Partitions)
 	cg.assignmentEpoch = cg.epoch
-	cg.topicSig = cg.topicSignature()
+	cg.topicSig = cg.topicSignature(subs)
 }
 
 // reconcile moves m one step towards its target assignment (see the
@@ -447,7 +502,7 @@ func (cg *consumerGroup) fireTimers(now time.Time) bool {
 	if fired && cg.assignmentEpoch < cg.epoch {
 		// Recompute now so the remaining members converge on their next
 		// heartbeat.
-		cg.computeTarget()
+		cg.computeTarget(nil)
 	}
 	return fired
 }
@@ -553,6 +608,10 @@ func (c *Coordinator) consumerDescribe(ctx context.Context, req *kmsg.ConsumerGr
 					rm.MemberEpoch = m.epoch
 					rm.ClientID, rm.ClientHost = m.clientID, m.clientHost
 					rm.SubscribedTopics = slices.Clone(m.subscribed)
+					if m.regex != "" {
+						re := m.regex
+						rm.SubscribedTopicRegex = &re
+					}
 					rm.Assignment = c.describeAssignment(m.assigned)
 					rm.TargetAssignment = c.describeAssignment(cg.target[m.id])
 					rm.MemberType = 1

@@ -371,3 +371,50 @@ func TestAssignUniformSticky(t *testing.T) {
 		t.Fatalf("heterogeneous: a %v b %v", d["a"], d["b"])
 	}
 }
+
+func TestConsumerGroupRegexSubscription(t *testing.T) {
+	h := newHarness(t)
+	h.topics.parts = map[string]int32{"orders": 2, "other": 1, "t": 4, "__consumer_offsets": 1}
+	hb := func(id string, epoch int32, regex *string) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group, req.MemberID, req.MemberEpoch = "g", id, epoch
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis = 1000
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		req.SubscribedTopicRegex = regex
+		return h.handle(req).(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	count := func(r *kmsg.ConsumerGroupHeartbeatResponse) int {
+		n := 0
+		if r.Assignment != nil {
+			for _, t := range r.Assignment.Topics {
+				n += len(t.Partitions)
+			}
+		}
+		return n
+	}
+	r := hb("m", 0, kmsg.StringPtr("(bad"))
+	wantCode(t, "invalid regex", r.ErrorCode, kerr.InvalidRegularExpression)
+	r = hb("m", 0, kmsg.StringPtr("^o.*|^__.*"))
+	wantCode(t, "regex join", r.ErrorCode, nil)
+	if n := count(r); n != 3 {
+		t.Fatalf("regex matched %d partitions, want 3 (orders, other; internal excluded)", n)
+	}
+	epoch := r.MemberEpoch
+	// A new matching topic joins the subscription on the next heartbeat.
+	h.topics.mu.Lock()
+	h.topics.parts["ops"] = 2
+	h.topics.mu.Unlock()
+	r = hb("m", epoch, nil)
+	if r.ErrorCode != 0 || count(r) != 5 || r.MemberEpoch <= epoch {
+		t.Fatalf("after creating ops: %+v (count %d)", r, count(r))
+	}
+	d := kmsg.NewPtrConsumerGroupDescribeRequest()
+	d.Groups = []string{"g"}
+	dr := h.handle(d).(*kmsg.ConsumerGroupDescribeResponse)
+	if m := dr.Groups[0].Members[0]; m.SubscribedTopicRegex == nil || *m.SubscribedTopicRegex != "^o.*|^__.*" {
+		t.Fatalf("describe regex: %+v", m)
+	}
+}

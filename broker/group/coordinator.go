@@ -52,6 +52,12 @@ type TimestampReader interface {
 	TimestampAt(topic string, partition int32, offset int64) (ts time.Time, ok bool)
 }
 
+// TopicLister is optionally implemented by a Topics: the names of all
+// topics, for KIP-848 regular-expression subscriptions.
+type TopicLister interface {
+	TopicNames() []string
+}
+
 // Options configures a Coordinator. Zero durations mean Kafka's defaults.
 type Options struct {
 	NodeID int32

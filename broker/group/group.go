@@ -166,8 +166,8 @@ func (g *group) typeProtocol() string {
 func (g *group) subscribedTopics() map[string]bool {
 	out := map[string]bool{}
 	if g.kind == kindConsumer {
-		for _, m := range g.cg.members {
-			for _, t := range m.subscribed {
+		for _, ts := range g.cg.effectiveSubscriptions() {
+			for _, t := range ts {
 				out[t] = true
 			}
 		}

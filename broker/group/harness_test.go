@@ -69,6 +69,11 @@ func (f *fakeTopics) TopicName(id [16]byte) (string, bool) {
 	}
 	return "", false
 }
+func (f *fakeTopics) TopicNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return sortedKeys(f.parts)
+}
 func (f *fakeTopics) HighWatermark(t string, p int32) (int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
