@@ -182,7 +182,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if res.Err != "" {
 				fmt.Fprintf(cfg.Log, "  %s FAILED: %s\n", target, res.Err)
 			} else {
-				fmt.Fprintf(cfg.Log, "  %s\n", res.summary())
+				fmt.Fprintf(cfg.Log, "  %s: %s\n", target, res.summary())
 			}
 			rep.Results = append(rep.Results, res)
 			if !cfg.Keep {
