@@ -227,6 +227,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	err = a.loop(ctx)
 	a.shutdown(err)
 	if err != nil {
+		a.cfg.logger.Error("app stopped on a fatal error", "err", err)
 		return fmt.Errorf("stream: app %s: %w", a.id, err)
 	}
 	return nil
