@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -160,7 +161,7 @@ func (c *Coordinator) applyRecord(rec stateRecord) {
 		// A transactional id's producer ids come from a block; make sure
 		// a block lost to truncation cannot hand them out again.
 		for _, id := range []int64{rec.data.producerID, rec.data.nextProducerID, rec.data.prevProducerID} {
-			if id >= c.pidNext {
+			if id >= c.pidNext && id < math.MaxInt64 {
 				c.pidNext = id + 1
 				c.pidEnd = max(c.pidEnd, c.pidNext)
 			}

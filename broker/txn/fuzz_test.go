@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -179,5 +180,59 @@ func FuzzHandle(f *testing.F) {
 		if _, err := e.c.Handle(ctx, ping); err != nil {
 			t.Fatalf("coordinator stopped serving: %v", err)
 		}
+	})
+}
+
+// FuzzReplayState: whatever (decodable) state a transactional id has in
+// the log, the coordinator starts, serves requests for it without
+// panicking, never hands out a negative producer id, and completes a
+// prepared transaction.
+func FuzzReplayState(f *testing.F) {
+	f.Add(int64(5), int64(-1), int64(-1), int16(3), int8(1), int32(60000), int64(0), int16(0))
+	f.Add(int64(math.MaxInt64), int64(-1), int64(math.MaxInt64), int16(32767), int8(2), int32(1), int64(-5), int16(2))
+	f.Add(int64(-1), int64(7), int64(9), int16(-1), int8(4), int32(-1), int64(1), int16(9))
+	f.Fuzz(func(t *testing.T, pid, prev, next int64, epoch int16, state int8, timeout int32, start int64, tv int16) {
+		st := txnState(state)
+		if !st.valid() {
+			return
+		}
+		s := &memState{}
+		d := txnData{producerID: pid, prevProducerID: prev, nextProducerID: next, epoch: epoch, timeoutMs: timeout,
+			state: st, parts: map[TopicPartition]struct{}{tpA: {}}, startMs: start, tv: tv}
+		if _, err := s.Append(buildBatch([]kv{{txnKey("z"), txnValue(&d)}}, 0), true); err != nil {
+			t.Fatal(err)
+		}
+		clk := newClock()
+		c, err := NewCoordinator(Options{State: s, Partitions: newFakeParts(tpA), Offsets: &fakeOffsets{}, Now: clk.Now, EndTxnCompletionWait: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ip := kmsg.NewPtrInitProducerIDRequest()
+		if resp, err := c.Handle(ctx, ip); err != nil {
+			t.Fatal(err)
+		} else if r := resp.(*kmsg.InitProducerIDResponse); r.ErrorCode == 0 && r.ProducerID < 0 {
+			t.Fatalf("negative producer id %d", r.ProducerID)
+		}
+		for _, req := range []kmsg.Request{
+			&kmsg.InitProducerIDRequest{Version: 4, TransactionalID: kmsg.StringPtr("z"), TransactionTimeoutMillis: 1000, ProducerID: pid, ProducerEpoch: epoch},
+			&kmsg.EndTxnRequest{Version: 5, TransactionalID: "z", ProducerID: pid, ProducerEpoch: epoch, Commit: true},
+			&kmsg.EndTxnRequest{Version: 3, TransactionalID: "z", ProducerID: pid, ProducerEpoch: epoch},
+			&kmsg.AddPartitionsToTxnRequest{Version: 3, TransactionalID: "z", ProducerID: pid, ProducerEpoch: epoch,
+				Topics: []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "a", Partitions: []int32{0}}}},
+		} {
+			if _, err := c.Handle(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Hour)
+		c.Tick()
+		_, release, err := c.Verify(ctx, "z", pid, epoch, []TopicPartition{tpA}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
 	})
 }
