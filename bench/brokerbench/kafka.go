@@ -215,12 +215,13 @@ func (d *kafkaDriver) fixedRate(ctx context.Context, first, count, rate int) ([]
 	return lat, ctx.Err()
 }
 
-// wide creates a topic with n partitions and writes one record (acks=all)
-// to each, so every partition's log exists on disk.
-func (d *kafkaDriver) wide(ctx context.Context, n int) error {
-	if err := d.createTopic(ctx, wideTopic, n); err != nil {
-		return err
-	}
+func (d *kafkaDriver) createWide(ctx context.Context, n int) error {
+	return d.createTopic(ctx, wideTopic, n)
+}
+
+// writeWide writes one record (acks=all) to each partition of the wide
+// topic, so every partition's log has data on disk.
+func (d *kafkaDriver) writeWide(ctx context.Context, n int) error {
 	cl, err := kgo.NewClient(d.producerOpts(kgo.DefaultProduceTopic(wideTopic))...)
 	if err != nil {
 		return err

@@ -224,10 +224,12 @@ type driver interface {
 	close()
 }
 
-// wideDriver is implemented by Kafka targets: create a topic with n
-// partitions and write one record to each.
+// wideDriver is implemented by Kafka targets.
 type wideDriver interface {
-	wide(ctx context.Context, n int) error
+	// createWide creates a topic with n partitions.
+	createWide(ctx context.Context, n int) error
+	// writeWide writes one record (acks=all) to each of its partitions.
+	writeWide(ctx context.Context, n int) error
 }
 
 type readStats struct {
@@ -343,7 +345,20 @@ func runWide(ctx context.Context, cfg Config, target, dir string, res *Result) (
 	if !ok {
 		return fmt.Errorf("target %s has no partitions phase", target)
 	}
-	if err := phase(ctx, cfg, "wide", func(ctx context.Context) error { return wd.wide(ctx, cfg.WidePartitions) }); err != nil {
+	if err := phase(ctx, cfg, "create wide topic", func(ctx context.Context) error {
+		return wd.createWide(ctx, cfg.WidePartitions)
+	}); err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, cfg.Settle); err != nil {
+		return err
+	}
+	if res.WideCreatedRSS, _, err = ch.rss(); err != nil {
+		return err
+	}
+	if err := phase(ctx, cfg, "write wide topic", func(ctx context.Context) error {
+		return wd.writeWide(ctx, cfg.WidePartitions)
+	}); err != nil {
 		return err
 	}
 	if err := sleepCtx(ctx, cfg.Settle); err != nil {
