@@ -22,6 +22,9 @@ import (
 // * Invalid names: INVALID_TOPIC_EXCEPTION; existing topic:
 //   TOPIC_ALREADY_EXISTS; a topic named twice in one request:
 //   INVALID_REQUEST for each.
+// * Internal topics (__consumer_offsets, __transaction_state) are created
+//   by the broker only: TOPIC_ALREADY_EXISTS if present, else
+//   INVALID_REQUEST.
 // * ValidateOnly (v1+) runs every check and creates nothing.
 // * The topic, its logs and its configs are durable when the response is
 //   sent (meta.json fsynced).
@@ -50,6 +53,14 @@ func handleCreateTopics(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request
 			st.ErrorMessage = errMessage(err)
 			b.metrics.partitionError("CreateTopics", st.ErrorCode)
 			resp.Topics = append(resp.Topics, st)
+		}
+		if isInternalTopic(rt.Topic) {
+			if _, exists := b.topics.get(rt.Topic); exists {
+				fail(kerrMsg(kerr.TopicAlreadyExists, fmt.Sprintf("topic '%s' already exists", rt.Topic)))
+			} else {
+				fail(kerrMsg(kerr.InvalidRequest, fmt.Sprintf("'%s' is an internal topic, created by the broker", rt.Topic)))
+			}
+			continue
 		}
 		if count[rt.Topic] > 1 {
 			fail(kerrMsg(kerr.InvalidRequest, fmt.Sprintf("create topics request contains topic '%s' more than once", rt.Topic)))

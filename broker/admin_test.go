@@ -39,6 +39,8 @@ func TestCreateTopicsErrors(t *testing.T) {
 		{"bad ts type", "bt", 1, 1, map[string]string{"message.timestamp.type": "Now"}, kerr.InvalidConfig},
 		{"below min", "bm", 1, 1, map[string]string{"segment.bytes": "1"}, kerr.InvalidConfig},
 		{"collides", "exi_sts", 1, 1, nil, nil},
+		{"internal exists", offsetsTopic, 1, 1, nil, kerr.TopicAlreadyExists},
+		{"internal", "__transaction_state", 1, 1, nil, kerr.InvalidRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
