@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Recovery.
@@ -180,9 +181,10 @@ func (l *Log) recover() error {
 			seg.mu.Lock()
 			seg.loaded, seg.maxTsKnown = true, true
 			seg.mu.Unlock()
-			if seg.base < next {
-				l.logger.Error("segment overlaps the previous one", "err",
-					&CorruptionError{Segment: seg.name(), Reason: fmt.Sprintf("base offset below %d", next)})
+			if seg.base != next {
+				// A segment is created at the log end by a roll.
+				l.logger.Error("segment does not start where the previous one ends", "err",
+					&CorruptionError{Segment: seg.name(), Reason: fmt.Sprintf("base offset %d, previous segment ends at %d", seg.base, next)})
 				last = i - 1
 				break
 			}
@@ -192,7 +194,7 @@ func (l *Log) recover() error {
 			continue
 		}
 		scanned = true
-		end, n, cerr, err := scanSegment(seg, pos, next, interval, &seg.ix, &seg.mu)
+		end, n, cerr, err := scanSegment(seg, pos, next, interval, true, &seg.ix, &seg.mu)
 		if err != nil {
 			return storageErr("scan "+seg.name(), err)
 		}
@@ -366,13 +368,12 @@ func (l *Log) openActiveIndexFiles(act *segment, trusted bool) error {
 
 // scanSegment reads seg's batches from pos, checking framing, CRC and that
 // offsets increase from next; each good batch is noted in ix (under mu).
-// It returns the end of the last good batch and the offset after it; cerr
+// strict requires offsets to be contiguous (a tail written by Append); a
+// closed segment may have gaps (compaction). It returns the end of the last
+// good batch and the offset after it; cerr
 // describes the first bad batch (nil if the scan reached the end); err is an
 // I/O error.
-func scanSegment(seg *segment, pos, next, interval int64, ix *indexState, mu interface {
-	Lock()
-	Unlock()
-}) (end, nextOut int64, cerr *CorruptionError, err error) {
+func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *indexState, mu sync.Locker) (end, nextOut int64, cerr *CorruptionError, err error) {
 	size := seg.size.Load()
 	r := newChunkReader(seg.f, 1<<20, size)
 	bad := func(reason string, args ...any) (int64, int64, *CorruptionError, error) {
@@ -390,8 +391,8 @@ func scanSegment(seg *segment, pos, next, interval int64, ix *indexState, mu int
 		if reason := h.checkFraming(size - pos); reason != "" {
 			return bad("%s", reason)
 		}
-		if h.BaseOffset < next {
-			return bad("base offset %d below expected %d", h.BaseOffset, next)
+		if h.BaseOffset < next || (strict && h.BaseOffset != next) {
+			return bad("base offset %d, expected %d", h.BaseOffset, next)
 		}
 		if !seg.fitsOffsets(h.lastOffset()) {
 			return bad("offset %d too far from segment base", h.lastOffset())
