@@ -150,7 +150,17 @@ func lastBatchStart(d []byte) int {
 // (sparse files with realistic index files: one entry per 16 KiB batch)
 // after a clean shutdown, and reports the open time and the index memory
 // held once every segment has been read from.
-func BenchmarkOpenClean(b *testing.B) {
+func BenchmarkOpenClean(b *testing.B) { benchmarkOpen(b, false) }
+
+// BenchmarkOpenAfterCrash is BenchmarkOpenClean with the recovery point
+// benchCrashTail bytes before the end of the active segment, as a crash
+// between checkpoints leaves it: open scans (CRC-checks) that tail only.
+func BenchmarkOpenAfterCrash(b *testing.B) { benchmarkOpen(b, true) }
+
+const benchCrashTail = 8 << 20
+
+func benchmarkOpen(b *testing.B, crashTail bool) {
+	var crashCkpt []byte
 	const segBytes = 1 << 30
 	const batch = 16 << 10
 	nseg := 10
@@ -184,9 +194,41 @@ func BenchmarkOpenClean(b *testing.B) {
 			os.WriteFile(filepath.Join(dir, checkpointFile), c.encode(), 0o644)
 		}
 	}
+	if tail := int64(benchCrashTail); crashTail {
+		// A crash image: the last tail bytes of the active segment are
+		// real batches written after the recovery point.
+		last := next - perSeg*16
+		seg := &segment{base: last, fs: vfs.Default, dir: dir}
+		f, err := os.OpenFile(seg.path(logSuffix), os.O_RDWR, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pos := int64(segBytes) - tail
+		ckptNext := last + (pos/batch)*16
+		off := ckptNext
+		for p := pos; p < segBytes; {
+			bb := testBatch{records: 16, valueSize: 900, firstTs: 2_000_000}.build()
+			setBaseOffset(bb, off, 0)
+			f.WriteAt(bb, p)
+			p += int64(len(bb))
+			off += 16
+			if p+int64(len(bb)) > segBytes {
+				f.Truncate(p)
+				break
+			}
+		}
+		f.Close()
+		c := checkpoint{segBase: last, pos: pos, next: ckptNext, maxTs: -1, maxTsOff: -1}
+		crashCkpt = c.encode()
+	}
 	b.ResetTimer()
 	var l *Log
 	for i := 0; i < b.N; i++ {
+		if crashTail {
+			b.StopTimer()
+			os.WriteFile(filepath.Join(dir, checkpointFile), crashCkpt, 0o644)
+			b.StartTimer()
+		}
 		var err error
 		l, err = Open(Options{Dir: dir, Sync: SyncInterval})
 		if err != nil {
