@@ -131,3 +131,30 @@ func TestGroupCommands(t *testing.T) {
 		t.Fatalf("reset without a target: exit %d, %s", code, errOut)
 	}
 }
+
+func TestGroupDescribeKIP848(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "events", "-p", "3")
+	member := groupTestClient(t, addr, kgo.ConsumerGroup("next"), kgo.ConsumeTopics("events"),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out string
+	for {
+		out = mustCLI(t, "", "group", "describe", b, "next")
+		if strings.Contains(out, "type:     consumer") && strings.Contains(out, "events[0,1,2]") && strings.Contains(out, "state:    Stable") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("KIP-848 member never showed up:\n%s", out)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		member.PollFetches(pctx)
+		pcancel()
+	}
+	out = mustCLI(t, "", "group", "list", b)
+	if !regexpLine(out, `^next\s+Stable\s+consumer\s+consumer`) {
+		t.Fatalf("group list:\n%s", out)
+	}
+}
