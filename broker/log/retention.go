@@ -32,8 +32,9 @@ func (l *Log) DeleteRecords(before int64) (int64, error) {
 	}
 	l.logStart.Store(before)
 	l.mu.Lock()
-	n := l.deletePrefixLocked(func(i int, seg, next *segment) bool { return next.base <= before })
+	gone := l.deletePrefixLocked(func(i int, seg, next *segment) bool { return next.base <= before })
 	l.mu.Unlock()
+	n := l.dropSegments(gone)
 	if n > 0 {
 		l.logger.Info("deleted segments below log start offset", "segments", n, "log_start", before)
 	}
@@ -56,7 +57,12 @@ func (l *Log) ApplyRetention() (int, error) {
 	l.metaMu.Lock()
 	defer l.metaMu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			l.mu.Unlock()
+		}
+	}()
 	if l.shut {
 		return 0, ErrClosed
 	}
@@ -91,7 +97,7 @@ func (l *Log) ApplyRetention() (int, error) {
 		}
 	}
 	total := l.Size()
-	n := l.deletePrefixLocked(func(i int, seg, next *segment) bool {
+	gone := l.deletePrefixLocked(func(i int, seg, next *segment) bool {
 		switch {
 		case next.base <= ls:
 		case expired(seg):
@@ -102,6 +108,9 @@ func (l *Log) ApplyRetention() (int, error) {
 		total -= seg.size.Load()
 		return true
 	})
+	l.mu.Unlock()
+	locked = false
+	n := l.dropSegments(gone)
 	if n > 0 {
 		l.logger.Info("retention deleted segments", "segments", n, "log_start", l.logStart.Load())
 	}
@@ -109,10 +118,11 @@ func (l *Log) ApplyRetention() (int, error) {
 }
 
 // deletePrefixLocked removes the longest prefix of closed segments for which
-// del holds (next is the following segment) and advances the log start
-// offset to the first remaining base. The active segment is never removed.
+// del holds (next is the following segment) from the log and advances the
+// log start offset to the first remaining base. The active segment is never
+// removed. The caller passes the result to dropSegments after releasing mu.
 // mu must be held.
-func (l *Log) deletePrefixLocked(del func(i int, seg, next *segment) bool) int {
+func (l *Log) deletePrefixLocked(del func(i int, seg, next *segment) bool) []*segment {
 	l.segsMu.Lock()
 	segs := l.segs
 	n := 0
@@ -121,7 +131,7 @@ func (l *Log) deletePrefixLocked(del func(i int, seg, next *segment) bool) int {
 	}
 	if n == 0 {
 		l.segsMu.Unlock()
-		return 0
+		return nil
 	}
 	gone := segs[:n]
 	l.segs = append([]*segment(nil), segs[n:]...)
@@ -133,11 +143,18 @@ func (l *Log) deletePrefixLocked(del func(i int, seg, next *segment) bool) int {
 			break
 		}
 	}
+	return gone
+}
+
+// dropSegments marks removed segments deleted and drops the log's reference:
+// each one's files are removed now, or when its last reader finishes. It
+// does I/O, so no lock is held.
+func (l *Log) dropSegments(gone []*segment) int {
 	for _, seg := range gone {
 		seg.deleted.Store(true)
 		seg.release(l)
 	}
-	return n
+	return len(gone)
 }
 
 // logDirName is the directory of a partition under a manager's data dir.
