@@ -55,7 +55,7 @@ type conn struct {
 
 	inflight chan *slot
 	stopOnce sync.Once
-	stopping atomic.Bool // set by stopReading before it moves the read deadline
+	stopping atomic.Bool  // set by stopReading before it moves the read deadline
 	pending  atomic.Int32 // requests read and not yet answered (idle check)
 	// prodPrev is closed when the last Produce request read so far has
 	// finished. Read loop only.

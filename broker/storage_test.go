@@ -139,3 +139,45 @@ func TestAckedDataSurvivesCrash(t *testing.T) {
 		t.Fatalf("after crash partition 0 holds %v, want %v", got, want)
 	}
 }
+
+// Partition directories that belong to no recorded topic (a crash between
+// the registry write and the log removal) are removed on start.
+func TestOrphanPartitionsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	ctx := testCtx(t)
+	b, _ := testBroker(t, func(c *Config) { c.DataDir = dir })
+	mustCreate(t, ctx, b, "keep", 1)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"ghost-0", "keep-3"} {
+		if err := vfs.Default.MkdirAll(filepath.Join(dir, "logs", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testBroker(t, func(c *Config) { c.DataDir = dir })
+	entries, err := vfs.Default.List(filepath.Join(dir, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e == "ghost-0" || e == "keep-3" {
+			t.Fatalf("orphan %s survived (dir: %v)", e, entries)
+		}
+	}
+	if !slices.Contains(entries, "keep-0") {
+		t.Fatalf("keep-0 removed: %v", entries)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if _, err := Start(t.Context(), Config{}); err == nil {
+		t.Fatal("started without a data dir")
+	}
+	if _, err := Start(t.Context(), Config{DataDir: t.TempDir(), NodeID: -1}); err == nil {
+		t.Fatal("started with a negative node id")
+	}
+	if _, err := Start(t.Context(), Config{DataDir: t.TempDir(), KafkaAddr: "256.0.0.1:99999"}); err == nil {
+		t.Fatal("started on a bad address")
+	}
+}
