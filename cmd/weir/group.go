@@ -99,7 +99,11 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupI
 		return nil, fmt.Errorf("group %q: no answer from the cluster", group)
 	}
 	if d.Err == nil && d.State != "Dead" {
-		gi := &groupInfo{name: group, state: d.State, kind: "classic", protocol: d.ProtocolType + "/" + d.Protocol}
+		proto := "-"
+		if d.ProtocolType != "" {
+			proto = d.ProtocolType + "/" + orDash(d.Protocol)
+		}
+		gi := &groupInfo{name: group, state: d.State, kind: "classic", protocol: proto}
 		for _, m := range d.Members {
 			mi := memberInfo{id: m.MemberID, client: m.ClientID, host: m.ClientHost, assigned: map[string][]int32{}}
 			if m.InstanceID != nil {
@@ -316,8 +320,11 @@ func printGroup(w io.Writer, gi *groupInfo, pos []partitionPos) {
 			committed = fmt.Sprint(p.committed)
 		}
 		lagTime := "?"
-		if p.lagTime >= 0 {
-			lagTime = p.lagTime.Truncate(time.Millisecond).String()
+		switch {
+		case p.lagTime >= 10*time.Second:
+			lagTime = p.lagTime.Round(time.Second).String()
+		case p.lagTime >= 0:
+			lagTime = p.lagTime.Round(time.Millisecond).String()
 		}
 		total += p.lag
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.topic, p.partition, committed, p.start, p.end, p.lag, lagTime, orDash(p.owner))
