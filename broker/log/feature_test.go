@@ -632,3 +632,27 @@ func FuzzRecovery(f *testing.F) {
 		}
 	})
 }
+
+func TestCorruptionOnRead(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	l := mustOpen(t, Options{FS: mem, Dir: "/p", Config: Config{SegmentBytes: 1000}})
+	defer l.Close()
+	for range 6 {
+		mustAppend(t, l, testBatch{records: 2, valueSize: 100}.build(), true)
+	}
+	seg := l.segments()[0]
+	size := int64(len(testBatch{records: 2, valueSize: 100}.build()))
+	// Damage the magic byte of the second batch of the first segment.
+	f, _ := mem.OpenReadWrite(seg.path(logSuffix))
+	f.WriteAt([]byte{7}, size+offMagic)
+	f.Close()
+	_, err := l.Read(2, 10000, l.HighWatermark())
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.Segment != seg.name() || ce.Offset != size {
+		t.Fatalf("want CorruptionError at %s:%d, got %v", seg.name(), size, err)
+	}
+	// Other segments still read.
+	if r, err := l.Read(l.segments()[1].base, 10000, l.HighWatermark()); err != nil || len(r.Data) == 0 {
+		t.Fatalf("read of an intact segment: %v", err)
+	}
+}

@@ -126,6 +126,9 @@ func (m *Manager) Remove(topic string, partition int32) error {
 	if err := m.opts.FS.RemoveAll(dir); err != nil {
 		return storageErr("remove "+dir, err)
 	}
+	if err := syncDir(m.opts.FS, m.opts.Dir); err != nil {
+		return storageErr("sync "+m.opts.Dir, err)
+	}
 	return nil
 }
 

@@ -48,6 +48,10 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 		buf, n, err := l.readSegment(seg, offset, maxBytes, upTo)
 		seg.release(l)
 		if err != nil {
+			var ce *CorruptionError
+			if errors.As(err, &ce) {
+				l.logger.Error("corrupt batch on read", "segment", ce.Segment, "pos", ce.Offset, "err", err)
+			}
 			return res, err
 		}
 		if buf != nil {
