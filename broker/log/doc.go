@@ -108,7 +108,9 @@
 // corrupt tail, which is truncated and logged with a *CorruptionError
 // naming segment and byte position. Synced data is a prefix of written data,
 // so nothing synced lies behind a torn write: an acknowledged batch is never
-// dropped. The recovery point advances in the background once 8 MiB were
+// dropped. Without a usable recovery point only the last segment is
+// scanned: a segment is closed only after its data and index files are
+// fsynced. The recovery point advances in the background once 8 MiB were
 // synced since the last one (or after 10 s with any change), on roll and on
 // Close, so a crash recovery scans about 8 MiB at most; after a clean Close
 // it is at the end of the log, and Open scans nothing.
