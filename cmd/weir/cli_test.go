@@ -397,3 +397,30 @@ func TestConsumeGroupResumes(t *testing.T) {
 		}
 	}
 }
+
+// Many small lines are batched within the broker's default
+// max.message.bytes; a record larger than --max-batch-bytes fails clearly.
+func TestProduceBatchLimits(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "big", "-p", "1")
+	line := strings.Repeat("y", 1000) + "\n"
+	mustCLI(t, strings.Repeat(line, 5000), "produce", b, "big", "-q") // ~5 MB of input
+	out := mustCLI(t, "", "consume", b, "big", "-e")
+	if n := strings.Count(out, "\n"); n != 5000 {
+		t.Fatalf("consumed %d records, want 5000", n)
+	}
+	huge := strings.Repeat("z", 2<<20) + "\n"
+	if _, errOut, code := runCLI(t, huge, "produce", b, "big"); code == 0 || !strings.Contains(errOut, "failed") {
+		t.Fatalf("2 MiB record: exit %d, %q", code, errOut)
+	}
+	// Batches larger than the topic's max.message.bytes are refused by
+	// the broker: the default --max-batch-bytes is what keeps the first
+	// produce above working (the linger makes the big batch certain).
+	if _, errOut, code := runCLI(t, strings.Repeat(line, 3000), "produce", b, "big", "--max-batch-bytes", "16000000", "--max-line-bytes", "20000000", "--linger", "1s"); code == 0 || !strings.Contains(errOut, "MESSAGE_TOO_LARGE") {
+		t.Fatalf("16 MB batches: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "x\n", "produce", b, "big", "--max-line-bytes", "0"); code == 0 || !strings.Contains(errOut, "--max-line-bytes") {
+		t.Fatalf("--max-line-bytes 0: exit %d, %q", code, errOut)
+	}
+}

@@ -10,20 +10,23 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 type produceOptions struct {
-	keySep       string
-	headers      []string
-	acks         string
-	partition    int32
-	compression  string
-	file         string
-	maxLineBytes int
-	quiet        bool
+	keySep        string
+	headers       []string
+	acks          string
+	partition     int32
+	compression   string
+	file          string
+	maxLineBytes  int
+	maxBatchBytes int32
+	linger        time.Duration
+	quiet         bool
 }
 
 func newProduceCmd() *cobra.Command {
@@ -56,6 +59,8 @@ that means fsynced) and exits non-zero if any record failed.`,
 	f.StringVarP(&o.compression, "compression", "z", "none", "compression codec: none, gzip, snappy, lz4, zstd")
 	f.StringVarP(&o.file, "file", "f", "", "read lines from this file instead of stdin")
 	f.IntVar(&o.maxLineBytes, "max-line-bytes", 16<<20, "longest accepted input line")
+	f.Int32Var(&o.maxBatchBytes, "max-batch-bytes", 1000012, "largest record batch sent (and so largest record); keep it <= the topic's max.message.bytes")
+	f.DurationVar(&o.linger, "linger", 0, "how long a partition's batch may wait for more records before it is sent (linger.ms)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print the summary line to stderr")
 	return cmd
 }
@@ -92,10 +97,15 @@ func (o *produceOptions) clientOpts() ([]kgo.Opt, error) {
 	if o.partition >= 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
-	if o.maxLineBytes > 1<<20 {
-		// Let a long line through the client; the broker's
-		// max.message.bytes still decides.
-		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(o.maxLineBytes)+(64<<10)))
+	if o.maxLineBytes <= 0 {
+		return nil, fmt.Errorf("--max-line-bytes must be positive, got %d", o.maxLineBytes)
+	}
+	if o.maxBatchBytes <= 0 {
+		return nil, fmt.Errorf("--max-batch-bytes must be positive, got %d", o.maxBatchBytes)
+	}
+	opts = append(opts, kgo.ProducerBatchMaxBytes(o.maxBatchBytes))
+	if o.linger > 0 {
+		opts = append(opts, kgo.ProducerLinger(o.linger))
 	}
 	return opts, nil
 }
@@ -147,7 +157,9 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 	}
 
 	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), o.maxLineBytes)
+	// The longest token is the larger of the max and the initial buffer's
+	// capacity, so the initial buffer must not exceed the max.
+	sc.Buffer(make([]byte, min(64<<10, o.maxLineBytes)), o.maxLineBytes)
 	var lines int
 	for sc.Scan() {
 		lines++

@@ -283,3 +283,100 @@ func TestServeBrokerConfig(t *testing.T) {
 		t.Fatalf("delay %v", cfg.GroupInitialRebalanceDelay)
 	}
 }
+
+// weir consume follows until interrupted; SIGINT ends it with exit 0 after
+// printing what it read.
+func TestConsumeFollowInterrupted(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "f", "-p", "2")
+	mustCLI(t, "a\nb\n", "produce", b, "f", "-q")
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "consume", b, "f")
+	cmd.Env = append(os.Environ(), execMainEnv+"=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 10)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	got := map[string]bool{}
+	deadline := time.After(30 * time.Second)
+	for len(got) < 3 {
+		if len(got) == 2 {
+			// Follow mode: a record produced now shows up too.
+			mustCLI(t, "c\n", "produce", b, "f", "-q")
+			got["produced c"] = true
+		}
+		select {
+		case l := <-lines:
+			got[l] = true
+		case <-deadline:
+			t.Fatalf("consume printed only %v", got)
+		}
+	}
+	for len(got) < 4 {
+		select {
+		case l := <-lines:
+			got[l] = true
+		case <-deadline:
+			t.Fatalf("consume did not print the record produced while following: %v", got)
+		}
+	}
+	for _, want := range []string{"a", "b", "c"} {
+		if !got[want] {
+			t.Fatalf("consume output %v lacks %q", got, want)
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("consume after SIGINT: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("consume did not exit within 30s of SIGINT")
+	}
+}
+
+func TestProduceFromFile(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "file", "-p", "1")
+	path := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(path, []byte("k1=v1\r\nk2=v=2\n\nlast-no-newline"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, "", "produce", b, "file", "-f", path, "-K", "=", "-q")
+	out := mustCLI(t, "", "consume", b, "file", "-e", "-f", "kv", "-K", "|")
+	// CRLF is stripped, the separator splits at its first occurrence, an
+	// empty line is an empty record, a line without separator has no key.
+	if want := "k1|v1\nk2|v=2\n|\n|last-no-newline\n"; out != want {
+		t.Fatalf("got %q, want %q", out, want)
+	}
+	if _, errOut, code := runCLI(t, "", "produce", b, "file", "-f", filepath.Join(t.TempDir(), "missing")); code == 0 || !strings.Contains(errOut, "no such file") {
+		t.Fatalf("missing file: exit %d, %q", code, errOut)
+	}
+	long := strings.Repeat("x", 100) + "\n"
+	if _, errOut, code := runCLI(t, long, "produce", b, "file", "--max-line-bytes", "50"); code == 0 || !strings.Contains(errOut, "longer than --max-line-bytes") {
+		t.Fatalf("long line: exit %d, %q", code, errOut)
+	}
+}
