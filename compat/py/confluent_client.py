@@ -99,6 +99,7 @@ def consume(bootstrap, topic, count):
         "group.id": "weir-compat-confluent",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
+        "check.crcs": True,  # verify every batch's CRC-32C as stored by the broker
     })
     md = consumer.list_topics(topic, timeout=30)
     t = md.topics.get(topic)
