@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/vfs"
 )
 
 // memConn is a net.Conn reading a fixed input and recording the output.
@@ -137,4 +141,46 @@ func TestServeBytesManyRequests(t *testing.T) {
 	if len(out) != 0 || len(serveBytes(b, nil)) != 0 {
 		t.Fatal("extra output")
 	}
+}
+
+// FuzzRegistryLoad feeds arbitrary meta.json contents to the registry:
+// it must load or fail with an error, never panic, and what it loads must
+// be valid topics.
+func FuzzRegistryLoad(f *testing.F) {
+	f.Add([]byte(`{"magic":"weir-meta","version":1,"cluster_id":"c","topics":[{"name":"t","id":"000102030405060708090a0b0c0d0e0f","partitions":2,"configs":{"retention.ms":"5"}}]}`))
+	f.Add([]byte(`{"magic":"weir-meta","version":1,"topics":[{"name":"../x","id":"00","partitions":-1}]}`))
+	f.Add([]byte(`{"magic":"other","version":9}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		mem := vfs.NewCrashableMem()
+		if err := mem.MkdirAll("/d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := vfs.WriteFileAtomic(mem, "/d/"+metaFile, data); err != nil {
+			t.Fatal(err)
+		}
+		logs, err := wlog.OpenManager(wlog.ManagerOptions{FS: mem, Dir: logsDir("/d")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logs.Close()
+		r, err := openRegistryLimited(mem, "/d", logs, slog.New(slog.DiscardHandler), 4)
+		if err != nil {
+			return
+		}
+		for _, tp := range r.all() {
+			if validateTopicName(tp.name) != nil || len(tp.parts) < 1 || len(tp.parts) > 4 {
+				t.Fatalf("loaded invalid topic %q with %d partitions", tp.name, len(tp.parts))
+			}
+		}
+	})
+}
+
+// FuzzRecordTimestamp: the batch walker used for lag-in-time never panics.
+func FuzzRecordTimestamp(f *testing.F) {
+	f.Add(makeBatch(1000, "a", "b"), int64(1))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 200}, int64(0))
+	f.Fuzz(func(t *testing.T, data []byte, off int64) {
+		recordTimestamp(data, off)
+	})
 }

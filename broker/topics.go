@@ -95,7 +95,11 @@ type registry struct {
 // openRegistry loads meta.json (if any), opens every partition and removes
 // orphaned partition directories.
 func openRegistry(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger) (*registry, error) {
-	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger, maxPartitions: maxPartitionsPerTopic,
+	return openRegistryLimited(fs, dir, logs, logger, maxPartitionsPerTopic)
+}
+
+func openRegistryLimited(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger, maxPartitions int32) (*registry, error) {
+	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger, maxPartitions: maxPartitions,
 		byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
 	m, err := r.load()
 	if err != nil {
@@ -104,12 +108,24 @@ func openRegistry(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger
 	r.clusterID = m.ClusterID
 	for _, tj := range m.Topics {
 		id, err := parseTopicID(tj.ID)
-		if err != nil || validateTopicName(tj.Name) != nil || tj.Partitions < 1 {
+		if err != nil || validateTopicName(tj.Name) != nil || tj.Partitions < 1 || tj.Partitions > r.maxPartitions {
 			return nil, fmt.Errorf("%s: bad topic entry %q (id %q, %d partitions)", metaFile, tj.Name, tj.ID, tj.Partitions)
 		}
-		t := &topic{name: tj.Name, id: id, internal: isInternalTopic(tj.Name), configs: tj.Configs}
-		if t.configs == nil {
-			t.configs = map[string]string{}
+		if _, dup := r.byName[tj.Name]; dup {
+			return nil, fmt.Errorf("%s: topic %q listed twice", metaFile, tj.Name)
+		}
+		if _, dup := r.byID[id]; dup {
+			return nil, fmt.Errorf("%s: topic id %s listed twice", metaFile, tj.ID)
+		}
+		t := &topic{name: tj.Name, id: id, internal: isInternalTopic(tj.Name), configs: map[string]string{}}
+		for k, v := range tj.Configs {
+			// Values are re-validated: a hand-edited file must not
+			// feed the log configs it cannot parse.
+			nv, err := validateTopicConfig(k, &v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: topic %q: %w", metaFile, tj.Name, err)
+			}
+			t.configs[k] = nv
 		}
 		cfg := logConfig(t.configs)
 		for p := range tj.Partitions {
