@@ -341,6 +341,7 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, 
 			t := a.tasks[taskID{p.Topic, p.Partition}]
 			batches = append(batches, batch{t: t, recs: p.Records})
 			touched = append(touched, t)
+			t.m.lag.Set(float64(max(0, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))))
 		}
 	})
 	a.mu.Unlock()

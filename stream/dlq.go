@@ -55,6 +55,7 @@ func (t *task) deadLetter(kr *kgo.Record, cause error, attempts int, first, last
 	t.app.cfg.logger.Warn("record sent to dead-letter topic", "task", t.id.String(), "offset", kr.Offset,
 		"kind", kind, "attempts", attempts, "err", cause)
 	t.app.metrics.dlq.Inc()
+	t.m.dlq.Inc()
 	t.produce(&kgo.Record{Topic: DLQTopic(kr.Topic), Partition: -1, Key: kr.Key, Value: kr.Value,
 		Timestamp: kr.Timestamp, Headers: hs})
 }

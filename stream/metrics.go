@@ -17,6 +17,13 @@ type metrics struct {
 	tasksClosed prometheus.Counter
 	tasks       prometheus.Gauge
 	storeBytes  prometheus.Gauge
+
+	// Per task (label "task" = "<topic>-<partition>"); children are
+	// removed when the task closes.
+	taskIn  *prometheus.CounterVec
+	taskOut *prometheus.CounterVec
+	taskDLQ *prometheus.CounterVec
+	taskLag *prometheus.GaugeVec
 }
 
 func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
@@ -42,13 +49,45 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		tasks:       g("tasks", "Tasks owned by this instance."),
 		storeBytes:  g("store_bytes", "On-disk size of the local stores (sampled at commit)."),
 	}
+	labels := []string{"task"}
+	m.taskIn = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_records_in_total", Help: "Input records handled by the task.",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.taskOut = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_records_out_total", Help: "Records produced by the task (all topics).",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.taskDLQ = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_dlq_records_total", Help: "Records the task sent to a dead-letter topic.",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.taskLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_input_lag", Help: "Records between the task's position and its input's high watermark (at the last poll).",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
-			m.restored, m.restoreSecs, m.commits, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes} {
+			m.restored, m.restoreSecs, m.commits, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
+			m.taskIn, m.taskOut, m.taskDLQ, m.taskLag} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return m, nil
+}
+
+// taskMetrics are one task's children of the per-task vectors.
+type taskMetrics struct {
+	in, out, dlq prometheus.Counter
+	lag          prometheus.Gauge
+}
+
+func (m *metrics) forTask(task string) taskMetrics {
+	return taskMetrics{in: m.taskIn.WithLabelValues(task), out: m.taskOut.WithLabelValues(task),
+		dlq: m.taskDLQ.WithLabelValues(task), lag: m.taskLag.WithLabelValues(task)}
+}
+
+func (m *metrics) dropTask(task string) {
+	m.taskIn.DeleteLabelValues(task)
+	m.taskOut.DeleteLabelValues(task)
+	m.taskDLQ.DeleteLabelValues(task)
+	m.taskLag.DeleteLabelValues(task)
 }

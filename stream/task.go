@@ -56,6 +56,8 @@ type task struct {
 	txn     *state.Txn
 	pending []*kgo.Record
 
+	m taskMetrics
+
 	clMu sync.Mutex
 	// clEnd maps a changelog topic to one past the offset of the last
 	// acknowledged changelog record the task wrote (or restored up to).
@@ -71,7 +73,7 @@ type taskStore struct {
 
 func (a *App) newTask(id taskID, src *sourceNode) (*task, error) {
 	t := &task{app: a, id: id, src: src, next: kgo.EpochOffset{Epoch: -1, Offset: -1},
-		committed: -1, streamTime: math.MinInt64, clEnd: map[string]int64{}}
+		committed: -1, streamTime: math.MinInt64, clEnd: map[string]int64{}, m: a.metrics.forTask(id.String())}
 	built := map[int]any{}
 	var build func(n *node) any
 	build = func(n *node) any {
@@ -150,6 +152,7 @@ func (t *task) emit(topic string, partition int32, key, value []byte, ts time.Ti
 func (t *task) produce(r *kgo.Record) {
 	t.app.producer(r, t.onProduced)
 	t.app.metrics.recordsOut.Inc()
+	t.m.out.Inc()
 }
 
 func (t *task) onProduced(r *kgo.Record, err error) {
@@ -211,6 +214,7 @@ func (t *task) handle(ctx context.Context, kr *kgo.Record) error {
 	}
 	t.next = kgo.EpochOffset{Epoch: kr.LeaderEpoch, Offset: kr.Offset + 1}
 	t.app.metrics.recordsIn.Inc()
+	t.m.in.Inc()
 	return nil
 }
 
@@ -351,6 +355,7 @@ func (t *task) abortRound() {
 }
 
 func (t *task) close() error {
+	t.app.metrics.dropTask(t.id.String())
 	if t.db == nil {
 		return nil
 	}
