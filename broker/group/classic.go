@@ -671,7 +671,10 @@ func (g *group) classicFireTimers(now time.Time) bool {
 				g.initialRemaining = -1
 			}
 			g.newSinceDelay = false
-			g.joinDeadline = now.Add(delay)
+			// Relative to the deadline that fired, not to now: a late
+			// tick (or a test advancing time in one step) sees the same
+			// schedule as timely ones.
+			g.joinDeadline = g.joinDeadline.Add(delay)
 		} else {
 			g.completeJoin(now)
 		}
