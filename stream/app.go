@@ -54,6 +54,7 @@ type App struct {
 
 	fatalMu sync.Mutex
 	fatal   error
+	failed  atomic.Bool // fatal != nil, for the per-record check
 
 	running    atomic.Bool
 	lastCommit time.Time // loop goroutine only
@@ -140,6 +141,7 @@ func (a *App) fail(err error) {
 	a.fatalMu.Lock()
 	if a.fatal == nil {
 		a.fatal = err
+		a.failed.Store(true)
 	}
 	a.fatalMu.Unlock()
 }
@@ -364,6 +366,12 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, 
 			defer func() { <-sem; wg.Done() }()
 			b.t.roundStart = b.t.streamTime
 			for _, r := range b.recs {
+				if a.failed.Load() {
+					// Stop producing once any output failed: nothing from
+					// here on can be committed anyway.
+					incomplete.Store(true)
+					break
+				}
 				if err := b.t.handle(ctx, r); err != nil {
 					if ctx.Err() == nil {
 						a.fail(err)
