@@ -134,8 +134,20 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 		}
 		return true
 	}
+	remaining := func() (left int64) {
+		for topic := range from {
+			if p, ok := pos[topic]; ok {
+				left += max(0, end[topic]-p)
+			} else {
+				left += end[topic] // lower bound unknown until the first record
+			}
+		}
+		return left
+	}
+	defer a.metrics.restoreLeft.Set(0)
 	n := 0
 	for !done() {
+		a.metrics.restoreLeft.Set(float64(remaining()))
 		fetches := rc.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return n, ctx.Err()
