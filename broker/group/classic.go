@@ -215,8 +215,7 @@ func (c *Coordinator) joinGroupLocked(req *kmsg.JoinGroupRequest, cl requestClie
 	}
 
 	// Known member ID.
-	if exp, ok := g.pending[req.MemberID]; ok {
-		_ = exp
+	if _, ok := g.pending[req.MemberID]; ok {
 		delete(g.pending, req.MemberID)
 		nm.id = req.MemberID
 		return nil, g.addAndRebalance(nm, now, "pending member joined")

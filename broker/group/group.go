@@ -80,8 +80,7 @@ type tp struct {
 	partition int32
 }
 
-// committed is a committed offset. logOffset is the position of its record
-// in the offsets log (-1 when not yet known).
+// committed is a committed offset as stored in its OffsetCommitValue.
 type committed struct {
 	offset      int64
 	leaderEpoch int32

@@ -1,9 +1,6 @@
 package group
 
-import (
-	"errors"
-	"sync"
-)
+import "sync"
 
 // store is the coordinator's view of the offsets partition.
 type store interface {
@@ -97,11 +94,10 @@ func (w *writer) flush(ws []write) {
 	}
 }
 
-// stop ends the writer after the loop has exited (Close).
+// stop ends the writer after the loop has exited (Close). Writes still
+// queued are abandoned: their requests already returned ErrClosed, and
+// nothing of them was acknowledged.
 func (w *writer) stop() {
 	close(w.quit)
 	<-w.exited
 }
-
-// errWriteAbandoned is reported to writes still queued at Close.
-var errWriteAbandoned = errors.New("group: coordinator closed before the write completed")
