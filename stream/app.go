@@ -291,6 +291,9 @@ func (a *App) loop(ctx context.Context) error {
 			}
 		}
 		a.allowRebalance()
+		if ferr := a.fatalErr(); ferr != nil {
+			return ferr
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime/debug"
 	"strconv"
@@ -62,6 +63,8 @@ type task struct {
 	// clEnd maps a changelog topic to one past the offset of the last
 	// acknowledged changelog record the task wrote (or restored up to).
 	clEnd map[string]int64
+	// lastCheckpoint is the checkpoint last written.
+	lastCheckpoint state.Checkpoint
 }
 
 // taskStore is a task's handle on one declared store.
@@ -341,7 +344,14 @@ func (t *task) checkpoint() error {
 	if len(cp) != len(t.stores) {
 		return nil // some store has neither been restored nor written: nothing to claim
 	}
-	return t.db.WriteCheckpoint(cp)
+	if maps.Equal(cp, t.lastCheckpoint) {
+		return nil // unchanged: spare the synced write
+	}
+	if err := t.db.WriteCheckpoint(cp); err != nil {
+		return err
+	}
+	t.lastCheckpoint = cp
+	return nil
 }
 
 // abortRound drops the store writes of a round whose transaction aborted;
