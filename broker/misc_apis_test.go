@@ -162,3 +162,33 @@ func TestBrokerTopicsView(t *testing.T) {
 		}
 	}
 }
+
+// No SASL, no authorizer: answered with Kafka's codes, not a closed
+// connection.
+func TestSASLAndACLsDisabled(t *testing.T) {
+	b, _ := testBroker(t)
+	c := dialRaw(t, b)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version = 1
+	hs.Mechanism = "PLAIN"
+	if r := c.roundTrip(hs, 1).(*kmsg.SASLHandshakeResponse); r.ErrorCode != kerr.UnsupportedSaslMechanism.Code {
+		t.Fatalf("sasl: %+v", r)
+	}
+	da := kmsg.NewPtrDescribeACLsRequest()
+	da.Version = 2
+	if r := c.roundTrip(da, 2).(*kmsg.DescribeACLsResponse); r.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("describe acls: %+v", r)
+	}
+	ca := kmsg.NewPtrCreateACLsRequest()
+	ca.Version = 2
+	ca.Creations = make([]kmsg.CreateACLsRequestCreation, 2)
+	if r := c.roundTrip(ca, 3).(*kmsg.CreateACLsResponse); len(r.Results) != 2 || r.Results[1].ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("create acls: %+v", r)
+	}
+	dl := kmsg.NewPtrDeleteACLsRequest()
+	dl.Version = 2
+	dl.Filters = make([]kmsg.DeleteACLsRequestFilter, 1)
+	if r := c.roundTrip(dl, 4).(*kmsg.DeleteACLsResponse); len(r.Results) != 1 || r.Results[0].ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("delete acls: %+v", r)
+	}
+}
