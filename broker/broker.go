@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,8 @@ type Config struct {
 	// Default "127.0.0.1:9092".
 	KafkaAddr string
 	// AdvertisedAddr is the host:port returned in Metadata and
-	// FindCoordinator; default the listener's address.
+	// FindCoordinator; default the listener's address (the host name when
+	// listening on all interfaces, as Kafka does).
 	AdvertisedAddr string
 	// NodeID is this broker's node ID (default 0).
 	NodeID int32
@@ -244,6 +246,12 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		ln.Close()
 		return fail(fmt.Errorf("broker: advertised address %q: %w", adv, err))
 	}
+	if cfg.AdvertisedAddr == "" {
+		if h := advertisedHost(host, os.Hostname); h != host {
+			host = h
+			b.logger.Warn("listening on all interfaces without an advertised address: advertising the host name", "host", host)
+		}
+	}
 	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil {
 		ln.Close()
@@ -347,6 +355,20 @@ func (b *Broker) acceptLoop() {
 			b.metrics.connections.Dec()
 		}()
 	}
+}
+
+// advertisedHost is the host to advertise for a listener on host: itself,
+// or for an unspecified address (0.0.0.0, ::), which clients cannot connect
+// to, the machine's host name (as Kafka without advertised.listeners), or
+// 127.0.0.1 if that is unknown.
+func advertisedHost(host string, hostname func() (string, error)) string {
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return host
+	}
+	if h, err := hostname(); err == nil && h != "" {
+		return h
+	}
+	return "127.0.0.1"
 }
 
 func newClusterID() string {

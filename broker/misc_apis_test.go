@@ -192,3 +192,23 @@ func TestSASLAndACLsDisabled(t *testing.T) {
 		t.Fatalf("delete acls: %+v", r)
 	}
 }
+
+func TestAdvertisedAddr(t *testing.T) {
+	b, _ := testBroker(t, func(c *Config) { c.AdvertisedAddr = "kafka.example:19092" })
+	c := dialRaw(t, b)
+	r := c.roundTrip(kmsg.NewPtrMetadataRequest(), 1).(*kmsg.MetadataResponse)
+	if r.Brokers[0].Host != "kafka.example" || r.Brokers[0].Port != 19092 {
+		t.Fatalf("advertised %s:%d", r.Brokers[0].Host, r.Brokers[0].Port)
+	}
+	name := func() (string, error) { return "box", nil }
+	none := func() (string, error) { return "", errors.New("no name") }
+	for _, c := range []struct {
+		host string
+		fn   func() (string, error)
+		want string
+	}{{"127.0.0.1", name, "127.0.0.1"}, {"0.0.0.0", name, "box"}, {"::", name, "box"}, {"0.0.0.0", none, "127.0.0.1"}, {"kafka", name, "kafka"}} {
+		if got := advertisedHost(c.host, c.fn); got != c.want {
+			t.Errorf("advertisedHost(%q) = %q, want %q", c.host, got, c.want)
+		}
+	}
+}
