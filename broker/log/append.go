@@ -31,7 +31,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		return AppendResult{}, ErrClosed
 	}
 	cfg := l.config()
-	vs, err := splitAndValidate(batches, cfg)
+	vs, err := splitAndValidate(batches, cfg, &l.codecs)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -146,7 +146,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 }
 
 // splitAndValidate splits concatenated batches and validates each one.
-func splitAndValidate(b []byte, cfg *Config) ([]validated, error) {
+func splitAndValidate(b []byte, cfg *Config, c *codecs) ([]validated, error) {
 	if len(b) == 0 {
 		return nil, batchErr("no record batches")
 	}
@@ -163,7 +163,7 @@ func splitAndValidate(b []byte, cfg *Config) ([]validated, error) {
 		if size > int64(cfg.MaxMessageBytes) {
 			return nil, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
 		}
-		v, err := validateBatch(rest[:size])
+		v, err := validateBatch(rest[:size], c)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package log
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"math"
 )
@@ -135,9 +136,9 @@ type validated struct {
 // actually present, each record's framing and offset delta, and timestamps
 // (none below -1). The error wraps ErrCorruptBatch.
 //
-// Compressed batches are not decompressed (the log carries no codecs): their
-// records are covered by the CRC and counted by the consumer.
-func validateBatch(b []byte) (validated, error) {
+// Compressed batches are decompressed (streamed, see compress.go) for the
+// same record checks; c pools the decompressors (nil: fresh ones).
+func validateBatch(b []byte, c *codecs) (validated, error) {
 	if len(b) < batchHeaderSize {
 		return validated{}, batchErr("batch shorter than header (%d bytes)", len(b))
 	}
@@ -170,10 +171,15 @@ func validateBatch(b []byte) (validated, error) {
 		return validated{}, batchErr("timestamp below -1")
 	}
 	v := validated{hdr: h, recordsMaxTimestamp: h.MaxTimestamp}
-	if h.compression() != 0 {
-		if len(b) == batchHeaderSize {
-			return validated{}, batchErr("compressed batch without records")
+	if h.compression() != codecNone {
+		if c == nil {
+			c = &codecs{}
 		}
+		maxTs, err := c.checkCompressedRecords(b, h)
+		if err != nil {
+			return validated{}, err
+		}
+		v.recordsMaxTimestamp = maxTs
 		return v, nil
 	}
 	maxTs, err := checkRecords(b[batchHeaderSize:], h)
@@ -315,18 +321,45 @@ func setMaxTimestamp(b []byte, ts int64, logAppendTime bool) {
 }
 
 // recordTimestamps calls fn with the offset and timestamp of every record of
-// an uncompressed batch, in order, until fn returns false. It returns false
-// if the records cannot be walked (compressed or malformed): the caller then
-// treats the batch as a whole.
-func recordTimestamps(b []byte, fn func(offset, ts int64) bool) bool {
+// a batch, in order, until fn returns false (compressed batches are
+// decompressed with c, nil for fresh decompressors). It returns false if the
+// records cannot be walked (malformed): the caller then treats the batch as
+// a whole.
+func recordTimestamps(b []byte, c *codecs, fn func(offset, ts int64) bool) bool {
 	if len(b) < batchHeaderSize {
 		return false
 	}
 	h := parseHeader(b)
-	if h.compression() != 0 || h.size() != int64(len(b)) {
+	if h.size() != int64(len(b)) {
 		return false
 	}
 	logAppend := h.Attributes&attrLogAppendTime != 0
+	if h.compression() != codecNone {
+		if c == nil {
+			c = &codecs{}
+		}
+		br, release, err := c.records(h.compression(), b[batchHeaderSize:])
+		if err != nil {
+			return false
+		}
+		defer release()
+		stop := errors.New("stop")
+		err = walkRecordStream(br, h.NumRecords, func(i int32, rec []byte) error {
+			tsDelta, offDelta, rerr := checkRecord(rec)
+			if rerr != nil {
+				return errors.New(rerr.reason)
+			}
+			ts := h.FirstTimestamp + tsDelta
+			if logAppend {
+				ts = h.MaxTimestamp
+			}
+			if !fn(h.BaseOffset+offDelta, ts) {
+				return stop
+			}
+			return nil
+		})
+		return err == nil || err == stop
+	}
 	recs := b[batchHeaderSize:]
 	i := 0
 	for n := int32(0); n < h.NumRecords && i < len(recs); n++ {

@@ -15,7 +15,31 @@ func TestValidateBatch(t *testing.T) {
 		ok   bool
 	}{
 		{"good", good, true},
-		{"good compressed flag", func() []byte { return testBatch{records: 2, codec: 1}.build() }, true},
+		{"gzip", func() []byte { return testBatch{records: 5, valueSize: 50, codec: codecGzip}.build() }, true},
+		{"snappy", func() []byte { return testBatch{records: 5, valueSize: 50, codec: codecSnappy}.build() }, true},
+		{"snappy xerial", func() []byte {
+			return testBatch{records: 5, valueSize: 50, codec: codecSnappy, xerial: true}.build()
+		}, true},
+		{"lz4", func() []byte { return testBatch{records: 5, valueSize: 50, codec: codecLZ4}.build() }, true},
+		{"zstd", func() []byte { return testBatch{records: 5, valueSize: 50, codec: codecZstd}.build() }, true},
+		{"zstd count says 6 of 5", func() []byte {
+			b := testBatch{records: 5, valueSize: 50, codec: codecZstd}.build()
+			binary.BigEndian.PutUint32(b[offNumRecords:], 6)
+			binary.BigEndian.PutUint32(b[offLastOffsetDelta:], 5)
+			return fixCRC(b)
+		}, false},
+		{"gzip garbage", func() []byte {
+			b := testBatch{records: 2, valueSize: 50}.build()
+			b[offAttributes+1] |= codecGzip
+			return fixCRC(b)
+		}, false},
+		{"snappy bomb claim", func() []byte {
+			b := testBatch{records: 1}.build()[:batchHeaderSize]
+			b = append(b, 0xff, 0xff, 0xff, 0xff, 0x0f, 0) // declared 4 GiB
+			binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-logOverhead))
+			b[offAttributes+1] |= codecSnappy
+			return fixCRC(b)
+		}, false},
 		{"producer", func() []byte { return testBatch{records: 2, producerID: 7, seq: 3}.build() }, true},
 		{"short", func() []byte { return good()[:40] }, false},
 		{"length too big", func() []byte { b := good(); binary.BigEndian.PutUint32(b[offLength:], 1<<20); return b }, false},
@@ -71,7 +95,7 @@ func TestValidateBatch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := validateBatch(c.b())
+			_, err := validateBatch(c.b(), nil)
 			if c.ok && err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}
@@ -86,7 +110,7 @@ func TestValidateComputesMaxTimestamp(t *testing.T) {
 	b := testBatch{records: 4, firstTs: 1000, tsStep: 10}.build()
 	binary.BigEndian.PutUint64(b[offMaxTimestamp:], 5) // wrong max, as a buggy client might send
 	binary.BigEndian.PutUint32(b[offCRC:], batchCRC(b))
-	v, err := validateBatch(b)
+	v, err := validateBatch(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +123,15 @@ func TestValidateComputesMaxTimestamp(t *testing.T) {
 // whose framing and CRC are right.
 func FuzzValidateBatch(f *testing.F) {
 	f.Add(testBatch{records: 3, valueSize: 10, firstTs: 1000, tsStep: 5}.build())
-	f.Add(testBatch{records: 1, codec: 4}.build())
+	f.Add(testBatch{records: 3, valueSize: 20, codec: codecZstd}.build())
+	f.Add(testBatch{records: 3, valueSize: 20, codec: codecGzip}.build())
+	f.Add(testBatch{records: 3, valueSize: 20, codec: codecLZ4}.build())
+	f.Add(testBatch{records: 3, valueSize: 20, codec: codecSnappy, xerial: true}.build())
 	f.Add(testBatch{records: 2, producerID: 1, seq: 0, txn: true}.build())
 	f.Add([]byte{})
 	f.Add(make([]byte, 61))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := validateBatch(b)
+		v, err := validateBatch(b, nil)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptBatch) {
 				t.Fatalf("error not ErrCorruptBatch: %v", err)
@@ -114,9 +141,9 @@ func FuzzValidateBatch(f *testing.F) {
 		if v.hdr.size() != int64(len(b)) || batchCRC(b) != v.hdr.CRC || v.hdr.Magic != 2 {
 			t.Fatalf("accepted a bad batch")
 		}
-		recordTimestamps(b, func(o, ts int64) bool { return true })
+		recordTimestamps(b, nil, func(o, ts int64) bool { return true })
 		// splitAndValidate agrees on a single batch.
-		if _, err := splitAndValidate(b, &Config{MaxMessageBytes: 1 << 30}); err != nil {
+		if _, err := splitAndValidate(b, &Config{MaxMessageBytes: 1 << 30}, nil); err != nil {
 			t.Fatalf("split rejects what validate accepts: %v", err)
 		}
 	})
@@ -129,7 +156,7 @@ func FuzzSplitBatches(f *testing.F) {
 	f.Add(append(append([]byte{}, a...), b...))
 	f.Add(append(append([]byte{}, a...), b[:20]...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		vs, err := splitAndValidate(data, &Config{MaxMessageBytes: 1 << 20})
+		vs, err := splitAndValidate(data, &Config{MaxMessageBytes: 1 << 20}, nil)
 		if err != nil {
 			return
 		}
@@ -248,7 +275,7 @@ func FuzzValidateRecords(f *testing.F) {
 		be.PutUint32(b[offLastOffsetDelta:], uint32(count-1))
 		be.PutUint64(b[offFirstTimestamp:], uint64(firstTs))
 		be.PutUint32(b[offCRC:], batchCRC(b))
-		v, err := validateBatch(b)
+		v, err := validateBatch(b, nil)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptBatch) {
 				t.Fatalf("error not ErrCorruptBatch: %v", err)
@@ -256,7 +283,7 @@ func FuzzValidateRecords(f *testing.F) {
 			return
 		}
 		n := 0
-		if !recordTimestamps(b, func(o, ts int64) bool {
+		if !recordTimestamps(b, nil, func(o, ts int64) bool {
 			if o != int64(n) || ts > v.recordsMaxTimestamp {
 				t.Fatalf("record %d: offset %d ts %d (max %d)", n, o, ts, v.recordsMaxTimestamp)
 			}
@@ -265,5 +292,30 @@ func FuzzValidateRecords(f *testing.F) {
 		}) || n != int(count) {
 			t.Fatalf("walked %d records of %d", n, count)
 		}
+	})
+}
+
+// FuzzCompressedPayload: arbitrary compressed payloads (every codec) behind
+// a valid header and CRC never panic or exhaust memory, and fail with
+// ErrCorruptBatch unless they decode to valid records.
+func FuzzCompressedPayload(f *testing.F) {
+	for c := codecGzip; c <= codecZstd; c++ {
+		b := testBatch{records: 2, valueSize: 30, codec: c}.build()
+		f.Add(uint8(c), b[batchHeaderSize:], int32(2))
+	}
+	f.Add(uint8(codecSnappy), testBatch{records: 2, valueSize: 30, codec: codecSnappy, xerial: true}.build()[batchHeaderSize:], int32(2))
+	f.Fuzz(func(t *testing.T, codec uint8, payload []byte, count int32) {
+		b := testBatch{records: 1}.build()[:batchHeaderSize]
+		b = append(b, payload...)
+		be := binary.BigEndian
+		be.PutUint32(b[offLength:], uint32(len(b)-logOverhead))
+		be.PutUint16(b[offAttributes:], uint16(codec&7))
+		be.PutUint32(b[offNumRecords:], uint32(count))
+		be.PutUint32(b[offLastOffsetDelta:], uint32(count-1))
+		be.PutUint32(b[offCRC:], batchCRC(b))
+		if _, err := validateBatch(b, nil); err != nil && !errors.Is(err, ErrCorruptBatch) {
+			t.Fatalf("error not ErrCorruptBatch: %v", err)
+		}
+		recordTimestamps(b, nil, func(o, ts int64) bool { return true })
 	})
 }

@@ -656,3 +656,27 @@ func TestCorruptionOnRead(t *testing.T) {
 		t.Fatalf("read of an intact segment: %v", err)
 	}
 }
+
+// TestCompressedTimestampLookup: timestamp lookups are record-exact inside
+// compressed batches of every codec.
+func TestCompressedTimestampLookup(t *testing.T) {
+	for _, tb := range []testBatch{
+		{codec: codecGzip}, {codec: codecSnappy}, {codec: codecSnappy, xerial: true}, {codec: codecLZ4}, {codec: codecZstd},
+	} {
+		l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p"})
+		tb.records, tb.valueSize, tb.firstTs, tb.tsStep = 10, 200, 1000, 10
+		mustAppend(t, l, tb.build(), true)
+		tb.firstTs = 2000
+		mustAppend(t, l, tb.build(), true)
+		for _, c := range []struct{ ts, off, got int64 }{{1000, 0, 1000}, {1041, 5, 1050}, {1095, 10, 2000}, {2055, 16, 2060}, {3000, -1, -1}} {
+			off, ts, err := l.OffsetForTimestamp(c.ts)
+			if err != nil || off != c.off || ts != c.got {
+				t.Errorf("codec %d xerial %v: OffsetForTimestamp(%d) = %d,%d,%v want %d,%d", tb.codec, tb.xerial, c.ts, off, ts, err, c.off, c.got)
+			}
+		}
+		if off, ts := l.MaxTimestamp(); off != 19 || ts != 2090 {
+			t.Errorf("codec %d: MaxTimestamp = %d,%d", tb.codec, off, ts)
+		}
+		l.Close()
+	}
+}

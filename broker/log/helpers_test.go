@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+
 	"github.com/weirhq/weir/vfs"
 )
 
@@ -21,7 +26,46 @@ type testBatch struct {
 	producerID int64 // 0 means -1 (no producer)
 	seq        int32
 	txn        bool
-	codec      int // compression bits; the payload is not really compressed
+	codec      int  // compression codec; records are compressed with it
+	xerial     bool // snappy with the Java client's framing
+}
+
+// compressRecords compresses a record payload as a Kafka client would.
+func compressRecords(codec int, xerial bool, recs []byte) []byte {
+	var buf bytes.Buffer
+	switch codec {
+	case codecNone:
+		return recs
+	case codecGzip:
+		w := gzip.NewWriter(&buf)
+		w.Write(recs)
+		w.Close()
+	case codecSnappy:
+		if !xerial {
+			return s2.EncodeSnappy(nil, recs)
+		}
+		buf.Write(xerialMagic)
+		buf.Write([]byte{0, 0, 0, 1, 0, 0, 0, 1})
+		for len(recs) > 0 {
+			n := min(len(recs), 100) // small chunks to exercise chunking
+			blk := s2.EncodeSnappy(nil, recs[:n])
+			buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(blk))))
+			buf.Write(blk)
+			recs = recs[n:]
+		}
+	case codecLZ4:
+		w := lz4.NewWriter(&buf)
+		w.Write(recs)
+		w.Close()
+	case codecZstd:
+		w, _ := zstd.NewWriter(nil)
+		out := w.EncodeAll(recs, nil)
+		w.Close()
+		return out
+	default:
+		return recs // an invalid codec: bytes as they are
+	}
+	return buf.Bytes()
 }
 
 // build encodes the batch with base offset 0 and a correct CRC.
@@ -53,6 +97,7 @@ func (tb testBatch) build() []byte {
 			maxTs = ts
 		}
 	}
+	recs = compressRecords(tb.codec, tb.xerial, recs)
 	b := make([]byte, batchHeaderSize, batchHeaderSize+len(recs))
 	b = append(b, recs...)
 	be := binary.BigEndian

@@ -235,8 +235,9 @@ func (l *Log) putBuf(p *[]byte) {
 // OffsetForTimestamp returns the earliest offset whose record timestamp is
 // >= ts, and that timestamp (Kafka ListOffsets semantics), considering only
 // [LogStartOffset, HighWatermark). It returns (-1, -1, nil) if there is none.
-// For a compressed batch (not decompressed by the log) the batch's first
-// offset and max timestamp stand for its records.
+// Compressed batches are decompressed to find the record; only a batch whose
+// records cannot be walked (damaged) stands as a whole (its first offset
+// and max timestamp).
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, err error) {
 	if l.closed.Load() {
 		return -1, -1, ErrClosed
@@ -304,7 +305,7 @@ func (l *Log) findTimestamp(seg *segment, ts, ls, hw int64) (int64, int64, bool,
 			}
 			var fo, ft int64
 			found := false
-			walked := recordTimestamps(b, func(o, t int64) bool {
+			walked := recordTimestamps(b, &l.codecs, func(o, t int64) bool {
 				if o >= ls && t >= ts {
 					fo, ft, found = o, t, true
 					return false
@@ -325,7 +326,8 @@ func (l *Log) findTimestamp(seg *segment, ts, ls, hw int64) (int64, int64, bool,
 
 // MaxTimestamp returns the offset and timestamp of the record with the
 // largest timestamp below the high watermark (ListOffsets -3), or (-1, -1)
-// if there is none. For a compressed batch the offset is the batch's last.
+// if there is none. Compressed batches are decompressed to find the record
+// (a batch whose records cannot be walked answers with its last offset).
 func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 	if l.closed.Load() {
 		return -1, -1
@@ -373,7 +375,7 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 	b := (*bp)[:n]
 	h := parseHeader(b)
 	recOff := h.lastOffset()
-	recordTimestamps(b, func(o, t int64) bool {
+	recordTimestamps(b, &l.codecs, func(o, t int64) bool {
 		if t == bestTs {
 			recOff = o
 			return false
