@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -93,9 +94,19 @@ func (a *App) newTask(id taskID, src *sourceNode) (*task, error) {
 	}
 	t.entry = build(src.node).(func(*kgo.Record) error)
 	if len(t.stores) > 0 {
-		db, err := state.Open(a.taskDir(id), a.cfg.logger.With("task", id.String()))
+		dir := a.taskDir(id)
+		db, err := state.Open(dir, a.cfg.logger.With("task", id.String()))
 		if err != nil {
-			return nil, err
+			// The local store is a cache of the changelogs: drop an
+			// unopenable one and rebuild it.
+			a.cfg.logger.Warn("local store unusable; deleting it, it will be restored from the changelogs",
+				"task", id.String(), "dir", dir, "err", err)
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				return nil, fmt.Errorf("task %s: %w (and removing it: %v)", id, err, rerr)
+			}
+			if db, err = state.Open(dir, a.cfg.logger.With("task", id.String())); err != nil {
+				return nil, fmt.Errorf("task %s: %w", id, err)
+			}
 		}
 		t.db = db
 	}

@@ -3,6 +3,8 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -455,4 +457,23 @@ func FuzzJSONDecode(f *testing.F) {
 		_, _ = JSON[map[string]any]().Decode(b)
 		_, _ = Int64().Decode(b)
 	})
+}
+
+// A local store that cannot be opened is deleted and rebuilt (it is a cache
+// of the changelog).
+func TestUnopenableStoreIsRebuilt(t *testing.T) {
+	b := NewBuilder()
+	Count(GroupByKey(From(b, "in", String(), String()), String(), String()), StoreConfig{Name: "c", TTL: time.Hour})
+	h := newHarness(t, b)
+	dir := h.a.taskDir(taskID{"in", 0})
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.feed("in", 0, "k", "v", t0)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("store directory not rebuilt: %v", err)
+	}
 }

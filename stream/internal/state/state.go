@@ -33,8 +33,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // FormatVersion is the version of the key layout above.
@@ -48,9 +50,10 @@ const (
 
 // DB is one task's local state.
 type DB struct {
-	dir string
-	db  *pebble.DB
-	log *slog.Logger
+	dir      string
+	db       *pebble.DB
+	fsCloser io.Closer
+	log      *slog.Logger
 }
 
 // Open opens (or creates) the database in dir. A database of another format
@@ -65,7 +68,7 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 	}
 	v, err := d.getMeta(metaFormat)
 	if err != nil {
-		d.db.Close()
+		d.closeDB()
 		return nil, err
 	}
 	switch {
@@ -74,7 +77,7 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 		// made it: start clean.
 		empty, err := d.empty()
 		if err != nil {
-			d.db.Close()
+			d.closeDB()
 			return nil, err
 		}
 		if !empty {
@@ -82,7 +85,7 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 				return nil, err
 			}
 		} else if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
-			d.db.Close()
+			d.closeDB()
 			return nil, fmt.Errorf("open state %s: %w", dir, err)
 		}
 	case len(v) != 1 || v[0] != FormatVersion:
@@ -96,12 +99,28 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 }
 
 func (d *DB) open() error {
-	db, err := pebble.Open(d.dir, &pebble.Options{Logger: pebbleLogger{d.log}})
+	// Disk-health checking (slow disk operations are logged) with a closer
+	// we own: pebble's default wrapper leaks its goroutine when Open fails.
+	fs, closer := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, nil, func(info vfs.DiskSlowInfo) {
+		d.log.Warn("state: slow disk", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
+	})
+	db, err := pebble.Open(d.dir, &pebble.Options{Logger: pebbleLogger{d.log}, FS: fs})
 	if err != nil {
+		closer.Close()
 		return fmt.Errorf("open state %s: %w", d.dir, err)
 	}
-	d.db = db
+	d.db, d.fsCloser = db, closer
 	return nil
+}
+
+func (d *DB) closeDB() error {
+	err := d.db.Close()
+	d.db = nil
+	if d.fsCloser != nil {
+		d.fsCloser.Close()
+		d.fsCloser = nil
+	}
+	return err
 }
 
 func (d *DB) empty() (bool, error) {
@@ -117,10 +136,9 @@ func (d *DB) empty() (bool, error) {
 // the current format version.
 func (d *DB) Wipe() error {
 	if d.db != nil {
-		if err := d.db.Close(); err != nil {
+		if err := d.closeDB(); err != nil {
 			return fmt.Errorf("wipe state %s: %w", d.dir, err)
 		}
-		d.db = nil
 	}
 	if err := os.RemoveAll(d.dir); err != nil {
 		return fmt.Errorf("wipe state %s: %w", d.dir, err)
@@ -138,9 +156,7 @@ func (d *DB) Close() error {
 	if d.db == nil {
 		return nil
 	}
-	err := d.db.Close()
-	d.db = nil
-	return err
+	return d.closeDB()
 }
 
 // DiskSize is the database's size on disk in bytes.

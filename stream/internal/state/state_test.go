@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 )
@@ -248,3 +249,48 @@ func strs(bs [][]byte) []string {
 	}
 	return out
 }
+
+// An unopenable directory is an error, not a panic, and leaks nothing
+// (goleak in TestMain).
+func TestOpenFailure(t *testing.T) {
+	dir := t.TempDir() + "/file"
+	if err := writeFile(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, nil); err == nil {
+		t.Fatal("opened a store on a regular file")
+	}
+}
+
+// Record-level rollback keeps the writes already applied in the round.
+func TestRollbackKeepsAppliedWrites(t *testing.T) {
+	d := open(t, t.TempDir())
+	defer d.Close()
+	txn := d.Begin()
+	txn.Put("s", []byte("a"), []byte("1"), 1)
+	if err := txn.Apply(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Put("s", []byte("a"), []byte("2"), 2)
+	txn.Put("s", []byte("b"), []byte("x"), 2)
+	if v, _, _, _ := txn.Get("s", []byte("a")); string(v) != "2" {
+		t.Fatalf("record-level read = %q, want its own write", v)
+	}
+	txn.Rollback()
+	if v, ts, ok, _ := txn.Get("s", []byte("a")); string(v) != "1" || ts != 1 || !ok {
+		t.Fatalf("after rollback a = %q@%d, want the applied 1@1", v, ts)
+	}
+	if _, _, ok, _ := txn.Get("s", []byte("b")); ok {
+		t.Fatal("rolled-back write visible")
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	keys, _ := d.Expired("s", 100, 10)
+	if got := strs(keys); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("index = %v, want [a]", got)
+	}
+}
+
+func writeFile(path string) error { return os.WriteFile(path, []byte("x"), 0o644) }
