@@ -111,13 +111,22 @@ func handleProduce(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (km
 		resp.Topics = append(resp.Topics, st)
 	}
 	wg.Wait()
+	failed := false
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
-			b.metrics.partitionError("Produce", resp.Topics[i].Partitions[j].ErrorCode)
+			ec := resp.Topics[i].Partitions[j].ErrorCode
+			b.metrics.partitionError("Produce", ec)
+			failed = failed || ec != 0
 		}
 	}
 	if req.Acks == 0 {
-		return nil, nil // acks=0: the client reads no response
+		if failed {
+			// The client reads no response, so the only way to tell it
+			// something went wrong (and make it refresh metadata) is to
+			// close the connection, as Kafka does.
+			return nil, errCloseConn
+		}
+		return nil, nil
 	}
 	return resp, nil
 }

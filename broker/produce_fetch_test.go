@@ -347,3 +347,13 @@ func TestFetchEmptyRecordsNotNull(t *testing.T) {
 		}
 	}
 }
+
+// acks=0 with an error closes the connection (after earlier responses).
+func TestProduceAcksZeroErrorCloses(t *testing.T) {
+	b, _ := testBroker(t)
+	c := dialRaw(t, b)
+	c.send(kmsg.NewPtrApiVersionsRequest(), 1)
+	c.send(produceReq(9, 0, "missing", 0, makeBatch(1, "x")), 2)
+	c.readResp(kmsg.NewPtrApiVersionsRequest(), 1)
+	c.expectClosed()
+}
