@@ -117,7 +117,7 @@ func crashRun(t *testing.T, seed uint64) {
 		switch op := rng.IntN(100); {
 		case op < 70:
 			durable := rng.IntN(3) > 0
-			b := testBatch{records: 1 + rng.IntN(5), valueSize: rng.IntN(300), firstTs: clk.Now().UnixMilli()}.build()
+			b := testBatch{records: 1 + rng.IntN(5), valueSize: rng.IntN(300), firstTs: clk.Now().UnixMilli(), codec: rng.IntN(5)}.build()
 			r, err := l.Append(b, durable)
 			if err != nil {
 				t.Fatalf("step %d: append: %v", step, err)
