@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/vfs"
 	"github.com/weirhq/weir/vfs/errorfs"
@@ -234,4 +235,46 @@ func TestReadersDuringRollbacks(t *testing.T) {
 	writers.Wait()
 	close(stop)
 	readers.Wait()
+}
+
+// TestGroupCommitSharesFsync: 16 durable appenders waiting behind one
+// fsync are all covered by the next single fsync.
+func TestGroupCommitSharesFsync(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var l *Log
+	var syncs atomic.Int64
+	var ready atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind != errorfs.OpSync || !strings.HasSuffix(op.Path, ".log") || !ready.Load() {
+			return nil
+		}
+		if syncs.Add(1) == 1 {
+			// Hold the first fsync until every appender has written.
+			deadline := time.Now().Add(10 * time.Second)
+			for l.LogEndOffset() < 16 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return nil
+	})
+	l = mustOpen(t, Options{FS: errorfs.Wrap(mem, inj), Dir: "/p"})
+	defer l.Close()
+	ready.Store(true)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if _, err := l.Append(testBatch{records: 1}.build(), true); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	// The held fsync covers the appends written before it started (at
+	// least the first); all others share the next one.
+	if n := syncs.Load(); n < 1 || n > 2 {
+		t.Fatalf("16 durable appends took %d fsyncs, want 1 or 2", n)
+	}
+	if l.HighWatermark() != 16 {
+		t.Fatalf("hw %d", l.HighWatermark())
+	}
 }
