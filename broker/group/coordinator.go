@@ -140,7 +140,7 @@ type Coordinator struct {
 
 	// Loop-owned state.
 	groups             map[string]*group
-	nextTick           time.Time // earliest deadline the loop's timer is set for
+	txns               map[int64]*txnOffsets // offsets staged by open transactions, by producer ID
 	nextID             uint64
 	nextRetentionCheck time.Time
 }
@@ -163,6 +163,7 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 		groups: make(map[string]*group),
+		txns:   make(map[int64]*txnOffsets),
 	}
 	st, err := newLogStore(opts.Offsets)
 	if err != nil {

@@ -81,7 +81,11 @@ type tp struct {
 }
 
 // committed is a committed offset as stored in its OffsetCommitValue.
+// logOffset is the position of its record in the offsets log: when a
+// transaction commits, its offset replaces a committed one only if it was
+// written later (as Kafka does).
 type committed struct {
+	logOffset   int64
 	offset      int64
 	leaderEpoch int32
 	metadata    string

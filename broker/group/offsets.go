@@ -165,11 +165,13 @@ func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 			batch:   encodeBatch(recs, now),
 			records: len(recs),
 			durable: true,
-			done: func(_ int64, err error) {
+			done: func(base int64, err error) {
 				g.pendingWrites--
 				if err == nil && c.groups[g.id] == g && g.incarnation == inc {
 					for i, t := range tps {
-						g.offsets[t] = vals[i]
+						v := vals[i]
+						v.logOffset = base + int64(i)
+						g.offsets[t] = v
 					}
 				}
 				applied <- err
@@ -209,7 +211,7 @@ func (c *Coordinator) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 			if req.Topics == nil {
 				topics = nil
 			}
-			rg := c.fetchGroup(req.Version, req.Group, nil, -1, topics)
+			rg := c.fetchGroup(req.Version, req.Group, nil, -1, topics, req.RequireStable)
 			r.ErrorCode = rg.ErrorCode
 			for _, t := range rg.Topics {
 				rt := kmsg.NewOffsetFetchResponseTopic()
@@ -232,16 +234,17 @@ func (c *Coordinator) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 			return
 		}
 		for _, gq := range req.Groups {
-			r.Groups = append(r.Groups, c.fetchGroup(req.Version, gq.Group, gq.MemberID, gq.MemberEpoch, gq.Topics))
+			r.Groups = append(r.Groups, c.fetchGroup(req.Version, gq.Group, gq.MemberID, gq.MemberEpoch, gq.Topics, req.RequireStable))
 		}
 	})
 	return r, err
 }
 
 // fetchGroup answers one group of an OffsetFetch. topics nil means all.
-// Weir has no pending transactional offsets here, so RequireStable never
-// yields UNSTABLE_OFFSET_COMMIT.
-func (c *Coordinator) fetchGroup(version int16, groupID string, memberID *string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic) kmsg.OffsetFetchResponseGroup {
+// With requireStable (v7+), a partition with an offset staged by an open
+// transaction answers UNSTABLE_OFFSET_COMMIT (retriable: the client asks
+// again once the transaction ended).
+func (c *Coordinator) fetchGroup(version int16, groupID string, memberID *string, memberEpoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	rg := kmsg.NewOffsetFetchResponseGroup()
 	rg.Group = groupID
 	if groupID == "" && version >= 8 {
@@ -272,6 +275,9 @@ func (c *Coordinator) fetchGroup(version int16, groupID string, memberID *string
 				md := cm.metadata
 				rp.Metadata = &md
 			}
+		}
+		if requireStable && version >= 7 && c.txnPending(groupID, tp{t, p}) {
+			rp.ErrorCode = kerr.UnstableOffsetCommit.Code
 		}
 		return rp
 	}

@@ -22,6 +22,10 @@ import (
 //	      subscription, assignment)}
 //
 // A nil value is a tombstone (offset deleted or expired; group deleted).
+// Offsets committed inside a transaction (TxnOffsetCommit) are written in a
+// transactional batch of the producer and take effect when that producer's
+// COMMIT control batch (a marker, as in data partitions) follows; an ABORT
+// marker discards them.
 // Records are written in uncompressed RecordBatch v2 batches (magic 2,
 // CRC-32C over attributes..end, producer id -1), one batch per write.
 // KIP-848 group membership is not persisted: after a restart its members
@@ -45,6 +49,12 @@ type rec struct{ key, value []byte }
 
 // encodeBatch builds one RecordBatch v2 holding recs, timestamped now.
 func encodeBatch(recs []rec, now time.Time) []byte {
+	return encodeBatchAs(recs, now, -1, -1, 0)
+}
+
+// encodeBatchAs builds a batch of producer (pid, epoch) with attributes
+// (0x10 transactional, 0x20 control).
+func encodeBatchAs(recs []rec, now time.Time, pid int64, epoch int16, attrs int16) []byte {
 	ts := now.UnixMilli()
 	var body []byte
 	for i, r := range recs {
@@ -56,11 +66,12 @@ func encodeBatch(recs []rec, now time.Time) []byte {
 	b := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
+		Attributes:           attrs,
 		LastOffsetDelta:      int32(len(recs) - 1),
 		FirstTimestamp:       ts,
 		MaxTimestamp:         ts,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
+		ProducerID:           pid,
+		ProducerEpoch:        epoch,
 		FirstSequence:        -1,
 		NumRecords:           int32(len(recs)),
 		Records:              body,
@@ -71,11 +82,15 @@ func encodeBatch(recs []rec, now time.Time) []byte {
 	return out
 }
 
-// decodedRecord is a record read back from the log.
+// decodedRecord is a record read back from the log, with its batch's
+// producer and transactional/control attributes.
 type decodedRecord struct {
-	offset     int64
-	key, value []byte
-	tombstone  bool
+	offset        int64
+	key, value    []byte
+	tombstone     bool
+	producerID    int64
+	producerEpoch int16
+	txn, control  bool
 }
 
 // decodeBatches walks concatenated RecordBatch v2 bytes, calling fn for each
@@ -105,8 +120,8 @@ func decodeBatches(data []byte, fn func(decodedRecord)) (next int64, err error) 
 			return next, fmt.Errorf("%w: crc mismatch at offset %d", ErrCorruptRecord, b.FirstOffset)
 		}
 		next = b.FirstOffset + int64(b.LastOffsetDelta) + 1
-		if b.Attributes&0x07 != 0 || b.Attributes&0x20 != 0 {
-			continue // compressed or control: not ours
+		if b.Attributes&0x07 != 0 {
+			continue // compressed: never written by this package
 		}
 		recs := b.Records
 		for i := int32(0); i < b.NumRecords; i++ {
@@ -120,10 +135,14 @@ func decodeBatches(data []byte, fn func(decodedRecord)) (next int64, err error) 
 			}
 			recs = recs[n+int(l):]
 			fn(decodedRecord{
-				offset:    b.FirstOffset + int64(r.OffsetDelta),
-				key:       r.Key,
-				value:     r.Value,
-				tombstone: r.Value == nil,
+				offset:        b.FirstOffset + int64(r.OffsetDelta),
+				key:           r.Key,
+				value:         r.Value,
+				tombstone:     r.Value == nil,
+				producerID:    b.ProducerID,
+				producerEpoch: b.ProducerEpoch,
+				txn:           b.Attributes&0x10 != 0,
+				control:       b.Attributes&0x20 != 0,
 			})
 		}
 	}
@@ -191,6 +210,19 @@ func groupValue(g *group) []byte {
 // applyRecord applies one replayed record to the in-memory state. Loop (or
 // NewCoordinator before the loop starts) only.
 func (c *Coordinator) applyRecord(r decodedRecord) error {
+	if r.control {
+		var k kmsg.ControlRecordKey
+		if err := k.ReadFrom(r.key); err != nil {
+			return fmt.Errorf("%w: control record at %d: %v", ErrCorruptRecord, r.offset, err)
+		}
+		switch k.Type {
+		case kmsg.ControlRecordKeyTypeCommit:
+			c.completeTxn(r.producerID, true)
+		case kmsg.ControlRecordKeyTypeAbort:
+			c.completeTxn(r.producerID, false)
+		}
+		return nil
+	}
 	if len(r.key) < 2 {
 		return fmt.Errorf("%w: key of %d bytes at offset %d", ErrCorruptRecord, len(r.key), r.offset)
 	}
@@ -212,11 +244,8 @@ func (c *Coordinator) applyRecord(r decodedRecord) error {
 		if err := v.ReadFrom(r.value); err != nil {
 			return fmt.Errorf("%w: offset value at %d: %v", ErrCorruptRecord, r.offset, err)
 		}
-		g := c.groups[k.Group]
-		if g == nil {
-			g = c.newGroup(k.Group, kindClassic)
-		}
 		cm := committed{
+			logOffset:   r.offset,
 			offset:      v.Offset,
 			leaderEpoch: v.LeaderEpoch,
 			metadata:    v.Metadata,
@@ -227,6 +256,14 @@ func (c *Coordinator) applyRecord(r decodedRecord) error {
 		}
 		if v.Version == 1 && v.ExpireTimestamp > 0 {
 			cm.expireTime = time.UnixMilli(v.ExpireTimestamp)
+		}
+		if r.txn {
+			c.stageTxn(r.producerID, r.producerEpoch, k.Group, t, cm)
+			return nil
+		}
+		g := c.groups[k.Group]
+		if g == nil {
+			g = c.newGroup(k.Group, kindClassic)
 		}
 		g.offsets[t] = cm
 	case 2:

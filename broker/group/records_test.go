@@ -23,7 +23,7 @@ func seedBatches() [][]byte {
 }
 
 func fuzzCoordinator() *Coordinator {
-	c := &Coordinator{groups: map[string]*group{}}
+	c := &Coordinator{groups: map[string]*group{}, txns: map[int64]*txnOffsets{}}
 	c.opts.Now = func() time.Time { return time.Unix(0, 0) }
 	c.opts.ensureDefaults()
 	c.logger = c.opts.Logger
