@@ -19,6 +19,8 @@ func seedBatches() [][]byte {
 		encodeBatch([]rec{{offsetKey("g", "t", 0), offsetValue(committed{offset: 5, leaderEpoch: -1, metadata: "m", commitTime: now})}}, now),
 		encodeBatch([]rec{{groupKey("g"), groupValue(g)}, {key: offsetKey("g", "t", 0)}}, now),
 		encodeBatch([]rec{{offsetKey("s", "u", 1), offsetValue(committed{offset: 1, expireTime: now.Add(time.Hour), commitTime: now})}, {key: groupKey("s")}}, now),
+		encodeBatchAs([]rec{{offsetKey("x", "t", 2), offsetValue(committed{offset: 9, leaderEpoch: -1, commitTime: now})}}, now, 7, 1, 0x10),
+		encodeBatchAs([]rec{{(&kmsg.ControlRecordKey{Type: kmsg.ControlRecordKeyTypeCommit}).AppendTo(nil), (&kmsg.EndTxnMarker{}).AppendTo(nil)}}, now, 7, 1, 0x30),
 	}
 }
 
@@ -45,8 +47,11 @@ func TestRecordsRoundTrip(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n != 5 {
+	if n != 7 {
 		t.Fatalf("%d records", n)
+	}
+	if x := c.groups["x"]; x == nil || x.offsets[tp{"t", 2}].offset != 9 || len(c.txns) != 0 {
+		t.Fatalf("transactional offset not committed by its marker: %+v", x)
 	}
 	g := c.groups["g"]
 	if g == nil || g.state != stateStable || g.generation != 3 || g.members["m1"].instanceID != "i1" || len(g.offsets) != 0 {
