@@ -164,39 +164,39 @@ func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 
 // Txn batches writes in two levels, both reading their own writes:
 //
-//   - record level: Put and Delete go to a small overlay that Apply moves
-//     into the batch and Rollback drops — a task applies a record's writes
-//     only if the whole record succeeded, so a retried or dead-lettered
-//     record leaves no trace;
-//   - batch level: Commit writes the applied records to the database in one
-//     atomic, unsynced write (DB.WriteCheckpoint syncs).
+//   - record level: Put and Delete go to an overlay that Apply moves to the
+//     round level and Rollback drops — a task applies a record's writes only
+//     if the whole record succeeded, so a retried or dead-lettered record
+//     leaves no trace;
+//   - round level: Commit writes the applied records to the database in one
+//     atomic, unsynced batch (DB.WriteCheckpoint syncs).
 //
-// One Txn per task processing round keeps the per-record cost to in-memory
-// work. A Txn is not safe for concurrent use.
+// Both levels are maps keyed by the encoded data key, so the per-record cost
+// is in-memory work plus at most one database read per key per round. A Txn
+// is not safe for concurrent use.
 type Txn struct {
-	d    *DB
-	b    *pebble.Batch
-	over map[string]overlayEntry // by data key
+	d     *DB
+	round map[string]txnEntry // applied, not yet committed
+	over  map[string]txnEntry // the current record's reads and writes
 }
 
-// overlayEntry is a record-level write, or a record-level read of the batch
-// (read: true) remembered so that the write after a read, and Apply, need no
-// second lookup.
-type overlayEntry struct {
+// txnEntry is a key's state as seen by the transaction, and its state in the
+// database when the round began (prevTS/prevFound, for the TTL index).
+type txnEntry struct {
 	store   string
 	key     []byte
 	value   []byte
 	ts      int64
 	deleted bool
-	read    bool // no write yet: value/ts/deleted describe the batch state
-	// The key's state in the batch before this record (for the TTL index).
+	written bool // false: a read remembered so a later write needs no lookup
+
 	prevTS    int64
 	prevFound bool
 }
 
 // Begin starts a transaction.
 func (d *DB) Begin() *Txn {
-	return &Txn{d: d, b: d.db.NewIndexedBatch(), over: map[string]overlayEntry{}}
+	return &Txn{d: d, round: map[string]txnEntry{}, over: map[string]txnEntry{}}
 }
 
 // Get returns the value and timestamp (ms) of key in store.
@@ -209,23 +209,28 @@ func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool,
 }
 
 // lookup returns the key's current state: the record's overlay, else the
-// batch (remembered in the overlay as a read).
-func (t *Txn) lookup(store string, key, dk []byte) (overlayEntry, error) {
+// round, else the database (remembered in the overlay as a read).
+func (t *Txn) lookup(store string, key, dk []byte) (txnEntry, error) {
 	if e, ok := t.over[string(dk)]; ok {
 		return e, nil
 	}
-	v, ts, found, err := t.getBatch(store, key, dk)
-	if err != nil {
-		return overlayEntry{}, err
+	if e, ok := t.round[string(dk)]; ok {
+		e.written = false
+		t.over[string(dk)] = e
+		return e, nil
 	}
-	e := overlayEntry{store: store, key: append([]byte(nil), key...), value: v, ts: ts, deleted: !found,
-		read: true, prevTS: ts, prevFound: found}
+	v, ts, found, err := t.d.get(store, key, dk)
+	if err != nil {
+		return txnEntry{}, err
+	}
+	e := txnEntry{store: store, key: append([]byte(nil), key...), value: v, ts: ts, deleted: !found,
+		prevTS: ts, prevFound: found}
 	t.over[string(dk)] = e
 	return e, nil
 }
 
-func (t *Txn) getBatch(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
-	v, closer, err := t.b.Get(dk)
+func (d *DB) get(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
+	v, closer, err := d.db.Get(dk)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, 0, false, nil
 	}
@@ -242,7 +247,7 @@ func (t *Txn) getBatch(store string, key, dk []byte) (value []byte, ts int64, fo
 // Put sets key in store to value. The key's update time becomes the larger
 // of ts (ms) and its previous update time, so an out-of-order record does not
 // make a key look older; Put returns that update time. value is retained
-// until Apply or Rollback.
+// until the round commits.
 func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
 	dk := dataKey(nil, store, key)
 	e, err := t.lookup(store, key, dk)
@@ -252,7 +257,7 @@ func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
 	if !e.deleted && e.ts > ts {
 		ts = e.ts
 	}
-	e.value, e.ts, e.deleted, e.read = value, ts, false, false
+	e.value, e.ts, e.deleted, e.written = value, ts, false, true
 	t.over[string(dk)] = e
 	return ts, nil
 }
@@ -264,36 +269,16 @@ func (t *Txn) Delete(store string, key []byte) error {
 	if err != nil {
 		return err
 	}
-	e.value, e.ts, e.deleted, e.read = nil, 0, true, false
+	e.value, e.ts, e.deleted, e.written = nil, 0, true, true
 	t.over[string(dk)] = e
 	return nil
 }
 
-// Apply moves the record-level writes into the batch.
+// Apply moves the record-level writes to the round.
 func (t *Txn) Apply() error {
 	for dk, e := range t.over {
-		if e.read {
-			continue
-		}
-		if e.prevFound {
-			if err := t.b.Delete(indexKey(e.store, e.prevTS, e.key), nil); err != nil {
-				return err
-			}
-		}
-		if e.deleted {
-			if err := t.b.Delete([]byte(dk), nil); err != nil {
-				return err
-			}
-			continue
-		}
-		v := make([]byte, 8, 8+len(e.value))
-		binary.BigEndian.PutUint64(v, encodeTS(e.ts))
-		v = append(v, e.value...)
-		if err := t.b.Set([]byte(dk), v, nil); err != nil {
-			return err
-		}
-		if err := t.b.Set(indexKey(e.store, e.ts, e.key), nil, nil); err != nil {
-			return err
+		if e.written {
+			t.round[dk] = e
 		}
 	}
 	clear(t.over)
@@ -303,29 +288,50 @@ func (t *Txn) Apply() error {
 // Rollback drops the record-level writes not yet applied.
 func (t *Txn) Rollback() { clear(t.over) }
 
-// Commit applies pending record-level writes and writes the batch to the
-// database (not synced: see WriteCheckpoint). The Txn stays usable.
+// Commit applies pending record-level writes and writes the round to the
+// database in one batch (not synced: see WriteCheckpoint). The Txn stays
+// usable.
 func (t *Txn) Commit() error {
 	if err := t.Apply(); err != nil {
 		return err
 	}
-	if t.b.Empty() {
+	if len(t.round) == 0 {
 		return nil
 	}
-	if err := t.b.Commit(pebble.NoSync); err != nil {
+	b := t.d.db.NewBatch()
+	defer b.Close()
+	for dk, e := range t.round {
+		if e.prevFound {
+			if err := b.Delete(indexKey(e.store, e.prevTS, e.key), nil); err != nil {
+				return err
+			}
+		}
+		if e.deleted {
+			if err := b.Delete([]byte(dk), nil); err != nil {
+				return err
+			}
+			continue
+		}
+		v := make([]byte, 8, 8+len(e.value))
+		binary.BigEndian.PutUint64(v, encodeTS(e.ts))
+		v = append(v, e.value...)
+		if err := b.Set([]byte(dk), v, nil); err != nil {
+			return err
+		}
+		if err := b.Set(indexKey(e.store, e.ts, e.key), nil, nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("state commit %s: %w", t.d.dir, err)
 	}
-	t.b.Close()
-	t.b = t.d.db.NewIndexedBatch()
+	clear(t.round)
 	return nil
 }
 
 // Discard drops every write not committed and ends the transaction.
 func (t *Txn) Discard() {
-	if t.b != nil {
-		t.b.Close()
-		t.b = nil
-	}
+	clear(t.round)
 	clear(t.over)
 }
 
