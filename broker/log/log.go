@@ -203,8 +203,8 @@ type Log struct {
 	kick     chan struct{} // wakes the background syncer
 	stop     chan struct{}
 	bgDone   chan struct{}
-	bufPools [numBufClasses]sync.Pool
-	codecs   codecs // decompressors for validation and timestamp lookups // read buffers by size class
+	bufPools [numBufClasses]sync.Pool // read buffers by size class
+	codecs   codecs                   // decompressors for validation and timestamp lookups
 	// indexBudget: bytes of closed-segment indexes kept loaded.
 	indexBudget int
 }
