@@ -14,6 +14,12 @@
 //		// ... or point any client at b.Addr()
 //	}
 //
+// Restart stops the broker cleanly and starts it again on the same address
+// and data. With WithMemStorage the data lives in an in-memory file system
+// that knows what was fsynced (start and stop take well under a
+// millisecond), and CrashRestart simulates a power loss: connections are
+// cut, and the broker recovers from exactly the fsynced state.
+//
 // A Broker's methods are safe for concurrent use.
 package weirtest
 
