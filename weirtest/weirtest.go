@@ -20,7 +20,8 @@
 // millisecond), and CrashRestart simulates a power loss: connections are
 // cut, and the broker recovers from exactly the fsynced state.
 //
-// A Broker's methods are safe for concurrent use.
+// A Broker's methods are safe for concurrent use, except that Stop, Restart
+// and CrashRestart must not run concurrently with one another.
 package weirtest
 
 import (
