@@ -2,6 +2,8 @@ package weirtest
 
 import (
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // scopedTB runs the cleanups registered during one iteration at its end,
@@ -46,5 +48,17 @@ func BenchmarkStartStopMem(b *testing.B) {
 		s := &scopedTB{TB: b}
 		Start(s, WithMemStorage())
 		s.done()
+	}
+}
+
+// BenchmarkKfakeStartStop is the baseline: franz-go's in-memory fake
+// Kafka (pkg/kfake, no durability), one broker, started and closed.
+func BenchmarkKfakeStartStop(b *testing.B) {
+	for b.Loop() {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
 	}
 }
