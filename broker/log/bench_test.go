@@ -162,7 +162,7 @@ func BenchmarkOpenClean(b *testing.B) { benchmarkOpen(b, false) }
 // between checkpoints leaves it: open scans (CRC-checks) that tail only.
 func BenchmarkOpenAfterCrash(b *testing.B) { benchmarkOpen(b, true) }
 
-const benchCrashTail = 8 << 20
+const benchCrashTail = 64 << 20
 
 func benchmarkOpen(b *testing.B, crashTail bool) {
 	var crashCkpt []byte

@@ -110,9 +110,9 @@
 // so nothing synced lies behind a torn write: an acknowledged batch is never
 // dropped. Without a usable recovery point only the last segment is
 // scanned: a segment is closed only after its data and index files are
-// fsynced. The recovery point advances in the background once 8 MiB were
+// fsynced. The recovery point advances in the background once 64 MiB were
 // synced since the last one (or after 10 s with any change), on roll and on
-// Close, so a crash recovery scans about 8 MiB at most; after a clean Close
+// Close, so a crash recovery scans about 64 MiB at most; after a clean Close
 // it is at the end of the log, and Open scans nothing.
 //
 // # Retention

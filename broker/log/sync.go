@@ -161,7 +161,7 @@ func (l *Log) rollbackLocked(cause error) {
 // to about checkpointBytes (plus what checkpointMaxAge lets through at low
 // rates) while costing a busy partition four fsyncs per checkpointBytes.
 const (
-	checkpointBytes  = 8 << 20
+	checkpointBytes  = 64 << 20
 	checkpointMaxAge = 10 * time.Second
 )
 
