@@ -83,6 +83,9 @@ type consumerGroup struct {
 	target          map[string]map[tp]bool
 	owners          map[tp]string // partition -> member currently owning it (assigned or revoking)
 	topicSig        string        // subscribed topics' partition counts at the last target
+
+	persisted      map[string]string // member ID -> last record written (consumer_persist.go)
+	persistedEpoch int32
 }
 
 func newConsumerGroup(g *group) *consumerGroup {
@@ -92,8 +95,12 @@ func newConsumerGroup(g *group) *consumerGroup {
 		static:  map[string]string{},
 		target:  map[string]map[tp]bool{},
 		owners:  map[tp]string{},
+
+		persisted: map[string]string{},
 	}
 }
+
+func compileRegex(s string) (*regexp.Regexp, error) { return regexp.Compile(s) }
 
 func (cg *consumerGroup) stateName() string {
 	switch {
@@ -225,7 +232,7 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 			if _, ok := c.opts.Topics.(TopicLister); !ok {
 				return heartbeatError(kerr.InvalidRegularExpression, "regular expression subscriptions need a topic listing this broker does not provide")
 			}
-			re, err := regexp.Compile(*req.SubscribedTopicRegex)
+			re, err := compileRegex(*req.SubscribedTopicRegex)
 			if err != nil {
 				return heartbeatError(kerr.InvalidRegularExpression, err.Error())
 			}
@@ -275,6 +282,7 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 	if joined || !maps.Equal(before, m.assigned) || (owned != nil && !maps.Equal(owned, m.assigned)) {
 		r.Assignment = c.assignmentOf(m.assigned)
 	}
+	cg.persist(m)
 	return r
 }
 
@@ -304,6 +312,7 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 		return r
 	}
 	cg.remove(m, "member left")
+	cg.persist(nil)
 	return r
 }
 
@@ -503,6 +512,9 @@ func (cg *consumerGroup) fireTimers(now time.Time) bool {
 		// Recompute now so the remaining members converge on their next
 		// heartbeat.
 		cg.computeTarget(nil)
+	}
+	if fired {
+		cg.persist(nil)
 	}
 	return fired
 }

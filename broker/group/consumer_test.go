@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -416,5 +417,52 @@ func TestConsumerGroupRegexSubscription(t *testing.T) {
 	dr := h.handle(d).(*kmsg.ConsumerGroupDescribeResponse)
 	if m := dr.Groups[0].Members[0]; m.SubscribedTopicRegex == nil || *m.SubscribedTopicRegex != "^o.*|^__.*" {
 		t.Fatalf("describe regex: %+v", m)
+	}
+}
+
+// KIP-848 membership survives a coordinator restart: members keep their
+// IDs, epochs and partitions and are not fenced.
+func TestConsumerGroupSurvivesRestart(t *testing.T) {
+	h := newHarness(t)
+	h.topics.parts = map[string]int32{"t": 6}
+	a, b := &cmem{id: "a"}, &cmem{id: "b"}
+	h.cgHeartbeat("g", a, []string{"t"})
+	h.cgHeartbeat("g", b, []string{"t"})
+	for range 3 {
+		h.cgHeartbeat("g", a, nil)
+		h.cgHeartbeat("g", b, nil)
+	}
+	if len(a.owned) != 3 || len(b.owned) != 3 {
+		t.Fatalf("before restart: a %v b %v", a.owned, b.owned)
+	}
+	aOwned, bOwned := maps.Clone(a.owned), maps.Clone(b.owned)
+	h.restart(h.st)
+	for range 3 {
+		for _, m := range []*cmem{a, b} {
+			if r := h.cgHeartbeat("g", m, nil); r.ErrorCode != 0 {
+				t.Fatalf("%s after restart: %v", m.id, kerr.ErrorForCode(r.ErrorCode))
+			}
+		}
+	}
+	if !maps.Equal(a.owned, aOwned) || !maps.Equal(b.owned, bOwned) {
+		t.Fatalf("partitions moved across the restart: a %v -> %v, b %v -> %v", aOwned, a.owned, bOwned, b.owned)
+	}
+	if s := h.groupState("g"); s != "Stable" {
+		t.Fatalf("state %s", s)
+	}
+	// A member that left before the restart stays gone.
+	leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	leave.Version = 1
+	leave.Group, leave.MemberID, leave.MemberEpoch = "g", "b", -1
+	h.handle(leave)
+	h.restart(h.st)
+	if r := h.cgHeartbeat("g", b, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("left member after restart: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	for range 3 {
+		h.cgHeartbeat("g", a, nil)
+	}
+	if len(a.owned) != 6 {
+		t.Fatalf("a owns %d after b left and a restart", len(a.owned))
 	}
 }

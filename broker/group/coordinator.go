@@ -170,19 +170,20 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 		return nil, err
 	}
 	c.store = st
-	start := opts.Now()
-	n, err := c.replay()
-	if err != nil {
-		return nil, fmt.Errorf("group: replay %s: %w", offsetsTopicName, err)
-	}
-	c.logger.Info("offsets replayed", "records", n, "groups", len(c.groups), "took", opts.Now().Sub(start))
-	c.nextRetentionCheck = opts.Now().Add(opts.RetentionCheckInterval)
 	met, err := newMetrics(c, opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	c.met = met
-	c.w = newWriter(c)
+	c.w = newWriter(c) // replay may queue records; the writer starts after it
+	start := opts.Now()
+	n, err := c.replay()
+	if err != nil {
+		met.unregister()
+		return nil, fmt.Errorf("group: replay %s: %w", offsetsTopicName, err)
+	}
+	c.logger.Info("offsets replayed", "records", n, "groups", len(c.groups), "took", opts.Now().Sub(start))
+	c.nextRetentionCheck = opts.Now().Add(opts.RetentionCheckInterval)
 	go c.w.run()
 	go c.loop()
 	return c, nil

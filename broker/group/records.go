@@ -28,8 +28,8 @@ import (
 // marker discards them.
 // Records are written in uncompressed RecordBatch v2 batches (magic 2,
 // CRC-32C over attributes..end, producer id -1), one batch per write.
-// KIP-848 group membership is not persisted: after a restart its members
-// get UNKNOWN_MEMBER_ID and rejoin (their offsets are kept).
+// KIP-848 group membership is kept in weir records (key versions 32001,
+// 32002; consumer_persist.go).
 
 const (
 	offsetKeyVersion   = 1
@@ -284,9 +284,11 @@ func (c *Coordinator) applyRecord(r decodedRecord) error {
 			g = c.newGroup(k.Group, kindClassic)
 		}
 		c.restoreGroup(g, &v)
+	case memberKeyVersion, groupEpochKeyVersion:
+		return c.applyConsumerRecord(version, r)
 	default:
-		// Newer Kafka record types (KIP-848 group records, share
-		// groups): not written by weir; ignore.
+		// Other Kafka record types (Kafka's own KIP-848 group records,
+		// share groups): not written by weir; ignore.
 	}
 	return nil
 }
@@ -374,6 +376,7 @@ func (c *Coordinator) replay() (int, error) {
 	}
 	// Restored groups have no pending rebalance; their members have fresh
 	// deadlines. Drop groups that are only tombstoned shells.
+	c.restoreConsumerGroups(c.opts.Now())
 	for id, g := range c.groups {
 		if g.removable() {
 			delete(c.groups, id)

@@ -55,6 +55,7 @@ func (w *writer) run() {
 	for {
 		select {
 		case <-w.quit:
+			w.drain()
 			return
 		case <-w.signal:
 		}
@@ -94,9 +95,30 @@ func (w *writer) flush(ws []write) {
 	}
 }
 
-// stop ends the writer after the loop has exited (Close). Writes still
-// queued are abandoned: their requests already returned ErrClosed, and
-// nothing of them was acknowledged.
+// drain appends what is still queued at Close (group metadata, member
+// records, commits whose requests already returned ErrClosed: appending
+// an unacknowledged commit is harmless, the client retries it).
+func (w *writer) drain() {
+	w.mu.Lock()
+	ws := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	var all []byte
+	durable := false
+	for _, wr := range ws {
+		all = append(all, wr.batch...)
+		durable = durable || wr.durable
+	}
+	if _, err := w.c.store.append(all, durable); err != nil {
+		w.c.logger.Warn("offsets log: writes queued at close not appended", "writes", len(ws), "err", err)
+	}
+}
+
+// stop ends the writer after the loop has exited (Close), appending what
+// is still queued.
 func (w *writer) stop() {
 	close(w.quit)
 	<-w.exited
