@@ -27,6 +27,7 @@ func seedBatches() [][]byte {
 func fuzzCoordinator() *Coordinator {
 	c := &Coordinator{groups: map[string]*group{}, txns: map[int64]*txnOffsets{}}
 	c.opts.Now = func() time.Time { return time.Unix(0, 0) }
+	c.opts.Topics = newFakeTopics(map[string]int32{"t": 3})
 	c.opts.ensureDefaults()
 	c.logger = c.opts.Logger
 	return c
@@ -76,9 +77,17 @@ func FuzzDecodeRecords(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add(make([]byte, 61))
+	now := time.Unix(0, 0)
+	f.Add(encodeBatch([]rec{
+		{memberKey("cg", "m1"), []byte(`{"epoch":3,"prev_epoch":2,"state":1,"subscribed":["t"],"regex":"^t","assigned":{"t":[0,1]},"revoking":{"t":[2]}}`)},
+		{groupEpochKey("cg"), []byte(`{"epoch":4}`)},
+		{key: memberKey("cg", "m0")},
+	}, now))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := fuzzCoordinator()
 		_, _ = decodeBatches(data, func(r decodedRecord) { _ = c.applyRecord(r) })
+		c.met, _ = newMetrics(c, nil)
+		c.restoreConsumerGroups(time.Unix(0, 0))
 		// Also as a bare record key/value.
 		_ = c.applyRecord(decodedRecord{key: data, value: data})
 		if len(data) > 2 {
