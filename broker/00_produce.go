@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,12 +14,12 @@ import (
 // Produce: v3-13
 //
 // Behavior:
-// * The Produce requests of one connection are handled one after the
-//   other, in arrival order (each waits for the previous one's appends to
-//   return), so appends reach each partition in the order they were sent;
-//   idempotent producers pipeline several requests per partition. Other
-//   requests of the connection are not held up. The partitions of one
-//   request are appended concurrently.
+// * Appends from one connection reach each partition in the order the
+//   requests were sent (idempotent producers pipeline several requests per
+//   partition): the append of a partition waits until the same
+//   connection's previous append to that partition has returned. Requests
+//   touching other partitions, and other requests of the connection, are
+//   not held up; the partitions of one request are appended concurrently.
 // * acks=-1 appends durable: the log returns after an fsync covering the
 //   data (group commit: concurrent appenders share one fsync), so the
 //   response means "on disk". acks=1 answers after the write; acks=0 sends
@@ -46,9 +47,83 @@ import (
 // * v9: flexible
 // * v13: topics by ID
 
+// chainKey names a partition for ordering: by topic name, or by ID when
+// the request names topics by ID and the ID is unknown.
+type chainKey struct {
+	topic string
+	id    [16]byte
+	part  int32
+}
+
+// chainLink orders one partition append: wait for prev, close mine when
+// done (appended, refused or skipped).
+type chainLink struct{ prev, mine chan struct{} }
+
+// closedChan is the prev of a partition's first append on a connection.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// produceChain links every partition of req behind the previous append
+// of this connection to it. Read loop only. The links are in request
+// order (topic by topic, partition by partition).
+func (c *conn) produceChain(req *kmsg.ProduceRequest) []chainLink {
+	var links []chainLink
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		k := chainKey{topic: rt.Topic}
+		if req.Version >= 13 {
+			if t, ok := c.b.topics.getByID(rt.TopicID); ok {
+				k.topic = t.name
+			} else {
+				k.topic, k.id = "", rt.TopicID
+			}
+		}
+		for j := range rt.Partitions {
+			k.part = rt.Partitions[j].Partition
+			prev, ok := c.chains[k]
+			if !ok {
+				prev = closedChan
+			}
+			mine := make(chan struct{})
+			c.chains[k] = mine
+			links = append(links, chainLink{prev: prev, mine: mine})
+		}
+	}
+	if len(c.chains) > 4096 {
+		// Forget finished links so a connection that touched many
+		// partitions does not keep a channel for each forever.
+		for k, ch := range c.chains {
+			select {
+			case <-ch:
+				delete(c.chains, k)
+			default:
+			}
+		}
+	}
+	return links
+}
+
 func handleProduce(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
+	return b.produce(req, nil)
+}
+
+// produce handles a Produce request; links (from produceChain, or nil for
+// no ordering) are all closed when it returns, whatever happens.
+func (b *Broker) produce(req *kmsg.ProduceRequest, links []chainLink) (kmsg.Response, error) {
+	once := make([]sync.Once, len(links))
+	defer func() {
+		for i := range links {
+			once[i].Do(func() { close(links[i].mine) })
+		}
+	}()
+	link := func(i int) (wait func(), done func()) {
+		if i >= len(links) {
+			return func() {}, func() {}
+		}
+		return func() { <-links[i].prev }, func() { once[i].Do(func() { close(links[i].mine) }) }
+	}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	li := 0
 	var (
 		durable = req.Acks == -1
 		badAcks = req.Acks != -1 && req.Acks != 0 && req.Acks != 1
@@ -91,15 +166,30 @@ func handleProduce(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (km
 			case topicEC != 0:
 				sp.ErrorCode = topicEC
 			}
+			wait, done := link(li)
+			li++
 			if sp.ErrorCode != 0 {
+				done()
 				continue
 			}
 			l, ok := t.partition(rp.Partition)
 			if !ok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				done()
 				continue
 			}
-			app := func() { b.appendPartition(req.Version, t.name, l, rp, sp, durable) }
+			app := func() {
+				defer done()
+				defer func() {
+					if r := recover(); r != nil {
+						b.panics.Add(1)
+						b.logger.Error("panic appending", "topic", t.name, "partition", rp.Partition, "panic", r, "stack", string(debug.Stack()))
+						sp.ErrorCode = kerr.UnknownServerError.Code
+					}
+				}()
+				wait()
+				b.appendPartition(req.Version, t.name, l, rp, sp, durable)
+			}
 			if durable && len(req.Topics)+len(rt.Partitions) > 2 {
 				// Partitions are separate logs with separate fsyncs:
 				// wait for them together.

@@ -57,9 +57,9 @@ type conn struct {
 	stopOnce sync.Once
 	stopping atomic.Bool  // set by stopReading before it moves the read deadline
 	pending  atomic.Int32 // requests read and not yet answered (idle check)
-	// prodPrev is closed when the last Produce request read so far has
-	// finished. Read loop only.
-	prodPrev chan struct{}
+	// chains orders the appends of this connection's Produce requests
+	// per partition (see produceChain). Read loop only.
+	chains map[chainKey]chan struct{}
 }
 
 // slot is one request awaiting its response.
@@ -80,8 +80,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		inflight: make(chan *slot, b.cfg.MaxInFlightPerConn),
 	}
 	c.ctx, c.cancel = context.WithCancel(b.ctx)
-	c.prodPrev = make(chan struct{})
-	close(c.prodPrev)
+	c.chains = map[chainKey]chan struct{}{}
 	return c
 }
 
@@ -330,17 +329,13 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) bool {
 	c.b.metrics.requests.WithLabelValues(api.name).Inc()
 	start := time.Now()
 	cont := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
-	if s.key == apiKeyProduce {
-		// Produce requests of a connection run one after the other, in
-		// arrival order (see 00_produce.go); the chain is built here, on
-		// the read loop, which sees requests in order.
-		prev, mine := c.prodPrev, make(chan struct{})
-		c.prodPrev = mine
-		handle := cont
+	if pr, ok := req.(*kmsg.ProduceRequest); ok {
+		// Appends to one partition happen in arrival order (see
+		// 00_produce.go); the links are made here, on the read loop,
+		// which sees requests in order.
+		links := c.produceChain(pr)
 		cont = func(ctx context.Context) (kmsg.Response, error) {
-			defer close(mine)
-			<-prev
-			return handle(ctx)
+			return c.b.produce(pr, links)
 		}
 	}
 	go func() {

@@ -357,3 +357,49 @@ func TestProduceAcksZeroErrorCloses(t *testing.T) {
 	c.readResp(kmsg.NewPtrApiVersionsRequest(), 1)
 	c.expectClosed()
 }
+
+// Requests touching different partition sets, and a partition named twice
+// in one request, still append each partition in request order.
+func TestPipelinedProduceOrderMixedPartitions(t *testing.T) {
+	b, _ := testBroker(t)
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "pm", 3)
+	tp, _ := b.topics.get("pm")
+	c := dialRaw(t, b)
+	const n = 90
+	want := map[int32][]string{}
+	var out []byte
+	for i := range n {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "pm"
+		parts := [][]int32{{0}, {1, 2}, {2, 0, 2}}[i%3]
+		for k, p := range parts {
+			v := fmt.Sprintf("%d.%d", i, k)
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = p, makeBatch(1, v)
+			rt.Partitions = append(rt.Partitions, rp)
+			want[p] = append(want[p], v)
+		}
+		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		out = append(out, frame(req, int32(i))...)
+	}
+	c.write(out)
+	for i := range n {
+		pr := kmsg.NewPtrProduceRequest()
+		pr.Version = 9
+		resp := c.readResp(pr, int32(i)).(*kmsg.ProduceResponse)
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("request %d partition %d: %d", i, p.Partition, p.ErrorCode)
+			}
+		}
+	}
+	for p := range int32(3) {
+		fr := c.roundTrip(fetchReq(12, "pm", tp.id, p, 0, 0), 1000+p).(*kmsg.FetchResponse)
+		if got := batchValues(fr.Topics[0].Partitions[0].RecordBatches, 0); !slices.Equal(got, want[p]) {
+			t.Fatalf("partition %d: %v\nwant %v", p, got, want[p])
+		}
+	}
+}
