@@ -39,6 +39,9 @@ type App struct {
 
 	sources map[string]*sourceNode // by resolved topic
 	stores  map[string]*storeSpec
+	// partitions of the topics checked or created at start (set by
+	// setupTopics before the group is joined; read-only after).
+	partitions map[string]int32
 
 	cl  *kgo.Client
 	adm *kadm.Client
@@ -211,6 +214,17 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		a.sess = sess
 		cl = sess.Client()
+		// Initialise the producer id now: this fences the previous
+		// incarnation (same transactional id) and aborts the transaction
+		// it left open, which would otherwise hold the input offsets
+		// unstable (and the changelogs' LSO) until it times out.
+		if _, _, err := cl.ProducerID(ctx); err != nil {
+			sess.Close()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("stream: app %s: init transactional producer: %w", a.id, err)
+		}
 	} else {
 		c, err := kgo.NewClient(opts...)
 		if err != nil {
@@ -415,6 +429,13 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 	t, err := a.newTask(id, src)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range t.stores {
+		if n, ok := a.partitions[s.changelog]; ok && id.partition >= n {
+			t.close()
+			return nil, fmt.Errorf("%w: task %s: changelog %s has %d partitions (the input grew since it was created; "+
+				"reset the application to re-create its internal topics)", ErrPartitionMismatch, id, s.changelog, n)
+		}
 	}
 	if err := t.restore(ctx); err != nil {
 		t.close()

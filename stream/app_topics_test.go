@@ -172,3 +172,19 @@ func TestProduceFailureStopsWithoutCommitting(t *testing.T) {
 		t.Errorf("outputs %v: the record whose output failed was committed past and lost", keys)
 	}
 }
+
+// TestInputGrewBeyondChangelog: partitions added to an input after its
+// changelog was created cannot get a store partition: the task fails with a
+// clear error instead of writing state to the wrong place.
+func TestInputGrewBeyondChangelog(t *testing.T) {
+	bl := NewBuilder()
+	countTopology(bl)
+	a, err := NewApp("grow", bl, Brokers("127.0.0.1:1"), StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.partitions = map[string]int32{"grow-counts-changelog": 2} // as found by setupTopics
+	if _, err := a.ensureTask(t.Context(), taskID{"events", 2}); !errors.Is(err, ErrPartitionMismatch) {
+		t.Fatalf("err = %v, want ErrPartitionMismatch", err)
+	}
+}

@@ -96,7 +96,9 @@ func (a *App) setupTopics(ctx context.Context) error {
 		if err := ensure(a.changelogTopic(st.name), n, map[string]*string{"cleanup.policy": &compact}, true); err != nil {
 			return err
 		}
+		parts[a.changelogTopic(st.name)] = n
 	}
+	a.partitions = parts
 	for _, s := range a.b.sources {
 		name := a.topicOf(s)
 		if err := ensure(DLQTopic(name), parts[name], nil, false); err != nil {
