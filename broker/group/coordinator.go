@@ -20,6 +20,25 @@
 // on the loop after its append returned, in the same order. So the
 // in-memory state is always a prefix-replay of the log, and a restart that
 // replays the log rebuilds what clients were acknowledged.
+//
+// # Files
+//
+//	coordinator.go       Options, NewCoordinator, Handle (dispatch), Close
+//	loop.go              the goroutine that owns the groups; timers
+//	group.go             the group (classic or KIP-848) and its offsets
+//	classic.go           JoinGroup, SyncGroup, Heartbeat, LeaveGroup; static members
+//	consumer.go          ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
+//	assign.go            the server-side sticky "uniform" assignor
+//	consumer_persist.go  KIP-848 membership records and their restore
+//	offsets.go           OffsetCommit, OffsetFetch, OffsetDelete, offset expiry
+//	txnoffsets.go        TxnOffsetCommit and transaction markers (txn.OffsetCommitter)
+//	admin.go             FindCoordinator, DescribeGroups, ListGroups, DeleteGroups
+//	records.go           the __consumer_offsets record format, replay
+//	writer.go, store.go  the single writer to the offsets log
+//	lag.go, metrics.go   lag (records and time), Prometheus metrics
+//
+// docs/format/consumer-offsets.md draws the record layouts; BENCHMARK.md
+// has the rebalance and commit measurements.
 package group
 
 import (
