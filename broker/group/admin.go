@@ -102,11 +102,18 @@ func (c *Coordinator) describeGroups(ctx context.Context, req *kmsg.DescribeGrou
 					rg.Members = append(rg.Members, rm)
 				}
 			}
+			if req.Version >= 3 && req.IncludeAuthorizedOperations && rg.ErrorCode == 0 {
+				rg.AuthorizedOperations = groupOperations
+			}
 			r.Groups = append(r.Groups, rg)
 		}
 	})
 	return r, err
 }
+
+// groupOperations is the KIP-430 bitfield of what any client may do with a
+// group (weir has no ACLs): READ, DELETE, DESCRIBE.
+const groupOperations = 1<<3 | 1<<6 | 1<<8
 
 func (c *Coordinator) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
 	r := kmsg.NewPtrListGroupsResponse()

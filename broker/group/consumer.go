@@ -629,6 +629,9 @@ func (c *Coordinator) consumerDescribe(ctx context.Context, req *kmsg.ConsumerGr
 					rm.MemberType = 1
 					rg.Members = append(rg.Members, rm)
 				}
+				if req.IncludeAuthorizedOperations {
+					rg.AuthorizedOperations = groupOperations
+				}
 			}
 			r.Groups = append(r.Groups, rg)
 		}

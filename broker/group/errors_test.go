@@ -122,6 +122,21 @@ func TestStaticFencingAndLeave(t *testing.T) {
 	}
 }
 
+func TestDescribeAuthorizedOperations(t *testing.T) {
+	h := newHarness(t)
+	h.stableGroup("g", 1)
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version = 5
+	dg.Groups = []string{"g"}
+	if r := h.handle(dg).(*kmsg.DescribeGroupsResponse); r.Groups[0].AuthorizedOperations != -2147483648 {
+		t.Fatalf("not requested: %d", r.Groups[0].AuthorizedOperations)
+	}
+	dg.IncludeAuthorizedOperations = true
+	if r := h.handle(dg).(*kmsg.DescribeGroupsResponse); r.Groups[0].AuthorizedOperations != 328 {
+		t.Fatalf("requested: %d", r.Groups[0].AuthorizedOperations)
+	}
+}
+
 func TestSyncResponseCarriesProtocol(t *testing.T) {
 	h := newHarness(t)
 	ids, gen := h.stableGroup("g", 1)
