@@ -64,6 +64,20 @@
 // of tasks that stay. App.Guarantees and App.Describe state, per topic
 // written, the guarantee and its mechanism.
 //
+// # Where event time attaches (next)
+//
+// Watermarks, timers and windows extend the task, not the topology: a task
+// already owns exactly one input partition and tracks its stream time (the
+// largest event time seen, see task.observe), which becomes the partition's
+// watermark minus the allowed out-of-orderness. For a task reading a
+// repartition topic, the source node is where watermark marker records (a
+// reserved header naming the upstream task) are recognised and folded into a
+// minimum over the upstream writers instead of being decoded. Timers and
+// window state are keyed stores like the aggregates' (same changelog,
+// checkpoint and TTL machinery), with keys encoded so a window range is one
+// ordered Pebble scan; a round ends by firing the timers the watermark
+// passed, inside the round's transaction under ExactlyOnce.
+//
 // # Not yet
 //
 // Event-time windows, watermarks and timers (the task's stream time and the
