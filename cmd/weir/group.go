@@ -31,8 +31,45 @@ func newGroupCmd() *cobra.Command {
 		newGroupListCmd(cf),
 		newGroupDescribeCmd(cf),
 		newGroupResetOffsetsCmd(cf),
+		newGroupDeleteCmd(cf),
 	)
 	return cmd
+}
+
+func newGroupDeleteCmd(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete GROUP...",
+		Short: "Delete groups and their committed offsets (a group must have no members)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, groups []string) error {
+			adm, done, err := cf.admin()
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			resps, err := adm.DeleteGroups(ctx, groups...)
+			if err != nil {
+				return fmt.Errorf("delete groups: %w", err)
+			}
+			var errs []error
+			for _, g := range groups {
+				r, ok := resps[g]
+				switch {
+				case !ok:
+					errs = append(errs, fmt.Errorf("group %q: no answer from the cluster", g))
+				case errors.Is(r.Err, kerr.NonEmptyGroup):
+					errs = append(errs, fmt.Errorf("group %q has active members: stop its consumers first", g))
+				case r.Err != nil:
+					errs = append(errs, fmt.Errorf("group %q: %w", g, r.Err))
+				default:
+					fmt.Fprintf(cmd.OutOrStdout(), "deleted group %q\n", g)
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
 }
 
 func newGroupListCmd(cf *clientFlags) *cobra.Command {

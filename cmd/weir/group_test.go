@@ -130,6 +130,32 @@ func TestGroupCommands(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "exactly one of") {
 		t.Fatalf("reset without a target: exit %d, %s", code, errOut)
 	}
+	_, errOut, code = runCLI(t, "", "group", "delete", b, "billing")
+	if code == 0 || !strings.Contains(errOut, "active members") {
+		t.Fatalf("delete with members: exit %d, %s", code, errOut)
+	}
+	member.Close()
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		out, errOut, code = runCLI(t, "", "group", "delete", b, "billing")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delete after the member left: %s", errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(out, `deleted group "billing"`) {
+		t.Fatalf("delete: %s", out)
+	}
+	if got := committed(t, adm, "billing"); len(got) != 0 {
+		t.Fatalf("offsets after delete: %v", got)
+	}
+	_, errOut, code = runCLI(t, "", "group", "delete", b, "billing")
+	if code == 0 || !strings.Contains(errOut, "GROUP_ID_NOT_FOUND") {
+		t.Fatalf("delete again: exit %d, %s", code, errOut)
+	}
 }
 
 func TestGroupDescribeKIP848(t *testing.T) {
