@@ -21,7 +21,14 @@ type order struct {
 // processing fails every attempt land in "<input>.dlq" with their metadata;
 // the records after them are processed (the partition is not blocked).
 func TestPoisonRecordsToDLQ(t *testing.T) {
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) { poisonRun(t, g) })
+	}
+}
+
+func poisonRun(t *testing.T, g Guarantee) {
 	b := startBroker(t)
+	committed := g == ExactlyOnce
 	b.createTopic("orders", 1)
 	b.createTopic("valid", 1)
 	a := b.run("shop", func(bl *Builder) {
@@ -35,7 +42,7 @@ func TestPoisonRecordsToDLQ(t *testing.T) {
 			}
 			return r.Value, nil
 		}).To("valid", String(), JSON[order]())
-	}, StateDir(t.TempDir()), MaxAttempts(3), RetryBackoff(time.Millisecond, 4*time.Millisecond),
+	}, WithGuarantee(g), StateDir(t.TempDir()), MaxAttempts(3), RetryBackoff(time.Millisecond, 4*time.Millisecond),
 		CommitInterval(20*time.Millisecond))
 
 	b.produce(
@@ -46,8 +53,8 @@ func TestPoisonRecordsToDLQ(t *testing.T) {
 		&kgo.Record{Topic: "orders", Key: []byte("d"), Value: []byte(`{"id":4,"amount":-1}`)},
 		&kgo.Record{Topic: "orders", Key: []byte("e"), Value: []byte(`{"id":5,"amount":7}`)},
 	)
-	valid := b.waitFor("valid", 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 2 })
-	dlq := b.waitFor("orders.dlq", 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3 })
+	valid := b.waitForIso("valid", committed, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 2 })
+	dlq := b.waitForIso("orders.dlq", committed, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3 })
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +88,9 @@ func TestPoisonRecordsToDLQ(t *testing.T) {
 	// The poison records are committed past: a restart does not see them again.
 	a2 := b.run("shop", func(bl *Builder) {
 		From(bl, "orders", String(), JSON[order]()).To("valid", String(), JSON[order]())
-	}, StateDir(t.TempDir()), CommitInterval(20*time.Millisecond))
+	}, WithGuarantee(g), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond))
 	b.produce(&kgo.Record{Topic: "orders", Key: []byte("f"), Value: []byte(`{"id":6}`)})
-	valid = b.waitFor("valid", 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3 })
+	valid = b.waitForIso("valid", committed, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3 })
 	if err := a2.stop(); err != nil {
 		t.Fatal(err)
 	}
