@@ -13,12 +13,19 @@
 // stderr; every wait is bounded.
 'use strict';
 
+const fs = require('fs');
 const { Kafka, Partitioners, CompressionTypes, logLevel } = require('kafkajs');
 
 const DEADLINE_MS = 60000;
 
+// fail reports on stderr (synchronously, so the message is complete) and
+// exits at once; pending stdout does not matter on failure.
 function fail(msg) {
-  process.stderr.write(`kafkajs_client: ${msg}\n`);
+  try {
+    fs.writeSync(2, `kafkajs_client: ${msg}\n`);
+  } catch (e) {
+    // stderr gone: the exit code still tells
+  }
   process.exit(1);
 }
 
@@ -128,4 +135,12 @@ async function main() {
   }
 }
 
-main().then(() => process.exit(0), (e) => fail(`${e && e.stack ? e.stack : e}`));
+// Exit only once stdout is flushed: writes to a pipe may complete
+// asynchronously, and process.exit would cut a large last line. The write
+// callback of an empty chunk runs after every earlier chunk was written.
+// (Exiting explicitly, rather than waiting for the event loop to drain,
+// bounds the run even if a client leaves a timer behind.)
+main().then(
+  () => process.stdout.write('', () => process.exit(0)),
+  (e) => fail(`${e && e.stack ? e.stack : e}`),
+);
