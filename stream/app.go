@@ -203,6 +203,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("stream: app %s: %w", a.id, err)
 		}
+		// A stalled instance's open transaction holds back read_committed
+		// readers until it times out: 10s (as Kafka Streams) unless the
+		// ClientOpts say otherwise.
+		opts = append([]kgo.Opt{kgo.TransactionTimeout(10 * time.Second)}, opts...)
 		opts = append(opts,
 			kgo.TransactionalID(a.id+"-"+instance),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -1,0 +1,67 @@
+package stream
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestExactlyOnceFencesZombie: instance A stalls in the middle of a round
+// (its transaction open, its outputs partly produced) long enough to be
+// removed from the group; B takes over and processes everything. When A
+// wakes up, its transaction must not commit (KIP-447: the offset commit
+// carries A's stale generation), so a read_committed reader sees every
+// count exactly once.
+func TestExactlyOnceFencesZombie(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic("events", 2)
+	b.createTopic("counts", 2)
+	const keys = 10
+	truth := map[string]int64{}
+
+	stuck := make(chan struct{})
+	release := make(chan struct{})
+	var handled atomic.Int64
+	var once sync.Once
+	stalling := func(bl *Builder) {
+		in := From(bl, "events", String(), String()).Peek(func(Record[string, string]) {
+			if handled.Add(1) == 60 {
+				once.Do(func() { close(stuck) })
+				<-release
+			}
+		})
+		Count(GroupByKey(in, String(), String()), StoreConfig{Name: "counts", TTL: time.Hour}).
+			To("counts", String(), Int64())
+	}
+	groupOpts := ClientOpts(kgo.RebalanceTimeout(time.Second), kgo.SessionTimeout(6*time.Second),
+		kgo.TransactionTimeout(2*time.Second))
+	a := b.run("zombie", stalling, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+		MaxPollRecords(20), Workers(1), CommitInterval(10*time.Millisecond), groupOpts)
+	produceEvents(b, 0, 200, keys, truth)
+	select {
+	case <-stuck:
+	case <-time.After(30 * time.Second):
+		t.Fatal("instance A never stalled")
+	}
+	bApp := b.run("zombie", countTopology, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+		CommitInterval(10*time.Millisecond), groupOpts)
+	recs := b.waitForIso("counts", true, 60*time.Second, atLeast(t, truth))
+	checkExact(t, recs, truth)
+
+	close(release) // the zombie wakes up and tries to commit its round
+	produceEvents(b, 200, 50, keys, truth)
+	recs = b.waitForIso("counts", true, 60*time.Second, atLeast(t, truth))
+	if err := bApp.stop(); err != nil {
+		t.Logf("B: %v", err)
+	}
+	// A fenced instance stops with an error and commits nothing (its
+	// supervisor restarts it).
+	if err := a.stop(); err != nil {
+		t.Logf("A stopped with: %v", err)
+	}
+	recs = b.readCommitted("counts")
+	checkExact(t, recs, truth)
+}
