@@ -316,12 +316,11 @@ func (c *conn) enqueue(s *slot) bool {
 	}
 }
 
-// dispatch queues the slot and starts the handler. Produce requests run
-// their append phase here, on the read loop, so appends from one
-// connection reach each partition in the order the requests were sent
-// (idempotent producers pipeline up to 5 requests per partition); waiting
-// for durability happens on the request's goroutine.
-func (c *conn) dispatch(s *slot, req kmsg.Request) bool {
+// dispatch queues the slot and starts its handler goroutine. For Produce
+// it first links the request's partitions behind this connection's
+// earlier appends to them (on the read loop, which sees requests in
+// order).
+func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 	if !c.enqueue(s) {
 		return false
 	}
@@ -329,10 +328,16 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) bool {
 	c.b.metrics.requests.WithLabelValues(api.name).Inc()
 	start := time.Now()
 	cont := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
-	if pr, ok := req.(*kmsg.ProduceRequest); ok {
-		// Appends to one partition happen in arrival order (see
-		// 00_produce.go); the links are made here, on the read loop,
-		// which sees requests in order.
+	if pr, isProduce := req.(*kmsg.ProduceRequest); isProduce {
+		defer func() {
+			if r := recover(); r != nil { // never take the broker down
+				c.b.panics.Add(1)
+				c.logger.Error("panic chaining produce", "panic", r, "stack", string(debug.Stack()))
+				s.err = errCloseConn
+				close(s.done)
+				ok = true // the writer closes the connection at this slot
+			}
+		}()
 		links := c.produceChain(pr)
 		cont = func(ctx context.Context) (kmsg.Response, error) {
 			return c.b.produce(pr, links)
