@@ -23,7 +23,8 @@ import (
 // * acks=-1 appends durable: the log returns after an fsync covering the
 //   data (group commit: concurrent appenders share one fsync), so the
 //   response means "on disk". acks=1 answers after the write; acks=0 sends
-//   no response at all.
+//   no response at all, and closes the connection if a partition failed
+//   (Kafka's only way to tell an acks=0 producer to refresh metadata).
 // * acks other than -1, 0, 1: INVALID_REQUIRED_ACKS on every partition.
 // * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v13 by ID:
 //   UNKNOWN_TOPIC_ID). Produce does not auto-create topics (Metadata does).
