@@ -176,6 +176,31 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return fmt.Errorf("stream: app %s: %w", a.id, err)
 	}
+	for {
+		err := a.session(ctx)
+		if a.eos() && isFenced(err) && ctx.Err() == nil {
+			// Another instance took this one's tasks while it stalled;
+			// its transaction was aborted and nothing it did is visible.
+			// Rejoin with a fresh session (a new producer epoch).
+			a.cfg.logger.Warn("producer fenced; rejoining the group with a new session", "err", err)
+			a.fatalMu.Lock()
+			a.fatal = nil
+			a.failed.Store(false)
+			a.fatalMu.Unlock()
+			a.metrics.fenced.Inc()
+			continue
+		}
+		if err != nil {
+			a.cfg.logger.Error("app stopped on a fatal error", "err", err)
+			return fmt.Errorf("stream: app %s: %w", a.id, err)
+		}
+		return nil
+	}
+}
+
+// session runs one group membership (one client) until ctx is done or a
+// fatal error.
+func (a *App) session(ctx context.Context) error {
 	var topics []string
 	for t := range a.sources {
 		topics = append(topics, t)
@@ -201,7 +226,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if a.eos() {
 		instance, err := a.instanceID()
 		if err != nil {
-			return fmt.Errorf("stream: app %s: %w", a.id, err)
+			return err
 		}
 		// A stalled instance's open transaction holds back read_committed
 		// readers until it times out: 10s (as Kafka Streams) unless the
@@ -214,7 +239,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		)
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
-			return fmt.Errorf("stream: app %s: client: %w", a.id, err)
+			return fmt.Errorf("client: %w", err)
 		}
 		a.sess = sess
 		cl = sess.Client()
@@ -227,12 +252,12 @@ func (a *App) Run(ctx context.Context) (err error) {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("stream: app %s: init transactional producer: %w", a.id, err)
+			return fmt.Errorf("init transactional producer: %w", err)
 		}
 	} else {
 		c, err := kgo.NewClient(opts...)
 		if err != nil {
-			return fmt.Errorf("stream: app %s: client: %w", a.id, err)
+			return fmt.Errorf("client: %w", err)
 		}
 		cl = c
 	}
@@ -244,13 +269,9 @@ func (a *App) Run(ctx context.Context) (err error) {
 		cl.Produce(context.Background(), r, promise)
 	}
 	a.lastCommit = a.cfg.clock.Now()
-	err = a.loop(ctx)
+	err := a.loop(ctx)
 	a.shutdown(err)
-	if err != nil {
-		a.cfg.logger.Error("app stopped on a fatal error", "err", err)
-		return fmt.Errorf("stream: app %s: %w", a.id, err)
-	}
-	return nil
+	return err
 }
 
 // appPartitioner sends changelog records to the partition set on the record
@@ -624,6 +645,8 @@ func (a *App) shutdown(loopErr error) {
 		rest = append(rest, t)
 		delete(a.tasks, id)
 	}
+	clear(a.assigned)
+	a.metrics.tasks.Set(0)
 	a.mu.Unlock()
 	a.closeTasks(rest)
 }
@@ -639,4 +662,12 @@ func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {
 		}
 	}
 	return nil
+}
+
+// isFenced reports whether err means another producer with this
+// transactional id, or a newer group generation, took over: the instance's
+// open transaction is aborted and it must rejoin with a new session.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
 }

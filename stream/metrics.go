@@ -14,6 +14,7 @@ type metrics struct {
 	restoreSecs prometheus.Counter
 	restoreLeft prometheus.Gauge
 	commits     prometheus.Counter
+	fenced      prometheus.Counter
 	tasksOpened prometheus.Counter
 	tasksClosed prometheus.Counter
 	tasks       prometheus.Gauge
@@ -45,7 +46,8 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		restored:    c("restored_records_total", "Changelog records applied while restoring stores."),
 		restoreSecs: c("restore_seconds_total", "Time spent restoring stores."),
 		restoreLeft: g("restore_remaining_records", "Changelog records left to apply by the restore in progress (0 when none)."),
-		commits:     c("commits_total", "Offset commits."),
+		commits:     c("commits_total", "Offset commits (transactions committed under ExactlyOnce)."),
+		fenced:      c("fenced_total", "Sessions restarted because the instance was fenced (ExactlyOnce)."),
 		tasksOpened: c("tasks_opened_total", "Tasks created (and restored) on this instance."),
 		tasksClosed: c("tasks_closed_total", "Tasks closed on this instance (revoked, lost or shut down)."),
 		tasks:       g("tasks", "Tasks owned by this instance."),
@@ -66,7 +68,7 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
-			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
+			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
 			m.taskIn, m.taskOut, m.taskDLQ, m.taskLag} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
