@@ -17,7 +17,8 @@ import (
 // * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless auto-create is
 //   on (Config.AutoCreateTopics) and the client allows it (v4+:
 //   AllowAutoTopicCreation; before v4 always), in which case it is created
-//   with DefaultPartitions and returned normally.
+//   with DefaultPartitions and returned normally. Internal topic names are
+//   never auto-created (the broker creates them with their own configs).
 // * An invalid name is INVALID_TOPIC_EXCEPTION; a topic asked by ID that
 //   does not exist is UNKNOWN_TOPIC_ID.
 // * Authorized operations are not computed (no ACLs): left unset.
@@ -74,7 +75,7 @@ func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (k
 			if !ok {
 				var err error
 				if err = validateTopicName(name); err == nil {
-					if allowCreate {
+					if allowCreate && !isInternalTopic(name) {
 						t, err = b.autoCreate(name)
 					} else {
 						err = kerr.UnknownTopicOrPartition

@@ -15,7 +15,8 @@ import (
 //   named partitions that exist (unknown ones are omitted, as Kafka does).
 // * Size is the partition's bytes on disk; OffsetLag is 0 (no follower);
 //   IsFuture false.
-// * v4: TotalBytes and UsableBytes are -1 (not measured).
+// * v4: TotalBytes and UsableBytes of the data dir's file system (statfs;
+//   -1 for a non-OS vfs or on other platforms).
 //
 // Version notes:
 // * v1: ThrottleMillis semantics
@@ -28,7 +29,7 @@ func handleDescribeLogDirs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Requ
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir, _ = filepath.Abs(logsDir(b.cfg.DataDir))
-	dir.TotalBytes, dir.UsableBytes = -1, -1
+	dir.TotalBytes, dir.UsableBytes = diskUsage(b.cfg.FS, b.cfg.DataDir)
 
 	add := func(t *topic, parts []int32) {
 		st := kmsg.NewDescribeLogDirsResponseDirTopic()

@@ -345,6 +345,11 @@ func TestDescribeClusterAndLogDirs(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("log dirs list %d partitions of ld, want 2", n)
 	}
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if d.TotalBytes <= 0 || d.UsableBytes < 0 || d.UsableBytes > d.TotalBytes {
+			t.Errorf("disk usage total %d usable %d", d.TotalBytes, d.UsableBytes)
+		}
+	})
 	req := kmsg.NewPtrDescribeClusterRequest()
 	resp, err := req.RequestWith(ctx, newClient(t, b))
 	if err != nil || resp.ClusterID != b.ClusterID() || len(resp.Brokers) != 1 || resp.Brokers[0].Port != b.port {

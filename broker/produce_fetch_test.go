@@ -261,6 +261,15 @@ func TestMetadata(t *testing.T) {
 	if resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 3 {
 		t.Fatalf("auto create: %+v", resp.Topics[0])
 	}
+	// Internal names are never auto-created.
+	req = kmsg.NewPtrMetadataRequest()
+	req.Version = 9
+	req.AllowAutoTopicCreation = true
+	req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("__transaction_state")}}
+	resp = c.roundTrip(req, 24).(*kmsg.MetadataResponse)
+	if resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("internal auto create: %+v", resp.Topics[0])
+	}
 	// By ID (v12).
 	req = kmsg.NewPtrMetadataRequest()
 	req.Version = 12
