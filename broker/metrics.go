@@ -48,8 +48,11 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		producedBatches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_batches_total", Help: "Produce partition requests appended."}),
 		fetchedBytes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
 	}
+	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "weir_broker_fetch_sessions", Help: "Open incremental fetch sessions (KIP-227).",
+	}, func() float64 { return float64(b.sessions.count()) })
 	m.cs = []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections,
-		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, partitionCollector{b}}
+		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, sessions, partitionCollector{b}}
 	if reg != nil {
 		for _, c := range m.cs {
 			if err := reg.Register(c); err != nil {

@@ -62,6 +62,11 @@ func TestMetrics(t *testing.T) {
 	if v, _ := metricValue(t, reg, "weir_broker_connections", nil); v < 2 { // the admin client's and ours
 		t.Errorf("connections %v", v)
 	}
+	tp, _ := b.topics.get("mt")
+	sess := fetchReq(12, "mt", tp.id, 0, 0, 0)
+	sess.SessionEpoch = 0
+	c.roundTrip(sess, 3)
+	check("weir_broker_fetch_sessions", nil, 1)
 	if v, _ := metricValue(t, reg, "weir_broker_received_bytes_total", nil); v <= 0 {
 		t.Errorf("received bytes %v", v)
 	}
