@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +29,7 @@ type produceOptions struct {
 	maxLineBytes  int
 	maxBatchBytes int32
 	linger        time.Duration
+	input         string
 	quiet         bool
 }
 
@@ -60,6 +64,7 @@ that means fsynced) and exits non-zero if any record failed.`,
 	f.StringVarP(&o.file, "file", "f", "", "read lines from this file instead of stdin")
 	f.IntVar(&o.maxLineBytes, "max-line-bytes", 16<<20, "longest accepted input line")
 	f.Int32Var(&o.maxBatchBytes, "max-batch-bytes", 1000012, "largest record batch sent (and so largest record); keep it <= the topic's max.message.bytes")
+	f.StringVar(&o.input, "input", "line", `input format: "line" (one value, or key+separator+value, per line) or "json" (one object per line, as written by weir consume -f json)`)
 	f.DurationVar(&o.linger, "linger", 0, "how long a partition's batch may wait for more records before it is sent (linger.ms)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print the summary line to stderr")
 	return cmd
@@ -96,6 +101,9 @@ func (o *produceOptions) clientOpts() ([]kgo.Opt, error) {
 	opts = append(opts, kgo.ProducerBatchCompression(codec))
 	if o.partition >= 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	if o.input != "line" && o.input != "json" {
+		return nil, fmt.Errorf(`--input must be "line" or "json", got %q`, o.input)
 	}
 	if o.maxLineBytes <= 0 {
 		return nil, fmt.Errorf("--max-line-bytes must be positive, got %d", o.maxLineBytes)
@@ -160,13 +168,30 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 	// The longest token is the larger of the max and the initial buffer's
 	// capacity, so the initial buffer must not exceed the max.
 	sc.Buffer(make([]byte, min(64<<10, o.maxLineBytes)), o.maxLineBytes)
-	var lines int
+	var (
+		lines   int
+		readErr error
+	)
 	for sc.Scan() {
 		lines++
-		r := o.record(sc.Bytes(), hdrs)
+		var r *kgo.Record
+		if o.input == "json" {
+			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+				continue
+			}
+			if r, readErr = o.jsonRecord(sc.Bytes(), hdrs); readErr != nil {
+				readErr = fmt.Errorf("line %d: %w", lines, readErr)
+				lines--
+				break
+			}
+		} else {
+			r = o.record(sc.Bytes(), hdrs)
+		}
 		cl.Produce(ctx, r, promise)
 	}
-	readErr := sc.Err()
+	if readErr == nil {
+		readErr = sc.Err()
+	}
 	if errors.Is(readErr, bufio.ErrTooLong) {
 		readErr = fmt.Errorf("line %d is longer than --max-line-bytes (%d)", lines+1, o.maxLineBytes)
 	}
@@ -211,4 +236,79 @@ func (o *produceOptions) record(line []byte, hdrs [][2]string) *kgo.Record {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
 	}
 	return r
+}
+
+// jsonInput is one record in the json input format: the objects weir
+// consume -f json prints. topic, partition and offset are accepted and
+// ignored (the record goes to the command's topic, partitioned by key
+// unless --partition); a timestamp (ms) is kept; a null or absent key or
+// value stays null. Unknown fields are an error, so a typo is not dropped.
+type jsonInput struct {
+	Topic       string         `json:"topic"`
+	Partition   int32          `json:"partition"`
+	Offset      int64          `json:"offset"`
+	Key         *string        `json:"key"`
+	KeyBase64   *string        `json:"key_base64"`
+	Value       *string        `json:"value"`
+	ValueBase64 *string        `json:"value_base64"`
+	Timestamp   *int64         `json:"timestamp"`
+	Headers     []jsonHeaderIn `json:"headers"`
+}
+
+type jsonHeaderIn struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value"`
+	ValueBase64 *string `json:"value_base64"`
+}
+
+func (o *produceOptions) jsonRecord(line []byte, hdrs [][2]string) (*kgo.Record, error) {
+	var in jsonInput
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return nil, fmt.Errorf("bad json record: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("bad json record: more than one value on the line")
+	}
+	r := &kgo.Record{Partition: o.partition}
+	var err error
+	if r.Key, err = textOrB64("key", in.Key, in.KeyBase64); err != nil {
+		return nil, err
+	}
+	if r.Value, err = textOrB64("value", in.Value, in.ValueBase64); err != nil {
+		return nil, err
+	}
+	if in.Timestamp != nil {
+		r.Timestamp = time.UnixMilli(*in.Timestamp)
+	}
+	for _, h := range in.Headers {
+		v, err := textOrB64("header "+strconv.Quote(h.Key), h.Value, h.ValueBase64)
+		if err != nil {
+			return nil, err
+		}
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: v})
+	}
+	for _, h := range hdrs {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
+	}
+	return r, nil
+}
+
+// textOrB64 is the inverse of consume's textOrBase64: at most one of text
+// and b64 may be given; neither means null.
+func textOrB64(what string, text, b64 *string) ([]byte, error) {
+	switch {
+	case text != nil && b64 != nil:
+		return nil, fmt.Errorf("%s: both text and base64 given", what)
+	case text != nil:
+		return []byte(*text), nil
+	case b64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad base64: %w", what, err)
+		}
+		return b, nil
+	}
+	return nil, nil
 }
