@@ -44,11 +44,16 @@ separator is the record key and the rest is the value; a line without the separa
 produced with no key. Keyed records are partitioned like the Java client (murmur2), so
 they land where any Kafka client would put them.
 
+With --input json, each line is one object as printed by weir consume -f json (key,
+value, key_base64/value_base64 for binary data, headers, timestamp; topic, partition and
+offset are ignored), so consume -f json | produce --input json copies records.
+
 weir produce waits until every record is acknowledged (acks=all by default: on weir,
 that means fsynced) and exits non-zero if any record failed.`,
 		Example: `  echo 'hello' | weir produce greetings
   printf 'user1:signed up\nuser2:logged in\n' | weir produce events --key-separator :
-  weir produce events -H source=cli -H trace=abc < lines.txt`,
+  weir produce events -H source=cli -H trace=abc < lines.txt
+  weir consume events -e -f json | weir produce events-copy --input json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cf, args[0], cmd.InOrStdin(), cmd.ErrOrStderr())
