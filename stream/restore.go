@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
 )
 
 // restore brings the task's stores up to the end of their changelog
@@ -169,12 +171,7 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 			if r.Attrs.IsControl() {
 				return
 			}
-			name := store[r.Topic]
-			if r.Value == nil {
-				applyErr = txn.Delete(name, r.Key)
-			} else {
-				_, applyErr = txn.Put(name, r.Key, r.Value, r.Timestamp.UnixMilli())
-			}
+			applyErr = applyChangelog(txn, store[r.Topic], r)
 			n++
 		})
 		if applyErr == nil {
@@ -186,4 +183,14 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 		}
 	}
 	return n, nil
+}
+
+// applyChangelog applies one changelog record to store: a value is the key's
+// new state (as of the record's timestamp), a nil value a deletion.
+func applyChangelog(txn *state.Txn, store string, r *kgo.Record) error {
+	if r.Value == nil {
+		return txn.Delete(store, r.Key)
+	}
+	_, err := txn.Put(store, r.Key, r.Value, r.Timestamp.UnixMilli())
+	return err
 }

@@ -83,6 +83,15 @@ func (d *Driver) Process() {
 	}
 }
 
+// Restart drops every task and its local stores; the next Process restores
+// them from the changelogs, as an App restarted on an empty disk would.
+func (d *Driver) Restart() {
+	d.t.Helper()
+	if err := d.Driver.Restart(); err != nil {
+		d.t.Fatalf("streamtest: restart: %v", err)
+	}
+}
+
 // Input writes typed records to a source topic.
 type Input[K, V any] struct {
 	d     *Driver
