@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -488,5 +489,12 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, "", "produce", br, "dst", "--input", "yaml"); code == 0 || !strings.Contains(errOut, "--input") {
 		t.Errorf("--input yaml: exit %d, %q", code, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out := mustCLI(t, "", "version")
+	if !strings.HasPrefix(out, "weir ") || !strings.Contains(out, runtime.Version()) {
+		t.Fatalf("version output %q", out)
 	}
 }

@@ -76,6 +76,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newConsumeCmd(),
 		newGroupCmd(), // group.go
 		newTxnCmd(),   // txn.go
+		newVersionCmd(),
 	)
 	return root
 }

@@ -190,9 +190,11 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
+	bi := readBuildInfo()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		bi.collector(),
 	)
 	cfg, err := o.brokerConfig(logger, reg)
 	if err != nil {
@@ -222,7 +224,7 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		go func() { httpErr <- srv.Serve(ln) }()
 		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz")
 	}
-	logger.Info("weir serving", "kafka_addr", b.Addr(), "data_dir", o.dataDir)
+	logger.Info("weir serving", "kafka_addr", b.Addr(), "data_dir", o.dataDir, "version", bi.String())
 
 	var runErr error
 	select {

@@ -170,7 +170,7 @@ func TestServeProcess(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("/metrics: %d", code)
 	}
-	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "weir_broker_requests_total"} {
+	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "weir_broker_requests_total", "weir_build_info{"} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("/metrics lacks %s:\n%.2000s", want, metrics)
 		}
