@@ -38,6 +38,8 @@ func (t *task) deadLetter(kr *kgo.Record, cause error, attempts int, first, last
 		kind = "decode"
 	case errors.As(cause, &pe):
 		kind = "panic"
+	default:
+		pe = nil
 	}
 	hs := make([]kgo.RecordHeader, 0, len(kr.Headers)+9)
 	hs = append(hs, kr.Headers...)
@@ -52,8 +54,13 @@ func (t *task) deadLetter(kr *kgo.Record, cause error, attempts int, first, last
 		kgo.RecordHeader{Key: HeaderDLQPartition, Value: []byte(strconv.Itoa(int(kr.Partition)))},
 		kgo.RecordHeader{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(kr.Offset, 10))},
 	)
-	t.app.cfg.logger.Warn("record sent to dead-letter topic", "task", t.id.String(), "offset", kr.Offset,
-		"kind", kind, "attempts", attempts, "err", cause)
+	if pe != nil {
+		t.app.cfg.logger.Warn("record sent to dead-letter topic", "task", t.id.String(), "offset", kr.Offset,
+			"kind", kind, "attempts", attempts, "err", cause, "stack", string(pe.Stack))
+	} else {
+		t.app.cfg.logger.Warn("record sent to dead-letter topic", "task", t.id.String(), "offset", kr.Offset,
+			"kind", kind, "attempts", attempts, "err", cause)
+	}
 	t.app.metrics.dlq.Inc()
 	t.m.dlq.Inc()
 	t.produce(&kgo.Record{Topic: DLQTopic(kr.Topic), Partition: -1, Key: kr.Key, Value: kr.Value,
