@@ -129,6 +129,12 @@ func TestTopicLifecycle(t *testing.T) {
 	if !strings.Contains(out, "Partitions: 5") || !regexpLine(out, `^retention\.ms\s+7200000\s+topic$`) {
 		t.Fatalf("describe after alter:\n%s", out)
 	}
+	if _, errOut, code := runCLI(t, "", "topic", "alter", b, "orders", "--partitions", "2"); code == 0 || !strings.Contains(errOut, "INVALID_PARTITIONS") {
+		t.Fatalf("shrinking partitions: exit %d, stderr %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "", "topic", "alter", b, "orders", "-c", "retention.ms=soon"); code == 0 || !strings.Contains(errOut, "INVALID_CONFIG") {
+		t.Fatalf("invalid config value: exit %d, stderr %q", code, errOut)
+	}
 	mustCLI(t, "", "topic", "alter", b, "orders", "--delete-config", "retention.ms")
 	out = mustCLI(t, "", "topic", "describe", b, "orders")
 	if regexpLine(out, `^retention\.ms\s+\d+\s+topic$`) {
