@@ -205,7 +205,19 @@ func (d *Driver) restore(t *task) error {
 			}
 		}
 	}
-	return txn.Commit()
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	for _, s := range t.stores {
+		ts, ok, err := t.db.MaxTS(s.spec.name)
+		if err != nil {
+			return err
+		}
+		if ok && ts > t.streamTime {
+			t.streamTime = ts
+		}
+	}
+	return nil
 }
 
 // Restart closes every task and drops its local stores, as a crash that

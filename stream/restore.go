@@ -94,6 +94,18 @@ func (t *task) restore(ctx context.Context) error {
 	if err := t.checkpoint(); err != nil {
 		return err
 	}
+	// Resume stream time from the state: the latest update of any key.
+	// TTL expiry after a restore then continues where it left off instead
+	// of waiting for the next record.
+	for _, s := range t.stores {
+		ts, ok, err := t.db.MaxTS(s.spec.name)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", t.id, err)
+		}
+		if ok && ts > t.streamTime {
+			t.streamTime = ts
+		}
+	}
 	d := time.Since(start)
 	a.metrics.restored.Add(float64(n))
 	a.metrics.restoreSecs.Add(d.Seconds())

@@ -356,6 +356,26 @@ func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
 	return keys, it.Close()
 }
 
+// MaxTS returns the latest update time (ms) of any key in store, or false if
+// the store is empty.
+func (d *DB) MaxTS(store string) (int64, bool, error) {
+	lo := storePrefix(prefixIndex, store)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return 0, false, err
+	}
+	if !it.Last() {
+		return 0, false, it.Close()
+	}
+	k := it.Key()
+	if len(k) < len(lo)+8 {
+		it.Close()
+		return 0, false, &CorruptionError{Store: store, Key: append([]byte(nil), k...), Reason: "short index key"}
+	}
+	ts := decodeTS(k[len(lo):])
+	return ts, true, it.Close()
+}
+
 // Scan calls fn for every key of store in key order (from, to: optional
 // bounds, to exclusive). fn must not retain its arguments.
 func (d *DB) Scan(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {

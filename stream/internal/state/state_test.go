@@ -294,3 +294,20 @@ func TestRollbackKeepsAppliedWrites(t *testing.T) {
 }
 
 func writeFile(path string) error { return os.WriteFile(path, []byte("x"), 0o644) }
+
+func TestMaxTS(t *testing.T) {
+	d := open(t, t.TempDir())
+	defer d.Close()
+	if _, ok, err := d.MaxTS("s"); ok || err != nil {
+		t.Fatalf("empty store: %v %v", ok, err)
+	}
+	txn := d.Begin()
+	txn.Put("s", []byte("a"), nil, 5)
+	txn.Put("s", []byte("b"), nil, -7)
+	txn.Put("t", []byte("c"), nil, 100)
+	txn.Commit()
+	txn.Discard()
+	if ts, ok, err := d.MaxTS("s"); !ok || err != nil || ts != 5 {
+		t.Fatalf("MaxTS = %d %v %v, want 5", ts, ok, err)
+	}
+}
