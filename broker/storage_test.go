@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -179,5 +181,92 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := Start(t.Context(), Config{DataDir: t.TempDir(), KafkaAddr: "256.0.0.1:99999"}); err == nil {
 		t.Fatal("started on a bad address")
+	}
+}
+
+// A read I/O error answers KAFKA_STORAGE_ERROR for that partition; the
+// others of the same fetch are served.
+func TestFetchStorageError(t *testing.T) {
+	f := &faults{kind: errorfs.OpRead, path: "rd-0", err: syscall.EIO}
+	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, f) })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "rd", 2)
+	tp, _ := b.topics.get("rd")
+	c := dialRaw(t, b)
+	for p := range int32(2) {
+		c.roundTrip(produceReq(9, -1, "rd", p, makeBatch(1, fmt.Sprint("v", p))), p)
+	}
+	f.armed.Store(true)
+	req := fetchReq(12, "rd", tp.id, 0, 0, 0)
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.PartitionMaxBytes = 1, 1<<20
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, fp)
+	resp := c.roundTrip(req, 10).(*kmsg.FetchResponse)
+	got := map[int32]int16{}
+	var vals []string
+	for _, p := range resp.Topics[0].Partitions {
+		got[p.Partition] = p.ErrorCode
+		vals = append(vals, batchValues(p.RecordBatches, 0)...)
+	}
+	if got[0] != kerr.KafkaStorageError.Code || got[1] != 0 || !slices.Equal(vals, []string{"v1"}) {
+		t.Fatalf("errors %v values %v", got, vals)
+	}
+	f.armed.Store(false)
+	resp = c.roundTrip(fetchReq(12, "rd", tp.id, 0, 0, 0), 11).(*kmsg.FetchResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || !slices.Equal(batchValues(p.RecordBatches, 0), []string{"v0"}) {
+		t.Fatalf("after the disk recovered: %+v", p)
+	}
+}
+
+// Close answers in-flight acks=all produce requests (their data is
+// durable) before closing the logs.
+func TestCloseFinishesInFlightProduce(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := testBroker(t, func(c *Config) { c.DataDir = dir })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "cf", 1)
+	c := dialRaw(t, b)
+	const n = 20
+	var out []byte
+	for i := range n {
+		out = append(out, frame(produceReq(9, -1, "cf", 0, makeBatch(1, fmt.Sprint(i))), int32(i))...)
+	}
+	c.write(out)
+	// Close once every request has been read and appended (some may not
+	// be durable nor answered yet): all of them must then be answered.
+	tp0, _ := b.topics.get("cf")
+	for tp0.parts[0].LogEndOffset() < n {
+		if ctx.Err() != nil {
+			t.Fatal("requests not appended")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	answered := 0
+	for {
+		pr := kmsg.NewPtrProduceRequest()
+		pr.Version = 9
+		corr, body, err := c.read()
+		if err != nil {
+			break
+		}
+		if corr != int32(answered) {
+			t.Fatalf("response %d has correlation %d", answered, corr)
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		if err := resp.ReadFrom(body[1:]); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("response %d: %v %+v", answered, err, resp)
+		}
+		answered++
+	}
+	if answered != n {
+		t.Fatalf("%d of %d produce requests answered before the close", answered, n)
+	}
+	b2, _ := testBroker(t, func(c *Config) { c.DataDir = dir })
+	tp, _ := b2.topics.get("cf")
+	if hw := tp.parts[0].HighWatermark(); hw < int64(answered) {
+		t.Fatalf("%d produces answered, only %d records after restart", answered, hw)
 	}
 }
