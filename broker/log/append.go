@@ -68,8 +68,22 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		l.mu.Unlock()
 		return AppendResult{}, err
 	}
-	// Producer-state checks (idempotence, transactions) belong here: under
-	// the append lock, before the write, from the parsed headers in vs.
+	// Producer-state checks (idempotence, transactions): under the append
+	// lock, before the write; applied once the bytes are written.
+	if l.ps.broken != nil {
+		if err := l.rebuildProducerStateLocked(); err != nil {
+			l.mu.Unlock()
+			return AppendResult{}, err
+		}
+	}
+	upd, dup, err := l.ps.check(vs, l.next)
+	if err != nil {
+		l.mu.Unlock()
+		return AppendResult{}, err
+	}
+	if dup != nil {
+		return l.answerDuplicate(dup, durable)
+	}
 	if err := l.maybeRoll(cfg, int64(len(batches)), vs); err != nil {
 		l.mu.Unlock()
 		return AppendResult{}, err
@@ -114,6 +128,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 	maxTs, maxTsOff := seg.ix.maxTs, seg.ix.maxTsOff
 	seg.mu.Unlock()
 	seg.size.Store(p)
+	l.ps.apply(upd)
 	l.next = next
 	l.leo.Store(next)
 	res.BaseOffset = res.Batches[0].BaseOffset
@@ -141,6 +156,24 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 	}
 	if err := l.waitSynced(next, epoch); err != nil {
 		return AppendResult{}, err
+	}
+	return res, nil
+}
+
+// answerDuplicate answers an append whose batch is already in the log with
+// the original offsets. A durable append still waits until those are
+// synced. mu is held on entry and released.
+func (l *Log) answerDuplicate(d *duplicate, durable bool) (AppendResult, error) {
+	l.syncMu.Lock()
+	epoch := l.rollbacks
+	l.syncMu.Unlock()
+	res := AppendResult{BaseOffset: d.firstOff, LastOffset: d.lastOff, LogAppendTime: -1,
+		LogStartOffset: l.logStart.Load(), Duplicate: true}
+	l.mu.Unlock()
+	if durable && l.policy == SyncAlways {
+		if err := l.waitSynced(d.lastOff+1, epoch); err != nil {
+			return AppendResult{}, err
+		}
 	}
 	return res, nil
 }
@@ -214,6 +247,9 @@ func (l *Log) roll() error {
 	if err := old.flushIndexes(math.MaxInt64, math.MaxInt64); err != nil {
 		return storageErr("flush index of "+old.name(), err)
 	}
+	if err := l.writeTxnIndex(old, l.next); err != nil {
+		return err
+	}
 	seg, err := l.createSegment(l.next)
 	if err != nil {
 		return err
@@ -240,6 +276,11 @@ func (l *Log) roll() error {
 	l.written, l.synced = pt, pt
 	l.syncMu.Unlock()
 	l.unloadIndexes()
+	// A producer snapshot at the new segment's start: crash recovery
+	// replays only the active segment. If it fails, recovery replays more.
+	if err := l.writeSnapshotLocked(); err != nil {
+		l.logger.Warn("producer snapshot after roll failed", "err", err)
+	}
 	// A checkpoint at the new segment's start: recovery never rescans the
 	// closed one. If it fails, the older checkpoint still holds (recovery
 	// scans more).

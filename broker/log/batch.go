@@ -128,6 +128,9 @@ type validated struct {
 	// recordsMaxTimestamp is the largest record timestamp (uncompressed
 	// batches), or the header's maxTimestamp for compressed ones.
 	recordsMaxTimestamp int64
+	// controlType and coordEpoch: the marker of a control batch (-1 else).
+	controlType int16
+	coordEpoch  int32
 }
 
 // validateBatch fully checks one RecordBatch v2 occupying exactly b:
@@ -161,7 +164,10 @@ func validateBatch(b []byte, c *codecs) (validated, error) {
 	if int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
 		return validated{}, batchErr("record count %d inconsistent with lastOffsetDelta %d", h.NumRecords, h.LastOffsetDelta)
 	}
-	if h.ProducerID >= 0 && h.BaseSequence < 0 {
+	// A producer id with base sequence -1 is a coordinator's batch (a
+	// marker, or the group coordinator's transactional offsets): no
+	// sequence. The broker refuses it from clients.
+	if h.ProducerID >= 0 && h.BaseSequence < -1 {
 		return validated{}, batchErr("producer id %d with negative base sequence", h.ProducerID)
 	}
 	if h.Attributes&attrTransactional != 0 && h.ProducerID < 0 {
@@ -170,7 +176,17 @@ func validateBatch(b []byte, c *codecs) (validated, error) {
 	if h.FirstTimestamp < -1 || h.MaxTimestamp < -1 {
 		return validated{}, batchErr("timestamp below -1")
 	}
-	v := validated{hdr: h, recordsMaxTimestamp: h.MaxTimestamp}
+	v := validated{hdr: h, recordsMaxTimestamp: h.MaxTimestamp, controlType: -1, coordEpoch: -1}
+	if h.Attributes&attrControl != 0 {
+		typ, ce, reason := parseControl(b)
+		if reason != "" {
+			return validated{}, batchErr("%s", reason)
+		}
+		if h.BaseSequence != -1 {
+			return validated{}, batchErr("control batch with base sequence %d", h.BaseSequence)
+		}
+		v.controlType, v.coordEpoch = typ, ce
+	}
 	if h.compression() != codecNone {
 		if c == nil {
 			c = &codecs{}

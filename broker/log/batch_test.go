@@ -71,9 +71,15 @@ func TestValidateBatch(t *testing.T) {
 			binary.BigEndian.PutUint64(b[offFirstTimestamp:], uint64(1<<63))
 			return fixCRC(b)
 		}, false},
-		{"pid without sequence", func() []byte {
+		{"pid without sequence (a coordinator's batch)", func() []byte {
 			b := good()
 			binary.BigEndian.PutUint64(b[offProducerID:], 5)
+			return fixCRC(b)
+		}, true},
+		{"pid with sequence below -1", func() []byte {
+			b := good()
+			binary.BigEndian.PutUint64(b[offProducerID:], 5)
+			binary.BigEndian.PutUint32(b[offBaseSequence:], 0xfffffffe)
 			return fixCRC(b)
 		}, false},
 		{"txn without pid", func() []byte {

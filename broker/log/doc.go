@@ -13,6 +13,8 @@
 //	  00000000000000004242.log        next segment, base offset 4242 ...
 //	  00000000000000004242.index
 //	  00000000000000004242.timeindex
+//	  00000000000000000000.txnindex   aborted transactions of that closed segment (only if any)
+//	  00000000000000004300.snapshot   producer state at offset 4300 (the newest 2 are kept)
 //	  recovery-point                  last durable checkpoint (also the clean-shutdown marker)
 //	  log-start-offset                set by DeleteRecords (absent until then)
 //
@@ -84,8 +86,37 @@
 //
 // All integers are big-endian. Frozen (part of the format; change only with
 // a version bump): the file names and their 20-digit base offsets, the
-// magics "WOIX", "WTIX", "WRCP", "WLSO", version 1, the header and entry
+// magics "WOIX", "WTIX", "WRCP", "WLSO", "WPSN", "WTXI", version 1, the header and entry
 // sizes and field order above, CRC-32C, and Kafka's RecordBatch v2 layout.
+//
+// # Producer state: idempotence and transactions (producer.go)
+//
+// Per producer id the log keeps the epoch, the last 5 batches' sequences
+// and offsets, the first offset of its ongoing transaction and the
+// coordinator epoch of its last marker; Append checks every batch against
+// it under the append lock (duplicate -> AppendResult.Duplicate with the
+// original offsets, ErrOutOfOrderSequence, ErrInvalidProducerEpoch,
+// ErrInvalidTxnState) and applies the change only once the batch is
+// written. Control batches (COMMIT/ABORT markers) end transactions; an
+// ABORT adds (pid, first offset, marker offset) to the aborted-transaction
+// index. LastStableOffset = min(first offset of ongoing transactions, high
+// watermark); AbortedTransactions(from, to) answers a read_committed Fetch
+// from memory (the whole index is in memory, 24 bytes per aborted
+// transaction; the files are its persistence).
+//
+// .snapshot files (magic "WPSN", version 1, CRC-32C) hold the producer
+// state at an offset and the aborted transactions of the then-active
+// segment; they are written at every roll, checkpoint and clean Close.
+// .txnindex files (magic "WTXI", version 1, CRC-32C) hold a closed segment's
+// aborted transactions, written at the roll. Open loads the newest snapshot
+// at or below the log end (a damaged one is skipped, an older one used)
+// with the .txnindex files below it, then replays the batches after it —
+// those the recovery scan reads anyway, so a crash costs no extra I/O. With
+// no usable snapshot (or a damaged .txnindex) the whole log is replayed. A
+// failed fsync's rollback rebuilds the state the same way. Retention and
+// DeleteRecords forget producers whose last batch is below the log start and
+// that have no ongoing transaction (their next batch is accepted at any
+// sequence, as Kafka). Layouts: producer_files.go and docs/format/log.md.
 //
 // # Durability (SyncPolicy)
 //

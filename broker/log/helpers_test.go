@@ -24,6 +24,7 @@ type testBatch struct {
 	firstTs    int64
 	tsStep     int64 // timestamp delta between records
 	producerID int64 // 0 means -1 (no producer)
+	epoch      int16
 	seq        int32
 	txn        bool
 	codec      int  // compression codec; records are compressed with it
@@ -113,9 +114,45 @@ func (tb testBatch) build() []byte {
 	be.PutUint64(b[offFirstTimestamp:], uint64(tb.firstTs))
 	be.PutUint64(b[offMaxTimestamp:], uint64(maxTs))
 	be.PutUint64(b[offProducerID:], uint64(pid))
-	be.PutUint16(b[offProducerEpoch:], 0)
+	be.PutUint16(b[offProducerEpoch:], uint16(tb.epoch))
 	be.PutUint32(b[offBaseSequence:], uint32(seq))
 	be.PutUint32(b[offNumRecords:], uint32(tb.records))
+	be.PutUint32(b[offCRC:], batchCRC(b))
+	return b
+}
+
+// markerBatch builds a COMMIT or ABORT control batch (Kafka's layout) of
+// producer pid at epoch with coordinator epoch ce.
+func markerBatch(pid int64, epoch int16, commit bool, ce int32) []byte {
+	key := []byte{0, 0, 0, 0}
+	if commit {
+		key[3] = 1
+	}
+	val := []byte{0, 0, byte(ce >> 24), byte(ce >> 16), byte(ce >> 8), byte(ce)}
+	var body []byte
+	body = append(body, 0)
+	body = binary.AppendVarint(body, 0)
+	body = binary.AppendVarint(body, 0)
+	body = binary.AppendVarint(body, int64(len(key)))
+	body = append(body, key...)
+	body = binary.AppendVarint(body, int64(len(val)))
+	body = append(body, val...)
+	body = binary.AppendVarint(body, 0)
+	recs := binary.AppendVarint(nil, int64(len(body)))
+	recs = append(recs, body...)
+	b := make([]byte, batchHeaderSize, batchHeaderSize+len(recs))
+	b = append(b, recs...)
+	be := binary.BigEndian
+	be.PutUint32(b[offLength:], uint32(len(b)-logOverhead))
+	be.PutUint32(b[offLeaderEpoch:], 0xffffffff)
+	b[offMagic] = 2
+	be.PutUint16(b[offAttributes:], attrTransactional|attrControl)
+	be.PutUint64(b[offFirstTimestamp:], 1000)
+	be.PutUint64(b[offMaxTimestamp:], 1000)
+	be.PutUint64(b[offProducerID:], uint64(pid))
+	be.PutUint16(b[offProducerEpoch:], uint16(epoch))
+	be.PutUint32(b[offBaseSequence:], 0xffffffff)
+	be.PutUint32(b[offNumRecords:], 1)
 	be.PutUint32(b[offCRC:], batchCRC(b))
 	return b
 }

@@ -34,7 +34,7 @@ func (l *Log) ensureIndex(seg *segment) error {
 		l.logger.Warn("rebuilding index", "segment", seg.name(), "err", err)
 		ix = newIndexState(seg.base)
 		var nop nopLocker
-		_, _, cerr, ioerr := scanSegment(seg, 0, seg.base, int64(l.config().IndexIntervalBytes), false, &ix, nop)
+		_, _, cerr, ioerr := scanSegment(seg, 0, seg.base, int64(l.config().IndexIntervalBytes), false, &ix, nop, nil)
 		if ioerr != nil {
 			seg.mu.Unlock()
 			return storageErr("scan "+seg.name(), ioerr)

@@ -115,6 +115,11 @@ type AppendResult struct {
 	LogAppendTime          int64 // ms; -1 unless TimestampType == LogAppendTime
 	LogStartOffset         int64
 	Batches                []BatchInfo
+	// Duplicate: the batch was already in the log (same producer, epoch
+	// and sequences among its last ProducerWindow batches). Nothing was
+	// appended; BaseOffset/LastOffset are the original batch's and
+	// Batches is empty. Kafka answers such a produce with success.
+	Duplicate bool
 }
 
 // BatchInfo is the parsed header of one appended batch, with the offsets the
@@ -205,6 +210,13 @@ type Log struct {
 	bgDone   chan struct{}
 	bufPools [numBufClasses]sync.Pool // read buffers by size class
 	codecs   codecs                   // decompressors for validation and timestamp lookups
+	ps       *producerState           // idempotence and transactions, see producer.go
+	// recovered and scanFrom: the producer batches the recovery scan saw
+	// from offset scanFrom on (-1: nothing scanned); used once by Open.
+	recovered []recoveredBatch
+	scanFrom  int64
+	// snapMu serialises producer snapshot file writes (after mu).
+	snapMu sync.Mutex
 	// indexBudget: bytes of closed-segment indexes kept loaded.
 	indexBudget int
 }
@@ -242,11 +254,16 @@ func Open(opts Options) (*Log, error) {
 		stop:        make(chan struct{}),
 		bgDone:      make(chan struct{}),
 		indexBudget: indexBudget,
+		ps:          newProducerState(),
 	}
 	l.syncCond = sync.NewCond(&l.syncMu)
 	cfg := opts.Config.withDefaults()
 	l.cfg.Store(&cfg)
-	if err := l.recover(); err != nil {
+	err := l.recover()
+	if err == nil {
+		err = l.recoverProducerState()
+	}
+	if err != nil {
 		for _, s := range l.segs {
 			s.closeFiles()
 		}
@@ -337,7 +354,9 @@ func (l *Log) Close() error {
 		l.syncMu.Lock()
 		p := l.synced
 		l.syncMu.Unlock()
-		if p.seg == act {
+		if err := l.writeSnapshotLocked(); err != nil {
+			errs = append(errs, err)
+		} else if p.seg == act {
 			c := checkpoint{clean: true, segBase: act.base, pos: p.pos, next: p.next, maxTs: p.maxTs, maxTsOff: p.maxTsOff}
 			if err := l.writeCheckpoint(c); err != nil {
 				errs = append(errs, err)

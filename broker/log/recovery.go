@@ -170,6 +170,7 @@ func (l *Log) recover() error {
 	first.mu.Unlock()
 
 	scanned := false
+	l.scanFrom = -1
 	last := len(l.segs) - 1
 	interval := int64(l.config().IndexIntervalBytes)
 	for i := start; i < len(l.segs); i++ {
@@ -193,8 +194,11 @@ func (l *Log) recover() error {
 		if pos == seg.size.Load() {
 			continue
 		}
+		if !scanned {
+			l.scanFrom = next
+		}
 		scanned = true
-		end, n, cerr, err := scanSegment(seg, pos, next, interval, true, &seg.ix, &seg.mu)
+		end, n, cerr, err := scanSegment(seg, pos, next, interval, true, &seg.ix, &seg.mu, l.collectProducerBatch)
 		if err != nil {
 			return storageErr("scan "+seg.name(), err)
 		}
@@ -373,7 +377,10 @@ func (l *Log) openActiveIndexFiles(act *segment, trusted bool) error {
 // good batch and the offset after it; cerr
 // describes the first bad batch (nil if the scan reached the end); err is an
 // I/O error.
-func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *indexState, mu sync.Locker) (end, nextOut int64, cerr *CorruptionError, err error) {
+//
+// collect, if not nil, is called with every good batch (its bytes valid only
+// during the call), before the next one is checked.
+func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *indexState, mu sync.Locker, collect func(h *batchHeader, b []byte)) (end, nextOut int64, cerr *CorruptionError, err error) {
 	size := seg.size.Load()
 	r := newChunkReader(seg.f, 1<<20, size)
 	bad := func(reason string, args ...any) (int64, int64, *CorruptionError, error) {
@@ -407,6 +414,9 @@ func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *index
 		mu.Lock()
 		ix.note(pos, &h, interval)
 		mu.Unlock()
+		if collect != nil {
+			collect(&h, b)
+		}
 		pos += h.size()
 		next = h.lastOffset() + 1
 	}

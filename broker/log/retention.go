@@ -33,6 +33,7 @@ func (l *Log) DeleteRecords(before int64) (int64, error) {
 	l.logStart.Store(before)
 	l.mu.Lock()
 	gone := l.deletePrefixLocked(func(i int, seg, next *segment) bool { return next.base <= before })
+	l.ps.dropProducersBelow(before)
 	l.mu.Unlock()
 	n := l.dropSegments(gone)
 	if n > 0 {
@@ -108,6 +109,9 @@ func (l *Log) ApplyRetention() (int, error) {
 		total -= seg.size.Load()
 		return true
 	})
+	if len(gone) > 0 {
+		l.ps.dropProducersBelow(l.logStart.Load())
+	}
 	l.mu.Unlock()
 	locked = false
 	n := l.dropSegments(gone)

@@ -123,7 +123,7 @@ func (s *segment) destroy(l *Log) {
 		return
 	}
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := s.fs.Remove(s.path(suf)); err != nil && !isNotExist(err) {
 			errs = append(errs, err)
 		}

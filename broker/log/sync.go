@@ -141,6 +141,10 @@ func (l *Log) rollbackLocked(cause error) {
 		act.size.Store(pos)
 		l.next = next
 		l.leo.Store(next)
+		// The producer state included the removed batches.
+		if err := l.rebuildProducerStateLocked(); err != nil {
+			l.logger.Error("rebuild producer state after rollback", "err", err)
+		}
 	}
 	l.syncMu.Lock()
 	l.written = syncPoint{seg: act, pos: pos, next: next, maxTs: maxTs, maxTsOff: maxTsOff}
@@ -190,7 +194,20 @@ func (l *Log) checkpoint(force bool) error {
 	if err := p.seg.flushIndexes(p.pos, p.next); err != nil {
 		return storageErr("flush index of "+p.seg.name(), err)
 	}
-	return l.writeCheckpoint(checkpoint{segBase: p.seg.base, pos: p.pos, next: p.next, maxTs: p.maxTs, maxTsOff: p.maxTsOff})
+	if err := l.writeCheckpoint(checkpoint{segBase: p.seg.base, pos: p.pos, next: p.next, maxTs: p.maxTs, maxTsOff: p.maxTsOff}); err != nil {
+		return err
+	}
+	// A producer snapshot at about the same point, so that a crash
+	// recovery replays only what it scans anyway. Encoded under the append
+	// lock (consistent with the log end), written outside it.
+	l.mu.Lock()
+	if l.shut {
+		l.mu.Unlock()
+		return nil
+	}
+	off, b := l.encodeSnapshotLocked()
+	l.mu.Unlock()
+	return l.writeSnapshotFile(off, b)
 }
 
 // writeCheckpoint replaces the recovery-point file with c unless the last
