@@ -141,10 +141,8 @@ func TestFetchLongPollWakesOnProduce(t *testing.T) {
 	fp.Partition, fp.PartitionMaxBytes = 1, 1<<20
 	req.Topics[0].Partitions = append(req.Topics[0].Partitions, fp)
 	fc.send(req, 1)
-	// Make sure the fetch is waiting before producing (it is answered in
-	// order after nothing, so a metadata round trip on the same conn would
-	// queue behind it; poll the broker instead).
-	time.Sleep(20 * time.Millisecond)
+	waitInFlight(t, b, fc, 1) // the fetch is being handled (waiting) before the produce
+
 	pc.roundTrip(produceReq(9, -1, "lp", 1, makeBatch(5, "wake")), 1)
 	resp := fc.readResp(req, 1).(*kmsg.FetchResponse)
 	var got []string
@@ -164,7 +162,7 @@ func TestCloseEndsLongPoll(t *testing.T) {
 	tp, _ := b.topics.get("cl")
 	c := dialRaw(t, b)
 	c.send(fetchReq(12, "cl", tp.id, 0, 0, 60_000), 1)
-	time.Sleep(20 * time.Millisecond)
+	waitInFlight(t, b, c, 1) // read by the broker, so Close must answer it
 	done := make(chan error, 1)
 	go func() { done <- b.Close() }()
 	select {
@@ -410,5 +408,29 @@ func TestPipelinedProduceOrderMixedPartitions(t *testing.T) {
 		if got := batchValues(fr.Topics[0].Partitions[0].RecordBatches, 0); !slices.Equal(got, want[p]) {
 			t.Fatalf("partition %d: %v\nwant %v", p, got, want[p])
 		}
+	}
+}
+
+// waitInFlight waits until the broker's side of rc has at least n
+// requests read and not yet answered.
+func waitInFlight(t *testing.T, b *Broker, rc *rawConn, n int32) {
+	t.Helper()
+	ctx := testCtx(t)
+	for {
+		var sum int32
+		b.mu.Lock()
+		for c := range b.conns {
+			if c.nc.RemoteAddr().String() == rc.nc.LocalAddr().String() {
+				sum += c.pending.Load()
+			}
+		}
+		b.mu.Unlock()
+		if sum >= n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d requests in flight, want %d", sum, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
