@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"runtime/debug"
 	"sync"
 
@@ -34,12 +35,19 @@ import (
 //   appended if one batch is bad: CORRUPT_MESSAGE (bad length, magic, CRC,
 //   count), MESSAGE_TOO_LARGE (max.message.bytes), KAFKA_STORAGE_ERROR
 //   (I/O failure, e.g. disk full; the log rolls back and stays usable).
+// * Control batches (transaction markers) are written by the broker only:
+//   INVALID_RECORD.
 // * The batches are appended straight from the request frame (the log
 //   rewrites base offsets in place): no copy.
 // * TimeoutMillis is not enforced: a durable append returns when the fsync
 //   does.
-// * No idempotence window or transactions yet (issue 5): producer IDs and
-//   sequence numbers are stored as sent, duplicates are not detected.
+// * Idempotence is checked by the log, atomically with the append: a
+//   duplicate of one of a producer's last 5 batches is answered with the
+//   original offsets (nothing appended), a sequence gap is
+//   OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch INVALID_PRODUCER_EPOCH, a
+//   non-transactional batch during the producer's transaction
+//   INVALID_TXN_STATE. Transactional batches are not yet verified against
+//   the transaction coordinator (issue 5).
 //
 // Version notes:
 // * v3: RecordBatch v2 only (the log's format), TransactionalID
@@ -222,8 +230,33 @@ func (b *Broker) produce(req *kmsg.ProduceRequest, links []chainLink) (kmsg.Resp
 	return resp, nil
 }
 
+// hasControlBatch reports whether records holds a control batch (attribute
+// bit 5). Only the broker writes control batches (transaction markers);
+// framing errors are left to the log's validation.
+func hasControlBatch(records []byte) bool {
+	for len(records) >= 61 {
+		n := int(binary.BigEndian.Uint32(records[8:])) + 12
+		if binary.BigEndian.Uint16(records[21:])&0x20 != 0 {
+			return true
+		}
+		if n < 61 || n > len(records) {
+			return false
+		}
+		records = records[n:]
+	}
+	return false
+}
+
 // appendPartition appends one partition's batches and fills its response.
 func (b *Broker) appendPartition(version int16, topicName string, l *wlog.Log, rp *kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, durable bool) {
+	if hasControlBatch(rp.Records) {
+		// Kafka: a client may not write control records.
+		sp.ErrorCode = kerr.InvalidRecord.Code
+		if version >= 8 {
+			sp.ErrorMessage = kmsg.StringPtr("control batches are written by the broker only")
+		}
+		return
+	}
 	res, err := l.Append(rp.Records, durable)
 	if err != nil {
 		_, exists := b.topics.get(topicName)

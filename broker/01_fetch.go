@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"time"
@@ -23,8 +24,10 @@ import (
 //   high watermark advances), then reads again. An error on any partition
 //   (unknown topic, OFFSET_OUT_OF_RANGE) answers immediately. Broker
 //   shutdown or the client going away ends the wait early.
-// * Only offsets below the high watermark are served (read_uncommitted;
-//   LastStableOffset = high watermark until transactions exist).
+// * read_uncommitted serves offsets below the high watermark;
+//   read_committed (IsolationLevel 1, v4+) below the last stable offset,
+//   with the aborted transactions of the range read, so the client drops
+//   aborted records. LastStableOffset is the partition's LSO either way.
 // * A fetch offset below the log start offset or above the high watermark
 //   is OFFSET_OUT_OF_RANGE; at the high watermark it waits for data.
 // * Size limits: each partition returns at most its PartitionMaxBytes and
@@ -62,7 +65,9 @@ type fetchPart struct {
 	// answer
 	ec      int16
 	hw      int64
+	lso     int64
 	start   int64
+	aborted []wlog.AbortedTxn
 	records []byte
 	release func()
 }
@@ -157,7 +162,7 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 	}
 	expired := maxWait <= 0
 	for {
-		total, anyErr, waitOn := b.fetchOnce(parts, responseMax, byID)
+		total, anyErr, waitOn := b.fetchOnce(parts, responseMax, byID, req.IsolationLevel == 1)
 		if anyErr || total >= int64(req.MinBytes) || expired || len(waitOn) == 0 || ctx.Err() != nil {
 			break
 		}
@@ -204,8 +209,13 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 		rp.Partition = fp.part
 		rp.ErrorCode = fp.ec
 		rp.HighWatermark = fp.hw
-		rp.LastStableOffset = fp.hw
+		rp.LastStableOffset = fp.lso
 		rp.LogStartOffset = fp.start
+		for _, a := range fp.aborted {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+		}
 		rp.PreferredReadReplica = -1
 		rp.RecordBatches = fp.records
 		if rp.RecordBatches == nil {
@@ -232,10 +242,10 @@ func (fp *fetchPart) drop() {
 // whether a partition has an error, and the Changed channels of the
 // partitions that had nothing to return (taken before their high watermark
 // was read, so no advance is missed).
-func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID bool) (total int64, anyErr bool, waitOn []<-chan struct{}) {
+func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committed bool) (total int64, anyErr bool, waitOn []<-chan struct{}) {
 	budget := responseMax
 	for _, fp := range parts {
-		fp.ec, fp.hw, fp.start = 0, -1, -1
+		fp.ec, fp.hw, fp.lso, fp.start, fp.aborted = 0, -1, -1, -1, nil
 		if fp.t == nil {
 			fp.ec = kerr.UnknownTopicOrPartition.Code
 			if byID {
@@ -254,14 +264,21 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID bool) (to
 			continue
 		}
 		changed := l.Changed()
+		lso := l.LastStableOffset()
 		hw, start := l.HighWatermark(), l.LogStartOffset()
-		fp.hw, fp.start = hw, start
+		fp.hw, fp.lso, fp.start = hw, min(lso, hw), start
+		upTo := hw
+		if committed {
+			upTo = fp.lso
+		}
 		switch {
 		case fp.offset < start || fp.offset > hw:
 			fp.ec = kerr.OffsetOutOfRange.Code
 			anyErr = true
 			continue
-		case fp.offset == hw:
+		case fp.offset >= upTo:
+			// Nothing (stable) yet. A transaction's marker advances the
+			// high watermark when synced, which wakes the wait.
 			waitOn = append(waitOn, changed)
 			continue
 		}
@@ -275,7 +292,7 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID bool) (to
 		if limit <= 0 {
 			limit = 1 // KIP-74: still one batch for the first partition with data
 		}
-		rr, err := l.Read(fp.offset, int(limit), hw)
+		rr, err := l.Read(fp.offset, int(limit), upTo)
 		if err != nil {
 			_, exists := b.topics.get(fp.t.name)
 			fp.ec = logErrorCode(err, !exists)
@@ -297,8 +314,27 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID bool) (to
 		}
 		fp.start = rr.LogStartOffset
 		fp.records, fp.release = rr.Data, rr.Release
+		if end := readEnd(rr.Data); committed && end > fp.offset {
+			fp.aborted = l.AbortedTransactions(fp.offset, end)
+		}
 		total += int64(len(rr.Data))
 		budget -= int64(len(rr.Data))
 	}
 	return total, anyErr, waitOn
+}
+
+// readEnd is one past the last offset of the last whole batch in data, or
+// -1 if data holds none. It bounds the aborted-transaction lookup of a
+// read_committed fetch.
+func readEnd(data []byte) int64 {
+	end := int64(-1)
+	for len(data) >= 61 {
+		n := int(binary.BigEndian.Uint32(data[8:])) + 12
+		if n < 61 || n > len(data) {
+			break
+		}
+		end = int64(binary.BigEndian.Uint64(data)) + int64(binary.BigEndian.Uint32(data[23:])) + 1
+		data = data[n:]
+	}
+	return end
 }

@@ -11,8 +11,7 @@ import (
 //
 // Behavior:
 // * Timestamp -2 (earliest): the log start offset; -1 (latest): the high
-//   watermark (read_uncommitted; also for read_committed until
-//   transactions exist, where LSO = HW); -3 (max timestamp, v7+): the
+//   watermark, or for read_committed (v2+) the last stable offset; -3 (max timestamp, v7+): the
 //   offset and timestamp of the record with the largest timestamp;
 //   -4 (earliest local, v8+): the log start offset (no tiered storage);
 //   -5 (latest tiered, v9+): -1 (nothing is tiered).
@@ -62,6 +61,7 @@ func handleListOffsets(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request)
 			var l interface {
 				LogStartOffset() int64
 				HighWatermark() int64
+				LastStableOffset() int64
 				MaxTimestamp() (int64, int64)
 				OffsetForTimestamp(int64) (int64, int64, error)
 			}
@@ -79,6 +79,8 @@ func handleListOffsets(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request)
 			switch ts := rp.Timestamp; {
 			case ts == -2 || ts == -4:
 				sp.Offset = l.LogStartOffset()
+			case ts == -1 && req.IsolationLevel == 1:
+				sp.Offset = l.LastStableOffset()
 			case ts == -1:
 				sp.Offset = l.HighWatermark()
 			case ts == -3:

@@ -10,6 +10,12 @@ import (
 // makeBatch encodes a valid RecordBatch v2 (uncompressed) holding values,
 // with timestamps ts0, ts0+1, ...
 func makeBatch(ts0 int64, values ...string) []byte {
+	return makeProducerBatch(-1, -1, -1, false, ts0, values...)
+}
+
+// makeProducerBatch is makeBatch from producer pid/epoch starting at
+// sequence seq, transactional or not.
+func makeProducerBatch(pid int64, epoch int16, seq int32, txn bool, ts0 int64, values ...string) []byte {
 	var recs []byte
 	for i, v := range values {
 		r := kmsg.NewRecord()
@@ -25,7 +31,10 @@ func makeBatch(ts0 int64, values ...string) []byte {
 	b.LastOffsetDelta = int32(len(values) - 1)
 	b.FirstTimestamp = ts0
 	b.MaxTimestamp = ts0 + int64(len(values)-1)
-	b.ProducerID, b.ProducerEpoch, b.FirstSequence = -1, -1, -1
+	b.ProducerID, b.ProducerEpoch, b.FirstSequence = pid, epoch, seq
+	if txn {
+		b.Attributes |= 0x10
+	}
 	b.NumRecords = int32(len(values))
 	b.Records = recs
 	out := b.AppendTo(nil)
@@ -67,7 +76,7 @@ func fetchReq(version int16, topic string, id [16]byte, partition int32, offset 
 }
 
 // batchValues decodes the record values of concatenated uncompressed
-// batches, skipping records below from.
+// batches, skipping records below from and control batches.
 func batchValues(data []byte, from int64) []string {
 	var out []string
 	for len(data) >= 61 {
@@ -78,6 +87,10 @@ func batchValues(data []byte, from int64) []string {
 		var b kmsg.RecordBatch
 		if b.ReadFrom(data[:n]) != nil {
 			break
+		}
+		if b.Attributes&0x20 != 0 { // control batch (transaction marker): clients skip it
+			data = data[n:]
+			continue
 		}
 		recs := b.Records
 		for range b.NumRecords {

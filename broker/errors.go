@@ -23,6 +23,12 @@ func logErrorCode(err error, gone bool) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, wlog.ErrStorage):
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, wlog.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, wlog.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, wlog.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
 	case errors.Is(err, wlog.ErrClosed):
 		if gone {
 			return kerr.UnknownTopicOrPartition.Code
