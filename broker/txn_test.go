@@ -57,7 +57,7 @@ func TestReadCommitted(t *testing.T) {
 	tp, _ := b.topics.get("rc")
 	l := tp.parts[0]
 	c := dialRaw(t, b)
-	c.roundTrip(produceReq(9, -1, "rc", 0, makeBatch(1, "plain")), 1)                            // 0
+	c.roundTrip(produceReq(9, -1, "rc", 0, makeBatch(1, "plain")), 1)                           // 0
 	c.roundTrip(produceReq(9, -1, "rc", 0, makeProducerBatch(7, 0, 0, true, 1, "t1", "t2")), 2) // 1-2, open txn
 
 	fetch := func(corr int32, isolation int8) kmsg.FetchResponseTopicPartition {
