@@ -61,6 +61,7 @@ func buildAPITable() map[int16]api {
 	add(37, 0, 3, handleCreatePartitions)
 	add(44, 0, 1, handleIncrementalAlterConfigs)
 	add(60, 0, 1, handleDescribeCluster)
+	add(61, 0, 0, handleDescribeProducers)
 	return t
 }
 

@@ -120,3 +120,27 @@ func TestReadCommittedWakesOnCommit(t *testing.T) {
 		t.Fatalf("woke with %v lso %d", batchValues(p.RecordBatches, 0), p.LastStableOffset)
 	}
 }
+
+func TestDescribeProducers(t *testing.T) {
+	b, _ := testBroker(t)
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "dp", 1)
+	c := dialRaw(t, b)
+	c.roundTrip(produceReq(9, -1, "dp", 0, makeProducerBatch(11, 2, 0, true, 1000, "a", "b")), 1)
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = "dp", []int32{0, 5}
+	req.Topics = append(req.Topics, rt)
+	resp := c.roundTrip(req, 2).(*kmsg.DescribeProducersResponse)
+	ps := resp.Topics[0].Partitions
+	if len(ps) != 2 || ps[0].ErrorCode != 0 || ps[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("partitions %+v", ps)
+	}
+	if len(ps[0].ActiveProducers) != 1 {
+		t.Fatalf("producers %+v", ps[0].ActiveProducers)
+	}
+	ap := ps[0].ActiveProducers[0]
+	if ap.ProducerID != 11 || ap.ProducerEpoch != 2 || ap.LastSequence != 1 || ap.CurrentTxnStartOffset != 0 {
+		t.Fatalf("producer %+v", ap)
+	}
+}
