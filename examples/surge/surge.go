@@ -1,0 +1,275 @@
+// Package surge is weir's example stream application: surge pricing for a
+// ride-hailing service, built with package stream.
+//
+// Two input topics, both JSON with the event time in the payload:
+//
+//	ride-requests  key: rider id    value: {"rider","zone","at"}            a rider asks for a ride
+//	driver-status  key: driver id   value: {"driver","zone","available","at"} a driver's position and availability
+//
+// One output topic, an upsert stream keyed by zone (the latest record of a
+// zone is its current state, so a consumer or a compacted topic stays
+// correct whatever duplicates at-least-once delivery replays):
+//
+//	zone-surge     key: zone        value: ZoneStats {"requests","demand","drivers","surge",...}
+//
+// The topology (see Build):
+//
+//	driver-status ─► Aggregate by driver ("driver-state": last zone and availability)
+//	                   └► FlatMap: ±1 available driver per zone it left / entered ─► KeyBy zone ─┐
+//	ride-requests ─► KeyBy zone ─► Map: one request ──────────────────────────────────────────────┴► Merge
+//	   ─► (repartition by zone) ─► Aggregate by zone ("zone-stats") ─► zone-surge
+//
+// Per zone it keeps the total number of requests, the demand (requests over
+// the last DemandWindow of event time, exponentially weighted, so it never
+// depends on the processing clock) and the number of available drivers; the
+// surge multiplier is the demand per available driver relative to
+// BalancedRatio, clamped to [1, MaxSurge] and rounded to 0.1.
+//
+// The same Build function runs in `weir dev` (embedded broker, with the
+// Generator), in ./cmd against any Kafka-protocol cluster, and in the tests
+// under package streamtest (no broker) and weirtest (a real broker).
+package surge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weirhq/weir/stream"
+)
+
+// Topic names.
+const (
+	RequestsTopic = "ride-requests"
+	DriversTopic  = "driver-status"
+	SurgeTopic    = "zone-surge"
+)
+
+// AppID is the default application id (consumer group and internal topic
+// prefix).
+const AppID = "surge"
+
+// RideRequest is a rider asking for a ride in a zone at event time At.
+type RideRequest struct {
+	Rider string    `json:"rider"`
+	Zone  string    `json:"zone"`
+	At    time.Time `json:"at"`
+}
+
+// DriverStatus is a driver's position and availability at event time At.
+// A driver that is not available (on a trip, or offline) does not count in
+// any zone's supply.
+type DriverStatus struct {
+	Driver    string    `json:"driver"`
+	Zone      string    `json:"zone"`
+	Available bool      `json:"available"`
+	At        time.Time `json:"at"`
+}
+
+// ZoneStats is the state of one zone, written to SurgeTopic on every change.
+type ZoneStats struct {
+	Zone     string `json:"zone"`
+	Requests int64  `json:"requests"` // every request seen, ever (a count)
+	// Demand is the requests of the last DemandWindow of event time,
+	// exponentially weighted, as of DemandAt.
+	Demand   float64   `json:"demand"`
+	DemandAt time.Time `json:"demand_at"`
+	Drivers  int64     `json:"drivers"` // available drivers in the zone now
+	Surge    float64   `json:"surge"`   // price multiplier, 1.0 = normal price
+}
+
+// Config tunes the pricing rule. The zero value means the defaults.
+type Config struct {
+	// DemandWindow is the time constant of the demand estimate. Default 1m.
+	DemandWindow time.Duration
+	// BalancedRatio is the demand per available driver priced at 1.0.
+	// Default 2 (two requests a minute per free driver).
+	BalancedRatio float64
+	// MaxSurge caps the multiplier. Default 3.
+	MaxSurge float64
+	// StateTTL bounds both stores: a driver or zone without events for this
+	// long (event time) is forgotten. Default 24h. Forgetting a driver does
+	// not remove it from its zone's supply: real drivers report far more
+	// often than this.
+	StateTTL time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.DemandWindow <= 0 {
+		c.DemandWindow = time.Minute
+	}
+	if c.BalancedRatio <= 0 {
+		c.BalancedRatio = 2
+	}
+	if c.MaxSurge < 1 {
+		c.MaxSurge = 3
+	}
+	if c.StateTTL <= 0 {
+		c.StateTTL = 24 * time.Hour
+	}
+	return c
+}
+
+// zoneEvent is what the zone aggregate folds: one request or a change of
+// available drivers. It crosses the repartition topic as JSON.
+type zoneEvent struct {
+	Request     bool  `json:"request,omitempty"`
+	DriverDelta int64 `json:"driver_delta,omitempty"`
+}
+
+// driverState is the "driver-state" store's value: the driver's last status
+// and, for the record that produced it, its previous one (so the next
+// operator can emit the zone deltas).
+type driverState struct {
+	Zone      string    `json:"zone"`
+	Available bool      `json:"available"`
+	At        time.Time `json:"at"`
+	// Of the update that produced this state; Changed is false when the
+	// record changed nothing (same status, or older than the stored one).
+	Changed       bool   `json:"changed,omitempty"`
+	PrevZone      string `json:"prev_zone,omitempty"`
+	PrevAvailable bool   `json:"prev_available,omitempty"`
+}
+
+// ErrNoZone is returned by the topology for an event without a zone; such a
+// record goes to the input's dead-letter topic (after the App's attempts).
+var ErrNoZone = errors.New("surge: event without a zone")
+
+// Build adds the surge topology to b.
+func Build(b *stream.Builder, cfg Config) {
+	cfg = cfg.withDefaults()
+
+	// Supply: per driver (the topic is keyed by driver id, so no
+	// repartition), the last status wins; out-of-order older statuses are
+	// ignored, by event time.
+	drivers := stream.From(b, DriversTopic, stream.String(), stream.JSON[DriverStatus](),
+		stream.Timestamps(func(r stream.Record[string, DriverStatus]) time.Time { return r.Value.At }))
+	states := stream.Aggregate(stream.GroupByKey(drivers, stream.String(), stream.JSON[DriverStatus]()),
+		stream.StoreConfig{Name: "driver-state", TTL: cfg.StateTTL}, stream.JSON[driverState](),
+		func() driverState { return driverState{} },
+		func(r stream.Record[string, DriverStatus], s driverState) (driverState, error) {
+			if r.Value.Zone == "" {
+				return s, ErrNoZone
+			}
+			return nextDriverState(s, r.Value), nil
+		})
+	deltas := stream.FlatMap(states, func(r stream.Record[string, driverState]) ([]zoneDelta, error) {
+		return r.Value.deltas(), nil
+	})
+	supply := stream.Map(
+		stream.KeyBy(deltas, func(r stream.Record[string, zoneDelta]) (string, error) { return r.Value.Zone, nil }),
+		func(r stream.Record[string, zoneDelta]) (zoneEvent, error) {
+			return zoneEvent{DriverDelta: r.Value.Delta}, nil
+		})
+
+	// Demand: every request, keyed by its zone.
+	requests := stream.From(b, RequestsTopic, stream.String(), stream.JSON[RideRequest](),
+		stream.Timestamps(func(r stream.Record[string, RideRequest]) time.Time { return r.Value.At }))
+	demand := stream.Map(
+		stream.KeyBy(requests, func(r stream.Record[string, RideRequest]) (string, error) {
+			if r.Value.Zone == "" {
+				return "", ErrNoZone
+			}
+			return r.Value.Zone, nil
+		}),
+		func(stream.Record[string, RideRequest]) (zoneEvent, error) { return zoneEvent{Request: true}, nil })
+
+	// Per zone: fold both (after a repartition by zone: the two inputs are
+	// keyed by rider and driver).
+	stream.Aggregate(stream.GroupByKey(demand.Merge(supply), stream.String(), stream.JSON[zoneEvent]()),
+		stream.StoreConfig{Name: "zone-stats", TTL: cfg.StateTTL}, stream.JSON[ZoneStats](),
+		func() ZoneStats { return ZoneStats{} },
+		func(r stream.Record[string, zoneEvent], z ZoneStats) (ZoneStats, error) {
+			return cfg.apply(z, r.Key, r.Value, r.Timestamp), nil
+		}).
+		To(SurgeTopic, stream.String(), stream.JSON[ZoneStats]())
+}
+
+// nextDriverState applies status st to the stored state s.
+func nextDriverState(s driverState, st DriverStatus) driverState {
+	if !s.At.IsZero() && st.At.Before(s.At) {
+		s.Changed = false // older than what we know: ignore
+		return s
+	}
+	next := driverState{Zone: st.Zone, Available: st.Available, At: st.At,
+		PrevZone: s.Zone, PrevAvailable: s.Available}
+	next.Changed = next.Zone != s.Zone || next.Available != s.Available
+	return next
+}
+
+type zoneDelta struct {
+	Zone  string
+	Delta int64
+}
+
+// deltas are the changes of available drivers per zone caused by the update
+// that produced s.
+func (s driverState) deltas() []zoneDelta {
+	if !s.Changed {
+		return nil
+	}
+	var out []zoneDelta
+	if s.PrevAvailable {
+		out = append(out, zoneDelta{Zone: s.PrevZone, Delta: -1})
+	}
+	if s.Available {
+		out = append(out, zoneDelta{Zone: s.Zone, Delta: +1})
+	}
+	return out
+}
+
+// apply folds one event at event time ts into zone z's stats.
+//
+// Demand is an exponentially weighted count: a request at time t contributes
+// exp(-(now-t)/DemandWindow) at time now. Stored as a value at DemandAt, the
+// latest event time seen, an event older than DemandAt is added already
+// decayed, so the result does not depend on the order events arrive in
+// (up to float rounding).
+func (c Config) apply(z ZoneStats, zone string, e zoneEvent, ts time.Time) ZoneStats {
+	z.Zone = zone
+	switch {
+	case z.DemandAt.IsZero():
+		z.DemandAt = ts
+	case ts.After(z.DemandAt):
+		z.Demand *= math.Exp(-float64(ts.Sub(z.DemandAt)) / float64(c.DemandWindow))
+		z.DemandAt = ts
+	}
+	if e.Request {
+		z.Requests++
+		z.Demand += math.Exp(-float64(z.DemandAt.Sub(ts)) / float64(c.DemandWindow))
+	}
+	z.Drivers += e.DriverDelta
+	z.Surge = c.Surge(z.Demand, z.Drivers)
+	return z
+}
+
+// Surge is the price multiplier for a demand (requests per DemandWindow)
+// and a number of available drivers: demand per driver relative to
+// BalancedRatio, at least 1, at most MaxSurge, rounded to 0.1. No driver
+// counts as one (a zone with demand and no supply surges to the cap soon).
+func (c Config) Surge(demand float64, drivers int64) float64 {
+	c = c.withDefaults()
+	ratio := demand / float64(max(drivers, 1)) / c.BalancedRatio
+	return math.Round(min(max(ratio, 1), c.MaxSurge)*10) / 10
+}
+
+// CreateTopics creates the input and output topics with the given number of
+// partitions (existing topics are left as they are). The App creates its
+// internal topics itself.
+func CreateTopics(ctx context.Context, adm *kadm.Client, partitions int32) error {
+	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, RequestsTopic, DriversTopic, SurgeTopic)
+	if err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	for _, r := range resps.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", r.Topic, r.Err)
+		}
+	}
+	return nil
+}
