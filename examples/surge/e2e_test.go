@@ -1,0 +1,117 @@
+package surge
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/weirhq/weir/stream"
+	"github.com/weirhq/weir/weirtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestEndToEndOnWeir runs the App (at-least-once, consumer group, internal
+// topics created by the App) against a real in-process weir broker, feeds it
+// a generated stream and waits until every zone on the output topic matches
+// the model. Without a crash at-least-once delivers every record exactly
+// once, so the counts are exact; then the App stops gracefully with its
+// offsets committed (no lag left on any input).
+func TestEndToEndOnWeir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	b := weirtest.Start(t)
+	if err := CreateTopics(ctx, b.Admin(), 3); err != nil {
+		t.Fatal(err)
+	}
+	builder := stream.NewBuilder()
+	Build(builder, Config{})
+	app, err := stream.NewApp(AppID, builder, stream.Brokers(b.Addr()), stream.StateDir(t.TempDir()),
+		stream.CommitInterval(100*time.Millisecond), stream.Workers(2),
+		stream.Logger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appCtx, stopApp := context.WithCancel(ctx)
+	defer stopApp()
+	appDone := make(chan error, 1)
+	go func() { appDone <- app.Run(appCtx) }()
+
+	events := generate(11, 30, 1500)
+	recs := make([]*kgo.Record, len(events))
+	for i, e := range events {
+		recs[i] = e.Record()
+	}
+	if err := b.Client().ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	wantReq, wantDrv := model(events)
+
+	board := NewBoard()
+	cl := b.Client(kgo.ConsumeTopics(SurgeTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	matches := func() bool {
+		got := map[string]ZoneStats{}
+		for _, z := range board.Snapshot() {
+			got[z.Zone] = z
+		}
+		for _, zone := range Zones() {
+			if got[zone].Requests != wantReq[zone] || got[zone].Drivers != wantDrv[zone] {
+				return false
+			}
+		}
+		return true
+	}
+	for !matches() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("output never matched the model: board %+v, want requests %v drivers %v",
+				board.Snapshot(), wantReq, wantDrv)
+		}
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if err := board.Apply(r); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	stopApp()
+	select {
+	case err := <-appDone:
+		if err != nil {
+			t.Fatalf("app.Run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("app did not stop")
+	}
+	lags, err := b.Admin().Lag(ctx, AppID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lags) != 1 {
+		t.Fatalf("lag of %d groups, want the app's", len(lags))
+	}
+	for _, l := range lags {
+		if err := l.Error(); err != nil {
+			t.Fatal(err)
+		}
+		for topic, ps := range l.Lag {
+			for p, ml := range ps {
+				if ml.Err != nil || ml.Lag != 0 {
+					t.Errorf("after a graceful stop %s/%d has lag %d (err %v)", topic, p, ml.Lag, ml.Err)
+				}
+			}
+		}
+		for _, topic := range []string{RequestsTopic, DriversTopic, AppID + "-zone-stats-repartition"} {
+			if _, ok := l.Lag[topic]; !ok {
+				t.Errorf("group %s committed nothing for %s", AppID, topic)
+			}
+		}
+	}
+}
