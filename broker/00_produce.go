@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/broker/txn"
 )
 
 // Produce: v3-13
@@ -46,8 +47,13 @@ import (
 //   original offsets (nothing appended), a sequence gap is
 //   OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch INVALID_PRODUCER_EPOCH, a
 //   non-transactional batch during the producer's transaction
-//   INVALID_TXN_STATE. Transactional batches are not yet verified against
-//   the transaction coordinator (issue 5).
+//   INVALID_TXN_STATE.
+// * Transactional batches are verified with the transaction coordinator
+//   before the append (KIP-890: the partition must be in the producer's
+//   ongoing transaction; v12+ adds it implicitly); refused partitions get
+//   the coordinator's code. One producer per request (INVALID_RECORD
+//   otherwise), and a transactional batch needs the request's
+//   TransactionalID (INVALID_RECORD).
 //
 // Version notes:
 // * v3: RecordBatch v2 only (the log's format), TransactionalID
@@ -111,32 +117,41 @@ func (c *conn) produceChain(req *kmsg.ProduceRequest) []chainLink {
 	return links
 }
 
-func handleProduce(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+func handleProduce(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
-	return b.produce(req, nil)
+	return b.produce(ctx, req, nil)
+}
+
+// produceTarget is one partition of a Produce request that passed the
+// topic checks.
+type produceTarget struct {
+	t    *topic
+	l    *wlog.Log
+	rp   *kmsg.ProduceRequestTopicPartition
+	sp   *kmsg.ProduceResponseTopicPartition
+	link int
 }
 
 // produce handles a Produce request; links (from produceChain, or nil for
 // no ordering) are all closed when it returns, whatever happens.
-func (b *Broker) produce(req *kmsg.ProduceRequest, links []chainLink) (kmsg.Response, error) {
+func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []chainLink) (kmsg.Response, error) {
 	once := make([]sync.Once, len(links))
-	defer func() {
-		for i := range links {
+	done := func(i int) {
+		if i < len(links) {
 			once[i].Do(func() { close(links[i].mine) })
 		}
-	}()
-	link := func(i int) (wait func(), done func()) {
-		if i >= len(links) {
-			return func() {}, func() {}
-		}
-		return func() { <-links[i].prev }, func() { once[i].Do(func() { close(links[i].mine) }) }
 	}
+	defer func() {
+		for i := range links {
+			done(i)
+		}
+	}()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	li := 0
 	var (
 		durable = req.Acks == -1
 		badAcks = req.Acks != -1 && req.Acks != 0 && req.Acks != 1
-		wg      sync.WaitGroup
+		targets []produceTarget
+		li      int
 	)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -162,54 +177,77 @@ func (b *Broker) produce(req *kmsg.ProduceRequest, links []chainLink) (kmsg.Resp
 			topicEC = kerr.InvalidTopicException.Code
 		}
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, st)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			sp := &st.Partitions[j]
+			sp := &resp.Topics[len(resp.Topics)-1].Partitions[j]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset = -1
 			sp.LogStartOffset = -1
+			link := li
+			li++
 			switch {
 			case badAcks:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 			case topicEC != 0:
 				sp.ErrorCode = topicEC
 			}
-			wait, done := link(li)
-			li++
+			var l *wlog.Log
+			if sp.ErrorCode == 0 {
+				if l, ok = t.partition(rp.Partition); !ok {
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				}
+			}
 			if sp.ErrorCode != 0 {
-				done()
+				done(link)
 				continue
 			}
-			l, ok := t.partition(rp.Partition)
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				done()
-				continue
-			}
-			app := func() {
-				defer done()
-				defer func() {
-					if r := recover(); r != nil {
-						b.panics.Add(1)
-						b.logger.Error("panic appending", "topic", t.name, "partition", rp.Partition, "panic", r, "stack", string(debug.Stack()))
-						sp.ErrorCode = kerr.UnknownServerError.Code
-					}
-				}()
-				wait()
-				b.appendPartition(req.Version, t.name, l, rp, sp, durable)
-			}
-			if durable && len(req.Topics)+len(rt.Partitions) > 2 {
-				// Partitions are separate logs with separate fsyncs:
-				// wait for them together.
-				wg.Go(app)
-			} else {
-				app()
-			}
+			targets = append(targets, produceTarget{t: t, l: l, rp: rp, sp: sp, link: link})
 		}
-		resp.Topics = append(resp.Topics, st)
+	}
+
+	// Transactional batches are checked with the transaction coordinator
+	// first (KIP-890); release lets it write markers once the verified
+	// appends are done.
+	release := b.verifyTxn(ctx, req, targets)
+	for i := range targets {
+		if targets[i].sp.ErrorCode != 0 {
+			done(targets[i].link)
+		}
+	}
+
+	var wg sync.WaitGroup
+	concurrent := durable && len(targets) > 1
+	for _, tg := range targets {
+		if tg.sp.ErrorCode != 0 {
+			continue
+		}
+		app := func() {
+			defer done(tg.link)
+			defer func() {
+				if r := recover(); r != nil {
+					b.panics.Add(1)
+					b.logger.Error("panic appending", "topic", tg.t.name, "partition", tg.rp.Partition, "panic", r, "stack", string(debug.Stack()))
+					tg.sp.ErrorCode = kerr.UnknownServerError.Code
+				}
+			}()
+			if tg.link < len(links) {
+				<-links[tg.link].prev
+			}
+			b.appendPartition(req.Version, tg.t.name, tg.l, tg.rp, tg.sp, durable)
+		}
+		if concurrent {
+			// Partitions are separate logs with separate fsyncs: wait
+			// for them together.
+			wg.Go(app)
+		} else {
+			app()
+		}
 	}
 	wg.Wait()
+	release()
+
 	failed := false
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
@@ -228,6 +266,76 @@ func (b *Broker) produce(req *kmsg.ProduceRequest, links []chainLink) (kmsg.Resp
 		return nil, nil
 	}
 	return resp, nil
+}
+
+// verifyTxn sets the error of every target holding a transactional batch
+// that the transaction coordinator refuses (or that is malformed for a
+// transaction), and returns the release the coordinator needs once the
+// appends are done (a no-op if nothing was verified).
+func (b *Broker) verifyTxn(ctx context.Context, req *kmsg.ProduceRequest, targets []produceTarget) (release func()) {
+	release = func() {}
+	var (
+		idx        []int
+		parts      []txn.TopicPartition
+		pid        int64
+		epoch      int16
+		havePID    bool
+		mismatched []int
+	)
+	for i, tg := range targets {
+		p, e, ok := txnBatch(tg.rp.Records)
+		if !ok {
+			continue
+		}
+		if !havePID {
+			pid, epoch, havePID = p, e, true
+		} else if p != pid || e != epoch {
+			mismatched = append(mismatched, i) // one producer per request
+			continue
+		}
+		idx = append(idx, i)
+		parts = append(parts, txn.TopicPartition{Topic: tg.t.name, Partition: tg.rp.Partition})
+	}
+	for _, i := range mismatched {
+		targets[i].sp.ErrorCode = kerr.InvalidRecord.Code
+	}
+	if len(idx) == 0 {
+		return release
+	}
+	fail := func(code int16) {
+		for _, i := range idx {
+			targets[i].sp.ErrorCode = code
+		}
+	}
+	switch {
+	case req.TransactionID == nil:
+		fail(kerr.InvalidRecord.Code) // transactional batches need a transactional id
+		return release
+	case b.txns == nil:
+		fail(kerr.CoordinatorNotAvailable.Code)
+		return release
+	}
+	codes, rel, err := b.txns.Verify(ctx, *req.TransactionID, pid, epoch, parts, req.Version >= 12)
+	if err != nil {
+		code := errorCode(err)
+		if code == kerr.UnknownServerError.Code {
+			code = kerr.CoordinatorNotAvailable.Code // closed or canceled: retriable
+		}
+		fail(code)
+		if rel != nil {
+			rel()
+		}
+		return release
+	}
+	for k, i := range idx {
+		if k < len(codes) && codes[k] != 0 {
+			targets[i].sp.ErrorCode = codes[k]
+		}
+	}
+	if rel != nil {
+		release = rel
+	}
+	return release
 }
 
 // hasControlBatch reports whether records holds a control batch (attribute

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/txn"
 )
 
 // ApiVersions: v0-4
@@ -24,7 +26,8 @@ import (
 // * v3+: ClientSoftwareName/Version must match
 //   [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? else INVALID_REQUEST, as
 //   Kafka validates.
-// * No feature flags are advertised (single node, no KRaft features).
+// * v3+: the feature transaction.version is supported 0..2 and finalized
+//   at 2 (KIP-890 part 2, what the transaction coordinator implements).
 //
 // Version notes:
 // * v1: ThrottleMillis
@@ -40,6 +43,18 @@ func handleApiVersions(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request)
 		return resp, nil
 	}
 	resp.ApiKeys = b.apiVersionsKeys()
+	if req.Version >= 3 && b.txns != nil {
+		// KIP-584 features: the transaction protocol version the
+		// coordinator implements (KIP-890 part 2 at level 2), finalized
+		// at its maximum: clients choose their transaction mode from it.
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, txn.TransactionVersion
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", txn.TransactionVersion, txn.TransactionVersion
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	return resp, nil
 }
 

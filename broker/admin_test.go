@@ -40,7 +40,7 @@ func TestCreateTopicsErrors(t *testing.T) {
 		{"below min", "bm", 1, 1, map[string]string{"segment.bytes": "1"}, kerr.InvalidConfig},
 		{"collides", "exi_sts", 1, 1, nil, nil},
 		{"internal exists", offsetsTopic, 1, 1, nil, kerr.TopicAlreadyExists},
-		{"internal", "__transaction_state", 1, 1, nil, kerr.InvalidRequest},
+		{"internal txn", "__transaction_state", 1, 1, nil, kerr.TopicAlreadyExists},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

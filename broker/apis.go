@@ -50,7 +50,6 @@ func buildAPITable() map[int16]api {
 	add(19, 0, 7, handleCreateTopics)
 	add(20, 0, 6, handleDeleteTopics)
 	add(21, 0, 2, handleDeleteRecords)
-	add(22, 0, 5, handleInitProducerID)
 	add(23, 0, 4, handleOffsetForLeaderEpoch)
 	add(29, 0, 3, handleDescribeACLs)
 	add(30, 0, 3, handleCreateACLs)
@@ -65,9 +64,13 @@ func buildAPITable() map[int16]api {
 	return t
 }
 
-// api returns the served API for key: the table above or, for group keys,
-// the coordinator.
+// api returns the served API for key: the transaction coordinator's keys
+// (InitProducerId and the transaction APIs), the table above, or the group
+// coordinator's keys.
 func (b *Broker) api(key int16) (api, bool) {
+	if a, ok := b.txnAPI(key); ok {
+		return a, true // the transaction coordinator serves InitProducerId too
+	}
 	if a, ok := apiTable[key]; ok {
 		return a, true
 	}
@@ -89,6 +92,13 @@ func (b *Broker) apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
 		for _, k := range b.groups.APIKeys() {
 			if _, dup := apiTable[k]; !dup && kmsg.RequestForKey(k) != nil {
 				keys = append(keys, k)
+			}
+		}
+	}
+	if b.txns != nil {
+		for _, k := range b.txns.APIVersions() {
+			if !slices.Contains(keys, k.ApiKey) && kmsg.RequestForKey(k.ApiKey) != nil {
+				keys = append(keys, k.ApiKey)
 			}
 		}
 	}

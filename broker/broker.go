@@ -11,6 +11,7 @@
 //	topicconfig.go   topic config definitions, validation, defaults, synonyms
 //	fetchsession.go  KIP-227 incremental fetch sessions
 //	groups.go        wiring of the group coordinator (broker/group)
+//	txns.go          wiring of the transaction coordinator (broker/txn)
 //	metrics.go       Prometheus metrics
 //	NN_name.go       the handler of API key NN, opening with a Behavior list
 //
@@ -156,8 +157,8 @@ type Broker struct {
 	topics    *registry
 	sessions  *fetchSessions
 	groups    groupHandler
+	txns      txnHandler
 	metrics   *metrics
-	producers producerIDs
 	frames    framePool
 
 	ctx    context.Context // canceled by Close: long polls return
@@ -212,6 +213,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	b.logs = logs
 	fail := func(err error) (*Broker, error) {
+		if b.txns != nil {
+			_ = b.txns.Close()
+		}
 		if b.groups != nil {
 			_ = b.groups.Close()
 		}
@@ -230,7 +234,6 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 	b.metrics = newMetrics(cfg.Registerer, b)
-	b.producers.init(cfg.Now().UnixMilli())
 
 	ln, err := net.Listen("tcp", cfg.KafkaAddr)
 	if err != nil {
@@ -262,6 +265,10 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	// The group coordinator needs the advertised address, so it is built
 	// once the listener is up.
 	if err := b.startGroups(); err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("broker: %w", err))
+	}
+	if err := b.startTxns(); err != nil {
 		ln.Close()
 		return fail(fmt.Errorf("broker: %w", err))
 	}
@@ -300,6 +307,9 @@ func (b *Broker) Close() error {
 			c.stopReading()
 		}
 		b.wg.Wait()
+		if b.txns != nil {
+			errs = append(errs, b.txns.Close())
+		}
 		if b.groups != nil {
 			errs = append(errs, b.groups.Close())
 		}

@@ -340,7 +340,7 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 		}()
 		links := c.produceChain(pr)
 		cont = func(ctx context.Context) (kmsg.Response, error) {
-			return c.b.produce(pr, links)
+			return c.b.produce(ctx, pr, links)
 		}
 	}
 	go func() {

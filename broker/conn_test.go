@@ -134,6 +134,14 @@ func TestApiVersions(t *testing.T) {
 		if k := keys[1]; k.MinVersion != 4 || k.MaxVersion < 13 {
 			t.Errorf("fetch range %d-%d", k.MinVersion, k.MaxVersion)
 		}
+		for _, txnKey := range []int16{22, 24, 25, 26, 28} { // the transaction coordinator's
+			if _, ok := keys[txnKey]; !ok {
+				t.Errorf("v%d: key %d (%s) not advertised", v, txnKey, kmsg.NameForKey(txnKey))
+			}
+		}
+		if v >= 3 && (len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "transaction.version" || resp.FinalizedFeatures[0].MaxVersionLevel != 2) {
+			t.Errorf("v%d: finalized features %+v", v, resp.FinalizedFeatures)
+		}
 	}
 	// Invalid client software name (v3+): INVALID_REQUEST.
 	req := kmsg.NewPtrApiVersionsRequest()

@@ -259,15 +259,6 @@ func TestMetadata(t *testing.T) {
 	if resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 3 {
 		t.Fatalf("auto create: %+v", resp.Topics[0])
 	}
-	// Internal names are never auto-created.
-	req = kmsg.NewPtrMetadataRequest()
-	req.Version = 9
-	req.AllowAutoTopicCreation = true
-	req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("__transaction_state")}}
-	resp = c.roundTrip(req, 24).(*kmsg.MetadataResponse)
-	if resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
-		t.Fatalf("internal auto create: %+v", resp.Topics[0])
-	}
 	// By ID (v12).
 	req = kmsg.NewPtrMetadataRequest()
 	req.Version = 12
@@ -276,13 +267,15 @@ func TestMetadata(t *testing.T) {
 	if *resp.Topics[0].Topic != "m" || resp.Topics[1].ErrorCode != kerr.UnknownTopicID.Code {
 		t.Fatalf("by id: %+v", resp.Topics)
 	}
-	// The internal topic is listed only when named.
+	// The internal topics are listed only when named.
 	req = kmsg.NewPtrMetadataRequest()
 	req.Version = 9
-	req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(offsetsTopic)}}
+	req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(offsetsTopic)}, {Topic: kmsg.StringPtr("__transaction_state")}}
 	resp = c.roundTrip(req, 23).(*kmsg.MetadataResponse)
-	if resp.Topics[0].ErrorCode != 0 || !resp.Topics[0].IsInternal {
-		t.Fatalf("internal: %+v", resp.Topics[0])
+	for _, mt := range resp.Topics {
+		if mt.ErrorCode != 0 || !mt.IsInternal {
+			t.Fatalf("internal: %+v", mt)
+		}
 	}
 }
 
