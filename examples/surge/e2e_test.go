@@ -2,7 +2,10 @@ package surge
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +117,42 @@ func TestEndToEndOnWeir(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunDemo runs the demo as `weir dev` does, for a fixed duration, and
+// checks the output: the guarantee statement, then tables, and a final
+// table whose request counts add up to every request the generator produced
+// (RunDemo waits for the App to catch up before the final table).
+func TestRunDemo(t *testing.T) {
+	b := weirtest.Start(t)
+	var out strings.Builder
+	err := RunDemo(context.Background(), DemoOptions{Brokers: []string{b.Addr()}, StateDir: t.TempDir(),
+		Rate: 200, Seed: 1, Duration: 1500 * time.Millisecond, Refresh: 200 * time.Millisecond, Out: &out})
+	if err != nil {
+		t.Fatalf("RunDemo: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	if !strings.HasPrefix(text, "app surge (at-least-once)\n") {
+		t.Fatalf("output does not start with the guarantee statement:\n%s", text)
+	}
+	final := text[strings.LastIndex(text, "\n\n")+2:]
+	lines := strings.Split(strings.TrimSpace(final), "\n")
+	var produced int64
+	if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "  ")+2:], "%d requests", &produced); err != nil ||
+		!strings.HasSuffix(lines[0], "final") {
+		t.Fatalf("final status line %q: %v", lines[0], err)
+	}
+	var counted int64
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("table line %q: %v", l, err)
+		}
+		counted += n
+	}
+	if len(lines[2:]) != len(Zones()) || produced < 100 || counted != produced {
+		t.Fatalf("final table: %d zones, %d requests counted, %d produced:\n%s", len(lines[2:]), counted, produced, final)
+	}
+	t.Logf("\n%s", final)
 }

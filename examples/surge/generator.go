@@ -65,11 +65,12 @@ type genDriver struct {
 	available bool
 }
 
-// DriversFor is a fleet size that roughly balances a total event rate
-// (events/s, of which about three quarters are requests) at the default
-// BalancedRatio: hot zones surge, calm ones do not.
+// DriversFor is a fleet size for a total event rate (events/s, of which
+// about three quarters are requests) such that, at the default
+// BalancedRatio, the city as a whole is about balanced: the zones at the
+// peak of their demand cycle surge, calm ones do not.
 func DriversFor(rate float64) int {
-	return max(12, int(rate*0.75*60/Config{}.withDefaults().BalancedRatio*0.9))
+	return max(12, int(rate*0.75*60/Config{}.withDefaults().BalancedRatio*1.6))
 }
 
 // NewGenerator returns a generator with a fleet of drivers.

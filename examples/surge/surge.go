@@ -19,11 +19,11 @@
 //	ride-requests ─► KeyBy zone ─► Map: one request ──────────────────────────────────────────────┴► Merge
 //	   ─► (repartition by zone) ─► Aggregate by zone ("zone-stats") ─► zone-surge
 //
-// Per zone it keeps the total number of requests, the demand (requests over
-// the last DemandWindow of event time, exponentially weighted, so it never
-// depends on the processing clock) and the number of available drivers; the
-// surge multiplier is the demand per available driver relative to
-// BalancedRatio, clamped to [1, MaxSurge] and rounded to 0.1.
+// Per zone it keeps the total number of requests, the demand (requests per
+// minute over the last DemandWindow of event time, exponentially weighted,
+// so it never depends on the processing clock) and the number of available
+// drivers; the surge multiplier is the demand per available driver relative
+// to BalancedRatio, clamped to [1, MaxSurge] and rounded to 0.1.
 //
 // The same Build function runs in `weir dev` (embedded broker, with the
 // Generator), in ./cmd against any Kafka-protocol cluster, and in the tests
@@ -75,8 +75,8 @@ type DriverStatus struct {
 type ZoneStats struct {
 	Zone     string `json:"zone"`
 	Requests int64  `json:"requests"` // every request seen, ever (a count)
-	// Demand is the requests of the last DemandWindow of event time,
-	// exponentially weighted, as of DemandAt.
+	// Demand is requests per minute over the last DemandWindow of event
+	// time, exponentially weighted, as of DemandAt.
 	Demand   float64   `json:"demand"`
 	DemandAt time.Time `json:"demand_at"`
 	Drivers  int64     `json:"drivers"` // available drivers in the zone now
@@ -85,10 +85,11 @@ type ZoneStats struct {
 
 // Config tunes the pricing rule. The zero value means the defaults.
 type Config struct {
-	// DemandWindow is the time constant of the demand estimate. Default 1m.
+	// DemandWindow is the time constant of the demand estimate: shorter
+	// reacts faster and is noisier. Default 20s.
 	DemandWindow time.Duration
-	// BalancedRatio is the demand per available driver priced at 1.0.
-	// Default 2 (two requests a minute per free driver).
+	// BalancedRatio is the demand (requests per minute) per available
+	// driver priced at 1.0. Default 2.
 	BalancedRatio float64
 	// MaxSurge caps the multiplier. Default 3.
 	MaxSurge float64
@@ -101,7 +102,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.DemandWindow <= 0 {
-		c.DemandWindow = time.Minute
+		c.DemandWindow = 20 * time.Second
 	}
 	if c.BalancedRatio <= 0 {
 		c.BalancedRatio = 2
@@ -225,8 +226,9 @@ func (s driverState) deltas() []zoneDelta {
 
 // apply folds one event at event time ts into zone z's stats.
 //
-// Demand is an exponentially weighted count: a request at time t contributes
-// exp(-(now-t)/DemandWindow) at time now. Stored as a value at DemandAt, the
+// Demand is an exponentially weighted rate: a request at time t contributes
+// exp(-(now-t)/DemandWindow) / DemandWindow at time now (in requests per
+// minute), so a steady rate r converges to r. Stored as a value at DemandAt, the
 // latest event time seen, an event older than DemandAt is added already
 // decayed, so the result does not depend on the order events arrive in
 // (up to float rounding).
@@ -241,14 +243,15 @@ func (c Config) apply(z ZoneStats, zone string, e zoneEvent, ts time.Time) ZoneS
 	}
 	if e.Request {
 		z.Requests++
-		z.Demand += math.Exp(-float64(z.DemandAt.Sub(ts)) / float64(c.DemandWindow))
+		z.Demand += math.Exp(-float64(z.DemandAt.Sub(ts))/float64(c.DemandWindow)) * float64(time.Minute) /
+			float64(c.DemandWindow)
 	}
 	z.Drivers += e.DriverDelta
 	z.Surge = c.Surge(z.Demand, z.Drivers)
 	return z
 }
 
-// Surge is the price multiplier for a demand (requests per DemandWindow)
+// Surge is the price multiplier for a demand (requests per minute)
 // and a number of available drivers: demand per driver relative to
 // BalancedRatio, at least 1, at most MaxSurge, rounded to 0.1. No driver
 // counts as one (a zone with demand and no supply surges to the cap soon).

@@ -44,32 +44,32 @@ func TestExactResults(t *testing.T) {
 	status(drivers, "d1", "downtown", true, t0)
 	status(drivers, "d2", "downtown", true, t0)
 	status(drivers, "d3", "airport", true, t0)
-	for i := range 12 {
-		request(reqs, fmt.Sprint("r", i), "downtown", t0) // 12 requests at t0: demand 12
+	for i := range 4 {
+		request(reqs, fmt.Sprint("r", i), "downtown", t0) // 4 requests at t0: 4 per 20s window = 12/min
 	}
 	request(reqs, "r100", "airport", t0)
 	d.Process()
 
 	got := streamtest.Latest(out)
 	want := map[string]ZoneStats{
-		// 12 requests / 2 drivers / BalancedRatio 2 = 3.0 (the cap).
-		"downtown": {Zone: "downtown", Requests: 12, Demand: 12, DemandAt: t0, Drivers: 2, Surge: 3},
-		"airport":  {Zone: "airport", Requests: 1, Demand: 1, DemandAt: t0, Drivers: 1, Surge: 1},
+		// 12/min / 2 drivers / BalancedRatio 2 = 3.0 (the cap); airport 3/min / 1 / 2 = 1.5.
+		"downtown": {Zone: "downtown", Requests: 4, Demand: 12, DemandAt: t0, Drivers: 2, Surge: 3},
+		"airport":  {Zone: "airport", Requests: 1, Demand: 3, DemandAt: t0, Drivers: 1, Surge: 1.5},
 	}
 	checkStats(t, got, want)
 
-	// One minute later: d1 takes a ride, d2 moves to the airport, and a
+	// One DemandWindow (20s) later: d1 takes a ride, d2 moves to the airport, and a
 	// stale status of d3 (older than its last one) changes nothing.
-	t1 := t0.Add(time.Minute)
+	t1 := t0.Add(20 * time.Second)
 	status(drivers, "d1", "downtown", false, t1)
 	status(drivers, "d2", "airport", true, t1)
 	status(drivers, "d3", "stadium", true, t0.Add(-time.Second))
 	d.Process()
 	got = streamtest.Latest(out)
-	decayed := 12 * math.Exp(-1) // 4.41 after one DemandWindow
-	want["downtown"] = ZoneStats{Zone: "downtown", Requests: 12, Demand: decayed, DemandAt: t1, Drivers: 0,
+	decayed := 12 * math.Exp(-1) // 4.41/min after one DemandWindow
+	want["downtown"] = ZoneStats{Zone: "downtown", Requests: 4, Demand: decayed, DemandAt: t1, Drivers: 0,
 		Surge: 2.2} // no driver counts as one: 4.41 / 1 / 2 = 2.2
-	want["airport"] = ZoneStats{Zone: "airport", Requests: 1, Demand: math.Exp(-1), DemandAt: t1, Drivers: 2, Surge: 1}
+	want["airport"] = ZoneStats{Zone: "airport", Requests: 1, Demand: 3 * math.Exp(-1), DemandAt: t1, Drivers: 2, Surge: 1}
 	checkStats(t, got, want)
 	if _, ok := got["stadium"]; ok {
 		t.Errorf("stale driver status reached stadium: %+v", got["stadium"])
@@ -80,7 +80,7 @@ func TestExactResults(t *testing.T) {
 	request(reqs, "late", "downtown", t0)
 	d.Process()
 	got = streamtest.Latest(out)
-	want["downtown"] = ZoneStats{Zone: "downtown", Requests: 13, Demand: 13 * math.Exp(-1), DemandAt: t1, Drivers: 0, Surge: 2.4}
+	want["downtown"] = ZoneStats{Zone: "downtown", Requests: 5, Demand: 15 * math.Exp(-1), DemandAt: t1, Drivers: 0, Surge: 2.8}
 	checkStats(t, got, want)
 }
 
