@@ -71,6 +71,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 	}
 	root.AddCommand(
 		newServeCmd(),
+		newDevCmd(), // dev.go
 		newTopicCmd(),
 		newProduceCmd(),
 		newConsumeCmd(),

@@ -93,7 +93,10 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "%s\n", app.Describe())
+	fmt.Fprint(o.Out, app.Describe())
+	if o.Live {
+		fmt.Fprintln(o.Out)
+	}
 
 	// The App stops after the generator (and the drain), so it gets its
 	// own context.

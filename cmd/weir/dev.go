@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/broker"
+	"github.com/weirhq/weir/examples/surge"
+)
+
+// devOptions are the flags of weir dev.
+type devOptions struct {
+	dataDir    string
+	kafkaAddr  string
+	rate       float64
+	duration   time.Duration
+	partitions int32
+	refresh    time.Duration
+	seed       uint64
+	plain      bool
+	logLevel   string
+}
+
+func newDevCmd() *cobra.Command {
+	o := &devOptions{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the demo: embedded broker + the surge-pricing stream app + a generator, results live",
+		Long: `Run weir doing its main job, with nothing else to install: an embedded broker
+(the same as weir serve), the example stream application of examples/surge
+(ride requests and driver statuses per zone → a surge price multiplier per zone,
+with keyed state, two repartitions and changelogs), and a generator of realistic
+JSON events with event timestamps.
+
+It prints the application's delivery guarantees (per topic, with the mechanism),
+then a table of the zones that refreshes as results change. Other clients can
+connect to --kafka-addr meanwhile, e.g.
+  kcat -C -b 127.0.0.1:9092 -t zone-surge -f '%k %s\n'
+  weir consume ride-requests -f kv
+  weir group describe surge
+
+Ctrl-C or SIGTERM stops the generator, the app (which commits what it processed)
+and the broker. With --duration the demo stops by itself once the app has
+processed everything generated. Data stays in --data-dir: run it again and the
+counts continue.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", filepath.Join("weir-data", "dev"), `directory for the broker's data ("broker/") and the app's state ("app/"); "" for a temporary one removed at exit`)
+	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (port 0 picks one)")
+	f.Float64Var(&o.rate, "rate", 20, "generated events per second (0: no generator; produce to ride-requests and driver-status yourself)")
+	f.DurationVar(&o.duration, "duration", 0, "stop after this long, once everything generated is processed (0: until interrupted)")
+	f.Int32Var(&o.partitions, "partitions", 3, "partitions of the demo's topics when they are created")
+	f.DurationVar(&o.refresh, "refresh", time.Second, "how often the table is redrawn (when it changed)")
+	f.Uint64Var(&o.seed, "seed", 0, "generator seed (0: from the clock)")
+	f.BoolVar(&o.plain, "plain", false, "append each table instead of redrawing in place (automatic when stdout is not a terminal)")
+	f.StringVar(&o.logLevel, "log-level", "warn", "log level of the broker and the app (to stderr): debug, info, warn, error")
+	return cmd
+}
+
+func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if o.rate < 0 || o.partitions <= 0 || o.refresh <= 0 || o.duration < 0 {
+		return errors.New("--rate and --duration must be >= 0, --partitions and --refresh > 0")
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	dir := o.dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "weir-dev-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	b, err := broker.Start(ctx, broker.Config{
+		DataDir:   filepath.Join(dir, "broker"),
+		KafkaAddr: o.kafkaAddr,
+		// The demo's consumers start at once instead of after Kafka's 3s
+		// group.initial.rebalance.delay.ms.
+		GroupInitialRebalanceDelay: -1,
+		Logger:                     logger.With("component", "broker"),
+		Registerer:                 prometheus.NewRegistry(),
+	})
+	if err != nil {
+		return fmt.Errorf("start broker on %s: %w (another broker there? try --kafka-addr 127.0.0.1:0)", o.kafkaAddr, err)
+	}
+	defer func() {
+		if cerr := b.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("broker close: %w", cerr)
+		}
+	}()
+	fmt.Fprintf(stdout, "weir dev: broker on %s, data in %s; Ctrl-C stops\n", b.Addr(), dir)
+	fmt.Fprintf(stdout, "  watch it with: kcat -C -b %s -t %s -f '%%k %%s\\n'   or   weir consume %s --brokers %s -f kv\n\n",
+		b.Addr(), surge.SurgeTopic, surge.SurgeTopic, b.Addr())
+
+	seed := o.seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	err = surge.RunDemo(ctx, surge.DemoOptions{
+		Brokers:    []string{b.Addr()},
+		Partitions: o.partitions,
+		StateDir:   filepath.Join(dir, "app"),
+		Rate:       o.rate,
+		Seed:       seed,
+		Duration:   o.duration,
+		Refresh:    o.refresh,
+		Out:        stdout,
+		Live:       !o.plain && isTerminal(stdout),
+		Logger:     logger.With("component", "app"),
+	})
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stdout, "weir dev: stopped")
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a terminal (redrawing in place works).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
