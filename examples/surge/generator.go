@@ -70,7 +70,7 @@ type genDriver struct {
 // BalancedRatio, the city as a whole is about balanced: the zones at the
 // peak of their demand cycle surge, calm ones do not.
 func DriversFor(rate float64) int {
-	return max(12, int(rate*0.75*60/Config{}.withDefaults().BalancedRatio*1.6))
+	return max(12, int(rate*0.75*60/Config{}.withDefaults().BalancedRatio*1.2))
 }
 
 // NewGenerator returns a generator with a fleet of drivers.
