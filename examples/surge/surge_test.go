@@ -242,3 +242,17 @@ func mustUnmarshal(b []byte, v any) {
 		panic(err)
 	}
 }
+
+// TestREADMESnippet is the README's streamtest example, kept compiling and true.
+func TestREADMESnippet(t *testing.T) {
+	b := stream.NewBuilder()
+	Build(b, Config{})
+	d := streamtest.New(t, "surge", b, streamtest.Partitions(RequestsTopic, 3))
+	reqs := streamtest.NewInput(d, RequestsTopic, stream.String(), stream.JSON[RideRequest]())
+	reqs.Pipe("rider-1", RideRequest{Rider: "rider-1", Zone: "airport", At: t0}, t0)
+	d.Process()
+	zones := streamtest.Latest(streamtest.NewOutput(d, SurgeTopic, stream.String(), stream.JSON[ZoneStats]()))
+	if zones["airport"].Requests != 1 {
+		t.Fatalf("airport: %+v", zones["airport"])
+	}
+}
