@@ -160,6 +160,9 @@ type Coordinator struct {
 	// Loop-owned state.
 	groups             map[string]*group
 	txns               map[int64]*txnOffsets // offsets staged by open transactions, by producer ID
+	nextTick           time.Time             // earliest deadline at the last full check (loop.go)
+	lastScan           time.Time             // when that check ran
+	dirty              bool                  // an event ran since
 	nextID             uint64
 	nextRetentionCheck time.Time
 }

@@ -8,6 +8,15 @@ import (
 // The loop owns every group. It runs closures sent by Handle, and before
 // each one it fires the timers whose deadline has passed (by Options.Now),
 // so a request never observes a state a timer should already have changed.
+//
+// Checking every group's deadlines costs O(members), so it is not done on
+// every request: the loop remembers the earliest deadline found by the last
+// full check (nextTick) and, since a request may have set an earlier one,
+// checks again at most scanEvery after any request. A deadline is thus
+// acted on at most scanEvery late (and exactly on time when nothing
+// happened since the last check); a heartbeat costs O(1) however many
+// groups there are.
+const scanEvery = 10 * time.Millisecond
 
 // loop runs until Close.
 func (c *Coordinator) loop() {
@@ -20,17 +29,21 @@ func (c *Coordinator) loop() {
 			c.failAllWaiters()
 			return
 		case fn := <-c.events:
-			c.fireTimers()
+			c.fireTimers(false)
 			fn()
+			c.dirty = true
 		case <-timer.C:
-			c.fireTimers()
+			c.fireTimers(false)
 		case <-c.wake:
-			c.fireTimers()
+			c.fireTimers(true)
 		}
 		// Re-arm the real timer for the earliest deadline. With a fake
 		// clock the real timer may fire early or late; fireTimers only
 		// acts on deadlines passed by Options.Now, so that is harmless.
-		next := c.nextDeadline()
+		next := c.nextTick
+		if c.dirty {
+			next = earliest(next, c.lastScan.Add(scanEvery))
+		}
 		d := time.Hour
 		if !next.IsZero() {
 			d = max(next.Sub(c.opts.Now()), time.Millisecond)
@@ -73,12 +86,16 @@ func (c *Coordinator) do(ctx context.Context, fn func()) error {
 // tick makes the loop fire expired timers now and waits for it; tests call
 // it after advancing their clock.
 func (c *Coordinator) tick() {
-	_ = c.do(context.Background(), func() {})
+	_ = c.do(context.Background(), func() { c.fireTimers(true) })
 }
 
-// fireTimers applies every deadline that has passed.
-func (c *Coordinator) fireTimers() {
+// fireTimers applies every deadline that has passed (see scanEvery; force
+// checks now).
+func (c *Coordinator) fireTimers(force bool) {
 	now := c.opts.Now()
+	if !force && !c.nextTick.IsZero() && now.Before(c.nextTick) && (!c.dirty || now.Sub(c.lastScan) < scanEvery) {
+		return
+	}
 	// Deadlines can cascade (a member expiring completes a join whose
 	// completion arms new deadlines); bound the passes.
 	for range 8 {
@@ -97,6 +114,8 @@ func (c *Coordinator) fireTimers() {
 		c.expireOffsets(now)
 	}
 	c.collectDeadGroups()
+	c.lastScan, c.dirty = now, false
+	c.nextTick = c.nextDeadline()
 }
 
 // nextDeadline is the earliest pending deadline (zero if none).
