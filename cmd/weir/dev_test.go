@@ -27,7 +27,7 @@ func finalTable(t *testing.T, out string) (rows map[string][]string, produced in
 	lines := strings.Split(strings.TrimSpace(out[start:]), "\n")
 	f := strings.Fields(lines[0])
 	n, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || f[2] != "requests" {
+	if err != nil || f[2] != "requests," {
 		t.Fatalf("final status line %q", lines[0])
 	}
 	rows = map[string][]string{}

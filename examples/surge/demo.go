@@ -168,9 +168,11 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 	start := time.Now()
 	p := &printer{out: o.Out, live: o.Live}
 	draw := func(final bool) {
-		status := fmt.Sprintf("%s  %d requests and %d driver statuses produced · %d updates of %s",
+		// Short enough for an 80-column terminal: a wrapped line would
+		// break the in-place redraw.
+		status := fmt.Sprintf("%s  %d requests, %d driver statuses produced · %d updates",
 			time.Since(start).Truncate(time.Second), counts.Requests.Load(), counts.Statuses.Load(),
-			board.Updates(), SurgeTopic)
+			board.Updates())
 		if o.Rate == 0 {
 			status = fmt.Sprintf("%s  %d updates of %s", time.Since(start).Truncate(time.Second),
 				board.Updates(), SurgeTopic)

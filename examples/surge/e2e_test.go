@@ -138,7 +138,7 @@ func TestRunDemo(t *testing.T) {
 	final := text[strings.LastIndex(text, "\n\n")+2:]
 	lines := strings.Split(strings.TrimSpace(final), "\n")
 	var produced int64
-	if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "  ")+2:], "%d requests", &produced); err != nil ||
+	if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "  ")+2:], "%d requests,", &produced); err != nil ||
 		!strings.HasSuffix(lines[0], "final") {
 		t.Fatalf("final status line %q: %v", lines[0], err)
 	}
