@@ -498,3 +498,60 @@ func TestE2EChurnNoDoubleOwnership(t *testing.T) {
 		})
 	}
 }
+
+// A KIP-848 static member (group.instance.id) restarting keeps its
+// partitions and the other member is not disturbed.
+func TestE2EKIP848StaticRestart(t *testing.T) {
+	b := startBroker(t, t.TempDir())
+	defer b.Close()
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "t", 4)
+	produce(t, b.Addr(), "t", 100, 4, "x")
+	var s seen
+	opts := []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}
+	a := startConsumer(t, b.Addr(), "g", "t", &s, append(slices.Clone(opts), kgo.InstanceID("a"))...)
+	bm := startConsumer(t, b.Addr(), "g", "t", &s, append(slices.Clone(opts), kgo.InstanceID("b"))...)
+	describe := func() map[string]int {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d, err := adm.DescribeConsumerGroups(ctx, "g")
+		if err != nil {
+			return nil
+		}
+		out := map[string]int{}
+		for _, m := range d["g"].Members {
+			if m.InstanceID != nil {
+				n := 0
+				for _, ps := range m.Assignment {
+					n += len(ps)
+				}
+				out[*m.InstanceID] = n
+			}
+		}
+		return out
+	}
+	waitFor(t, "both static members assigned", 30*time.Second, func() bool {
+		d := describe()
+		return d["a"] == 2 && d["b"] == 2
+	})
+	waitFor(t, "consumed", 30*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+	before := bm.revokedCount()
+	a.stop(t)
+	// Longer than b's heartbeat interval (1s): had a left for good, b would
+	// take its partitions now and give them back when a returns.
+	time.Sleep(2500 * time.Millisecond)
+	if d := describe(); d["b"] != 2 {
+		t.Fatalf("b took the static member's partitions while it was away: %v", d)
+	}
+	a2 := startConsumer(t, b.Addr(), "g", "t", &s, append(slices.Clone(opts), kgo.InstanceID("a"))...)
+	defer a2.stop(t)
+	produce(t, b.Addr(), "t", 100, 4, "y")
+	waitFor(t, "consumed after the restart", 30*time.Second, func() bool { return s.missing(endOffsets(t, adm, "t")) == 0 })
+	if d := describe(); d["a"] != 2 || d["b"] != 2 {
+		t.Fatalf("assignment after restart: %v", d)
+	}
+	if got := bm.revokedCount(); got != before {
+		t.Fatalf("the other member lost %d partitions during the static restart", got-before)
+	}
+	bm.stop(t)
+}
