@@ -35,6 +35,12 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, err
 	}
+	if cfg.Compact {
+		// Kafka refuses keyless records on a compacted topic.
+		if err := checkKeys(batches, vs, &l.codecs); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	res := AppendResult{LogAppendTime: -1, Batches: make([]BatchInfo, len(vs))}
 	// Timestamps: Kafka's rules, applied before the append lock (the CRC
 	// recomputation is CPU work).

@@ -65,6 +65,11 @@ type Config struct {
 	IndexIntervalBytes int32 // index.interval.bytes, default 4096
 	Compact            bool  // cleanup.policy contains compact
 	Delete             bool  // cleanup.policy contains delete (if neither is set: delete)
+	// Compaction (see clean.go). Zero values mean the Kafka defaults.
+	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio, default 0.5; < 0 means 0
+	MinCompactionLagMs     int64   // min.compaction.lag.ms, default 0
+	MaxCompactionLagMs     int64   // max.compaction.lag.ms, default unlimited
+	DeleteRetentionMs      int64   // delete.retention.ms, default 1 day; < 0 means 0
 }
 
 // withDefaults fills in zero values.
@@ -93,6 +98,7 @@ func (c Config) withDefaults() Config {
 	if !c.Compact && !c.Delete {
 		c.Delete = true
 	}
+	c = c.compactionDefaults()
 	return c
 }
 
@@ -219,6 +225,8 @@ type Log struct {
 	snapMu sync.Mutex
 	// indexBudget: bytes of closed-segment indexes kept loaded.
 	indexBudget int
+	// cleaner is the compaction state (clean.go).
+	cleaner cleanerState
 }
 
 // Open opens (creating if needed) the partition in opts.Dir, recovering

@@ -23,6 +23,13 @@ type ManagerOptions struct {
 	RetentionCheckInterval time.Duration
 	Now                    func() time.Time
 	Logger                 *slog.Logger
+	// The compaction cleaner (compact_manager.go): how often it looks for
+	// a compacted log to clean (default 15s, < 0 disables the loop; tests
+	// call Clean/CleanOnce), its I/O rate in bytes/s (0: unlimited) and
+	// its offset map memory (default DefaultCleanerMapBytes).
+	CleanerInterval    time.Duration
+	CleanerBytesPerSec int64
+	CleanerMapBytes    int
 }
 
 // DefaultRetentionCheckInterval is Kafka's log.retention.check.interval.ms.
@@ -37,6 +44,8 @@ type Manager struct {
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
+	// cleaner is the compaction loop (compact_manager.go).
+	cleaner *managerCleaner
 }
 
 type partKey struct {
@@ -71,6 +80,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	} else {
 		close(m.done)
 	}
+	m.startCleaner()
 	return m, nil
 }
 
@@ -183,6 +193,7 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	close(m.stop)
 	<-m.done
+	m.stopCleaner()
 	var errs []error
 	for _, l := range logs {
 		if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {

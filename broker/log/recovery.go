@@ -33,6 +33,11 @@ func (l *Log) recover() error {
 	if err := mkdirAllDurable(l.fs, l.dir); err != nil {
 		return storageErr("create log dir", err)
 	}
+	// An interrupted compaction swap is finished or undone first
+	// (clean_swap.go).
+	if err := l.recoverCleanSwap(); err != nil {
+		return err
+	}
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return storageErr("list log dir", err)

@@ -1,0 +1,511 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"sync"
+	"time"
+)
+
+// Compaction (cleanup.policy=compact).
+//
+// Clean rewrites closed segments keeping, for every key, only the record with
+// the latest offset. It works as Kafka's LogCleaner:
+//
+//   - The dirty range starts at the cleaner checkpoint (the end of the last
+//     clean, persisted in the cleaner-checkpoint file) and covers closed
+//     segments that lie entirely below the last stable offset and whose
+//     newest record is older than min.compaction.lag.ms. The active segment
+//     is never cleaned.
+//   - A pass runs when dirty bytes / (clean + dirty bytes) >=
+//     min.cleanable.dirty.ratio, or when a dirty segment is older than
+//     max.compaction.lag.ms, or when forced.
+//   - Pass 1 reads the dirty range into a fixed-size offset map (key hash ->
+//     latest offset). If the map fills up, the range ends at the last
+//     segment that fit.
+//   - Pass 2 rewrites every segment from the log start to the end of that
+//     range, in groups of consecutive segments whose total size fits
+//     segment.bytes, keeping a record unless a later offset of its key is in
+//     the map. Offsets are preserved (gaps are normal). A batch that keeps
+//     all its records is copied unchanged; one that keeps some is re-encoded
+//     uncompressed with the same base offset, lastOffsetDelta, producer
+//     fields and first timestamp (so the producer's last sequence and the
+//     record timestamps are unchanged, as Kafka does); one that keeps none is
+//     dropped unless it is its producer's last batch (kept whole, so producer
+//     state rebuilt from the log stays right).
+//   - Tombstones (null value) are removed once delete.retention.ms has passed
+//     since the pass that first cleaned them (the checkpoint keeps the time
+//     of each pass). Data of aborted transactions is removed; control batches
+//     (markers) are kept.
+//   - Each group is swapped in atomically (see clean_swap.go).
+//
+// The cleaner holds its own lock; appends and reads go on while it copies
+// (the append lock is held only to swap the segment list). Retention and
+// DeleteRecords wait while a group is swapped.
+
+// cleanerState is a Log's compaction state.
+type cleanerState struct {
+	mu     sync.Mutex // one clean at a time
+	loaded bool
+	passes []cleanPass // from the cleaner-checkpoint file, by end
+	// progress: the end of the cleaned range (cleaner checkpoint), -1
+	// before the first clean; read without mu.
+	progress int64
+	lastRun  int64 // ms of the last pass, 0 if none
+}
+
+// cleanPass says that a clean finished at time TimeMs (ms) with everything
+// below End cleaned.
+type cleanPass struct {
+	End, TimeMs int64
+}
+
+// CleanOptions tune one Clean call.
+type CleanOptions struct {
+	// Force cleans even if the dirty ratio is below
+	// min.cleanable.dirty.ratio (the lag limits still apply).
+	Force bool
+	// BytesPerSec bounds the read+write rate (0: unlimited).
+	BytesPerSec int64
+	// MapBytes is the offset map memory (default DefaultCleanerMapBytes).
+	MapBytes int
+}
+
+// CleanResult describes one Clean call.
+type CleanResult struct {
+	Cleaned        bool // a pass ran
+	DirtyRatio     float64
+	FirstDirty     int64 // start of the dirty range
+	CleanedTo      int64 // end of the cleaned range (the new checkpoint)
+	Segments       int   // segments read in pass 2
+	BytesRead      int64 // bytes read (both passes)
+	BytesWritten   int64
+	RecordsRemoved int64
+	Duration       time.Duration
+}
+
+// compactionDefaults fills in the compaction fields of Config.
+func (c Config) compactionDefaults() Config {
+	switch {
+	case c.MinCleanableDirtyRatio == 0:
+		c.MinCleanableDirtyRatio = 0.5
+	case c.MinCleanableDirtyRatio < 0:
+		c.MinCleanableDirtyRatio = 0
+	}
+	if c.MinCompactionLagMs < 0 {
+		c.MinCompactionLagMs = 0
+	}
+	if c.MaxCompactionLagMs <= 0 {
+		c.MaxCompactionLagMs = math.MaxInt64
+	}
+	switch {
+	case c.DeleteRetentionMs == 0:
+		c.DeleteRetentionMs = 24 * 60 * 60 * 1000
+	case c.DeleteRetentionMs < 0:
+		c.DeleteRetentionMs = 0
+	}
+	return c
+}
+
+// CleanerProgress returns the offset below which the log has been compacted
+// (only the latest record of each key, plus tombstones younger than
+// delete.retention.ms, remain there) and the time of the last pass; -1 and
+// the zero time if the log was never cleaned.
+func (l *Log) CleanerProgress() (cleanedTo int64, at time.Time) {
+	l.cleaner.mu.Lock()
+	defer l.cleaner.mu.Unlock()
+	if err := l.loadCleanerLocked(); err != nil || len(l.cleaner.passes) == 0 {
+		return -1, time.Time{}
+	}
+	p := l.cleaner.passes[len(l.cleaner.passes)-1]
+	return p.End, time.UnixMilli(p.TimeMs)
+}
+
+// cleanPlan is the outcome of planning a pass.
+type cleanPlan struct {
+	segs       []*segment // cleanable closed segments, from the first
+	nextBase   []int64    // nextBase[i]: base of the segment after segs[i]
+	firstDirty int        // index in segs of the first dirty segment
+	ratio      float64
+	due        bool // the pass should run
+}
+
+// planClean picks the cleanable segments. cleaner.mu must be held.
+func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
+	var p cleanPlan
+	segs := l.segments()
+	if len(segs) < 2 {
+		return p, nil
+	}
+	stable := min(l.ps.firstUnstable.Load(), l.hw.Load())
+	firstDirtyOff := int64(0)
+	if n := len(l.cleaner.passes); n > 0 {
+		firstDirtyOff = l.cleaner.passes[n-1].End
+	}
+	var clean, dirty int64
+	p.firstDirty = -1
+	overdue := false
+	for i := 0; i < len(segs)-1; i++ {
+		s, next := segs[i], segs[i+1].base
+		if next > stable {
+			break // an undecided transaction or unsynced data
+		}
+		ts, _, err := l.segMaxTs(s)
+		if err != nil {
+			return p, err
+		}
+		if cfg.MinCompactionLagMs > 0 && ts >= 0 && now-ts < cfg.MinCompactionLagMs {
+			break
+		}
+		p.segs = append(p.segs, s)
+		p.nextBase = append(p.nextBase, next)
+		if next > firstDirtyOff {
+			if p.firstDirty < 0 {
+				p.firstDirty = len(p.segs) - 1
+			}
+			dirty += s.size.Load()
+			if cfg.MaxCompactionLagMs != math.MaxInt64 {
+				first := s.rollMs
+				if ts >= 0 {
+					first = min(first, ts)
+				}
+				if now-first > cfg.MaxCompactionLagMs {
+					overdue = true
+				}
+			}
+		} else {
+			clean += s.size.Load()
+		}
+	}
+	if p.firstDirty < 0 {
+		return p, nil
+	}
+	if clean+dirty > 0 {
+		p.ratio = float64(dirty) / float64(clean+dirty)
+	}
+	p.due = force || overdue || p.ratio >= cfg.MinCleanableDirtyRatio
+	return p, nil
+}
+
+// Clean runs one compaction pass if the log is compacted and a pass is due
+// (see the comment at the top of clean.go). It is safe to call concurrently
+// with appends, reads and retention.
+func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
+	var res CleanResult
+	if l.closed.Load() {
+		return res, ErrClosed
+	}
+	cfg := l.config()
+	if !cfg.Compact {
+		return res, nil
+	}
+	l.cleaner.mu.Lock()
+	defer l.cleaner.mu.Unlock()
+	if err := l.loadCleanerLocked(); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	nowMs := l.now().UnixMilli()
+	plan, err := l.planClean(cfg, nowMs, opts.Force)
+	if err != nil {
+		return res, err
+	}
+	res.DirtyRatio = plan.ratio
+	if !plan.due {
+		return res, nil
+	}
+	thr := newThrottle(opts.BytesPerSec)
+	mapBytes := opts.MapBytes
+	if mapBytes <= 0 {
+		mapBytes = DefaultCleanerMapBytes
+	}
+	om := newOffsetMap(mapBytes)
+	res.FirstDirty = plan.segs[plan.firstDirty].base
+	// Pass 1: the offset map over the dirty segments.
+	end := plan.firstDirty
+	for i := plan.firstDirty; i < len(plan.segs); i++ {
+		n, full, err := l.mapSegment(plan.segs[i], om, thr)
+		res.BytesRead += n
+		if err != nil {
+			return res, err
+		}
+		if full {
+			if i == plan.firstDirty {
+				return res, fmt.Errorf("log: cleaner offset map (%d bytes) too small for segment %s", mapBytes, plan.segs[i].name())
+			}
+			break // this segment did not fit: the range ends before it
+		}
+		end = i + 1
+		if om.full() {
+			break
+		}
+	}
+	if end == plan.firstDirty {
+		return res, nil
+	}
+	cleanedTo := plan.nextBase[end-1]
+	horizon := l.tombstoneHorizon(cfg, nowMs)
+	// Pass 2: rewrite [0, end) in groups.
+	segs, nexts := plan.segs[:end], plan.nextBase[:end]
+	for i := 0; i < len(segs); {
+		j := i + 1
+		size := segs[i].size.Load()
+		for j < len(segs) && size+segs[j].size.Load() <= cfg.SegmentBytes && nexts[j]-segs[i].base < math.MaxUint32 {
+			size += segs[j].size.Load()
+			j++
+		}
+		st, err := l.cleanGroup(segs[i:j], nexts[j-1], om, horizon, thr, cfg)
+		res.BytesRead += st.read
+		res.BytesWritten += st.written
+		res.RecordsRemoved += st.removed
+		res.Segments += j - i
+		if err != nil {
+			return res, err
+		}
+		i = j
+	}
+	if err := l.addCleanPass(cleanPass{End: cleanedTo, TimeMs: nowMs}); err != nil {
+		return res, err
+	}
+	res.Cleaned = true
+	res.CleanedTo = cleanedTo
+	res.Duration = time.Since(start)
+	l.logger.Info("compacted", "segments", res.Segments, "cleaned_to", cleanedTo, "read", res.BytesRead,
+		"written", res.BytesWritten, "removed_records", res.RecordsRemoved, "dirty_ratio", plan.ratio, "took", res.Duration)
+	return res, nil
+}
+
+// tombstoneHorizon is the offset below which tombstones may be removed:
+// the end of the newest pass that is older than delete.retention.ms.
+// cleaner.mu must be held.
+func (l *Log) tombstoneHorizon(cfg *Config, now int64) int64 {
+	h := int64(0)
+	for _, p := range l.cleaner.passes {
+		if now-p.TimeMs >= cfg.DeleteRetentionMs {
+			h = max(h, p.End)
+		}
+	}
+	return h
+}
+
+// segmentScanner reads a closed segment's batches in order.
+type segmentScanner struct {
+	seg  *segment
+	buf  []byte
+	pos  int64 // file position of buf[0]
+	r, w int   // buf[r:w] unread
+	end  int64
+	thr  *throttle
+	read int64
+}
+
+func newSegmentScanner(seg *segment, thr *throttle) *segmentScanner {
+	return &segmentScanner{seg: seg, buf: make([]byte, 1<<20), end: seg.size.Load(), thr: thr}
+}
+
+// next returns the next whole batch (valid until the following call), or
+// nil at the end of the segment.
+func (s *segmentScanner) next() ([]byte, batchHeader, error) {
+	for {
+		avail := s.buf[s.r:s.w]
+		if len(avail) >= batchHeaderSize {
+			h := parseHeader(avail)
+			filePos := s.pos + int64(s.r)
+			if r := h.checkFraming(s.end - filePos); r != "" {
+				return nil, h, &CorruptionError{Segment: s.seg.name(), Offset: filePos, Reason: r}
+			}
+			if int64(len(avail)) >= h.size() {
+				s.r += int(h.size())
+				return avail[:h.size()], h, nil
+			}
+			if h.size() > int64(len(s.buf)) {
+				nb := make([]byte, h.size())
+				copy(nb, avail)
+				s.buf = nb
+				s.pos, s.r, s.w = filePos, 0, len(avail)
+			}
+		}
+		filePos := s.pos + int64(s.w)
+		if filePos >= s.end {
+			if s.r < s.w {
+				return nil, batchHeader{}, &CorruptionError{Segment: s.seg.name(), Offset: s.pos + int64(s.r), Reason: "truncated batch"}
+			}
+			return nil, batchHeader{}, nil
+		}
+		// Move the unread bytes to the front and fill.
+		n := copy(s.buf, s.buf[s.r:s.w])
+		s.pos += int64(s.r)
+		s.r, s.w = 0, n
+		want := min(int64(len(s.buf)-s.w), s.end-filePos)
+		got, err := readSome(s.seg.f, s.buf[s.w:s.w+int(want)], filePos)
+		if err != nil {
+			return nil, batchHeader{}, storageErr("read "+s.seg.name(), err)
+		}
+		if got == 0 {
+			return nil, batchHeader{}, &CorruptionError{Segment: s.seg.name(), Offset: filePos, Reason: "short read"}
+		}
+		s.w += int(got)
+		s.read += got
+		s.thr.wait(got)
+	}
+}
+
+// mapSegment adds the keys of seg's data records to om. Records of aborted
+// transactions are skipped (they must not hide an earlier value). full is
+// true if the segment did not fit (om is then unusable beyond the previous
+// segments: the caller stops before this segment, and the later entries
+// only make pass 2 keep less of what the map does not cover — see below).
+func (l *Log) mapSegment(seg *segment, om *offsetMap, thr *throttle) (int64, bool, error) {
+	sc := newSegmentScanner(seg, thr)
+	for {
+		b, h, err := sc.next()
+		if err != nil || b == nil {
+			return sc.read, false, err
+		}
+		if h.Attributes&attrControl != 0 || l.isAborted(&h) {
+			continue
+		}
+		full := false
+		err = forEachRecord(b, h, &l.codecs, func(body []byte) error {
+			r, ok := parseRecordBody(body)
+			if !ok {
+				return &CorruptionError{Segment: seg.name(), Reason: fmt.Sprintf("bad record in batch %d", h.BaseOffset)}
+			}
+			if r.key == nil {
+				return nil
+			}
+			if err := om.put(r.key, h.BaseOffset+r.offDelta); err != nil {
+				full = true
+				return err
+			}
+			return nil
+		})
+		if full {
+			return sc.read, true, nil
+		}
+		if err != nil {
+			return sc.read, false, err
+		}
+	}
+}
+
+// isAborted reports whether a transactional data batch belongs to an
+// aborted transaction.
+func (l *Log) isAborted(h *batchHeader) bool {
+	if h.Attributes&attrTransactional == 0 || h.Attributes&attrControl != 0 {
+		return false
+	}
+	for _, a := range l.AbortedTransactions(h.BaseOffset, h.lastOffset()+1) {
+		if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && a.LastOffset > h.lastOffset() {
+			return true
+		}
+	}
+	return false
+}
+
+// groupStats counts the work of cleaning one group.
+type groupStats struct {
+	read, written, removed int64
+}
+
+// filterBatch decides what to keep of batch b. It returns b itself (keep
+// whole), nil (drop) or a re-encoded batch in out's storage.
+func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, out []byte) ([]byte, int64, error) {
+	if h.Attributes&attrControl != 0 {
+		return b, 0, nil
+	}
+	isLast := h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.lastOffset()
+	if l.isAborted(&h) {
+		if isLast {
+			return b, 0, nil
+		}
+		return nil, int64(h.NumRecords), nil
+	}
+	keep := out[:0]
+	var kept, dropped int32
+	maxTs := int64(-1)
+	err := forEachRecord(b, h, &l.codecs, func(body []byte) error {
+		r, ok := parseRecordBody(body)
+		if !ok {
+			return batchErr("bad record in batch %d", h.BaseOffset)
+		}
+		off := h.BaseOffset + r.offDelta
+		retain := true
+		if r.key != nil {
+			if latest := om.get(r.key); latest > off {
+				retain = false
+			} else if r.valueNull && off < horizon {
+				retain = false
+			}
+		}
+		if !retain {
+			dropped++
+			return nil
+		}
+		kept++
+		maxTs = max(maxTs, h.FirstTimestamp+r.tsDelta)
+		keep = appendVarint(keep, int64(len(body)))
+		keep = append(keep, body...)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case dropped == 0:
+		return b, 0, nil
+	case kept == 0 && isLast:
+		return b, 0, nil
+	case kept == 0:
+		return nil, int64(dropped), nil
+	}
+	// Re-encode: same header fields but records, count, length,
+	// uncompressed; maxTimestamp from the kept records (LogAppendTime
+	// batches keep theirs).
+	nb := make([]byte, batchHeaderSize, batchHeaderSize+len(keep))
+	copy(nb, b[:batchHeaderSize])
+	nb = append(nb, keep...)
+	be := binary.BigEndian
+	be.PutUint32(nb[offLength:], uint32(len(nb)-logOverhead))
+	attrs := uint16(h.Attributes) &^ attrCompression
+	be.PutUint16(nb[offAttributes:], attrs)
+	if h.Attributes&attrLogAppendTime == 0 {
+		be.PutUint64(nb[offMaxTimestamp:], uint64(maxTs))
+	}
+	be.PutUint32(nb[offNumRecords:], uint32(kept))
+	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	return nb, int64(dropped), nil
+}
+
+// errCleanAborted: the log changed under a group being cleaned (retention
+// removed one of its segments); the pass stops, a later one retries.
+var errCleanAborted = errors.New("log: clean aborted: segments changed")
+
+// throttle bounds a byte rate (nil-safe; rate 0 means unlimited). It uses
+// the wall clock: it paces real I/O.
+type throttle struct {
+	rate  int64
+	start time.Time
+	bytes int64
+}
+
+func newThrottle(rate int64) *throttle {
+	if rate <= 0 {
+		return nil
+	}
+	return &throttle{rate: rate, start: time.Now()}
+}
+
+func (t *throttle) wait(n int64) {
+	if t == nil {
+		return
+	}
+	t.bytes += n
+	due := time.Duration(float64(t.bytes) / float64(t.rate) * float64(time.Second))
+	if d := due - time.Since(t.start); d > 0 {
+		time.Sleep(d)
+	}
+}

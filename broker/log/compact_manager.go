@@ -1,0 +1,145 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The Manager's background cleaner: every CleanerInterval it picks, among
+// the compacted logs, the one with the highest dirty ratio at or above its
+// min.cleanable.dirty.ratio (or one overdue by max.compaction.lag.ms), cleans
+// it at CleanerBytesPerSec, and repeats while some log is due.
+
+// DefaultCleanerInterval is how often the cleaner looks for work (Kafka's
+// log.cleaner.backoff.ms is 15 s).
+const DefaultCleanerInterval = 15 * time.Second
+
+// managerCleaner runs the loop; stop/done are owned by the Manager.
+type managerCleaner struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startCleaner starts the loop unless disabled (CleanerInterval < 0).
+func (m *Manager) startCleaner() {
+	m.cleaner = &managerCleaner{stop: make(chan struct{}), done: make(chan struct{})}
+	if m.opts.CleanerInterval < 0 {
+		close(m.cleaner.done)
+		return
+	}
+	iv := m.opts.CleanerInterval
+	if iv == 0 {
+		iv = DefaultCleanerInterval
+	}
+	go func() {
+		defer close(m.cleaner.done)
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.cleaner.stop:
+				return
+			case <-t.C:
+			}
+			// Keep cleaning while a log is due (bounded per tick).
+			for range 64 {
+				res, err := m.CleanOnce(false)
+				if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, errCleanAborted) {
+					m.opts.Logger.Warn("log cleaner", "err", err)
+				}
+				if !res.Cleaned {
+					break
+				}
+				select {
+				case <-m.cleaner.stop:
+					return
+				default:
+				}
+			}
+		}
+	}()
+}
+
+// stopCleaner stops the loop and waits for a running pass to finish.
+func (m *Manager) stopCleaner() {
+	if m.cleaner == nil {
+		return
+	}
+	close(m.cleaner.stop)
+	<-m.cleaner.done
+}
+
+// CleanOnce cleans the dirtiest compacted log that is due (all of them are
+// considered due with force). It returns the pass's result (Cleaned false
+// if nothing was due).
+func (m *Manager) CleanOnce(force bool) (CleanResult, error) {
+	type cand struct {
+		l     *Log
+		ratio float64
+	}
+	var cs []cand
+	for _, l := range m.openLogs() {
+		cfg := l.config()
+		if !cfg.Compact || l.closed.Load() {
+			continue
+		}
+		l.cleaner.mu.Lock()
+		err := l.loadCleanerLocked()
+		var p cleanPlan
+		if err == nil {
+			p, err = l.planClean(cfg, l.now().UnixMilli(), force)
+		}
+		l.cleaner.mu.Unlock()
+		if err != nil {
+			m.opts.Logger.Warn("log cleaner: planning", "log", l.dir, "err", err)
+			continue
+		}
+		if p.due {
+			cs = append(cs, cand{l, p.ratio})
+		}
+	}
+	if len(cs) == 0 {
+		return CleanResult{}, nil
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].ratio > cs[j].ratio })
+	res, err := cs[0].l.Clean(CleanOptions{Force: force, BytesPerSec: m.opts.CleanerBytesPerSec, MapBytes: m.opts.CleanerMapBytes})
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", cs[0].l.dir, err)
+	}
+	return res, nil
+}
+
+// Clean cleans every compacted log that is due (force: every compacted log
+// with dirty segments) once, and returns the number of logs cleaned. Tests
+// and tools call it; the background loop uses CleanOnce.
+func (m *Manager) Clean(force bool) (int, error) {
+	n := 0
+	var errs []error
+	for _, l := range m.openLogs() {
+		if !l.config().Compact {
+			continue
+		}
+		res, err := l.Clean(CleanOptions{Force: force, BytesPerSec: m.opts.CleanerBytesPerSec, MapBytes: m.opts.CleanerMapBytes})
+		if err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, fmt.Errorf("%s: %w", l.dir, err))
+		}
+		if res.Cleaned {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// openLogs is a snapshot of the open logs.
+func (m *Manager) openLogs() []*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Log, 0, len(m.logs))
+	for _, l := range m.logs {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
+	return out
+}
