@@ -25,6 +25,14 @@
 // drivers; the surge multiplier is the demand per available driver relative
 // to BalancedRatio, clamped to [1, MaxSurge] and rounded to 0.1.
 //
+// Delivery is the App's: at-least-once by default. After a crash, replayed
+// records may be applied twice. The per-driver stage absorbs its own replays
+// (a status equal to the stored one emits no change), but a replayed
+// repartition record counts a request twice or applies a driver change twice,
+// so requests may exceed the truth and driver counts may drift by the number
+// of replayed changes; stream.ExactlyOnce (on a broker serving transactions)
+// makes both exact.
+//
 // The same Build function runs in `weir dev` (embedded broker, with the
 // Generator), in ./cmd against any Kafka-protocol cluster, and in the tests
 // under package streamtest (no broker) and weirtest (a real broker).
