@@ -555,3 +555,84 @@ func TestE2EKIP848StaticRestart(t *testing.T) {
 	}
 	bm.stop(t)
 }
+
+// Exactly-once consume-transform-produce with franz-go's
+// GroupTransactSession: input offsets are committed inside the producer's
+// transactions (TxnOffsetCommit + markers in __consumer_offsets), so the
+// committed offsets and the read_committed output agree: every input
+// record appears exactly once downstream.
+func TestE2ETransactionalOffsets(t *testing.T) {
+	b := startBroker(t, t.TempDir())
+	defer b.Close()
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "in", 2)
+	createTopic(t, adm, "out", 2)
+	produce(t, b.Addr(), "in", 200, 2, "x")
+
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(b.Addr()),
+		kgo.TransactionalID("eos"),
+		kgo.ConsumerGroup("eos-group"),
+		kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	moved := 0
+	for moved < 200 && ctx.Err() == nil {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := sess.PollFetches(pctx)
+		pcancel()
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: "out", Partition: r.Partition, Value: r.Value}, nil)
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if committed {
+			moved += fs.NumRecords()
+		}
+	}
+	if moved != 200 {
+		t.Fatalf("moved %d records", moved)
+	}
+	if !committedEqualsEnd(t, adm, "eos-group", "in") {
+		t.Fatal("input offsets not committed by the transactions")
+	}
+	// read_committed output: exactly the 200 input values.
+	rc, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("out"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	vals := map[string]int{}
+	for len(vals) < 200 && ctx.Err() == nil {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		rc.PollFetches(pctx).EachRecord(func(r *kgo.Record) { vals[string(r.Value)]++ })
+		pcancel()
+	}
+	for v, n := range vals {
+		if n != 1 {
+			t.Fatalf("%s delivered %d times", v, n)
+		}
+	}
+	if len(vals) != 200 {
+		t.Fatalf("%d distinct output records", len(vals))
+	}
+}
+

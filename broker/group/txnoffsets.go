@@ -212,6 +212,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 						c.stageTxn(pid, epoch, req.Group, t, v)
 					}
 				}
+				c.logger.Debug("transactional offsets staged", "group", req.Group, "producer_id", pid, "partitions", len(tps), "err", err)
 				if c.txns[pid] == tx && tx.inflight == 0 && len(tx.groups) == 0 {
 					delete(c.txns, pid)
 				}
@@ -261,6 +262,7 @@ func (c *Coordinator) WriteMarker(ctx context.Context, pid int64, epoch int16, c
 			records: 1,
 			durable: true,
 			done: func(_ int64, err error) {
+				c.logger.Debug("transaction marker written", "producer_id", pid, "commit", commit, "err", err)
 				if err == nil {
 					c.completeTxn(pid, commit)
 				}
