@@ -635,4 +635,3 @@ func TestE2ETransactionalOffsets(t *testing.T) {
 		t.Fatalf("%d distinct output records", len(vals))
 	}
 }
-
