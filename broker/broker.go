@@ -79,6 +79,11 @@ type Config struct {
 	SyncInterval time.Duration
 	// RetentionCheckInterval is how often retention runs (log default when 0).
 	RetentionCheckInterval time.Duration
+	// CleanerInterval, CleanerBytesPerSec: the log cleaner's period (log
+	// default 15s when 0, < 0 disables it) and I/O rate in bytes/s (0:
+	// unlimited); passed to wlog.ManagerOptions.
+	CleanerInterval    time.Duration
+	CleanerBytesPerSec int64
 
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms:
 	// how long a new classic group waits for more members before its
@@ -205,6 +210,8 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		Sync:                   cfg.Sync,
 		SyncInterval:           cfg.SyncInterval,
 		RetentionCheckInterval: cfg.RetentionCheckInterval,
+		CleanerInterval:        cfg.CleanerInterval,
+		CleanerBytesPerSec:     cfg.CleanerBytesPerSec,
 		Now:                    cfg.Now,
 		Logger:                 cfg.Logger,
 	})

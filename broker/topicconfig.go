@@ -66,13 +66,17 @@ var topicConfigDefs = func() map[string]topicConfigDef {
 			doc: "accepted; a single node is always the whole ISR"},
 		{name: "compression.type", typ: ctString, def: "producer", synonym: "compression.type", enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"},
 			doc: "accepted; batches are stored as the producer compressed them"},
-		{name: "delete.retention.ms", typ: ctLong, def: "86400000", synonym: "log.cleaner.delete.retention.ms", min: 0, max: 1<<63 - 1},
+		{name: "delete.retention.ms", typ: ctLong, def: "86400000", synonym: "log.cleaner.delete.retention.ms", min: 0, max: 1<<63 - 1, applied: true,
+			doc: "how long a tombstone stays after the cleaner first passed it"},
 		{name: "file.delete.delay.ms", typ: ctLong, def: "60000", synonym: "log.segment.delete.delay.ms", min: 0, max: 1<<63 - 1},
 		{name: "flush.messages", typ: ctLong, def: "9223372036854775807", synonym: "log.flush.interval.messages", min: 1, max: 1<<63 - 1},
 		{name: "flush.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.flush.interval.ms", min: 0, max: 1<<63 - 1},
-		{name: "max.compaction.lag.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.cleaner.max.compaction.lag.ms", min: 1, max: 1<<63 - 1},
-		{name: "min.compaction.lag.ms", typ: ctLong, def: "0", synonym: "log.cleaner.min.compaction.lag.ms", min: 0, max: 1<<63 - 1},
-		{name: "min.cleanable.dirty.ratio", typ: ctDouble, def: "0.5", synonym: "log.cleaner.min.cleanable.ratio"},
+		{name: "max.compaction.lag.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.cleaner.max.compaction.lag.ms", min: 1, max: 1<<63 - 1, applied: true,
+			doc: "a record stays uncompacted at most this long"},
+		{name: "min.compaction.lag.ms", typ: ctLong, def: "0", synonym: "log.cleaner.min.compaction.lag.ms", min: 0, max: 1<<63 - 1, applied: true,
+			doc: "a record stays uncompacted at least this long"},
+		{name: "min.cleanable.dirty.ratio", typ: ctDouble, def: "0.5", synonym: "log.cleaner.min.cleanable.ratio", applied: true,
+			doc: "share of uncompacted bytes that triggers the cleaner"},
 		{name: "message.timestamp.before.max.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.message.timestamp.before.max.ms", min: 0, max: 1<<63 - 1},
 		{name: "message.timestamp.after.max.ms", typ: ctLong, def: "3600000", synonym: "log.message.timestamp.after.max.ms", min: 0, max: 1<<63 - 1},
 		{name: "message.timestamp.difference.max.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.message.timestamp.difference.max.ms", min: 0, max: 1<<63 - 1},
@@ -200,6 +204,19 @@ func logConfig(overrides map[string]string) wlog.Config {
 		c.TimestampType = wlog.LogAppendTime
 	} else {
 		c.TimestampType = wlog.CreateTime
+	}
+	// Compaction (wlog's zero means default, negative means 0).
+	c.MinCompactionLagMs = num("min.compaction.lag.ms")
+	c.MaxCompactionLagMs = num("max.compaction.lag.ms")
+	if c.DeleteRetentionMs = num("delete.retention.ms"); c.DeleteRetentionMs == 0 {
+		c.DeleteRetentionMs = -1
+	}
+	if v, _ := configValue(overrides, "min.cleanable.dirty.ratio"); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			if c.MinCleanableDirtyRatio = f; f == 0 {
+				c.MinCleanableDirtyRatio = -1
+			}
+		}
 	}
 	policy, _ := configValue(overrides, "cleanup.policy")
 	for _, p := range strings.Split(policy, ",") {
