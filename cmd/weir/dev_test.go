@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,5 +162,18 @@ func TestDevInterrupt(t *testing.T) {
 	out := all.String()
 	if !strings.Contains(out, "· final\n") || !strings.HasSuffix(out, "weir dev: stopped\n") {
 		t.Fatalf("no final table and stop message after SIGINT:\n%s", out)
+	}
+}
+
+// TestDevPortBusy: a taken --kafka-addr is a clear error that says what to do.
+func TestDevPortBusy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, errOut, code := runCLI(t, "", "dev", "--kafka-addr", ln.Addr().String(), "--data-dir", "", "--duration", "1s")
+	if code == 0 || !strings.Contains(errOut, "--kafka-addr 127.0.0.1:0") {
+		t.Fatalf("exit %d, stderr %q: want an error suggesting another address", code, errOut)
 	}
 }
