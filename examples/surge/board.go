@@ -67,7 +67,13 @@ func (b *Board) Render(w io.Writer) (lines int, err error) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "zone\trequests\tdemand/min\tdrivers\tsurge\t")
 	for _, z := range b.Snapshot() {
-		bar := strings.Repeat("▮", int((z.Surge-1)*10+0.5))
+		// One mark per 0.1 above 1.0; the record may come from any
+		// producer, so the length is clamped (NaN gives none).
+		marks := 0
+		if s := (z.Surge - 1) * 10; s > 0 {
+			marks = int(min(s, 40) + 0.5)
+		}
+		bar := strings.Repeat("▮", marks)
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%d\t%.1fx\t %s\n", z.Zone, z.Requests, z.Demand, z.Drivers, z.Surge, bar)
 		lines++
 	}

@@ -1,6 +1,7 @@
 package surge
 
 import (
+	"io"
 	"math"
 	"testing"
 	"time"
@@ -15,9 +16,14 @@ func FuzzBoardApply(f *testing.F) {
 	f.Add([]byte("k"), []byte(`{"requests":"x"}`))
 	f.Add([]byte(nil), []byte(nil))
 	f.Add([]byte("z"), []byte(`{}`))
+	f.Add([]byte("z"), []byte(`{"surge":-1e308}`))
+	f.Add([]byte("z"), []byte(`{"surge":1e308}`))
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		b := NewBoard()
 		err := b.Apply(&kgo.Record{Topic: SurgeTopic, Key: key, Value: value})
+		if _, err := b.Render(io.Discard); err != nil {
+			t.Fatal(err)
+		}
 		n := len(b.Snapshot())
 		if err != nil && (n != 0 || b.Updates() != 0) {
 			t.Fatalf("failed apply changed the board: %d zones", n)

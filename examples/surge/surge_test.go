@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream"
 	"github.com/weirhq/weir/streamtest"
@@ -254,5 +257,36 @@ func TestREADMESnippet(t *testing.T) {
 	zones := streamtest.Latest(streamtest.NewOutput(d, SurgeTopic, stream.String(), stream.JSON[ZoneStats]()))
 	if zones["airport"].Requests != 1 {
 		t.Fatalf("airport: %+v", zones["airport"])
+	}
+}
+
+// TestPrinterLiveRedraw: in live mode the second drawing first moves the
+// cursor back over exactly the lines of the first one and clears them; in
+// plain mode drawings are appended, separated by a blank line.
+func TestPrinterLiveRedraw(t *testing.T) {
+	b := NewBoard()
+	for _, z := range []string{"airport", "downtown"} {
+		if err := b.Apply(&kgo.Record{Key: []byte(z), Value: []byte(`{"zone":"` + z + `","requests":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	p := &printer{out: &out, live: true}
+	p.draw("first", b)
+	first := out.String()
+	if n := strings.Count(first, "\n"); n != 4 || strings.Contains(first, "\x1b") {
+		t.Fatalf("first live drawing: %d lines %q; want status + header + 2 zones, no escapes", n, first)
+	}
+	out.Reset()
+	p.draw("second", b)
+	if !strings.HasPrefix(out.String(), "\x1b[4F\x1b[J") {
+		t.Fatalf("second live drawing starts %q, want cursor up 4 lines and clear", out.String()[:min(12, out.Len())])
+	}
+	out.Reset()
+	p = &printer{out: &out}
+	p.draw("a", b)
+	p.draw("b", b)
+	if strings.Contains(out.String(), "\x1b") || strings.Count(out.String(), "\n\n") != 1 {
+		t.Fatalf("plain drawings: %q", out.String())
 	}
 }
