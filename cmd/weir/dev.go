@@ -96,6 +96,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		Registerer:                 prometheus.NewRegistry(),
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while the broker recovered its data
+		}
 		return fmt.Errorf("start broker on %s: %w (another broker there? try --kafka-addr 127.0.0.1:0)", o.kafkaAddr, err)
 	}
 	defer func() {
