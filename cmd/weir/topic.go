@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -138,16 +140,29 @@ func newTopicListCmd(cf *clientFlags) *cobra.Command {
 
 func newTopicDescribeCmd(cf *clientFlags) *cobra.Command {
 	var allConfigs bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "describe TOPIC...",
-		Short: "Show partitions (leader, replicas, offsets) and configs of topics",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Show partitions (leader, replicas, offsets, size, replay reach) and configs of topics",
+		Long: `Show partitions (leader, replicas, offsets, size, replay reach) and configs of topics.
+
+The replay reach of a partition is derived from the cluster: its log start
+offset (ListOffsets) and the timestamp of the first record there (Fetch), its
+size (DescribeLogDirs) and retention.ms / retention.bytes / cleanup.policy
+(DescribeConfigs). For compacted topics only the latest value per key is
+guaranteed before the end offset.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			adm, done, err := cf.admin()
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output must be text or json, not %q", output)
+			}
+			cl, err := cf.client()
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			adm.SetTimeoutMillis(int32(cf.timeout / time.Millisecond))
 			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
 			defer cancel()
 			details, err := adm.ListTopicsWithInternal(ctx, topics...)
@@ -182,19 +197,75 @@ func newTopicDescribeCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("describe configs: %w", err)
 			}
+			set := kadm.TopicsSet{}
+			for _, t := range found {
+				for _, p := range details[t].Partitions.Sorted() {
+					set.Add(t, p.Partition)
+				}
+			}
+			sizes, err := adm.DescribeAllLogDirs(ctx, set)
+			if err != nil {
+				// Sizes are optional (a cluster may refuse the request).
+				sizes = nil
+			}
 			out := cmd.OutOrStdout()
+			var js []topicReach
 			for i, t := range found {
+				rc, _ := cfgs.On(t, nil)
+				reach := describeReach(ctx, adm, cl, details[t], starts, ends, rc, sizes)
+				if output == "json" {
+					d := details[t]
+					tr := topicReach{Topic: t, ID: topicID(d.ID), Internal: d.IsInternal, ReplicationFactor: d.Partitions.NumReplicas(),
+						Configs: map[string]string{}, Partitions: reach}
+					for _, c := range rc.Configs {
+						if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
+							tr.Configs[c.Key] = c.MaybeValue()
+						}
+					}
+					js = append(js, tr)
+					continue
+				}
 				if i > 0 {
 					fmt.Fprintln(out)
 				}
-				rc, _ := cfgs.On(t, nil)
 				printTopic(out, details[t], starts, ends, rc, allConfigs)
+				printReach(out, reach)
+			}
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(js); err != nil {
+					return err
+				}
 			}
 			return errors.Join(errs...)
 		},
 	}
 	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "show every config, not only those set on the topic")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// printReach prints the replay reach section of a topic.
+func printReach(out io.Writer, rs []partitionReach) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tLOG START TIME\tSIZE\tREPLAY REACH")
+	for _, r := range rs {
+		ts := "-"
+		if r.StartTimestamp != "" {
+			ts = r.StartTimestamp
+		}
+		size := "?"
+		if r.SizeBytes >= 0 {
+			size = strconv.FormatInt(r.SizeBytes, 10)
+		}
+		reach := r.Reach
+		if r.Error != "" {
+			reach += " [" + r.Error + "]"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Partition, ts, size, reach)
+	}
+	_ = tw.Flush()
 }
 
 func printTopic(out io.Writer, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, all bool) {

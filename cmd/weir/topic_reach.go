@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Replay reach: how far back a consumer can replay a partition, derived from
+// what the cluster reports over the Kafka protocol, never assumed:
+//
+//   - log start / end offsets: ListOffsets (earliest, latest);
+//   - the log start's timestamp: the first record batch at the log start,
+//     read with one Fetch per leader (its first timestamp, or its max
+//     timestamp when the topic uses LogAppendTime);
+//   - size: DescribeLogDirs;
+//   - retention.ms, retention.bytes, cleanup.policy: DescribeConfigs.
+//
+// The cleaner's progress (the offset below which a compacted partition holds
+// only the latest value per key) is not exposed by the Kafka protocol, so for
+// a compacted topic the reach names the log start and says that before the
+// end offset only the latest value of each key is guaranteed.
+
+// partitionReach is the replay reach of one partition (JSON output).
+type partitionReach struct {
+	Partition      int32  `json:"partition"`
+	Leader         int32  `json:"leader"`
+	LogStartOffset int64  `json:"log_start_offset"`
+	StartTimestamp string `json:"log_start_timestamp,omitempty"` // RFC 3339, UTC
+	StartTsMillis  int64  `json:"log_start_timestamp_ms"`        // -1 unknown / empty
+	EndOffset      int64  `json:"end_offset"`
+	Records        int64  `json:"records"` // end - start (an upper bound when compacted)
+	SizeBytes      int64  `json:"size_bytes"`
+	RetentionMs    int64  `json:"retention_ms"`
+	RetentionBytes int64  `json:"retention_bytes"`
+	CleanupPolicy  string `json:"cleanup_policy"`
+	Reach          string `json:"replay_reach"`
+	Error          string `json:"error,omitempty"`
+}
+
+// topicReach is one topic of `topic describe --output json`.
+type topicReach struct {
+	Topic             string            `json:"topic"`
+	ID                string            `json:"id"`
+	Internal          bool              `json:"internal,omitempty"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Configs           map[string]string `json:"configs"` // set on the topic
+	Partitions        []partitionReach  `json:"partitions"`
+}
+
+// topicConfigs returns the effective values of the configs reach needs.
+func reachConfigs(rc kadm.ResourceConfig) (retMs, retBytes int64, policy string, tsType string) {
+	retMs, retBytes, policy, tsType = 604800000, -1, "delete", "CreateTime"
+	for _, c := range rc.Configs {
+		v := c.MaybeValue()
+		switch c.Key {
+		case "retention.ms":
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				retMs = n
+			}
+		case "retention.bytes":
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				retBytes = n
+			}
+		case "cleanup.policy":
+			policy = v
+		case "message.timestamp.type":
+			tsType = v
+		}
+	}
+	return
+}
+
+// firstTimestamps fetches, per partition of topic, the first batch at its
+// log start and returns its timestamp (-1 if the partition is empty or the
+// fetch failed; errors are per partition).
+func firstTimestamps(ctx context.Context, cl *kgo.Client, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, logAppendTime bool) (map[int32]int64, map[int32]error) {
+	ts := map[int32]int64{}
+	errs := map[int32]error{}
+	byLeader := map[int32][]int32{}
+	for _, p := range d.Partitions.Sorted() {
+		ts[p.Partition] = -1
+		s, e := offsetOf(starts, d.Topic, p.Partition), offsetOf(ends, d.Topic, p.Partition)
+		if s < 0 || e <= s || p.Leader < 0 {
+			continue
+		}
+		byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
+	}
+	for leader, parts := range byLeader {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 0
+		req.MinBytes = 1
+		req.MaxBytes = 1 << 20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = d.Topic
+		rt.TopicID = d.ID
+		for _, p := range parts {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = p
+			rp.FetchOffset = offsetOf(starts, d.Topic, p)
+			rp.PartitionMaxBytes = 1 // at least one whole batch is returned
+			rp.CurrentLeaderEpoch = -1
+			rp.LogStartOffset = -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		kr, err := cl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			for _, p := range parts {
+				errs[p] = err
+			}
+			continue
+		}
+		resp := kr.(*kmsg.FetchResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			for _, p := range parts {
+				errs[p] = err
+			}
+			continue
+		}
+		for _, t := range resp.Topics {
+			for _, rp := range t.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					errs[rp.Partition] = err
+					continue
+				}
+				var rb kmsg.RecordBatch
+				if len(rp.RecordBatches) == 0 || rb.ReadFrom(rp.RecordBatches) != nil {
+					continue
+				}
+				v := rb.FirstTimestamp
+				if logAppendTime || rb.Attributes&0x08 != 0 {
+					v = rb.MaxTimestamp
+				}
+				ts[rp.Partition] = v
+			}
+		}
+	}
+	return ts, errs
+}
+
+// reachText states a partition's replay reach.
+func reachText(p partitionReach) string {
+	if p.LogStartOffset < 0 || p.EndOffset < 0 {
+		return "unknown (offsets unavailable)"
+	}
+	compact := strings.Contains(p.CleanupPolicy, "compact")
+	del := strings.Contains(p.CleanupPolicy, "delete") || !compact
+	var parts []string
+	switch {
+	case p.EndOffset == p.LogStartOffset:
+		parts = append(parts, fmt.Sprintf("empty: nothing to replay (next offset %d)", p.EndOffset))
+	case p.StartTsMillis >= 0:
+		parts = append(parts, fmt.Sprintf("replayable from offset %d, %s", p.LogStartOffset, time.UnixMilli(p.StartTsMillis).UTC().Format("2006-01-02T15:04Z")))
+	default:
+		parts = append(parts, fmt.Sprintf("replayable from offset %d (timestamp unknown)", p.LogStartOffset))
+	}
+	var limits []string
+	if del {
+		if p.RetentionMs >= 0 {
+			limits = append(limits, "retention "+durationText(p.RetentionMs))
+		}
+		if p.RetentionBytes >= 0 {
+			limits = append(limits, fmt.Sprintf("at most %s kept", bytesText(p.RetentionBytes)))
+		}
+		if len(limits) == 0 {
+			limits = append(limits, "unlimited retention")
+		}
+	}
+	if len(limits) > 0 {
+		parts[0] += " (" + strings.Join(limits, ", ") + ")"
+	}
+	if compact && p.EndOffset > p.LogStartOffset {
+		parts = append(parts, fmt.Sprintf("compacted: only the latest value per key is guaranteed before offset %d (the cleaner's exact progress is not exposed over the Kafka protocol)", p.EndOffset))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// durationText prints milliseconds as d/h/m/s when exact.
+func durationText(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case ms%(24*3600*1000) == 0:
+		return fmt.Sprintf("%dd", ms/(24*3600*1000))
+	case ms%(3600*1000) == 0:
+		return fmt.Sprintf("%dh", ms/(3600*1000))
+	case ms%(60*1000) == 0:
+		return fmt.Sprintf("%dm", ms/(60*1000))
+	}
+	return d.String()
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// describeReach gathers the reach of every partition of d.
+func describeReach(ctx context.Context, adm *kadm.Client, cl *kgo.Client, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, sizes kadm.DescribedAllLogDirs) []partitionReach {
+	retMs, retBytes, policy, tsType := reachConfigs(rc)
+	tss, errs := firstTimestamps(ctx, cl, d, starts, ends, tsType == "LogAppendTime")
+	var out []partitionReach
+	for _, p := range d.Partitions.Sorted() {
+		r := partitionReach{
+			Partition: p.Partition, Leader: p.Leader,
+			LogStartOffset: offsetOf(starts, d.Topic, p.Partition), EndOffset: offsetOf(ends, d.Topic, p.Partition),
+			StartTsMillis: tss[p.Partition], SizeBytes: -1,
+			RetentionMs: retMs, RetentionBytes: retBytes, CleanupPolicy: policy,
+		}
+		if r.LogStartOffset >= 0 && r.EndOffset >= 0 {
+			r.Records = r.EndOffset - r.LogStartOffset
+		}
+		if r.StartTsMillis >= 0 {
+			r.StartTimestamp = time.UnixMilli(r.StartTsMillis).UTC().Format(time.RFC3339)
+		}
+		if dirs, ok := sizes[p.Leader]; ok {
+			if lp, ok := dirs.LookupPartition(d.Topic, p.Partition); ok {
+				r.SizeBytes = lp.Size
+			}
+		}
+		if err := errs[p.Partition]; err != nil {
+			r.Error = "first record: " + err.Error()
+		} else if p.Err != nil {
+			r.Error = p.Err.Error()
+		}
+		r.Reach = reachText(r)
+		out = append(out, r)
+	}
+	return out
+}
