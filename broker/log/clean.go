@@ -34,8 +34,12 @@ import (
 //     uncompressed with the same base offset, lastOffsetDelta, producer
 //     fields and first timestamp (so the producer's last sequence and the
 //     record timestamps are unchanged, as Kafka does); one that keeps none is
-//     dropped unless it is its producer's last batch (kept whole, so producer
-//     state rebuilt from the log stays right).
+//     dropped unless it is its producer's last batch, which is kept as an
+//     empty batch (header only), so producer state rebuilt from the log stays
+//     right. A group whose records are all removed keeps its last batch as
+//     an empty batch too, so the segment stays and the log start offset
+//     never moves because of compaction (a consumer's position stays in
+//     range; reads skip the gaps).
 //   - Tombstones (null value) are removed once delete.retention.ms has passed
 //     since the pass that first cleaned them (the checkpoint keeps the time
 //     of each pass). Data of aborted transactions is removed; control batches
@@ -420,7 +424,7 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 	isLast := h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.lastOffset()
 	if l.isAborted(&h) {
 		if isLast {
-			return b, 0, nil
+			return emptyBatch(b), int64(h.NumRecords), nil
 		}
 		return nil, int64(h.NumRecords), nil
 	}
@@ -458,7 +462,7 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 	case dropped == 0:
 		return b, 0, nil
 	case kept == 0 && isLast:
-		return b, 0, nil
+		return emptyBatch(b), int64(dropped), nil
 	case kept == 0:
 		return nil, int64(dropped), nil
 	}
@@ -478,6 +482,20 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 	be.PutUint32(nb[offNumRecords:], uint32(kept))
 	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
 	return nb, int64(dropped), nil
+}
+
+// emptyBatch returns the header of batch b as a batch without records (as
+// Kafka's cleaner keeps for a producer's last batch): same base offset,
+// lastOffsetDelta, producer fields and timestamps, so the offsets it covers
+// and the producer's last sequence stay known.
+func emptyBatch(b []byte) []byte {
+	nb := append([]byte(nil), b[:batchHeaderSize]...)
+	be := binary.BigEndian
+	be.PutUint32(nb[offLength:], uint32(batchHeaderSize-logOverhead))
+	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])&^attrCompression)
+	be.PutUint32(nb[offNumRecords:], 0)
+	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	return nb
 }
 
 // errCleanAborted: the log changed under a group being cleaned (retention

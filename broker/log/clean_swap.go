@@ -164,11 +164,14 @@ func (l *Log) addCleanPass(p cleanPass) error {
 func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int64, thr *throttle, cfg *Config) (groupStats, error) {
 	var st groupStats
 	base := segs[0].base
-	// Producers' last batches (kept whole).
+	// Producers' last data batches (their headers are kept, as Kafka's
+	// cleaner does, so the sequence window survives a rebuild from the log).
 	lastOf := map[int64]int64{}
 	l.ps.mu.RLock()
 	for pid, e := range l.ps.producers {
-		lastOf[pid] = e.lastOff
+		if e.n > 0 {
+			lastOf[pid] = e.batches[e.n-1].lastOff
+		}
 	}
 	l.ps.mu.RUnlock()
 
@@ -200,7 +203,7 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 		wbuf = wbuf[:0]
 		return nil
 	}
-	var scratch []byte
+	var scratch, lastDropped []byte
 	for _, s := range segs {
 		sc := newSegmentScanner(s, thr)
 		for {
@@ -222,6 +225,7 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 				return fail(err)
 			}
 			if out == nil {
+				lastDropped = append(lastDropped[:0], b[:batchHeaderSize]...)
 				continue
 			}
 			if pos+int64(len(out)) > math.MaxInt32 {
@@ -248,6 +252,14 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 			wbuf = append(wbuf, out...)
 		}
 		st.read += sc.read
+	}
+	if pos == 0 && lastDropped != nil {
+		// Keep the segment (and so the log start): one empty batch.
+		eb := emptyBatch(lastDropped)
+		oh := parseHeader(eb)
+		ns.ix.note(0, &oh, interval)
+		wbuf = append(wbuf, eb...)
+		pos = int64(len(eb))
 	}
 	if err := flush(); err != nil {
 		return fail(err)
