@@ -80,8 +80,8 @@ type Config struct {
 	// RetentionCheckInterval is how often retention runs (log default when 0).
 	RetentionCheckInterval time.Duration
 	// CleanerInterval, CleanerBytesPerSec: the log cleaner's period (log
-	// default 15s when 0, < 0 disables it) and I/O rate in bytes/s (0:
-	// unlimited); passed to wlog.ManagerOptions.
+	// default 15s when 0, < 0 disables it) and I/O rate in bytes/s (0: log
+	// default 250 MB/s, < 0 unlimited); passed to wlog.ManagerOptions.
 	CleanerInterval    time.Duration
 	CleanerBytesPerSec int64
 

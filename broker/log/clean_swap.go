@@ -48,6 +48,9 @@ const (
 	cleanFileVer    = 1
 	maxCleanPasses  = 32
 	maxSwapSegments = 1 << 16
+	// cleanSyncEvery: the cleaned segment is fsynced every this many
+	// bytes written.
+	cleanSyncEvery = 1 << 20
 )
 
 // encodeCleanSwap encodes the clean-swap file.
@@ -191,6 +194,7 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 	interval := int64(cfg.IndexIntervalBytes)
 	var pos int64
 	wbuf := make([]byte, 0, 1<<20)
+	var unsynced int64
 	flush := func() error {
 		if len(wbuf) == 0 {
 			return nil
@@ -201,6 +205,14 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 		st.written += int64(len(wbuf))
 		thr.wait(int64(len(wbuf)))
 		wbuf = wbuf[:0]
+		// Sync as we go: a large fsync at the end would queue ahead of
+		// the appenders' group-commit fsyncs on the same disk.
+		if unsynced += int64(cap(wbuf)); unsynced >= cleanSyncEvery {
+			unsynced = 0
+			if err := f.Sync(); err != nil {
+				return storageErr("sync "+logName, err)
+			}
+		}
 		return nil
 	}
 	var scratch, lastDropped []byte

@@ -25,8 +25,9 @@ type ManagerOptions struct {
 	Logger                 *slog.Logger
 	// The compaction cleaner (compact_manager.go): how often it looks for
 	// a compacted log to clean (default 15s, < 0 disables the loop; tests
-	// call Clean/CleanOnce), its I/O rate in bytes/s (0: unlimited) and
-	// its offset map memory (default DefaultCleanerMapBytes).
+	// call Clean/CleanOnce), its I/O rate in bytes/s (0: default
+	// DefaultCleanerBytesPerSec, < 0: unlimited) and its offset map memory
+	// (default DefaultCleanerMapBytes).
 	CleanerInterval    time.Duration
 	CleanerBytesPerSec int64
 	CleanerMapBytes    int

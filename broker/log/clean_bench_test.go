@@ -1,0 +1,145 @@
+package log
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkCleanLarge (issue 6): builds a log of WEIR_CLEAN_BENCH_MB MiB
+// (default 256) of 1 KiB records whose keys are 10% unique, on the real
+// disk, then measures in the same run:
+//   - produce latency while idle: durable appends of 4 KiB batches (4
+//     records) for 3 s, p50/p99;
+//   - one forced clean of the whole log (cleaner MB/s = log bytes before the
+//     clean / clean duration; both passes read everything) with the same
+//     producer running, and the produce p50/p99 during the clean.
+//
+// WEIR_CLEAN_RATE (bytes/s, default 0 = unlimited) sets the cleaner's I/O
+// rate. Run with -benchtime 1x.
+func BenchmarkCleanLarge(b *testing.B) {
+	mb := 256
+	if v, err := strconv.Atoi(os.Getenv("WEIR_CLEAN_BENCH_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	var rate int64
+	if v, err := strconv.ParseInt(os.Getenv("WEIR_CLEAN_RATE"), 10, 64); err == nil {
+		rate = v
+	}
+	for range b.N {
+		dir := b.TempDir()
+		cfg := Config{SegmentBytes: 128 << 20, Compact: true}
+		l, err := Open(Options{Dir: dir, Config: cfg})
+		if err != nil {
+			b.Fatal(err)
+		}
+		const recSize, perBatch = 1000, 16
+		nrec := mb << 20 / recSize
+		keys := nrec / 10
+		rng := rand.New(rand.NewPCG(1, 2))
+		value := make([]byte, recSize-40)
+		for i := range value {
+			value[i] = byte('a' + i%26)
+		}
+		vs := string(value)
+		for i := 0; i < nrec; i += perBatch {
+			recs := make([]kv, perBatch)
+			for j := range recs {
+				recs[j] = kv{fmt.Sprintf("key-%08d", rng.IntN(keys)), &vs}
+			}
+			if _, err := l.Append(kvBatch(testBatch{firstTs: time.Now().UnixMilli()}, recs...), false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		l.mu.Lock()
+		if err := l.roll(); err != nil {
+			b.Fatal(err)
+		}
+		l.mu.Unlock()
+		size := l.Size()
+
+		// The producer: durable 4 KiB appends, latencies per phase.
+		var mu sync.Mutex
+		var lat []time.Duration
+		var at []time.Time
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		pbatch := kvBatch(testBatch{}, kv{"p-1", &vs}, kv{"p-2", &vs}, kv{"p-3", &vs}, kv{"p-4", &vs})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				if _, err := l.Append(pbatch, true); err != nil {
+					b.Error(err)
+					return
+				}
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				at = append(at, t0)
+				mu.Unlock()
+			}
+		}()
+		take := func() []time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			out := lat
+			lat, at = nil, nil
+			return out
+		}
+		time.Sleep(3 * time.Second)
+		idle := take()
+		b.ResetTimer()
+		t0 := time.Now()
+		res, err := l.Clean(CleanOptions{Force: true, BytesPerSec: rate, MapBytes: 64 << 20})
+		took := time.Since(t0)
+		b.StopTimer()
+		mu.Lock()
+		type sample struct {
+			d  time.Duration
+			at time.Duration
+		}
+		var worst []sample
+		for i := range lat {
+			worst = append(worst, sample{lat[i], at[i].Sub(t0)})
+		}
+		at = nil
+		mu.Unlock()
+		slices.SortFunc(worst, func(a, b sample) int { return int(b.d - a.d) })
+		if len(worst) > 6 {
+			worst = worst[:6]
+		}
+		b.Logf("slowest produces during the clean (latency, started after clean start): %v", worst)
+		during := take()
+		close(stop)
+		<-done
+		if err != nil || !res.Cleaned {
+			b.Fatalf("clean: %+v %v", res, err)
+		}
+		p := func(d []time.Duration, q float64) float64 {
+			if len(d) == 0 {
+				return -1
+			}
+			slices.Sort(d)
+			return float64(d[int(q*float64(len(d)-1))]) / float64(time.Millisecond)
+		}
+		b.ReportMetric(float64(size)/(1<<20)/took.Seconds(), "cleaner_MB/s")
+		b.ReportMetric(p(idle, 0.5), "idle_p50_ms")
+		b.ReportMetric(p(idle, 0.99), "idle_p99_ms")
+		b.ReportMetric(p(during, 0.5), "during_p50_ms")
+		b.ReportMetric(p(during, 0.99), "during_p99_ms")
+		b.Logf("log %d MiB, %d keys: clean %v (read %d MiB, wrote %d MiB, removed %d records), %d produces idle, %d during; size after %d MiB",
+			size>>20, keys, took, res.BytesRead>>20, res.BytesWritten>>20, res.RecordsRemoved, len(idle), len(during), l.Size()>>20)
+		l.Close()
+	}
+}
