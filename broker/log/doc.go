@@ -17,11 +17,16 @@
 //	  00000000000000004300.snapshot   producer state at offset 4300 (the newest 2 are kept)
 //	  recovery-point                  last durable checkpoint (also the clean-shutdown marker)
 //	  log-start-offset                set by DeleteRecords (absent until then)
+//	  cleaner-checkpoint              compacted logs: the cleaner's passes (end offset, time)
+//	  clean-swap, *.cleaned           a compaction swap in progress (completed or undone on open)
 //
 // A segment is named by its base offset (the offset of its first batch) in
 // 20 decimal digits. The last segment is the active one; the others are
-// closed and never change (until retention deletes them, or the compactor
-// of a later issue rewrites them).
+// closed and never change until retention deletes them or, for compacted
+// logs, the cleaner replaces a group of them by one cleaned segment (see
+// clean.go and clean_swap.go: offsets preserved with gaps, tombstones kept
+// for delete.retention.ms, a crash-atomic swap through .cleaned files and
+// the clean-swap commit file; docs/format/log.md has the formats).
 //
 // # Segment (.log): pure Kafka framing, no header
 //
