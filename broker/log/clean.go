@@ -297,6 +297,7 @@ func (l *Log) tombstoneHorizon(cfg *Config, now int64) int64 {
 
 // segmentScanner reads a closed segment's batches in order.
 type segmentScanner struct {
+	l    *Log // a pass stops (ErrClosed) when the log is closed
 	seg  *segment
 	buf  []byte
 	pos  int64 // file position of buf[0]
@@ -306,8 +307,8 @@ type segmentScanner struct {
 	read int64
 }
 
-func newSegmentScanner(seg *segment, thr *throttle) *segmentScanner {
-	return &segmentScanner{seg: seg, buf: make([]byte, 1<<20), end: seg.size.Load(), thr: thr}
+func newSegmentScanner(l *Log, seg *segment, thr *throttle) *segmentScanner {
+	return &segmentScanner{l: l, seg: seg, buf: make([]byte, 1<<20), end: seg.size.Load(), thr: thr}
 }
 
 // next returns the next whole batch (valid until the following call), or
@@ -339,6 +340,9 @@ func (s *segmentScanner) next() ([]byte, batchHeader, error) {
 			}
 			return nil, batchHeader{}, nil
 		}
+		if s.l.closed.Load() {
+			return nil, batchHeader{}, ErrClosed
+		}
 		// Move the unread bytes to the front and fill.
 		n := copy(s.buf, s.buf[s.r:s.w])
 		s.pos += int64(s.r)
@@ -363,7 +367,7 @@ func (s *segmentScanner) next() ([]byte, batchHeader, error) {
 // segments: the caller stops before this segment, and the later entries
 // only make pass 2 keep less of what the map does not cover — see below).
 func (l *Log) mapSegment(seg *segment, om *offsetMap, thr *throttle) (int64, bool, error) {
-	sc := newSegmentScanner(seg, thr)
+	sc := newSegmentScanner(l, seg, thr)
 	for {
 		b, h, err := sc.next()
 		if err != nil || b == nil {

@@ -217,7 +217,7 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 	}
 	var scratch, lastDropped []byte
 	for _, s := range segs {
-		sc := newSegmentScanner(s, thr)
+		sc := newSegmentScanner(l, s, thr)
 		for {
 			b, h, err := sc.next()
 			if err != nil {

@@ -449,3 +449,30 @@ func (r storedRec) String() string {
 	}
 	return fmt.Sprintf("%d:%s=%s@%d", r.off, r.key, v, r.ts)
 }
+
+// TestCleanTimestampLookupAndClose: after a clean, a timestamp lookup lands
+// on the first kept record at or after the time; a clean of a closed log
+// fails with ErrClosed.
+func TestCleanTimestampLookupAndClose(t *testing.T) {
+	clk := newClock()
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Config: compactCfg(), Now: clk.Now})
+	base := clk.Now().UnixMilli()
+	for i := range 40 {
+		// Keys a (overwritten every time) and u<i> (unique): the a's go.
+		mustAppend(t, l, kvBatch(testBatch{firstTs: base + int64(i)*1000, tsStep: 1},
+			kv{"a", val(fmt.Sprint(i))}, kv{fmt.Sprint("u", i), val("x")}), true)
+	}
+	if res, err := l.Clean(CleanOptions{Force: true}); err != nil || !res.Cleaned {
+		t.Fatalf("clean: %+v %v", res, err)
+	}
+	// Record 2i (key a, ts base+1000i) is gone for small i; 2i+1 (u<i>,
+	// ts base+1000i+1) stays.
+	off, ts, err := l.OffsetForTimestamp(base + 5000)
+	if err != nil || off != 11 || ts != base+5001 {
+		t.Fatalf("lookup: %d %d %v, want 11 %d", off, ts, err, base+5001)
+	}
+	l.Close()
+	if _, err := l.Clean(CleanOptions{Force: true}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("clean after close: %v", err)
+	}
+}
