@@ -213,6 +213,9 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	}
 	start := time.Now()
 	nowMs := l.now().UnixMilli()
+	if err := l.rollForCompactionLag(cfg, nowMs); err != nil {
+		return res, err
+	}
 	plan, err := l.planClean(cfg, nowMs, opts.Force)
 	if err != nil {
 		return res, err
@@ -280,6 +283,26 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	l.logger.Info("compacted", "segments", res.Segments, "cleaned_to", cleanedTo, "read", res.BytesRead,
 		"written", res.BytesWritten, "removed_records", res.RecordsRemoved, "dirty_ratio", plan.ratio, "took", res.Duration)
 	return res, nil
+}
+
+// rollForCompactionLag rolls the active segment when its oldest record is
+// older than max.compaction.lag.ms, so that it becomes cleanable (as Kafka
+// rolls for max.compaction.lag.ms).
+func (l *Log) rollForCompactionLag(cfg *Config, now int64) error {
+	if cfg.MaxCompactionLagMs == math.MaxInt64 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shut {
+		return ErrClosed
+	}
+	act := l.active
+	if act.size.Load() == 0 || now-act.rollMs <= cfg.MaxCompactionLagMs {
+		return nil
+	}
+	// Only data below the high watermark is cleanable; a roll syncs it.
+	return l.roll()
 }
 
 // tombstoneHorizon is the offset below which tombstones may be removed:

@@ -476,3 +476,27 @@ func TestCleanTimestampLookupAndClose(t *testing.T) {
 		t.Fatalf("clean after close: %v", err)
 	}
 }
+
+// TestCleanMaxLagRollsActive: with max.compaction.lag.ms, an active segment
+// older than it is rolled and cleaned without new appends.
+func TestCleanMaxLagRollsActive(t *testing.T) {
+	clk := newClock()
+	cfg := compactCfg()
+	cfg.SegmentBytes = 1 << 20
+	cfg.MaxCompactionLagMs = int64(time.Minute / time.Millisecond)
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Config: cfg, Now: clk.Now})
+	defer l.Close()
+	for i := range 10 {
+		mustAppend(t, l, kvBatch(testBatch{firstTs: clk.Now().UnixMilli()}, kv{"a", val(fmt.Sprint(i))}), true)
+	}
+	if res, err := l.Clean(CleanOptions{}); err != nil || res.Cleaned {
+		t.Fatalf("young active segment cleaned: %+v %v", res, err)
+	}
+	clk.Advance(2 * time.Minute)
+	if res, err := l.Clean(CleanOptions{}); err != nil || !res.Cleaned {
+		t.Fatalf("overdue active segment not cleaned: %+v %v", res, err)
+	}
+	if recs := readRecords(t, l); len(recs) != 1 || *recs[0].value != "9" {
+		t.Fatalf("records after clean: %v", recs)
+	}
+}
