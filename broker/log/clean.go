@@ -172,11 +172,18 @@ func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
 			}
 			dirty += s.size.Load()
 			if cfg.MaxCompactionLagMs != math.MaxInt64 {
+				// The segment's age: from its creation when known
+				// (rollMs is 0 for segments loaded at open), else from
+				// its newest record (later than Kafka's first-record
+				// rule, never earlier).
 				first := s.rollMs
-				if ts >= 0 {
+				switch {
+				case first > 0 && ts >= 0:
 					first = min(first, ts)
+				case first <= 0:
+					first = ts
 				}
-				if now-first > cfg.MaxCompactionLagMs {
+				if first >= 0 && now-first > cfg.MaxCompactionLagMs {
 					overdue = true
 				}
 			}

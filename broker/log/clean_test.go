@@ -500,3 +500,33 @@ func TestCleanMaxLagRollsActive(t *testing.T) {
 		t.Fatalf("records after clean: %v", recs)
 	}
 }
+
+// TestCleanMaxLagAfterReopen: segments loaded at open (no creation time in
+// memory) are not taken as overdue while their records are young.
+func TestCleanMaxLagAfterReopen(t *testing.T) {
+	clk := newClock()
+	cfg := compactCfg()
+	cfg.MinCleanableDirtyRatio = 0.99
+	cfg.MaxCompactionLagMs = int64(time.Hour / time.Millisecond)
+	fs := vfs.NewCrashableMem()
+	l := mustOpen(t, Options{FS: fs, Dir: "/p", Config: cfg, Now: clk.Now})
+	for i := range 30 {
+		mustAppend(t, l, kvBatch(testBatch{firstTs: clk.Now().UnixMilli()}, kv{fmt.Sprint("k", i%3), val("vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv")}), true)
+	}
+	if res, err := l.Clean(CleanOptions{}); err != nil || !res.Cleaned {
+		t.Fatalf("first: %+v %v", res, err)
+	}
+	for i := range 5 {
+		mustAppend(t, l, kvBatch(testBatch{firstTs: clk.Now().UnixMilli()}, kv{fmt.Sprint("k", i%3), val("vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv")}), true)
+	}
+	l.Close()
+	l = mustOpen(t, Options{FS: fs, Dir: "/p", Config: cfg, Now: clk.Now})
+	defer func() { l.Close() }()
+	if res, err := l.Clean(CleanOptions{}); err != nil || res.Cleaned {
+		t.Fatalf("young dirty segments cleaned after reopen: %+v %v", res, err)
+	}
+	clk.Advance(2 * time.Hour)
+	if res, err := l.Clean(CleanOptions{}); err != nil || !res.Cleaned {
+		t.Fatalf("overdue not cleaned: %+v %v", res, err)
+	}
+}
