@@ -15,7 +15,7 @@ import (
 // counts equal the true counts. A restart on an empty state directory (full
 // restore from the read_committed changelog) continues exactly.
 func TestExactlyOnceKillAndRestart(t *testing.T) {
-	b := startBroker(t)
+	b := startBrokerFor(t, ExactlyOnce)
 	b.createTopic("events", 3)
 	b.createTopic("counts", 3)
 	const keys = 20

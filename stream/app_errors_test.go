@@ -27,7 +27,7 @@ func TestPoisonRecordsToDLQ(t *testing.T) {
 }
 
 func poisonRun(t *testing.T, g Guarantee) {
-	b := startBroker(t)
+	b := startBrokerFor(t, g)
 	committed := g == ExactlyOnce
 	b.createTopic("orders", 1)
 	b.createTopic("valid", 1)

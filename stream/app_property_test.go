@@ -38,7 +38,7 @@ func sumTopology(b *Builder) {
 
 func propertyRun(t *testing.T, seed uint64, g Guarantee) {
 	rng := rand.New(rand.NewPCG(seed, 99))
-	b := startBroker(t)
+	b := startBrokerFor(t, g)
 	parts := int32(1 + rng.IntN(4))
 	keys := 3 + rng.IntN(12)
 	b.createTopic("nums", parts)

@@ -18,7 +18,7 @@ func TestRebalanceMovesOnlyWhatMustMove(t *testing.T) {
 }
 
 func rebalanceRun(t *testing.T, g Guarantee) {
-	b := startBroker(t)
+	b := startBrokerFor(t, g)
 	committed := g == ExactlyOnce
 	const parts = 6
 	b.createTopic("events", parts)

@@ -119,7 +119,7 @@ func TestKeyedCountKillAndRestart(t *testing.T) {
 	if n := counterValue(app3.a.metrics.restored); int(n) != changelog {
 		t.Errorf("full restore applied %v changelog records, want all %d", n, changelog)
 	}
-	t.Logf("broker: %s; true total %d", testBrokerName, len(truth))
+	t.Logf("broker: %s; true total %d", b.kind, len(truth))
 }
 
 func counterValue(c prometheus.Counter) float64 {

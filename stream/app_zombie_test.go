@@ -16,7 +16,7 @@ import (
 // carries A's stale generation), so a read_committed reader sees every
 // count exactly once.
 func TestExactlyOnceFencesZombie(t *testing.T) {
-	b := startBroker(t)
+	b := startBrokerFor(t, ExactlyOnce)
 	b.createTopic("events", 2)
 	b.createTopic("counts", 2)
 	const keys = 10

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,41 +12,89 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/weirtest"
 )
 
-// testBroker is the Kafka-protocol broker the integration tests run
-// against. Today it is franz-go's kfake (in-process, groups and
-// transactions); weir's own broker replaces it by changing startCluster
-// alone: `addr := weirtest.Start(t).Addr()`.
+// testBroker is the Kafka-protocol broker an integration test runs
+// against: weir's own broker (weirtest, in-process) by default, or
+// franz-go's kfake as a second implementation (-stream.broker=kfake, or
+// startBrokerOn for a test that must run on a given one).
 type testBroker struct {
 	t     testing.TB
+	kind  brokerKind
 	seeds []string
 	cl    *kgo.Client
 	adm   *kadm.Client
 }
 
-const testBrokerName = "kfake"
+// brokerKind names a broker implementation the tests can run against.
+type brokerKind string
 
-func startCluster(t testing.TB) []string {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
+const (
+	weirBroker  brokerKind = "weir"
+	kfakeBroker brokerKind = "kfake"
+)
+
+var (
+	brokerFlag = flag.String("stream.broker", string(weirBroker), "broker the integration tests run against: weir or kfake")
+	// The ExactlyOnce tests pass on weir but stall there for seconds at a
+	// time (a transactional produce right after EndTxn is answered
+	// NOT_ENOUGH_REPLICAS, the next in-flight batch then
+	// OUT_OF_ORDER_SEQUENCE_NUMBER, and franz-go waits for a metadata
+	// refresh), enough to miss their deadlines on a loaded machine: they
+	// run on kfake until the broker's transaction path answers them
+	// without the stall. -stream.eos-broker=weir runs them on weir.
+	eosBrokerFlag = flag.String("stream.eos-broker", string(kfakeBroker), "broker the ExactlyOnce tests run against: weir or kfake")
+)
+
+// defaultBroker is the broker of startBroker.
+func defaultBroker(t testing.TB) brokerKind { return parseBroker(t, *brokerFlag) }
+
+func parseBroker(t testing.TB, name string) brokerKind {
+	switch k := brokerKind(name); k {
+	case weirBroker, kfakeBroker:
+		return k
+	default:
+		t.Fatalf("broker %q: want weir or kfake", k)
+		return ""
 	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
 }
 
-func startBroker(t *testing.T) *testBroker { return startBrokerB(t) }
+// startBrokerFor starts the broker the tests of guarantee g run against.
+func startBrokerFor(t *testing.T, g Guarantee) *testBroker {
+	if g == ExactlyOnce {
+		return startBrokerOn(t, parseBroker(t, *eosBrokerFlag))
+	}
+	return startBroker(t)
+}
 
-func startBrokerB(t testing.TB) *testBroker {
+func startCluster(t testing.TB, kind brokerKind) []string {
 	t.Helper()
-	seeds := startCluster(t)
+	if kind == kfakeBroker {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c.ListenAddrs()
+	}
+	return []string{weirtest.Start(t).Addr()}
+}
+
+func startBroker(t *testing.T) *testBroker { return startBrokerOn(t, defaultBroker(t)) }
+
+func startBrokerB(t testing.TB) *testBroker { return startBrokerOn(t, defaultBroker(t)) }
+
+func startBrokerOn(t testing.TB, kind brokerKind) *testBroker {
+	t.Helper()
+	seeds := startCluster(t, kind)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &testBroker{t: t, seeds: seeds, cl: cl, adm: kadm.NewClient(cl)}
+	return &testBroker{t: t, kind: kind, seeds: seeds, cl: cl, adm: kadm.NewClient(cl)}
 }
 
 func (b *testBroker) createTopic(name string, partitions int32) {
@@ -84,10 +133,12 @@ func (b *testBroker) read(topic string, committed bool) []*kgo.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	list := b.adm.ListEndOffsets
-	opts := []kgo.Opt{kgo.SeedBrokers(b.seeds...)}
+	// Control records (transaction markers) are kept so that the reader
+	// sees every offset up to the end, also after the last data record.
+	opts := []kgo.Opt{kgo.SeedBrokers(b.seeds...), kgo.KeepControlRecords()}
 	if committed {
 		list = b.adm.ListCommittedOffsets
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	ends, err := list(ctx, topic)
 	if err != nil {
