@@ -231,6 +231,21 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	if !plan.due {
 		return res, nil
 	}
+	// Hold the planned segments: retention may remove them meanwhile (the
+	// swap then notices and aborts), but their files stay readable.
+	for i, s := range plan.segs {
+		if !s.acquire() {
+			for _, r := range plan.segs[:i] {
+				r.release(l)
+			}
+			return res, errCleanAborted
+		}
+	}
+	defer func() {
+		for _, s := range plan.segs {
+			s.release(l)
+		}
+	}()
 	thr := newThrottle(opts.BytesPerSec)
 	mapBytes := opts.MapBytes
 	if mapBytes <= 0 {

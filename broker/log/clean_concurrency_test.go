@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -184,5 +185,64 @@ func TestManagerCleanOnce(t *testing.T) {
 			t.Fatal("background cleaner did not run")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCleanRacesRetention: retention by bytes deletes segments while cleans
+// run (compact,delete): cleans either finish or abort with errCleanAborted,
+// never fail otherwise, and the log reopens with contiguous reads.
+func TestCleanRacesRetention(t *testing.T) {
+	cfg := compactCfg()
+	cfg.Delete = true
+	cfg.RetentionBytes = 3000
+	cfg.RetentionMs = -1 // the test batches' timestamps are from 1970
+	fs := vfs.NewCrashableMem()
+	l := mustOpen(t, Options{FS: fs, Dir: "/p", Config: cfg})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 400 {
+			if _, err := l.Append(kvBatch(testBatch{}, kv{fmt.Sprint("k", i%7), val(fmt.Sprint("v", i))}), false); err != nil {
+				t.Errorf("append: %v", err)
+				return
+			}
+			if i%5 == 0 {
+				if _, err := l.ApplyRetention(); err != nil {
+					t.Errorf("retention: %v", err)
+					return
+				}
+			}
+		}
+	}()
+	aborted, cleaned := 0, 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		res, err := l.Clean(CleanOptions{Force: true})
+		switch {
+		case errors.Is(err, errCleanAborted):
+			aborted++
+		case err != nil:
+			t.Fatalf("clean: %v", err)
+		case res.Cleaned:
+			cleaned++
+		}
+	}
+	t.Logf("%d cleans during the appends, %d aborted by retention", cleaned, aborted)
+	l.mu.Lock()
+	l.roll()
+	l.mu.Unlock()
+	if res, err := l.Clean(CleanOptions{Force: true}); err != nil || !res.Cleaned {
+		t.Fatalf("final clean: %+v %v", res, err)
+	}
+	want := readRecords(t, l)
+	l.Close()
+	l = mustOpen(t, Options{FS: fs, Dir: "/p", Config: cfg})
+	defer l.Close()
+	if got := readRecords(t, l); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after reopen %v, want %v", got, want)
 	}
 }
