@@ -28,15 +28,16 @@ import (
 //   read_committed (IsolationLevel 1, v4+) below the last stable offset,
 //   with the aborted transactions of the range read, so the client drops
 //   aborted records. LastStableOffset is the partition's LSO either way.
-// * A fetch offset below the log start offset or above the high watermark
-//   is OFFSET_OUT_OF_RANGE; at the high watermark it waits for data.
+// * A fetch offset below the log start offset or beyond the log end
+//   is OFFSET_OUT_OF_RANGE; at or past the readable end (high watermark, or
+//   LSO for read_committed) within the log it waits for data.
 // * Size limits: each partition returns at most its PartitionMaxBytes and
 //   the response at most MaxBytes, except that the first partition with
 //   data always returns at least one whole batch (KIP-74). A later
 //   partition whose first batch does not fit returns no records this time.
 // * Sessions (KIP-227, v7+): see fetchsession.go. Incremental responses
-//   list only partitions with records, errors or a changed high watermark
-//   or log start offset.
+//   list only partitions with records, errors or a changed high watermark,
+//   last stable offset or log start offset.
 // * v13+: topics are named by ID (UNKNOWN_TOPIC_ID if unknown); before,
 //   by name (UNKNOWN_TOPIC_OR_PARTITION).
 // * One broker: PreferredReadReplica is always -1, leader epochs 0, rack
@@ -192,11 +193,11 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 		if fp.release != nil {
 			s.onWritten(fp.release)
 		}
-		if incremental && len(fp.records) == 0 && fp.ec == 0 && fp.sp.sentHW == fp.hw && fp.sp.sentStart == fp.start {
+		if incremental && len(fp.records) == 0 && fp.ec == 0 && fp.sp.sentHW == fp.hw && fp.sp.sentStart == fp.start && fp.sp.sentLSO == fp.lso {
 			continue
 		}
 		if fp.sp != nil {
-			fp.sp.sentHW, fp.sp.sentStart = fp.hw, fp.start
+			fp.sp.sentHW, fp.sp.sentStart, fp.sp.sentLSO = fp.hw, fp.start, fp.lso
 		}
 		n := len(resp.Topics)
 		if n == 0 || resp.Topics[n-1].Topic != fp.name || resp.Topics[n-1].TopicID != fp.id {
@@ -272,7 +273,10 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 			upTo = fp.lso
 		}
 		switch {
-		case fp.offset < start || fp.offset > hw:
+		case fp.offset < start || fp.offset > max(hw, l.LogEndOffset()):
+			// Kafka errors only outside [log start, log end]; an offset
+			// between the high watermark and the log end (appended, not
+			// yet durable) waits below like one at the high watermark.
 			fp.ec = kerr.OffsetOutOfRange.Code
 			anyErr = true
 			continue

@@ -36,7 +36,7 @@ type sessionPart struct {
 	fetchOffset int64
 	maxBytes    int32
 	// last values sent, for incremental responses; -1 until first sent
-	sentHW, sentStart int64
+	sentHW, sentStart, sentLSO int64
 }
 
 type fetchSession struct {
@@ -133,7 +133,7 @@ func (s *fetchSession) upsert(k sessionKey, fetchOffset int64, maxBytes int32) {
 		p.fetchOffset, p.maxBytes = fetchOffset, maxBytes
 		return
 	}
-	s.parts[k] = &sessionPart{fetchOffset: fetchOffset, maxBytes: maxBytes, sentHW: -1, sentStart: -1}
+	s.parts[k] = &sessionPart{fetchOffset: fetchOffset, maxBytes: maxBytes, sentHW: -1, sentStart: -1, sentLSO: -1}
 	s.order = append(s.order, k)
 }
 
