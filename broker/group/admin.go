@@ -161,9 +161,9 @@ func (c *Coordinator) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 			default:
 				recs := make([]rec, 0, len(g.offsets)+1)
 				for _, t := range sortedTPs(g.offsets) {
-					recs = append(recs, rec{key: offsetKey(id, t.topic, t.partition)})
+					recs = append(recs, rec{Key: offsetKey(id, t.topic, t.partition)})
 				}
-				recs = append(recs, rec{key: groupKey(id)})
+				recs = append(recs, rec{Key: groupKey(id)})
 				done := make(chan error, 1)
 				c.writeRecords(g, recs, true, func(err error) { done <- err })
 				// The group is gone now; a commit racing with the delete

@@ -100,7 +100,7 @@ func (cg *consumerGroup) persist(m *cmember) {
 	var recs []rec
 	for id := range cg.persisted {
 		if _, ok := cg.members[id]; !ok {
-			recs = append(recs, rec{key: memberKey(cg.g.id, id)})
+			recs = append(recs, rec{Key: memberKey(cg.g.id, id)})
 			delete(cg.persisted, id)
 		}
 	}
@@ -113,13 +113,13 @@ func (cg *consumerGroup) persist(m *cmember) {
 		})
 		if cg.persisted[m.id] != string(v) {
 			cg.persisted[m.id] = string(v)
-			recs = append(recs, rec{memberKey(cg.g.id, m.id), v})
+			recs = append(recs, rec{Key: memberKey(cg.g.id, m.id), Value: v})
 		}
 	}
 	if cg.epoch != cg.persistedEpoch {
 		cg.persistedEpoch = cg.epoch
 		v, _ := json.Marshal(map[string]int32{"epoch": cg.epoch})
-		recs = append(recs, rec{groupEpochKey(cg.g.id), v})
+		recs = append(recs, rec{Key: groupEpochKey(cg.g.id), Value: v})
 	}
 	if len(recs) > 0 {
 		cg.g.c.writeRecords(cg.g, recs, false, nil)

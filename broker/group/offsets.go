@@ -146,7 +146,7 @@ func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 				case req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis > 0:
 					cm.expireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
 				}
-				recs = append(recs, rec{offsetKey(req.Group, name, p.Partition), offsetValue(cm)})
+				recs = append(recs, rec{Key: offsetKey(req.Group, name, p.Partition), Value: offsetValue(cm)})
 				vals = append(vals, cm)
 				tps = append(tps, tp{name, p.Partition})
 				accepted = append(accepted, ref{ti, pi})
@@ -368,7 +368,7 @@ func (c *Coordinator) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				default:
 					if _, ok := g.offsets[tp{t.Topic, p.Partition}]; ok {
-						recs = append(recs, rec{key: offsetKey(g.id, t.Topic, p.Partition)})
+						recs = append(recs, rec{Key: offsetKey(g.id, t.Topic, p.Partition)})
 						del = append(del, tp{t.Topic, p.Partition})
 					}
 				}
@@ -427,7 +427,7 @@ func (c *Coordinator) writeRecords(g *group, recs []rec, durable bool, done func
 // completes or the group becomes Empty). Not waited for: membership is
 // soft state, clients rejoin if it is lost.
 func (c *Coordinator) persistGroup(g *group) {
-	c.writeRecords(g, []rec{{groupKey(g.id), groupValue(g)}}, false, nil)
+	c.writeRecords(g, []rec{{Key: groupKey(g.id), Value: groupValue(g)}}, false, nil)
 }
 
 // expireOffsets removes offsets past retention (see the package behavior
@@ -451,11 +451,11 @@ func (c *Coordinator) expireOffsets(now time.Time) {
 			}
 			if expired {
 				delete(g.offsets, t)
-				recs = append(recs, rec{key: offsetKey(g.id, t.topic, t.partition)})
+				recs = append(recs, rec{Key: offsetKey(g.id, t.topic, t.partition)})
 			}
 		}
 		if len(g.offsets) == 0 && g.kind == kindClassic && g.state == stateEmpty {
-			recs = append(recs, rec{key: groupKey(g.id)})
+			recs = append(recs, rec{Key: groupKey(g.id)})
 			g.state = stateDead
 		}
 		if len(recs) > 0 {

@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/recbatch"
 )
 
 // Records of "__consumer_offsets", in Kafka's own formats so the partition
@@ -42,44 +43,13 @@ const (
 // replay logs and skips it.
 var ErrCorruptRecord = errors.New("group: corrupt offsets record")
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
+// rec is one key/value pair to write; a nil Value is a tombstone.
+type rec = recbatch.Record
 
-// rec is one key/value pair to write; value nil is a tombstone.
-type rec struct{ key, value []byte }
-
-// encodeBatch builds one RecordBatch v2 holding recs, timestamped now.
+// encodeBatch builds one plain RecordBatch v2 (no producer) holding recs,
+// timestamped now.
 func encodeBatch(recs []rec, now time.Time) []byte {
-	return encodeBatchAs(recs, now, -1, -1, 0)
-}
-
-// encodeBatchAs builds a batch of producer (pid, epoch) with attributes
-// (0x10 transactional, 0x20 control).
-func encodeBatchAs(recs []rec, now time.Time, pid int64, epoch int16, attrs int16) []byte {
-	ts := now.UnixMilli()
-	var body []byte
-	for i, r := range recs {
-		kr := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
-		tmp := kr.AppendTo(nil)
-		kr.Length = int32(len(tmp) - 1) // Length 0 encoded in one byte
-		body = kr.AppendTo(body)
-	}
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           attrs,
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       ts,
-		MaxTimestamp:         ts,
-		ProducerID:           pid,
-		ProducerEpoch:        epoch,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(recs)),
-		Records:              body,
-	}
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:21], crc32.Checksum(out[21:], crcTable))
-	return out
+	return recbatch.Encode(recs, now.UnixMilli(), -1, -1, 0)
 }
 
 // decodedRecord is a record read back from the log, with its batch's
@@ -95,56 +65,33 @@ type decodedRecord struct {
 
 // decodeBatches walks concatenated RecordBatch v2 bytes, calling fn for each
 // record. It returns the offset after the last complete batch. A batch that
-// fails its CRC or framing ends the walk with ErrCorruptRecord; compressed
-// or control batches are skipped (this package never writes them).
+// fails its CRC or framing, or a partial trailing batch (the log's reads
+// return whole batches), ends the walk with ErrCorruptRecord; compressed
+// batches are skipped (this package never writes them).
 func decodeBatches(data []byte, fn func(decodedRecord)) (next int64, err error) {
-	next = -1
-	for len(data) > 0 {
-		if len(data) < 61 {
-			return next, fmt.Errorf("%w: short batch header (%d bytes)", ErrCorruptRecord, len(data))
+	next, consumed, err := recbatch.Walk(data, func(b *recbatch.Batch) error {
+		if b.Compressed() {
+			return nil // never written by this package
 		}
-		length := int32(binary.BigEndian.Uint32(data[8:12]))
-		if length < 49 || int(length) > len(data)-12 {
-			return next, fmt.Errorf("%w: batch length %d", ErrCorruptRecord, length)
-		}
-		raw := data[:12+int(length)]
-		data = data[12+int(length):]
-		var b kmsg.RecordBatch
-		if err := b.ReadFrom(raw); err != nil {
-			return next, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
-		}
-		if b.Magic != 2 {
-			return next, fmt.Errorf("%w: magic %d", ErrCorruptRecord, b.Magic)
-		}
-		if uint32(b.CRC) != crc32.Checksum(raw[21:], crcTable) {
-			return next, fmt.Errorf("%w: crc mismatch at offset %d", ErrCorruptRecord, b.FirstOffset)
-		}
-		next = b.FirstOffset + int64(b.LastOffsetDelta) + 1
-		if b.Attributes&0x07 != 0 {
-			continue // compressed: never written by this package
-		}
-		recs := b.Records
-		for i := int32(0); i < b.NumRecords; i++ {
-			l, n := binary.Varint(recs)
-			if n <= 0 || l < 0 || int64(len(recs)-n) < l {
-				return next, fmt.Errorf("%w: record framing in batch at %d", ErrCorruptRecord, b.FirstOffset)
-			}
-			var r kmsg.Record
-			if err := r.ReadFrom(recs[:n+int(l)]); err != nil {
-				return next, fmt.Errorf("%w: record in batch at %d: %v", ErrCorruptRecord, b.FirstOffset, err)
-			}
-			recs = recs[n+int(l):]
+		return b.Records(func(off int64, key, value []byte) error {
 			fn(decodedRecord{
-				offset:        b.FirstOffset + int64(r.OffsetDelta),
-				key:           r.Key,
-				value:         r.Value,
-				tombstone:     r.Value == nil,
+				offset:        off,
+				key:           key,
+				value:         value,
+				tombstone:     value == nil,
 				producerID:    b.ProducerID,
 				producerEpoch: b.ProducerEpoch,
-				txn:           b.Attributes&0x10 != 0,
-				control:       b.Attributes&0x20 != 0,
+				txn:           b.Transactional(),
+				control:       b.Control(),
 			})
-		}
+			return nil
+		})
+	})
+	if err != nil {
+		return next, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	}
+	if consumed != len(data) {
+		return next, fmt.Errorf("%w: partial batch of %d bytes", ErrCorruptRecord, len(data)-consumed)
 	}
 	return next, nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/recbatch"
 )
 
 func seedBatches() [][]byte {
@@ -16,11 +18,11 @@ func seedBatches() [][]byte {
 			protocols:  []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1}}},
 			assignment: []byte{9}}}}
 	return [][]byte{
-		encodeBatch([]rec{{offsetKey("g", "t", 0), offsetValue(committed{offset: 5, leaderEpoch: -1, metadata: "m", commitTime: now})}}, now),
-		encodeBatch([]rec{{groupKey("g"), groupValue(g)}, {key: offsetKey("g", "t", 0)}}, now),
-		encodeBatch([]rec{{offsetKey("s", "u", 1), offsetValue(committed{offset: 1, expireTime: now.Add(time.Hour), commitTime: now})}, {key: groupKey("s")}}, now),
-		encodeBatchAs([]rec{{offsetKey("x", "t", 2), offsetValue(committed{offset: 9, leaderEpoch: -1, commitTime: now})}}, now, 7, 1, 0x10),
-		encodeBatchAs([]rec{{(&kmsg.ControlRecordKey{Type: kmsg.ControlRecordKeyTypeCommit}).AppendTo(nil), (&kmsg.EndTxnMarker{}).AppendTo(nil)}}, now, 7, 1, 0x30),
+		encodeBatch([]rec{{Key: offsetKey("g", "t", 0), Value: offsetValue(committed{offset: 5, leaderEpoch: -1, metadata: "m", commitTime: now})}}, now),
+		encodeBatch([]rec{{Key: groupKey("g"), Value: groupValue(g)}, {Key: offsetKey("g", "t", 0)}}, now),
+		encodeBatch([]rec{{Key: offsetKey("s", "u", 1), Value: offsetValue(committed{offset: 1, expireTime: now.Add(time.Hour), commitTime: now})}, {Key: groupKey("s")}}, now),
+		recbatch.Encode([]rec{{Key: offsetKey("x", "t", 2), Value: offsetValue(committed{offset: 9, leaderEpoch: -1, commitTime: now})}}, now.UnixMilli(), 7, 1, recbatch.AttrTransactional),
+		recbatch.Marker(7, 1, true, 0, now.UnixMilli()),
 	}
 }
 
@@ -79,9 +81,9 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add(make([]byte, 61))
 	now := time.Unix(0, 0)
 	f.Add(encodeBatch([]rec{
-		{memberKey("cg", "m1"), []byte(`{"epoch":3,"prev_epoch":2,"state":1,"subscribed":["t"],"regex":"^t","assigned":{"t":[0,1]},"revoking":{"t":[2]}}`)},
-		{groupEpochKey("cg"), []byte(`{"epoch":4}`)},
-		{key: memberKey("cg", "m0")},
+		{Key: memberKey("cg", "m1"), Value: []byte(`{"epoch":3,"prev_epoch":2,"state":1,"subscribed":["t"],"regex":"^t","assigned":{"t":[0,1]},"revoking":{"t":[2]}}`)},
+		{Key: groupEpochKey("cg"), Value: []byte(`{"epoch":4}`)},
+		{Key: memberKey("cg", "m0")},
 	}, now))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := fuzzCoordinator()

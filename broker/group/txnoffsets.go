@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/recbatch"
 )
 
 // Transactional offset commits (KIP-98/KIP-447), the group coordinator's
@@ -181,7 +183,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 				if p.Metadata != nil {
 					cm.metadata = *p.Metadata
 				}
-				recs = append(recs, rec{offsetKey(req.Group, name, p.Partition), offsetValue(cm)})
+				recs = append(recs, rec{Key: offsetKey(req.Group, name, p.Partition), Value: offsetValue(cm)})
 				vals = append(vals, cm)
 				tps = append(tps, tp{name, p.Partition})
 				accepted = append(accepted, ref{ti, pi})
@@ -200,7 +202,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		tx.inflight++
 		applied = make(chan error, 1)
 		c.w.enqueue(write{
-			batch:   encodeBatchAs(recs, now, pid, epoch, 0x10),
+			batch:   recbatch.Encode(recs, now.UnixMilli(), pid, epoch, recbatch.AttrTransactional),
 			records: len(recs),
 			durable: true,
 			done: func(base int64, err error) {
@@ -249,16 +251,9 @@ func (c *Coordinator) WriteMarker(ctx context.Context, pid int64, epoch int16, c
 		if c.txns[pid] == nil {
 			return
 		}
-		key := kmsg.NewControlRecordKey()
-		key.Type = kmsg.ControlRecordKeyTypeAbort
-		if commit {
-			key.Type = kmsg.ControlRecordKeyTypeCommit
-		}
-		val := kmsg.NewEndTxnMarker()
-		val.CoordinatorEpoch = coordinatorEpoch
 		applied = make(chan error, 1)
 		c.w.enqueue(write{
-			batch:   encodeBatchAs([]rec{{key.AppendTo(nil), val.AppendTo(nil)}}, c.opts.Now(), pid, epoch, 0x30),
+			batch:   recbatch.Marker(pid, epoch, commit, coordinatorEpoch, c.opts.Now().UnixMilli()),
 			records: 1,
 			durable: true,
 			done: func(_ int64, err error) {

@@ -29,7 +29,7 @@ func BenchmarkTxnCycle(b *testing.B) {
 	b.Run("baseline-append", func(b *testing.B) {
 		s := WrapLog(open(b))
 		d := txnData{producerID: 1, epoch: 1, state: stateOngoing, parts: map[TopicPartition]struct{}{tpA: {}, tpB: {}}}
-		batch := buildBatch([]kv{{txnKey("bench"), txnValue(&d)}}, 0)
+		batch := buildBatch([]kv{{Key: txnKey("bench"), Value: txnValue(&d)}}, 0)
 		for b.Loop() {
 			if _, err := s.Append(batch, true); err != nil {
 				b.Fatal(err)
@@ -96,7 +96,7 @@ func BenchmarkReplay(b *testing.B) {
 		if d.state == stateOngoing || d.state == statePrepareCommit {
 			d.state = stateCompleteCommit // nothing to complete after the replay
 		}
-		buf = append(buf, buildBatch([]kv{{txnKey(fmt.Sprintf("id-%d", i%1000)), txnValue(&d)}}, 0)...)
+		buf = append(buf, buildBatch([]kv{{Key: txnKey(fmt.Sprintf("id-%d", i%1000)), Value: txnValue(&d)}}, 0)...)
 		if len(buf) > 1<<20 || i == records-1 {
 			if _, err := l.Append(buf, true); err != nil {
 				b.Fatal(err)

@@ -280,7 +280,7 @@ func TestEpochExhaustionRotatesProducerID(t *testing.T) {
 	e.c.Close()
 	d := txnData{producerID: pid, prevProducerID: -1, nextProducerID: -1, epoch: 32765, lastEpoch: -1,
 		timeoutMs: 60000, state: stateCompleteCommit, parts: map[TopicPartition]struct{}{}, startMs: -1}
-	if _, err := e.state.Append(buildBatch([]kv{{txnKey("t"), txnValue(&d)}}, 0), true); err != nil {
+	if _, err := e.state.Append(buildBatch([]kv{{Key: txnKey("t"), Value: txnValue(&d)}}, 0), true); err != nil {
 		t.Fatal(err)
 	}
 	e.start()
@@ -307,7 +307,7 @@ func TestTV2EpochOverflowOnEndTxn(t *testing.T) {
 	e.c.Close()
 	d := txnData{producerID: pid, prevProducerID: -1, nextProducerID: -1, epoch: 32766, lastEpoch: -1,
 		timeoutMs: 60000, state: stateOngoing, parts: map[TopicPartition]struct{}{tpA: {}}, startMs: e.clock.Now().UnixMilli(), tv: 2}
-	if _, err := e.state.Append(buildBatch([]kv{{txnKey("t"), txnValue(&d)}}, 0), true); err != nil {
+	if _, err := e.state.Append(buildBatch([]kv{{Key: txnKey("t"), Value: txnValue(&d)}}, 0), true); err != nil {
 		t.Fatal(err)
 	}
 	e.start()

@@ -43,7 +43,7 @@ func FuzzDecodeRecord(f *testing.F) {
 // the records of a valid batch come back in order.
 func FuzzForEachRecord(f *testing.F) {
 	d := txnData{producerID: 1, epoch: 0, state: stateEmpty, parts: map[TopicPartition]struct{}{}, startMs: -1}
-	valid := buildBatch([]kv{{txnKey("x"), txnValue(&d)}, {pidBlockKey(), pidBlockValue(10)}}, 5)
+	valid := buildBatch([]kv{{Key: txnKey("x"), Value: txnValue(&d)}, {Key: pidBlockKey(), Value: pidBlockValue(10)}}, 5)
 	f.Add(valid)
 	f.Add(append(append([]byte(nil), valid...), valid[:20]...))
 	f.Add(valid[:30])
@@ -67,7 +67,7 @@ func TestBuildBatchRoundTrip(t *testing.T) {
 	d := txnData{producerID: 9, prevProducerID: 4, nextProducerID: -1, epoch: 2, timeoutMs: 5000,
 		state: statePrepareCommit, parts: map[TopicPartition]struct{}{{"z", 3}: {}, {"a", 1}: {}},
 		startMs: 11, updateMs: 12, tv: 2}
-	b := buildBatch([]kv{{txnKey("id"), txnValue(&d)}, {txnKey("gone"), nil}, {pidBlockKey(), pidBlockValue(77)}}, 99)
+	b := buildBatch([]kv{{Key: txnKey("id"), Value: txnValue(&d)}, {Key: txnKey("gone"), Value: nil}, {Key: pidBlockKey(), Value: pidBlockValue(77)}}, 99)
 	var recs []stateRecord
 	next, consumed, err := forEachRecord(b, func(off int64, k, v []byte) error {
 		rec, ok, err := decodeRecord(k, v)
@@ -101,7 +101,7 @@ func TestReplayRejectsCorruptState(t *testing.T) {
 	s := &memState{}
 	// A transaction record with an invalid state value.
 	d := txnData{producerID: 1, state: txnState(42), parts: map[TopicPartition]struct{}{}}
-	if _, err := s.Append(buildBatch([]kv{{txnKey("x"), txnValue(&d)}}, 0), true); err != nil {
+	if _, err := s.Append(buildBatch([]kv{{Key: txnKey("x"), Value: txnValue(&d)}}, 0), true); err != nil {
 		t.Fatal(err)
 	}
 	_, err := NewCoordinator(Options{State: s, Partitions: newFakeParts()})
@@ -110,7 +110,7 @@ func TestReplayRejectsCorruptState(t *testing.T) {
 	}
 	// An unknown key version (a later weir's record) is skipped.
 	s2 := &memState{}
-	if _, err := s2.Append(buildBatch([]kv{{[]byte{0x10, 0}, []byte("future")}}, 0), true); err != nil {
+	if _, err := s2.Append(buildBatch([]kv{{Key: []byte{0x10, 0}, Value: []byte("future")}}, 0), true); err != nil {
 		t.Fatal(err)
 	}
 	c, err := NewCoordinator(Options{State: s2, Partitions: newFakeParts()})
@@ -199,7 +199,7 @@ func FuzzReplayState(f *testing.F) {
 		s := &memState{}
 		d := txnData{producerID: pid, prevProducerID: prev, nextProducerID: next, epoch: epoch, timeoutMs: timeout,
 			state: st, parts: map[TopicPartition]struct{}{tpA: {}}, startMs: start, tv: tv}
-		if _, err := s.Append(buildBatch([]kv{{txnKey("z"), txnValue(&d)}}, 0), true); err != nil {
+		if _, err := s.Append(buildBatch([]kv{{Key: txnKey("z"), Value: txnValue(&d)}}, 0), true); err != nil {
 			t.Fatal(err)
 		}
 		clk := newClock()

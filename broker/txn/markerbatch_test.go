@@ -15,7 +15,7 @@ func TestMarkerBatch(t *testing.T) {
 		if err := rb.ReadFrom(b); err != nil {
 			t.Fatal(err)
 		}
-		if int(binary.BigEndian.Uint32(b[8:]))+12 != len(b) || uint32(rb.CRC) != crc32.Checksum(b[21:], castagnoli) {
+		if int(binary.BigEndian.Uint32(b[8:]))+12 != len(b) || uint32(rb.CRC) != crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)) {
 			t.Fatal("length or crc wrong")
 		}
 		if rb.Attributes != 0x30 || rb.ProducerID != 77 || rb.ProducerEpoch != 5 || rb.FirstSequence != -1 || rb.NumRecords != 1 {

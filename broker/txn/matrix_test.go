@@ -71,7 +71,7 @@ func TestEndTxnMatrix(t *testing.T) {
 					if version == 5 {
 						d.tv = 2
 					}
-					if _, err := e.state.Append(buildBatch([]kv{{txnKey("m"), txnValue(&d)}}, 0), true); err != nil {
+					if _, err := e.state.Append(buildBatch([]kv{{Key: txnKey("m"), Value: txnValue(&d)}}, 0), true); err != nil {
 						t.Fatal(err)
 					}
 					defer e.parts.gate(tpA)() // prepared states stay prepared
@@ -150,7 +150,7 @@ func TestAddVerifyInitMatrix(t *testing.T) {
 		if st == stateOngoing || st.isPrepare() {
 			d.parts[tpA] = struct{}{}
 		}
-		if _, err := e.state.Append(buildBatch([]kv{{txnKey("m"), txnValue(&d)}}, 0), true); err != nil {
+		if _, err := e.state.Append(buildBatch([]kv{{Key: txnKey("m"), Value: txnValue(&d)}}, 0), true); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(e.parts.gate(tpA))

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"math"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/recbatch"
 )
 
 // Record formats in StateTopic (see the package doc for the layout):
@@ -30,8 +30,6 @@ const (
 // ErrCorruptState is returned (wrapped) when the state log holds a record
 // that cannot be decoded; NewCoordinator fails rather than guess.
 var ErrCorruptState = errors.New("txn: corrupt transaction state record")
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // stateRecord is one decoded record of the state log.
 type stateRecord struct {
@@ -146,88 +144,26 @@ func decodeRecord(key, value []byte) (rec stateRecord, ok bool, err error) {
 	}
 }
 
-// kv is one record to write.
-type kv struct{ key, value []byte }
+// kv is one record to write; a nil value is a tombstone.
+type kv = recbatch.Record
 
 // buildBatch encodes records as one uncompressed RecordBatch v2 (no
 // producer id: the state log is written by the coordinator alone).
-func buildBatch(recs []kv, nowMs int64) []byte {
-	var body []byte
-	for i, r := range recs {
-		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
-		n := len(rec.AppendTo(nil)) - 1 // minus the 1-byte varint of Length 0
-		rec.Length = int32(n)
-		body = rec.AppendTo(body)
-	}
-	b := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           0,
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       nowMs,
-		MaxTimestamp:         nowMs,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(recs)),
-		Records:              body,
-	}
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], castagnoli))
-	return out
-}
+func buildBatch(recs []kv, nowMs int64) []byte { return recbatch.Encode(recs, nowMs, -1, -1, 0) }
 
 // forEachRecord calls fn for every record of the concatenated batches in
-// data, with the offset of the record. A trailing partial batch is
-// returned as rest (the caller reads on from its offset). Control batches
-// and batches of other producers are skipped (none are expected).
+// data, with the offset of the record. A trailing partial batch is left
+// unconsumed (the caller reads on from next). Control batches are skipped
+// (none are expected); a compressed batch is ErrCorruptState.
 func forEachRecord(data []byte, fn func(offset int64, key, value []byte) error) (next int64, consumed int, err error) {
-	next = -1
-	for len(data)-consumed >= 12 {
-		buf := data[consumed:]
-		length := int64(int32(binary.BigEndian.Uint32(buf[8:])))
-		if length < 49 || length > math.MaxInt32-12 {
-			return next, consumed, fmt.Errorf("%w: batch length %d", ErrCorruptState, length)
+	next, consumed, err = recbatch.Walk(data, func(b *recbatch.Batch) error {
+		if b.Control() {
+			return nil
 		}
-		size := int(12 + length)
-		if len(buf) < size {
-			break
-		}
-		var b kmsg.RecordBatch
-		if err := b.ReadFrom(buf[:size]); err != nil {
-			return next, consumed, fmt.Errorf("%w: batch: %v", ErrCorruptState, err)
-		}
-		if b.Magic != 2 {
-			return next, consumed, fmt.Errorf("%w: batch magic %d", ErrCorruptState, b.Magic)
-		}
-		if crc32.Checksum(buf[21:size], castagnoli) != uint32(b.CRC) {
-			return next, consumed, fmt.Errorf("%w: batch at offset %d: crc mismatch", ErrCorruptState, b.FirstOffset)
-		}
-		consumed += size
-		next = b.FirstOffset + int64(b.LastOffsetDelta) + 1
-		if b.Attributes&0x20 != 0 { // control batch
-			continue
-		}
-		if b.Attributes&0x07 != 0 {
-			return next, consumed, fmt.Errorf("%w: compressed batch at offset %d (codec %d)", ErrCorruptState, b.FirstOffset, b.Attributes&7)
-		}
-		recs := b.Records
-		for i := int32(0); i < b.NumRecords; i++ {
-			l, n := binary.Varint(recs)
-			if n <= 0 || l < 0 || int64(len(recs)-n) < l {
-				return next, consumed, fmt.Errorf("%w: record %d of batch at offset %d", ErrCorruptState, i, b.FirstOffset)
-			}
-			var r kmsg.Record
-			if err := r.ReadFrom(recs[:n+int(l)]); err != nil {
-				return next, consumed, fmt.Errorf("%w: record %d of batch at offset %d: %v", ErrCorruptState, i, b.FirstOffset, err)
-			}
-			recs = recs[n+int(l):]
-			if err := fn(b.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value); err != nil {
-				return next, consumed, err
-			}
-		}
+		return b.Records(fn)
+	})
+	if errors.Is(err, recbatch.ErrCorrupt) {
+		err = fmt.Errorf("%w: %w", ErrCorruptState, err)
 	}
-	return next, consumed, nil
+	return next, consumed, err
 }

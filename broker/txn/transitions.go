@@ -17,7 +17,7 @@ func (c *Coordinator) countState(s txnState, d int) {
 // done gets the error. Loop only; m.pending must be nil.
 func (c *Coordinator) transition(m *txnMeta, next txnData, done func(err error)) {
 	m.pending = &next
-	batch := buildBatch([]kv{{txnKey(m.id), txnValue(&next)}}, c.nowMs())
+	batch := buildBatch([]kv{{Key: txnKey(m.id), Value: txnValue(&next)}}, c.nowMs())
 	c.w.enqueue(write{batch: batch, done: func(err error) {
 		m.pending = nil
 		if err == nil {
@@ -53,7 +53,7 @@ func (c *Coordinator) allocPID(cb func(int64, error)) {
 	}
 	c.pidWriting = true
 	end := c.pidEnd + c.opts.ProducerIDBlockSize
-	batch := buildBatch([]kv{{pidBlockKey(), pidBlockValue(end)}}, c.nowMs())
+	batch := buildBatch([]kv{{Key: pidBlockKey(), Value: pidBlockValue(end)}}, c.nowMs())
 	c.w.enqueue(write{batch: batch, done: func(err error) {
 		c.pidWriting = false
 		ws := c.pidWaiters
@@ -140,7 +140,7 @@ func (c *Coordinator) expireIDs(now time.Time) {
 		dead := m.txnData.clone()
 		dead.state = stateDead
 		m.pending = &dead
-		batch := buildBatch([]kv{{txnKey(id), nil}}, nowMs)
+		batch := buildBatch([]kv{{Key: txnKey(id), Value: nil}}, nowMs)
 		c.w.enqueue(write{batch: batch, done: func(err error) {
 			m.pending = nil
 			if err != nil {
