@@ -120,6 +120,19 @@ func (bt brokerTopics) LogStartOffset(topic string, partition int32) (int64, boo
 	return l.LogStartOffset(), true
 }
 
+var _ group.TopicLister = brokerTopics{}
+
+// TopicNames lists every topic, sorted (KIP-848 regular-expression
+// subscriptions; the coordinator itself never matches "__" internal topics).
+func (bt brokerTopics) TopicNames() []string {
+	ts := bt.b.topics.all()
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.name
+	}
+	return names
+}
+
 var _ group.TimestampReader = brokerTopics{}
 
 // TimestampAt is the timestamp of the first record at or after offset
