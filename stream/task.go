@@ -57,6 +57,7 @@ type task struct {
 	// partial effects.
 	txn     *state.Txn
 	pending []*kgo.Record
+	slab    []kgo.Record // unused records for emit
 
 	m taskMetrics
 
@@ -67,6 +68,9 @@ type task struct {
 	// lastCheckpoint is the checkpoint last written.
 	lastCheckpoint state.Checkpoint
 }
+
+// recordSlab is the number of output records emit allocates at once.
+const recordSlab = 64
 
 // taskStore is a task's handle on one declared store.
 type taskStore struct {
@@ -151,7 +155,16 @@ func (t *task) observe(ts time.Time) {
 // emit queues an output of the record being processed. partition -1 means
 // "by key" (murmur2, Java-compatible).
 func (t *task) emit(topic string, partition int32, key, value []byte, ts time.Time, headers []Header) {
-	r := &kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value, Timestamp: ts}
+	// Records come from a slab: one allocation per recordSlab outputs
+	// instead of one per output. A slab is never reused (the client holds
+	// its records until they are acknowledged); it is freed when the last
+	// of them is.
+	if len(t.slab) == 0 {
+		t.slab = make([]kgo.Record, recordSlab)
+	}
+	r := &t.slab[0]
+	t.slab = t.slab[1:]
+	*r = kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value, Timestamp: ts}
 	if len(headers) > 0 {
 		r.Headers = make([]kgo.RecordHeader, len(headers))
 		for i, h := range headers {

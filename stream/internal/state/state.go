@@ -28,7 +28,6 @@ package state
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +35,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -104,7 +104,15 @@ func (d *DB) open() error {
 	fs, closer := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, nil, func(info vfs.DiskSlowInfo) {
 		d.log.Warn("state: slow disk", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
 	})
-	db, err := pebble.Open(d.dir, &pebble.Options{Logger: pebbleLogger{d.log}, FS: fs})
+	opts := &pebble.Options{Logger: pebbleLogger{d.log}, FS: fs}
+	// Bloom filters in every level: most reads of a keyed store look up
+	// a key the store does not hold yet (a new key), which the filter
+	// answers without reading data blocks.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+	}
+	db, err := pebble.Open(d.dir, opts)
 	if err != nil {
 		closer.Close()
 		return fmt.Errorf("open state %s: %w", d.dir, err)
@@ -161,179 +169,6 @@ func (d *DB) Close() error {
 
 // DiskSize is the database's size on disk in bytes.
 func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
-
-// Txn batches writes in two levels, both reading their own writes:
-//
-//   - record level: Put and Delete go to an overlay that Apply moves to the
-//     round level and Rollback drops — a task applies a record's writes only
-//     if the whole record succeeded, so a retried or dead-lettered record
-//     leaves no trace;
-//   - round level: Commit writes the applied records to the database in one
-//     atomic, unsynced batch (DB.WriteCheckpoint syncs).
-//
-// Both levels are maps keyed by the encoded data key, so the per-record cost
-// is in-memory work plus at most one database read per key per round. A Txn
-// is not safe for concurrent use.
-type Txn struct {
-	d     *DB
-	round map[string]txnEntry // applied, not yet committed
-	over  map[string]txnEntry // the current record's reads and writes
-}
-
-// txnEntry is a key's state as seen by the transaction, and its state in the
-// database when the round began (prevTS/prevFound, for the TTL index).
-type txnEntry struct {
-	store   string
-	key     []byte
-	value   []byte
-	ts      int64
-	deleted bool
-	written bool // false: a read remembered so a later write needs no lookup
-
-	prevTS    int64
-	prevFound bool
-}
-
-// Begin starts a transaction.
-func (d *DB) Begin() *Txn {
-	return &Txn{d: d, round: map[string]txnEntry{}, over: map[string]txnEntry{}}
-}
-
-// Get returns the value and timestamp (ms) of key in store.
-func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool, err error) {
-	e, err := t.lookup(store, key, dataKey(nil, store, key))
-	if err != nil || e.deleted {
-		return nil, 0, false, err
-	}
-	return e.value, e.ts, true, nil
-}
-
-// lookup returns the key's current state: the record's overlay, else the
-// round, else the database (remembered in the overlay as a read).
-func (t *Txn) lookup(store string, key, dk []byte) (txnEntry, error) {
-	if e, ok := t.over[string(dk)]; ok {
-		return e, nil
-	}
-	if e, ok := t.round[string(dk)]; ok {
-		e.written = false
-		t.over[string(dk)] = e
-		return e, nil
-	}
-	v, ts, found, err := t.d.get(store, key, dk)
-	if err != nil {
-		return txnEntry{}, err
-	}
-	e := txnEntry{store: store, key: append([]byte(nil), key...), value: v, ts: ts, deleted: !found,
-		prevTS: ts, prevFound: found}
-	t.over[string(dk)] = e
-	return e, nil
-}
-
-func (d *DB) get(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
-	v, closer, err := d.db.Get(dk)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, 0, false, nil
-	}
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("state get %s: %w", store, err)
-	}
-	defer closer.Close()
-	if len(v) < 8 {
-		return nil, 0, false, &CorruptionError{Store: store, Key: append([]byte(nil), key...), Reason: "value shorter than its timestamp"}
-	}
-	return append([]byte(nil), v[8:]...), decodeTS(v), true, nil
-}
-
-// Put sets key in store to value. The key's update time becomes the larger
-// of ts (ms) and its previous update time, so an out-of-order record does not
-// make a key look older; Put returns that update time. value is retained
-// until the round commits.
-func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
-	dk := dataKey(nil, store, key)
-	e, err := t.lookup(store, key, dk)
-	if err != nil {
-		return 0, err
-	}
-	if !e.deleted && e.ts > ts {
-		ts = e.ts
-	}
-	e.value, e.ts, e.deleted, e.written = value, ts, false, true
-	t.over[string(dk)] = e
-	return ts, nil
-}
-
-// Delete removes key from store.
-func (t *Txn) Delete(store string, key []byte) error {
-	dk := dataKey(nil, store, key)
-	e, err := t.lookup(store, key, dk)
-	if err != nil {
-		return err
-	}
-	e.value, e.ts, e.deleted, e.written = nil, 0, true, true
-	t.over[string(dk)] = e
-	return nil
-}
-
-// Apply moves the record-level writes to the round.
-func (t *Txn) Apply() error {
-	for dk, e := range t.over {
-		if e.written {
-			t.round[dk] = e
-		}
-	}
-	clear(t.over)
-	return nil
-}
-
-// Rollback drops the record-level writes not yet applied.
-func (t *Txn) Rollback() { clear(t.over) }
-
-// Commit applies pending record-level writes and writes the round to the
-// database in one batch (not synced: see WriteCheckpoint). The Txn stays
-// usable.
-func (t *Txn) Commit() error {
-	if err := t.Apply(); err != nil {
-		return err
-	}
-	if len(t.round) == 0 {
-		return nil
-	}
-	b := t.d.db.NewBatch()
-	defer b.Close()
-	for dk, e := range t.round {
-		if e.prevFound {
-			if err := b.Delete(indexKey(e.store, e.prevTS, e.key), nil); err != nil {
-				return err
-			}
-		}
-		if e.deleted {
-			if err := b.Delete([]byte(dk), nil); err != nil {
-				return err
-			}
-			continue
-		}
-		v := make([]byte, 8, 8+len(e.value))
-		binary.BigEndian.PutUint64(v, encodeTS(e.ts))
-		v = append(v, e.value...)
-		if err := b.Set([]byte(dk), v, nil); err != nil {
-			return err
-		}
-		if err := b.Set(indexKey(e.store, e.ts, e.key), nil, nil); err != nil {
-			return err
-		}
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("state commit %s: %w", t.d.dir, err)
-	}
-	clear(t.round)
-	return nil
-}
-
-// Discard drops every write not committed and ends the transaction.
-func (t *Txn) Discard() {
-	clear(t.round)
-	clear(t.over)
-}
 
 // Expired returns up to limit keys of store last updated before ts (ms),
 // oldest first.
@@ -429,10 +264,12 @@ func dataKey(dst []byte, store string, key []byte) []byte {
 	return append(dst, key...)
 }
 
-func indexKey(store string, ts int64, key []byte) []byte {
-	k := storePrefix(prefixIndex, store)
-	k = binary.BigEndian.AppendUint64(k, encodeTS(ts))
-	return append(k, key...)
+// appendIndexKey appends the index key of (store, ts, key) to dst.
+func appendIndexKey[B []byte | string](dst []byte, store string, ts int64, key B) []byte {
+	dst = append(dst, prefixIndex, byte(len(store)))
+	dst = append(dst, store...)
+	dst = binary.BigEndian.AppendUint64(dst, encodeTS(ts))
+	return append(dst, key...)
 }
 
 func encodeTS(ts int64) uint64 { return uint64(ts) ^ (1 << 63) }

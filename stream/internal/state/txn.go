@@ -1,0 +1,246 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Txn batches writes in two levels, both reading their own writes:
+//
+//   - record level: Put and Delete take effect at once, and each first
+//     saves the entry's previous state in an undo log; Apply forgets the
+//     undo log (the writes join the round) and Rollback replays it
+//     backwards — a task applies a record's writes only if the whole record
+//     succeeded, so a retried or dead-lettered record leaves no trace;
+//   - round level: Commit writes the written entries to the database in one
+//     atomic, unsynced batch (DB.WriteCheckpoint syncs).
+//
+// One map keyed by the encoded data key holds every key the round touched
+// (read or written), so the per-record cost is one map probe (none when a
+// Put follows a Get of the same key, the read-modify-write of every
+// aggregate) plus at most one database read per key per round. Entries come
+// from chunked slabs and the data key is built in a reused buffer: a key
+// seen before in the round costs no allocation. A Txn is not safe for
+// concurrent use.
+type Txn struct {
+	d       *DB
+	entries map[string]*txnEntry
+	undo    []undoEntry
+	last    *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
+	kbuf    []byte    // scratch: data key of the current lookup
+	scratch []byte    // scratch: batch values and index keys in Commit
+	slabs   [][]txnEntry
+	slab    int // current slab
+	used    int // entries used in slabs[slab]
+}
+
+// txnEntry is a key's state as seen by the transaction, and its state in the
+// database when the round began (prevTS/prevFound, for the TTL index).
+type txnEntry struct {
+	dk      string // encoded data key: 'd' | len(store) | store | key
+	store   string
+	value   []byte
+	ts      int64
+	deleted bool
+	written bool // false: a read remembered so a later write needs no lookup
+
+	prevTS    int64
+	prevFound bool
+}
+
+func (e *txnEntry) key() string { return e.dk[2+len(e.store):] }
+
+// undoEntry is an entry's state before a write of the current record.
+type undoEntry struct {
+	e       *txnEntry
+	value   []byte
+	ts      int64
+	deleted bool
+	written bool
+}
+
+const slabSize = 256
+
+// Begin starts a transaction.
+func (d *DB) Begin() *Txn {
+	return &Txn{d: d, entries: map[string]*txnEntry{}}
+}
+
+// Get returns the value and timestamp (ms) of key in store.
+func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool, err error) {
+	e, err := t.lookup(store, key)
+	if err != nil || e.deleted {
+		return nil, 0, false, err
+	}
+	return e.value, e.ts, true, nil
+}
+
+// lookup returns the key's entry, reading it from the database (and
+// remembering it) the first time the round sees the key.
+func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
+	if e := t.last; e != nil && e.store == store && len(e.dk) == 2+len(store)+len(key) &&
+		e.dk[2+len(store):] == string(key) {
+		return e, nil
+	}
+	t.kbuf = dataKey(t.kbuf[:0], store, key)
+	if e, ok := t.entries[string(t.kbuf)]; ok {
+		t.last = e
+		return e, nil
+	}
+	v, ts, found, err := t.get(store, key, t.kbuf)
+	if err != nil {
+		return nil, err
+	}
+	e := t.alloc()
+	*e = txnEntry{dk: string(t.kbuf), store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found}
+	t.entries[e.dk] = e
+	t.last = e
+	return e, nil
+}
+
+// alloc returns a zeroed entry from the slabs; slabs are reused after
+// Commit or Discard (when no entry is referenced any more).
+func (t *Txn) alloc() *txnEntry {
+	if t.slab < len(t.slabs) && t.used == len(t.slabs[t.slab]) {
+		t.slab++
+		t.used = 0
+	}
+	if t.slab == len(t.slabs) {
+		t.slabs = append(t.slabs, make([]txnEntry, slabSize))
+	}
+	e := &t.slabs[t.slab][t.used]
+	t.used++
+	return e
+}
+
+func (t *Txn) get(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
+	v, closer, err := t.d.db.Get(dk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("state get %s: %w", store, err)
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return nil, 0, false, &CorruptionError{Store: store, Key: append([]byte(nil), key...), Reason: "value shorter than its timestamp"}
+	}
+	return append([]byte(nil), v[8:]...), decodeTS(v), true, nil
+}
+
+func (t *Txn) save(e *txnEntry) {
+	t.undo = append(t.undo, undoEntry{e: e, value: e.value, ts: e.ts, deleted: e.deleted, written: e.written})
+}
+
+// Put sets key in store to value. The key's update time becomes the larger
+// of ts (ms) and its previous update time, so an out-of-order record does not
+// make a key look older; Put returns that update time. value is retained
+// until the round commits.
+func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
+	e, err := t.lookup(store, key)
+	if err != nil {
+		return 0, err
+	}
+	if !e.deleted && e.ts > ts {
+		ts = e.ts
+	}
+	t.save(e)
+	e.value, e.ts, e.deleted, e.written = value, ts, false, true
+	return ts, nil
+}
+
+// Delete removes key from store.
+func (t *Txn) Delete(store string, key []byte) error {
+	e, err := t.lookup(store, key)
+	if err != nil {
+		return err
+	}
+	t.save(e)
+	e.value, e.ts, e.deleted, e.written = nil, 0, true, true
+	return nil
+}
+
+// Apply moves the record-level writes to the round.
+func (t *Txn) Apply() error {
+	clear(t.undo)
+	t.undo = t.undo[:0]
+	return nil
+}
+
+// Rollback drops the record-level writes not yet applied.
+func (t *Txn) Rollback() {
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		u := t.undo[i]
+		u.e.value, u.e.ts, u.e.deleted, u.e.written = u.value, u.ts, u.deleted, u.written
+	}
+	clear(t.undo)
+	t.undo = t.undo[:0]
+}
+
+// Commit applies pending record-level writes and writes the round to the
+// database in one batch (not synced: see WriteCheckpoint). The Txn stays
+// usable.
+func (t *Txn) Commit() error {
+	if err := t.Apply(); err != nil {
+		return err
+	}
+	if len(t.entries) == 0 {
+		return nil
+	}
+	b := t.d.db.NewBatch()
+	defer b.Close()
+	for dk, e := range t.entries {
+		if !e.written {
+			continue
+		}
+		if e.prevFound {
+			t.scratch = appendIndexKey(t.scratch[:0], e.store, e.prevTS, e.key())
+			if err := b.Delete(t.scratch, nil); err != nil {
+				return err
+			}
+		}
+		t.kbuf = append(t.kbuf[:0], dk...)
+		if e.deleted {
+			if err := b.Delete(t.kbuf, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		t.scratch = binary.BigEndian.AppendUint64(t.scratch[:0], encodeTS(e.ts))
+		t.scratch = append(t.scratch, e.value...)
+		if err := b.Set(t.kbuf, t.scratch, nil); err != nil {
+			return err
+		}
+		t.scratch = appendIndexKey(t.scratch[:0], e.store, e.ts, e.key())
+		if err := b.Set(t.scratch, nil, nil); err != nil {
+			return err
+		}
+	}
+	if !b.Empty() {
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("state commit %s: %w", t.d.dir, err)
+		}
+	}
+	t.reset()
+	return nil
+}
+
+// Discard drops every write not committed and ends the transaction.
+func (t *Txn) Discard() {
+	clear(t.undo)
+	t.undo = t.undo[:0]
+	t.reset()
+}
+
+// reset forgets every entry; the slabs are zeroed for reuse.
+func (t *Txn) reset() {
+	clear(t.entries)
+	t.last = nil
+	for i := 0; i <= t.slab && i < len(t.slabs); i++ {
+		clear(t.slabs[i])
+	}
+	t.slab, t.used = 0, 0
+}
