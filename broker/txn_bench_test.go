@@ -24,7 +24,7 @@ import (
 func BenchmarkEOSCost(b *testing.B) {
 	const n = 400000
 	br := weirtest.Start(b)
-	var aloRate, eosRate float64
+	var aloRate, eosRate, aloCommit, eosCommit float64
 	for i := 0; b.Loop(); i++ {
 		in := fmt.Sprintf("bench-in-%d", i)
 		br.CreateTopic(in, 4)
@@ -33,10 +33,13 @@ func BenchmarkEOSCost(b *testing.B) {
 		br.CreateTopic(in+"-eos", 4)
 		// Alternate the order so neither profits from a warmer cache.
 		for j := range 2 {
+			commitTime, commits = 0, 0
 			if (i+j)%2 == 0 {
 				aloRate += float64(n) / runPipeline(b, br, in, in+"-alo", false, n).Seconds()
+				aloCommit += commitTime.Seconds() * 1000 / float64(commits)
 			} else {
 				eosRate += float64(n) / runPipeline(b, br, in, in+"-eos", true, n).Seconds()
+				eosCommit += commitTime.Seconds() * 1000 / float64(commits)
 			}
 		}
 		checkOutput(b, br, in+"-alo", n, false)
@@ -46,6 +49,8 @@ func BenchmarkEOSCost(b *testing.B) {
 	b.ReportMetric(aloRate/iters, "alo-rec/s")
 	b.ReportMetric(eosRate/iters, "eos-rec/s")
 	b.ReportMetric(eosRate/aloRate, "eos/alo")
+	b.ReportMetric(aloCommit/iters, "alo-commit-ms")
+	b.ReportMetric(eosCommit/iters, "eos-commit-ms")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -80,6 +85,13 @@ func fillInput(b *testing.B, br *weirtest.Broker, topic string, n int) {
 		b.Fatal(err)
 	}
 }
+
+// commitTime and commits accumulate the time spent committing (flush +
+// offset commit, or ending the transaction) per mode, for the report.
+var (
+	commitTime time.Duration
+	commits    int
+)
 
 // runPipeline copies n records from in to out (value transformed) and
 // returns the time until the last commit.
@@ -121,7 +133,10 @@ func runPipeline(b *testing.B, br *weirtest.Broker, in, out string, eos bool, n 
 					sess.Produce(ctx, transform(r), nil)
 				})
 			}
+			endStart := time.Now()
 			committed, err := sess.End(ctx, kgo.TryCommit)
+			commitTime += time.Since(endStart)
+			commits++
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -147,12 +162,15 @@ func runPipeline(b *testing.B, br *weirtest.Broker, in, out string, eos bool, n 
 				cl.Produce(ctx, transform(r), nil)
 			})
 		}
+		endStart := time.Now()
 		if err := cl.Flush(ctx); err != nil {
 			b.Fatal(err)
 		}
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			b.Fatal(err)
 		}
+		commitTime += time.Since(endStart)
+		commits++
 	}
 	return time.Since(start)
 }
