@@ -120,8 +120,9 @@
 // no usable snapshot (or a damaged .txnindex) the whole log is replayed. A
 // failed fsync's rollback rebuilds the state the same way. Retention and
 // DeleteRecords forget producers whose last batch is below the log start and
-// that have no ongoing transaction (their next batch is accepted at any
-// sequence, as Kafka). Layouts: producer_files.go and docs/format/log.md.
+// that have no ongoing transaction, and each retention pass those idle for
+// more than ProducerIDExpirationMs (1 day, Kafka's producer.id.expiration.ms
+// default); their next batch is accepted at any sequence, as Kafka. Layouts: producer_files.go and docs/format/log.md.
 //
 // # Durability (SyncPolicy)
 //

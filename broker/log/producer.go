@@ -385,6 +385,25 @@ func (ps *producerState) dropProducersBelow(logStart int64) {
 	}
 }
 
+// ProducerIDExpirationMs is Kafka's producer.id.expiration.ms default (1
+// day): a producer with no ongoing transaction whose last batch's timestamp
+// is older than that is forgotten by each retention pass, so the state stays
+// bounded by the producers active in the last day. Its next batch is then
+// accepted at any sequence (KIP-360).
+const ProducerIDExpirationMs = 24 * 60 * 60 * 1000
+
+// expire forgets idle producers (see ProducerIDExpirationMs). Log.mu must
+// be held.
+func (ps *producerState) expire(nowMs, afterMs int64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for pid, e := range ps.producers {
+		if e.txnFirst < 0 && e.lastTs >= 0 && nowMs-e.lastTs > afterMs {
+			delete(ps.producers, pid)
+		}
+	}
+}
+
 // Control record types (the key's type field).
 const (
 	controlAbort  = 0

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/vfs"
 	"github.com/weirhq/weir/vfs/errorfs"
@@ -329,4 +330,27 @@ func TestProducerStateRetention(t *testing.T) {
 	}
 	// Producer 1 is unknown again: any sequence.
 	mustAppend(t, l, pb(1, 0, 9, 1, false), true)
+}
+
+// TestProducerExpiration: a retention pass forgets producers idle for longer
+// than ProducerIDExpirationMs (by their last batch's timestamp), but never
+// one with an ongoing transaction.
+func TestProducerExpiration(t *testing.T) {
+	clk := newClock()
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Now: clk.Now})
+	defer l.Close()
+	ts := clk.Now().UnixMilli()
+	idle := testBatch{records: 1, producerID: 1, seq: 0, firstTs: ts}.build()
+	txn := testBatch{records: 1, producerID: 2, seq: 0, firstTs: ts, txn: true}.build()
+	mustAppend(t, l, idle, true)
+	mustAppend(t, l, txn, true)
+	clk.Advance(ProducerIDExpirationMs*time.Millisecond + time.Minute)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if ps := l.Producers(); len(ps) != 1 || ps[0].ProducerID != 2 {
+		t.Fatalf("producers after expiration: %+v", ps)
+	}
+	// The expired producer is unknown: any sequence is accepted.
+	mustAppend(t, l, testBatch{records: 1, producerID: 1, seq: 17, firstTs: clk.Now().UnixMilli()}.build(), true)
 }

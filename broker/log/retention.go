@@ -68,6 +68,7 @@ func (l *Log) ApplyRetention() (int, error) {
 		return 0, ErrClosed
 	}
 	now := l.now().UnixMilli()
+	l.ps.expire(now, ProducerIDExpirationMs)
 	ls := l.logStart.Load()
 	expired := func(seg *segment) bool {
 		if !cfg.Delete || cfg.RetentionMs < 0 {
