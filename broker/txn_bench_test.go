@@ -20,11 +20,19 @@ import (
 // measured in the same run on the same broker. Reports both throughputs and
 // eos/alo (issue 5 target: >= 0.8).
 //
+// Known (see the issue 5 report): under transaction.version 2 the first
+// produce of a transaction sometimes gets NOT_ENOUGH_REPLICAS from the
+// coordinator's verification while the previous transaction completes;
+// franz-go retries it only after a metadata refresh, which its 5 s
+// metadata min age delays, so such a transaction's End takes ~5 s.
+//
 //	go test ./broker -run XXX -bench EOSCost -benchtime 4x
 func BenchmarkEOSCost(b *testing.B) {
 	const n = 400000
 	br := weirtest.Start(b)
-	var aloRate, eosRate, aloCommit, eosCommit float64
+	// Throughput is total records / total time (not a mean of rates, which
+	// would hide a stalled run).
+	var aloTime, eosTime, aloCommit, eosCommit float64
 	for i := 0; b.Loop(); i++ {
 		in := fmt.Sprintf("bench-in-%d", i)
 		br.CreateTopic(in, 4)
@@ -35,10 +43,10 @@ func BenchmarkEOSCost(b *testing.B) {
 		for j := range 2 {
 			commitTime, commits = 0, 0
 			if (i+j)%2 == 0 {
-				aloRate += float64(n) / runPipeline(b, br, in, in+"-alo", false, n).Seconds()
+				aloTime += runPipeline(b, br, in, in+"-alo", false, n).Seconds()
 				aloCommit += commitTime.Seconds() * 1000 / float64(commits)
 			} else {
-				eosRate += float64(n) / runPipeline(b, br, in, in+"-eos", true, n).Seconds()
+				eosTime += runPipeline(b, br, in, in+"-eos", true, n).Seconds()
 				eosCommit += commitTime.Seconds() * 1000 / float64(commits)
 			}
 		}
@@ -46,9 +54,9 @@ func BenchmarkEOSCost(b *testing.B) {
 		checkOutput(b, br, in+"-eos", n, true)
 	}
 	iters := float64(b.N)
-	b.ReportMetric(aloRate/iters, "alo-rec/s")
-	b.ReportMetric(eosRate/iters, "eos-rec/s")
-	b.ReportMetric(eosRate/aloRate, "eos/alo")
+	b.ReportMetric(iters*n/aloTime, "alo-rec/s")
+	b.ReportMetric(iters*n/eosTime, "eos-rec/s")
+	b.ReportMetric(aloTime/eosTime, "eos/alo")
 	b.ReportMetric(aloCommit/iters, "alo-commit-ms")
 	b.ReportMetric(eosCommit/iters, "eos-commit-ms")
 	b.ReportMetric(0, "ns/op")
