@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,7 +55,11 @@ import (
 //   ongoing transaction; v12+ adds it implicitly); refused partitions get
 //   the coordinator's code. One producer per request (INVALID_RECORD
 //   otherwise), and a transactional batch needs the request's
-//   TransactionalID (INVALID_RECORD).
+//   TransactionalID (INVALID_RECORD). While the producer's previous
+//   transaction completes the broker retries the verification itself
+//   (20 ms backoff doubling to 100 ms, for up to 2 s, as Kafka's
+//   add.partitions.to.txn.retry.backoff.*) before answering the retriable
+//   NOT_ENOUGH_REPLICAS: clients retry that only after a metadata refresh.
 //
 // Version notes:
 // * v3: RecordBatch v2 only (the log's format), TransactionalID
@@ -315,7 +321,7 @@ func (b *Broker) verifyTxn(ctx context.Context, req *kmsg.ProduceRequest, target
 		fail(kerr.CoordinatorNotAvailable.Code)
 		return release
 	}
-	codes, rel, err := b.txns.Verify(ctx, *req.TransactionID, pid, epoch, parts, req.Version >= 12)
+	codes, rel, err := b.verifyRetrying(ctx, *req.TransactionID, pid, epoch, parts, req.Version >= 12)
 	if err != nil {
 		code := errorCode(err)
 		if code == kerr.UnknownServerError.Code {
@@ -336,6 +342,42 @@ func (b *Broker) verifyTxn(ctx context.Context, req *kmsg.ProduceRequest, target
 		release = rel
 	}
 	return release
+}
+
+// Verification retry (Kafka's add.partitions.to.txn.retry.backoff.ms and
+// .max.ms): while the previous transaction of the producer completes, the
+// coordinator answers NOT_ENOUGH_REPLICAS (CONCURRENT_TRANSACTIONS). The
+// broker retries it itself for a short while instead of answering at once:
+// clients retry a retriable produce error only after a metadata refresh,
+// which franz-go delays by its 5 s metadata min age.
+const (
+	verifyRetryBackoff    = 20 * time.Millisecond
+	verifyRetryBackoffMax = 100 * time.Millisecond
+	verifyRetryFor        = 2 * time.Second
+)
+
+// verifyRetrying calls Verify, retrying while any partition's code is
+// NOT_ENOUGH_REPLICAS, for at most verifyRetryFor (bounded by ctx).
+func (b *Broker) verifyRetrying(ctx context.Context, txnID string, pid int64, epoch int16, parts []txn.TopicPartition, implicitAdd bool) ([]int16, func(), error) {
+	backoff := verifyRetryBackoff
+	deadline := time.Now().Add(verifyRetryFor)
+	for {
+		codes, rel, err := b.txns.Verify(ctx, txnID, pid, epoch, parts, implicitAdd)
+		if err != nil || !slices.Contains(codes, kerr.NotEnoughReplicas.Code) || time.Now().Add(backoff).After(deadline) {
+			return codes, rel, err
+		}
+		if rel != nil {
+			rel() // nothing appended: let the markers through
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, verifyRetryBackoffMax)
+	}
 }
 
 // hasControlBatch reports whether records holds a control batch (attribute
