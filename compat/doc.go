@@ -20,6 +20,12 @@
 //     has group consumers), every record comes back once and the group's
 //     committed offsets equal the partitions' end offsets.
 //
+// Group rebalances are checked separately (group_test.go): members of one
+// group join and leave under steady produce, and the driver checks from the
+// clients' assign/revoke callbacks that cooperative-sticky moves only the
+// partitions that must move, that every record is consumed once by its
+// partition's owner, and that commits only move forward.
+//
 // The kcat and confluent-kafka-python tests restart the broker (clean
 // shutdown, same data directory and address) between producing and
 // consuming.
