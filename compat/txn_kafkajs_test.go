@@ -1,0 +1,98 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weirhq/weir/weirtest"
+)
+
+// kafkajs transactional producer against weir: three transactions over
+// every partition (commit, abort, commit), then a kafkajs group consumer
+// with readUncommitted: false must see exactly the committed records, and a
+// franz-go read_uncommitted reader sees the aborted ones too (so the
+// filtering, not a lost write, is what hides them).
+func TestKafkaJSTransactions(t *testing.T) {
+	node := requireTool(t, "node")
+	script, err := filepath.Abs(filepath.Join("js", "txn_kafkajs.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("js", "node_modules", "kafkajs", "package.json")); err != nil {
+		t.Fatalf("kafkajs is not installed in compat/js/node_modules: %s (or: cd compat/js && npm ci)", installHint)
+	}
+	const (
+		topic      = "compat-kafkajs-txn"
+		partitions = 3
+		per        = 4
+	)
+	b := weirtest.Start(t, weirtest.WithTestLog())
+	recs := runTool(t, nil, node, script, "run", b.Addr(), topic, fmt.Sprint(partitions), fmt.Sprint(per), "weir-compat-kafkajs-txn")
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Value)
+	}
+	slices.Sort(got)
+	committed, all := txnValues(partitions, per)
+	if !slices.Equal(got, committed) {
+		t.Fatalf("kafkajs read_committed consumer saw %d records %v\nwant %d: %v", len(got), got, len(committed), committed)
+	}
+	if raw := readAllValues(t, b.Addr(), topic, kgo.ReadUncommitted(), len(all)); !slices.Equal(raw, all) {
+		t.Fatalf("read_uncommitted saw %v, want %v", raw, all)
+	}
+}
+
+// txnValues are the values the transactional tests write: transactions 0
+// and 2 commit, 1 aborts; each writes per records to every partition.
+// Both lists are sorted.
+func txnValues(partitions, per int) (committed, all []string) {
+	for txn := range 3 {
+		for p := range partitions {
+			for i := range per {
+				v := fmt.Sprintf("t%d-p%d-%d", txn, p, i)
+				all = append(all, v)
+				if txn != 1 {
+					committed = append(committed, v)
+				}
+			}
+		}
+	}
+	slices.Sort(committed)
+	slices.Sort(all)
+	return committed, all
+}
+
+// readAllValues reads topic from the start with the given isolation until
+// it has want records (bounded by 15 s) and returns their values sorted.
+// The writers' last transaction commits and covers every partition, so any
+// record that should have been hidden sorts before it in its partition and
+// is read before the count is reached.
+func readAllValues(t *testing.T, addr, topic string, iso kgo.IsolationLevel, want int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s: %v", len(got), want, topic, ctx.Err())
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	slices.Sort(got)
+	return got
+}
