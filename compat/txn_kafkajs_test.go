@@ -96,3 +96,45 @@ func readAllValues(t *testing.T, addr, topic string, iso kgo.IsolationLevel, wan
 	slices.Sort(got)
 	return got
 }
+
+// kafkajsTxnScript is the transactional kafkajs driver, failing the test
+// (never skipping) when node or kafkajs is missing.
+func kafkajsTxnScript(t *testing.T) (node, script string) {
+	t.Helper()
+	node = requireTool(t, "node")
+	script, err := filepath.Abs(filepath.Join("js", "txn_kafkajs.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("js", "node_modules", "kafkajs", "package.json")); err != nil {
+		t.Fatalf("kafkajs is not installed in compat/js/node_modules: %s (or: cd compat/js && npm ci)", installHint)
+	}
+	return node, script
+}
+
+// kafkajs sendOffsets (AddOffsetsToTxn + TxnOffsetCommit): offsets sent in
+// a committed transaction become the group's committed offset; offsets sent
+// in an aborted one are discarded.
+func TestKafkaJSTransactionOffsets(t *testing.T) {
+	node, script := kafkajsTxnScript(t)
+	const (
+		topic = "compat-kafkajs-txn-offsets"
+		group = "weir-compat-kafkajs-txn-offsets"
+	)
+	b := weirtest.Start(t, weirtest.WithTestLog(), weirtest.WithTopic(topic, 1))
+	runToolRaw(t, nil, node, script, "offsets", b.Addr(), topic, group)
+	committed, err := adminFor(t, b.Addr()).FetchOffsets(testContext(t, 10*time.Second), group)
+	if err != nil {
+		t.Fatalf("fetch offsets of group %s: %v", group, err)
+	}
+	c, ok := committed.Lookup(topic, 0)
+	if !ok || c.Err != nil {
+		t.Fatalf("group %s: no committed offset for %s/0 (%v)", group, topic, c.Err)
+	}
+	if c.At != 5 {
+		t.Fatalf("group %s: committed offset %d for %s/0, want 5 (from the committed transaction)", group, c.At, topic)
+	}
+	if got := readAllValues(t, b.Addr(), topic, kgo.ReadUncommitted(), 2); !slices.Equal(got, []string{"o5", "o9"}) {
+		t.Fatalf("read_uncommitted saw %v, want [o5 o9]", got)
+	}
+}

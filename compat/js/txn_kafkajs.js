@@ -12,6 +12,22 @@
 // broker failed to hide would come before it in its partition, so it would
 // be printed before the consumer stops. Errors exit non-zero with a message
 // on stderr; every wait is bounded.
+//
+//   node txn_kafkajs.js fence BOOTSTRAP TOPIC
+//
+// Producer A (transactional id "weir-compat-kafkajs-fence") commits "a0";
+// producer B with the same id connects (bumping the epoch) and commits "b0";
+// A's next transaction must fail. Prints {"fenced": "<kafkajs error type>", "detail": "<stack>"}
+// and B commits "b1" last. (Its Go test waits for the broker to answer
+// INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED to AddPartitionsToTxn
+// v0/v1, as Kafka does for clients older than KIP-588: kafkajs reports code
+// 90 as an unknown error.)
+//
+//   node txn_kafkajs.js offsets BOOTSTRAP TOPIC GROUP
+//
+// In one transaction sends a record and the offset 5 of TOPIC/0 for GROUP
+// (AddOffsetsToTxn + TxnOffsetCommit), commits; in a second sends offset 9
+// and aborts. The Go test checks GROUP's committed offset is 5.
 'use strict';
 
 const fs = require('fs');
@@ -96,10 +112,71 @@ async function run(bootstrap, topic, partitions, per, group) {
   await consumer.disconnect();
 }
 
+function kafkaClient(bootstrap) {
+  return new Kafka({
+    clientId: 'weir-compat-txn',
+    brokers: [bootstrap],
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 5000,
+    requestTimeout: 10000,
+    retry: { retries: 2, initialRetryTime: 100 },
+  });
+}
+
+async function commitOne(producer, topic, value) {
+  const txn = await producer.transaction();
+  await txn.send({ topic, acks: -1, messages: [{ partition: 0, value }] });
+  await txn.commit();
+}
+
+async function fence(bootstrap, topic) {
+  const kafka = kafkaClient(bootstrap);
+  const opts = { transactionalId: 'weir-compat-kafkajs-fence', idempotent: true, maxInFlightRequests: 1 };
+  const a = kafka.producer(opts);
+  await a.connect();
+  await commitOne(a, topic, 'a0');
+  const b = kafka.producer(opts);
+  await b.connect();
+  await commitOne(b, topic, 'b0');
+  let fenced = '';
+  let detail = '';
+  try {
+    await commitOne(a, topic, 'a1');
+  } catch (e) {
+    fenced = (e && (e.type || (e.cause && e.cause.type) || e.name)) || String(e);
+    detail = `${e && e.stack}`;
+  }
+  if (fenced === '') fail('fenced producer committed a1');
+  await commitOne(b, topic, 'b1');
+  await b.disconnect();
+  await a.disconnect().catch(() => {});
+  process.stdout.write(JSON.stringify({ fenced, detail }) + '\n');
+}
+
+async function offsets(bootstrap, topic, group) {
+  const producer = kafkaClient(bootstrap).producer({
+    transactionalId: 'weir-compat-kafkajs-offsets', idempotent: true, maxInFlightRequests: 1,
+  });
+  await producer.connect();
+  for (const [offset, commit] of [['5', true], ['9', false]]) {
+    const txn = await producer.transaction();
+    await txn.send({ topic, acks: -1, messages: [{ partition: 0, value: `o${offset}` }] });
+    await txn.sendOffsets({ consumerGroupId: group, topics: [{ topic, partitions: [{ partition: 0, offset }] }] });
+    if (commit) await txn.commit();
+    else await txn.abort();
+  }
+  await producer.disconnect();
+}
+
 async function main() {
-  const [mode, bootstrap, topic, partitions, per, group] = process.argv.slice(2);
-  if (mode !== 'run' || !bootstrap || !topic || !group) fail('usage: txn_kafkajs.js run BOOTSTRAP TOPIC PARTITIONS PER GROUP');
-  await run(bootstrap, topic, Number(partitions), Number(per), group);
+  const [mode, bootstrap, topic, ...rest] = process.argv.slice(2);
+  if (!bootstrap || !topic) fail('usage: txn_kafkajs.js run|fence|offsets BOOTSTRAP TOPIC ...');
+  switch (mode) {
+    case 'run': return run(bootstrap, topic, Number(rest[0]), Number(rest[1]), rest[2]);
+    case 'fence': return fence(bootstrap, topic);
+    case 'offsets': return offsets(bootstrap, topic, rest[0]);
+    default: fail(`unknown mode ${mode}`);
+  }
 }
 
 // Exit only once stdout is flushed (see kafkajs_client.js).
