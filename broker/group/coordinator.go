@@ -51,6 +51,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/ilog"
 )
 
 // Topics is what the coordinator needs to know about the broker's topics.
@@ -154,7 +156,7 @@ type Coordinator struct {
 	wake   chan struct{} // tick requests (tests and the real timer)
 	quit   chan struct{} // closed by Close
 	done   chan struct{} // closed when the loop exits
-	w      *writer
+	w      *ilog.Writer
 	met    *metrics
 
 	// Loop-owned state.
@@ -197,7 +199,17 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 		return nil, err
 	}
 	c.met = met
-	c.w = newWriter(c) // replay may queue records; the writer starts after it
+	// Replay may queue records; the writer starts after it. Results are
+	// handed to the loop, or dropped once Close began.
+	c.w = ilog.New(ilog.Options{
+		Append: c.store.append,
+		Deliver: func(fn func()) {
+			select {
+			case c.events <- fn:
+			case <-c.quit:
+			}
+		},
+	})
 	start := opts.Now()
 	n, err := c.replay()
 	if err != nil {
@@ -206,7 +218,7 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	}
 	c.logger.Info("offsets replayed", "records", n, "groups", len(c.groups), "took", opts.Now().Sub(start))
 	c.nextRetentionCheck = opts.Now().Add(opts.RetentionCheckInterval)
-	go c.w.run()
+	go c.w.Run()
 	go c.loop()
 	return c, nil
 }
@@ -281,7 +293,12 @@ func (c *Coordinator) Close() error {
 	}
 	close(c.quit)
 	<-c.done
-	c.w.stop()
+	// Append what is still queued (group metadata, member records,
+	// commits whose requests already returned ErrClosed: appending an
+	// unacknowledged commit is harmless, the client retries it).
+	if n, err := c.w.StopAndDrain(); err != nil {
+		c.logger.Warn("offsets log: writes queued at close not appended", "writes", n, "err", err)
+	}
 	c.met.unregister()
 	return nil
 }

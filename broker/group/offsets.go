@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/ilog"
 )
 
 // Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, expiry.
@@ -161,11 +163,11 @@ func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		applied = make(chan error, 1)
 		inc := g.incarnation
 		g.pendingWrites++
-		c.w.enqueue(write{
-			batch:   encodeBatch(recs, now),
-			records: len(recs),
-			durable: true,
-			done: func(base int64, err error) {
+		c.w.Enqueue(ilog.Write{
+			Batch:   encodeBatch(recs, now),
+			Records: len(recs),
+			Durable: true,
+			Done: func(base int64, err error) {
 				g.pendingWrites--
 				if err == nil && c.groups[g.id] == g && g.incarnation == inc {
 					for i, t := range tps {
@@ -407,11 +409,11 @@ func (c *Coordinator) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 // Loop only.
 func (c *Coordinator) writeRecords(g *group, recs []rec, durable bool, done func(error)) {
 	g.pendingWrites++
-	c.w.enqueue(write{
-		batch:   encodeBatch(recs, c.opts.Now()),
-		records: len(recs),
-		durable: durable,
-		done: func(_ int64, err error) {
+	c.w.Enqueue(ilog.Write{
+		Batch:   encodeBatch(recs, c.opts.Now()),
+		Records: len(recs),
+		Durable: durable,
+		Done: func(_ int64, err error) {
 			g.pendingWrites--
 			if err != nil {
 				c.logger.Error("offsets log append failed", "group", g.id, "err", err)

@@ -4,6 +4,17 @@ import (
 	wlog "github.com/weirhq/weir/broker/log"
 )
 
+// store is the coordinator's view of the offsets partition.
+type store interface {
+	// append writes one or more concatenated batches and returns the
+	// offset given to the first record; durable returns after fsync.
+	append(batches []byte, durable bool) (base int64, err error)
+	// read returns whole batches from offset up to upTo.
+	read(offset int64, maxBytes int, upTo int64) (data []byte, release func(), err error)
+	highWatermark() int64
+	logStartOffset() int64
+}
+
 // OffsetsLog is the part of the offsets partition's log the coordinator
 // uses; *wlog.Log satisfies it. The coordinator appends from one goroutine
 // and reads only while replaying in NewCoordinator.

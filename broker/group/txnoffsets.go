@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weirhq/weir/broker/internal/ilog"
 	"github.com/weirhq/weir/broker/internal/recbatch"
 )
 
@@ -201,11 +202,11 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		}
 		tx.inflight++
 		applied = make(chan error, 1)
-		c.w.enqueue(write{
-			batch:   recbatch.Encode(recs, now.UnixMilli(), pid, epoch, recbatch.AttrTransactional),
-			records: len(recs),
-			durable: true,
-			done: func(base int64, err error) {
+		c.w.Enqueue(ilog.Write{
+			Batch:   recbatch.Encode(recs, now.UnixMilli(), pid, epoch, recbatch.AttrTransactional),
+			Records: len(recs),
+			Durable: true,
+			Done: func(base int64, err error) {
 				tx.inflight--
 				if err == nil && c.txns[pid] == tx {
 					for i, t := range tps {
@@ -252,11 +253,11 @@ func (c *Coordinator) WriteMarker(ctx context.Context, pid int64, epoch int16, c
 			return
 		}
 		applied = make(chan error, 1)
-		c.w.enqueue(write{
-			batch:   recbatch.Marker(pid, epoch, commit, coordinatorEpoch, c.opts.Now().UnixMilli()),
-			records: 1,
-			durable: true,
-			done: func(_ int64, err error) {
+		c.w.Enqueue(ilog.Write{
+			Batch:   recbatch.Marker(pid, epoch, commit, coordinatorEpoch, c.opts.Now().UnixMilli()),
+			Records: 1,
+			Durable: true,
+			Done: func(_ int64, err error) {
 				c.logger.Debug("transaction marker written", "producer_id", pid, "commit", commit, "err", err)
 				if err == nil {
 					c.completeTxn(pid, commit)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/ilog"
 )
 
 // Coordinator is the transaction coordinator. Its exported methods are
@@ -24,7 +26,7 @@ type Coordinator struct {
 	quit      chan struct{} // closed by Close
 	done      chan struct{} // closed when the loop exited
 	closeOnce sync.Once
-	w         *writer
+	w         *ilog.Writer
 
 	// markerCtx is the context of marker writes; cancelled by Close.
 	markerCtx    context.Context
@@ -82,7 +84,16 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	c.logger.Info("transaction state replayed", "records", n, "transactional_ids", len(c.txns),
 		"next_producer_id", c.pidNext, "took", time.Since(start))
 	c.markerCtx, c.markerCancel = context.WithCancel(context.Background())
-	c.w = newWriter(c)
+	// Every write is durable; results are handed to the loop (dropped once
+	// Close began, as post does).
+	c.w = ilog.New(ilog.Options{
+		Append:  c.opts.State.Append,
+		Deliver: func(fn func()) { c.post(fn) },
+		OnError: func(writes int, err error) {
+			c.met.appendErrors.Inc()
+			c.logger.Error("transaction state append failed", "batches", writes, "err", err)
+		},
+	})
 	c.nextPeriod = opts.Now().Add(opts.AbortTimedOutInterval)
 	// Recovery: a prepared transaction completes (markers are idempotent,
 	// so the partitions that already have theirs get a harmless second).
@@ -93,7 +104,7 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 			c.beginMarkers(m)
 		}
 	}
-	go c.w.run()
+	go c.w.Run()
 	go c.loop()
 	return c, nil
 }
@@ -319,7 +330,7 @@ func (c *Coordinator) Close() error {
 		close(c.quit)
 		<-c.done
 		c.markerCancel()
-		c.w.stop()
+		c.w.Stop()
 		c.markerWG.Wait()
 		c.met.unregister()
 	})

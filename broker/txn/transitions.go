@@ -3,6 +3,8 @@ package txn
 import (
 	"math"
 	"time"
+
+	"github.com/weirhq/weir/broker/internal/ilog"
 )
 
 func (c *Coordinator) nowMs() int64 { return c.opts.Now().UnixMilli() }
@@ -18,7 +20,7 @@ func (c *Coordinator) countState(s txnState, d int) {
 func (c *Coordinator) transition(m *txnMeta, next txnData, done func(err error)) {
 	m.pending = &next
 	batch := buildBatch([]kv{{Key: txnKey(m.id), Value: txnValue(&next)}}, c.nowMs())
-	c.w.enqueue(write{batch: batch, done: func(err error) {
+	c.w.Enqueue(ilog.Write{Batch: batch, Durable: true, Done: func(_ int64, err error) {
 		m.pending = nil
 		if err == nil {
 			c.countState(m.state, -1)
@@ -54,7 +56,7 @@ func (c *Coordinator) allocPID(cb func(int64, error)) {
 	c.pidWriting = true
 	end := c.pidEnd + c.opts.ProducerIDBlockSize
 	batch := buildBatch([]kv{{Key: pidBlockKey(), Value: pidBlockValue(end)}}, c.nowMs())
-	c.w.enqueue(write{batch: batch, done: func(err error) {
+	c.w.Enqueue(ilog.Write{Batch: batch, Durable: true, Done: func(_ int64, err error) {
 		c.pidWriting = false
 		ws := c.pidWaiters
 		c.pidWaiters = nil
@@ -141,7 +143,7 @@ func (c *Coordinator) expireIDs(now time.Time) {
 		dead.state = stateDead
 		m.pending = &dead
 		batch := buildBatch([]kv{{Key: txnKey(id), Value: nil}}, nowMs)
-		c.w.enqueue(write{batch: batch, done: func(err error) {
+		c.w.Enqueue(ilog.Write{Batch: batch, Durable: true, Done: func(_ int64, err error) {
 			m.pending = nil
 			if err != nil {
 				return
