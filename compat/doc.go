@@ -20,11 +20,16 @@
 //     has group consumers), every record comes back once and the group's
 //     committed offsets equal the partitions' end offsets.
 //
-// Group rebalances are checked separately (group_test.go): members of one
-// group join and leave under steady produce, and the driver checks from the
-// clients' assign/revoke callbacks that cooperative-sticky moves only the
-// partitions that must move, that every record is consumed once by its
-// partition's owner, and that commits only move forward.
+// Group rebalances are checked separately (group_test.go for
+// confluent-kafka-python cooperative-sticky, sarama_group_test.go for
+// sarama's sticky strategy, kafkajs_group_test.go for kafkajs): members of
+// one group join and leave under steady produce, committing synchronously
+// after every record, and the driver checks from the clients'
+// assign/revoke callbacks that the partitions are split between the live
+// members (cooperative-sticky: only the partitions that must move are
+// revoked; sticky: members keep what they had), that every acknowledged
+// record is consumed exactly once, and that the group ends committed at
+// the end offsets.
 //
 // The kcat and confluent-kafka-python tests restart the broker (clean
 // shutdown, same data directory and address) between producing and
