@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -136,5 +137,29 @@ func TestKafkaJSTransactionOffsets(t *testing.T) {
 	}
 	if got := readAllValues(t, b.Addr(), topic, kgo.ReadUncommitted(), 2); !slices.Equal(got, []string{"o5", "o9"}) {
 		t.Fatalf("read_uncommitted saw %v, want [o5 o9]", got)
+	}
+}
+
+// A second kafkajs producer with the same transactional id fences the
+// first: the first's next transaction fails with PRODUCER_FENCED (or
+// INVALID_PRODUCER_EPOCH), and its record never becomes visible.
+func TestKafkaJSTransactionFencing(t *testing.T) {
+	node, script := kafkajsTxnScript(t)
+	const topic = "compat-kafkajs-fence"
+	b := weirtest.Start(t, weirtest.WithTestLog(), weirtest.WithTopic(topic, 1))
+	out := runToolRaw(t, nil, node, script, "fence", b.Addr(), topic)
+	var res struct {
+		Fenced string `json:"fenced"`
+		Detail string `json:"detail"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("bad output %q: %v", out, err)
+	}
+	if res.Fenced != "PRODUCER_FENCED" && res.Fenced != "INVALID_PRODUCER_EPOCH" {
+		t.Fatalf("fenced producer failed with %q, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH\n%s", res.Fenced, res.Detail)
+	}
+	// b1 is committed last, so a leaked a1 would be read before it.
+	if got, want := readAllValues(t, b.Addr(), topic, kgo.ReadCommitted(), 3), []string{"a0", "b0", "b1"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed saw %v, want %v", got, want)
 	}
 }

@@ -288,6 +288,14 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 	if !versionOK(req) {
 		return nil, fmt.Errorf("txn: unsupported version %d of request key %d", req.GetVersion(), req.Key())
 	}
+	resp, err := c.handle(ctx, req)
+	if err == nil {
+		downgradeFenced(req, resp)
+	}
+	return resp, err
+}
+
+func (c *Coordinator) handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
 	case *kmsg.FindCoordinatorRequest:
 		return c.findCoordinator(r), nil
@@ -309,6 +317,44 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.writeTxnMarkers(ctx, r), nil
 	default:
 		return nil, fmt.Errorf("txn: request key %d is not a transaction request", req.Key())
+	}
+}
+
+// downgradeFenced answers INVALID_PRODUCER_EPOCH where the request version
+// predates PRODUCER_FENCED (KIP-588), as Kafka does: clients of those
+// versions (kafkajs, older librdkafka and Java) do not know code 90 and
+// would fail with an unknown error instead of treating the producer as
+// fenced. The versions are Kafka's: InitProducerId < 4, AddPartitionsToTxn,
+// AddOffsetsToTxn and EndTxn < 2.
+func downgradeFenced(req kmsg.Request, resp kmsg.Response) {
+	fenced, old := kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code
+	fix := func(code *int16) {
+		if *code == fenced {
+			*code = old
+		}
+	}
+	v := req.GetVersion()
+	switch r := resp.(type) {
+	case *kmsg.InitProducerIDResponse:
+		if v < 4 {
+			fix(&r.ErrorCode)
+		}
+	case *kmsg.AddPartitionsToTxnResponse:
+		if v < 2 {
+			for i := range r.Topics {
+				for j := range r.Topics[i].Partitions {
+					fix(&r.Topics[i].Partitions[j].ErrorCode)
+				}
+			}
+		}
+	case *kmsg.AddOffsetsToTxnResponse:
+		if v < 2 {
+			fix(&r.ErrorCode)
+		}
+	case *kmsg.EndTxnResponse:
+		if v < 2 {
+			fix(&r.ErrorCode)
+		}
 	}
 }
 
