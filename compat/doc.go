@@ -22,7 +22,8 @@
 //
 // Group rebalances are checked separately (group_test.go for
 // confluent-kafka-python cooperative-sticky, sarama_group_test.go for
-// sarama's sticky strategy, kafkajs_group_test.go for kafkajs): members of
+// sarama's sticky strategy, kafkajs_group_test.go for kafkajs,
+// franzgo_group_test.go for franz-go eager and cooperative): members of
 // one group join and leave under steady produce, committing synchronously
 // after every record, and the driver checks from the clients'
 // assign/revoke callbacks that the partitions are split between the live
