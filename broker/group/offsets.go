@@ -75,6 +75,50 @@ func (g *group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
 	return nil
 }
 
+// commitTopic resolves a topic of an OffsetCommit or TxnOffsetCommit: its
+// name (looked up by id when byID), its partition count (known false for
+// an unknown topic) and the error of every partition of it (groupErr
+// first, then UNKNOWN_TOPIC_ID).
+func (c *Coordinator) commitTopic(name string, id [16]byte, byID bool, groupErr *kerr.Error) (string, int32, bool, *kerr.Error) {
+	topicErr := groupErr
+	if topicErr == nil && byID {
+		n, ok := c.opts.Topics.TopicName(id)
+		if !ok {
+			topicErr = kerr.UnknownTopicID
+		}
+		name = n
+	}
+	nparts, known := c.opts.Topics.Partitions(name)
+	return name, nparts, known, topicErr
+}
+
+// commitPartitionErr is the error of one committed partition: the topic's
+// error, else UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE.
+func commitPartitionErr(topicErr *kerr.Error, known bool, nparts, partition int32, metadata *string) *kerr.Error {
+	switch {
+	case topicErr != nil:
+		return topicErr
+	case !known || partition < 0 || partition >= nparts:
+		return kerr.UnknownTopicOrPartition
+	case metadata != nil && len(*metadata) > maxMetadataBytes:
+		return kerr.OffsetMetadataTooLarge
+	}
+	return nil
+}
+
+// newCommitted is an offset committed at now; its leader epoch is -1
+// unless the request version carries one (withEpoch).
+func newCommitted(now time.Time, offset int64, leaderEpoch int32, withEpoch bool, metadata *string) committed {
+	cm := committed{offset: offset, leaderEpoch: -1, commitTime: now}
+	if withEpoch {
+		cm.leaderEpoch = leaderEpoch
+	}
+	if metadata != nil {
+		cm.metadata = *metadata
+	}
+	return cm
+}
+
 func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	r := kmsg.NewPtrOffsetCommitResponse()
 	var applied chan error
@@ -109,39 +153,17 @@ func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		for ti, t := range req.Topics {
 			rt := kmsg.NewOffsetCommitResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			name := t.Topic
-			topicErr := groupErr
-			if topicErr == nil && req.Version >= 10 {
-				n, ok := c.opts.Topics.TopicName(t.TopicID)
-				if !ok {
-					topicErr = kerr.UnknownTopicID
-				}
-				name = n
-			}
-			nparts, known := c.opts.Topics.Partitions(name)
+			name, nparts, known, topicErr := c.commitTopic(t.Topic, t.TopicID, req.Version >= 10, groupErr)
 			for pi, p := range t.Partitions {
 				rp := kmsg.NewOffsetCommitResponseTopicPartition()
 				rp.Partition = p.Partition
-				perr := topicErr
-				switch {
-				case perr != nil:
-				case !known || p.Partition < 0 || p.Partition >= nparts:
-					perr = kerr.UnknownTopicOrPartition
-				case p.Metadata != nil && len(*p.Metadata) > maxMetadataBytes:
-					perr = kerr.OffsetMetadataTooLarge
-				}
+				perr := commitPartitionErr(topicErr, known, nparts, p.Partition, p.Metadata)
 				rp.ErrorCode = errCode(perr)
 				rt.Partitions = append(rt.Partitions, rp)
 				if perr != nil {
 					continue
 				}
-				cm := committed{offset: p.Offset, leaderEpoch: -1, commitTime: now}
-				if req.Version >= 6 {
-					cm.leaderEpoch = p.LeaderEpoch
-				}
-				if p.Metadata != nil {
-					cm.metadata = *p.Metadata
-				}
+				cm := newCommitted(now, p.Offset, p.LeaderEpoch, req.Version >= 6, p.Metadata)
 				switch {
 				case req.Version == 1 && p.Timestamp > 0:
 					cm.expireTime = time.UnixMilli(p.Timestamp).Add(c.opts.OffsetsRetention)

@@ -151,39 +151,17 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		for ti, t := range req.Topics {
 			rt := kmsg.NewTxnOffsetCommitResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			name := t.Topic
-			topicErr := groupErr
-			if topicErr == nil && req.Version >= 6 {
-				n, ok := c.opts.Topics.TopicName(t.TopicID)
-				if !ok {
-					topicErr = kerr.UnknownTopicID
-				}
-				name = n
-			}
-			nparts, known := c.opts.Topics.Partitions(name)
+			name, nparts, known, topicErr := c.commitTopic(t.Topic, t.TopicID, req.Version >= 6, groupErr)
 			for pi, p := range t.Partitions {
 				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 				rp.Partition = p.Partition
-				perr := topicErr
-				switch {
-				case perr != nil:
-				case !known || p.Partition < 0 || p.Partition >= nparts:
-					perr = kerr.UnknownTopicOrPartition
-				case p.Metadata != nil && len(*p.Metadata) > maxMetadataBytes:
-					perr = kerr.OffsetMetadataTooLarge
-				}
+				perr := commitPartitionErr(topicErr, known, nparts, p.Partition, p.Metadata)
 				rp.ErrorCode = errCode(perr)
 				rt.Partitions = append(rt.Partitions, rp)
 				if perr != nil {
 					continue
 				}
-				cm := committed{offset: p.Offset, leaderEpoch: -1, commitTime: now}
-				if req.Version >= 2 {
-					cm.leaderEpoch = p.LeaderEpoch
-				}
-				if p.Metadata != nil {
-					cm.metadata = *p.Metadata
-				}
+				cm := newCommitted(now, p.Offset, p.LeaderEpoch, req.Version >= 2, p.Metadata)
 				recs = append(recs, rec{Key: offsetKey(req.Group, name, p.Partition), Value: offsetValue(cm)})
 				vals = append(vals, cm)
 				tps = append(tps, tp{name, p.Partition})
