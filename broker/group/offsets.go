@@ -119,6 +119,21 @@ func newCommitted(now time.Time, offset int64, leaderEpoch int32, withEpoch bool
 	return cm
 }
 
+// awaitAppend waits for the append a commit queued (applied nil: none was
+// queued) and returns its error, or ErrClosed if the coordinator closed
+// first.
+func (c *Coordinator) awaitAppend(applied chan error) (appendErr, err error) {
+	if applied == nil {
+		return nil, nil
+	}
+	select {
+	case werr := <-applied:
+		return werr, nil
+	case <-c.quit:
+		return nil, ErrClosed
+	}
+}
+
 func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	r := kmsg.NewPtrOffsetCommitResponse()
 	var applied chan error
@@ -205,21 +220,17 @@ func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	if err != nil {
 		return nil, err
 	}
-	if applied == nil {
-		return r, nil
+	werr, err := c.awaitAppend(applied)
+	if err != nil {
+		return nil, err
 	}
-	select {
-	case werr := <-applied:
-		if werr != nil {
-			c.logger.Error("offset commit append failed", "group", req.Group, "err", werr)
-			for _, a := range accepted {
-				r.Topics[a.t].Partitions[a.p].ErrorCode = kerr.NotCoordinator.Code
-			}
+	if werr != nil {
+		c.logger.Error("offset commit append failed", "group", req.Group, "err", werr)
+		for _, a := range accepted {
+			r.Topics[a.t].Partitions[a.p].ErrorCode = kerr.NotCoordinator.Code
 		}
-		return r, nil
-	case <-c.quit:
-		return nil, ErrClosed
 	}
+	return r, nil
 }
 
 // ---- OffsetFetch ----

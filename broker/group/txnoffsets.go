@@ -204,21 +204,17 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	if err != nil {
 		return nil, err
 	}
-	if applied == nil {
-		return r, nil
+	werr, err := c.awaitAppend(applied)
+	if err != nil {
+		return nil, err
 	}
-	select {
-	case werr := <-applied:
-		if werr != nil {
-			c.logger.Error("transactional offset commit append failed", "group", req.Group, "err", werr)
-			for _, a := range accepted {
-				r.Topics[a.t].Partitions[a.p].ErrorCode = kerr.NotCoordinator.Code
-			}
+	if werr != nil {
+		c.logger.Error("transactional offset commit append failed", "group", req.Group, "err", werr)
+		for _, a := range accepted {
+			r.Topics[a.t].Partitions[a.p].ErrorCode = kerr.NotCoordinator.Code
 		}
-		return r, nil
-	case <-c.quit:
-		return nil, ErrClosed
 	}
+	return r, nil
 }
 
 // WriteMarker ends pid's transaction in the offsets partition: a COMMIT or
