@@ -13,9 +13,16 @@ import (
 // incarnation's open transaction is fenced): a read_committed reader of the
 // output sees every key's counts exactly once, 1, 2, 3, ..., and the final
 // counts equal the true counts. A restart on an empty state directory (full
-// restore from the read_committed changelog) continues exactly.
+// restore from the read_committed changelog) continues exactly. It runs on
+// both brokers: weir's and kfake.
 func TestExactlyOnceKillAndRestart(t *testing.T) {
-	b := startBrokerFor(t, ExactlyOnce)
+	for _, kind := range []brokerKind{weirBroker, kfakeBroker} {
+		t.Run(string(kind), func(t *testing.T) { exactlyOnceKillRun(t, kind) })
+	}
+}
+
+func exactlyOnceKillRun(t *testing.T, kind brokerKind) {
+	b := startBrokerOn(t, kind)
 	b.createTopic("events", 3)
 	b.createTopic("counts", 3)
 	const keys = 20

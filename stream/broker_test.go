@@ -38,14 +38,9 @@ const (
 
 var (
 	brokerFlag = flag.String("stream.broker", string(weirBroker), "broker the integration tests run against: weir or kfake")
-	// The ExactlyOnce tests pass on weir but stall there for seconds at a
-	// time (a transactional produce right after EndTxn is answered
-	// NOT_ENOUGH_REPLICAS, the next in-flight batch then
-	// OUT_OF_ORDER_SEQUENCE_NUMBER, and franz-go waits for a metadata
-	// refresh), enough to miss their deadlines on a loaded machine: they
-	// run on kfake until the broker's transaction path answers them
-	// without the stall. -stream.eos-broker=weir runs them on weir.
-	eosBrokerFlag = flag.String("stream.eos-broker", string(kfakeBroker), "broker the ExactlyOnce tests run against: weir or kfake")
+	// -stream.eos-broker runs the ExactlyOnce tests on another broker than
+	// the others (default: the same).
+	eosBrokerFlag = flag.String("stream.eos-broker", "", "broker the ExactlyOnce tests run against: weir or kfake (default: -stream.broker)")
 )
 
 // defaultBroker is the broker of startBroker.
@@ -63,7 +58,7 @@ func parseBroker(t testing.TB, name string) brokerKind {
 
 // startBrokerFor starts the broker the tests of guarantee g run against.
 func startBrokerFor(t *testing.T, g Guarantee) *testBroker {
-	if g == ExactlyOnce {
+	if g == ExactlyOnce && *eosBrokerFlag != "" {
 		return startBrokerOn(t, parseBroker(t, *eosBrokerFlag))
 	}
 	return startBroker(t)
