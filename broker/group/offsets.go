@@ -35,11 +35,22 @@ func (g *group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
 	if req.Version < 1 {
 		gen = -1
 	}
+	return g.validateCommitter(gen, req.MemberID, req.InstanceID, false)
+}
+
+// validateCommitter checks the member of an OffsetCommit, or of a
+// TxnOffsetCommit when txn (as Kafka's validateOffsetCommit with
+// isTransactional): a transactional commit without member information is
+// accepted, and one is not refused while the group completes a rebalance.
+func (g *group) validateCommitter(gen int32, member string, instanceID *string, txn bool) *kerr.Error {
+	if txn && gen < 0 && member == "" {
+		return nil // no member information (v0-v2, or a producer outside the group)
+	}
 	if g.kind == kindConsumer {
-		if gen < 0 && req.MemberID == "" && len(g.cg.members) == 0 {
+		if gen < 0 && member == "" && len(g.cg.members) == 0 {
 			return nil
 		}
-		m := g.cg.members[req.MemberID]
+		m := g.cg.members[member]
 		if m == nil {
 			return kerr.UnknownMemberID
 		}
@@ -56,17 +67,17 @@ func (g *group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
 	if gen < 0 && g.state == stateEmpty {
 		return nil
 	}
-	if req.InstanceID != nil && *req.InstanceID != "" {
-		if cur, ok := g.instances[*req.InstanceID]; !ok {
+	if instanceID != nil && *instanceID != "" {
+		if cur, ok := g.instances[*instanceID]; !ok {
 			return kerr.UnknownMemberID
-		} else if cur != req.MemberID {
+		} else if cur != member {
 			return kerr.FencedInstanceID
 		}
 	}
-	if g.state == stateCompletingRebalance {
+	if !txn && g.state == stateCompletingRebalance {
 		return kerr.RebalanceInProgress
 	}
-	if g.members[req.MemberID] == nil {
+	if g.members[member] == nil {
 		return kerr.UnknownMemberID
 	}
 	if gen != g.generation {

@@ -89,39 +89,7 @@ func (g *group) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest) *kerr.Error 
 	if req.Version >= 3 {
 		gen, member = req.Generation, req.MemberID
 	}
-	if gen < 0 && member == "" {
-		return nil // no member information (v0-v2, or a producer outside the group)
-	}
-	if g.kind == kindConsumer {
-		m := g.cg.members[member]
-		if m == nil {
-			return kerr.UnknownMemberID
-		}
-		if gen > m.epoch {
-			return kerr.StaleMemberEpoch
-		}
-		return nil
-	}
-	if g.state == stateDead {
-		return kerr.CoordinatorNotAvailable
-	}
-	if gen < 0 && g.state == stateEmpty {
-		return nil
-	}
-	if req.InstanceID != nil && *req.InstanceID != "" {
-		if cur, ok := g.instances[*req.InstanceID]; !ok {
-			return kerr.UnknownMemberID
-		} else if cur != member {
-			return kerr.FencedInstanceID
-		}
-	}
-	if g.members[member] == nil {
-		return kerr.UnknownMemberID
-	}
-	if gen != g.generation {
-		return kerr.IllegalGeneration
-	}
-	return nil
+	return g.validateCommitter(gen, member, req.InstanceID, true)
 }
 
 // TxnOffsetCommit stages the request's offsets for (ProducerID,
