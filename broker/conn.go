@@ -54,6 +54,7 @@ type conn struct {
 	cancel context.CancelFunc
 
 	inflight chan *slot
+	host     string // the peer's address as Kafka reports client hosts
 	stopOnce sync.Once
 	stopping atomic.Bool  // set by stopReading before it moves the read deadline
 	pending  atomic.Int32 // requests read and not yet answered (idle check)
@@ -70,6 +71,9 @@ type slot struct {
 	resp    kmsg.Response // nil: no response (acks=0 produce)
 	err     error         // non-nil: close the connection at this slot
 	release []func()      // called after the response is written (fetch buffers)
+	// clientID and host identify the requester (DescribeGroups shows
+	// them per member, as Kafka does).
+	clientID, host string
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -78,6 +82,10 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		nc:       nc,
 		logger:   b.logger.With("remote", nc.RemoteAddr().String()),
 		inflight: make(chan *slot, b.cfg.MaxInFlightPerConn),
+	}
+	// Kafka reports a client's host as "/<ip>".
+	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+		c.host = "/" + host
 	}
 	c.ctx, c.cancel = context.WithCancel(b.ctx)
 	c.chains = map[chainKey]chan struct{}{}
@@ -262,7 +270,7 @@ func (c *conn) decode(frame []byte) (s *slot, req kmsg.Request, ok bool) {
 	key := rd.Int16()
 	version := rd.Int16()
 	corr := rd.Int32()
-	_ = rd.NullableString() // client id, unused
+	clientID := rd.NullableString()
 	if !rd.Ok() {
 		c.logger.Warn("closing connection: malformed request header")
 		return nil, nil, false
@@ -294,7 +302,11 @@ func (c *conn) decode(frame []byte) (s *slot, req kmsg.Request, ok bool) {
 		c.logger.Warn("closing connection: malformed request", "api", kmsg.NameForKey(key), "version", version, "err", err)
 		return nil, nil, false
 	}
-	return &slot{key: key, corr: corr, done: make(chan struct{})}, req, true
+	s = &slot{key: key, corr: corr, done: make(chan struct{}), host: c.host}
+	if clientID != nil {
+		s.clientID = *clientID
+	}
+	return s, req, true
 }
 
 func (c *conn) finished(key int16, corr int32, resp kmsg.Response) *slot {

@@ -63,8 +63,8 @@ func (b *Broker) startGroups() error {
 }
 
 // handleGroup routes a group API request to the coordinator.
-func handleGroup(b *Broker, ctx context.Context, _ *slot, req kmsg.Request) (kmsg.Response, error) {
-	return b.groups.Handle(ctx, req)
+func handleGroup(b *Broker, ctx context.Context, s *slot, req kmsg.Request) (kmsg.Response, error) {
+	return b.groups.Handle(group.WithClient(ctx, s.clientID, s.host), req)
 }
 
 // brokerTopics implements group.Topics over the registry.

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,6 +47,35 @@ func TestConsumerGroupRouting(t *testing.T) {
 	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
 	if total != n {
 		t.Fatalf("committed offsets sum to %d, want %d", total, n)
+	}
+}
+
+// DescribeGroups names each member's client id and host, taken from the
+// request header and the connection, as Kafka does.
+func TestDescribeGroupsShowsClient(t *testing.T) {
+	b, _ := testBroker(t)
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "dg", 1)
+	c := newClient(t, b, kgo.ConsumeTopics("dg"), kgo.ConsumerGroup("dgrp"), kgo.ClientID("dg-consumer"))
+	adm := kadm.NewClient(newClient(t, b))
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		c.PollFetches(pctx) // drives the join
+		cancel()
+		gs, err := adm.DescribeGroups(ctx, "dgrp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := gs["dgrp"]; g.State == "Stable" && len(g.Members) == 1 {
+			m := g.Members[0]
+			if m.ClientID != "dg-consumer" || m.ClientHost != "/127.0.0.1" {
+				t.Fatalf("member client id %q host %q, want %q %q", m.ClientID, m.ClientHost, "dg-consumer", "/127.0.0.1")
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("group never became stable: %+v", gs["dgrp"])
+		}
 	}
 }
 
