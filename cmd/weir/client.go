@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -72,6 +73,17 @@ func (cf *clientFlags) admin() (*kadm.Client, func(), error) {
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(cf.timeout / time.Millisecond))
 	return adm, cl.Close, nil
+}
+
+// adminCtx is admin plus the per-command deadline (--timeout) derived
+// from parent; done closes the client and releases the deadline.
+func (cf *clientFlags) adminCtx(parent context.Context) (context.Context, *kadm.Client, func(), error) {
+	adm, closeClient, err := cf.admin()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(parent, cf.timeout)
+	return ctx, adm, func() { cancel(); closeClient() }, nil
 }
 
 // splitList splits a comma-separated list, dropping empty elements.

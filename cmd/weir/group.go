@@ -42,13 +42,11 @@ func newGroupDeleteCmd(cf *clientFlags) *cobra.Command {
 		Short: "Delete groups and their committed offsets (a group must have no members)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, groups []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			resps, err := adm.DeleteGroups(ctx, groups...)
 			if err != nil {
 				return fmt.Errorf("delete groups: %w", err)
@@ -80,13 +78,11 @@ func newGroupListCmd(cf *clientFlags) *cobra.Command {
 		Short:   "List consumer groups with their state and type",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			groups, err := adm.ListGroups(ctx, states...)
 			if err != nil {
 				return fmt.Errorf("list groups: %w", err)
@@ -310,13 +306,11 @@ func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
 		Short: "Show a group's state, members, assignment and per-partition lag (records and time)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			gi, err := describeGroup(ctx, adm, args[0])
 			if err != nil {
 				return err
@@ -504,13 +498,11 @@ func newGroupResetOffsetsCmd(cf *clientFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group := args[0]
 			out := cmd.OutOrStdout()
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			gi, err := describeGroup(ctx, adm, group)
 			if err != nil {
 				return err

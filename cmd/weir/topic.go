@@ -60,13 +60,11 @@ func newTopicCreateCmd(cf *clientFlags) *cobra.Command {
 				v := kv[1]
 				cfgs[kv[0]] = &v
 			}
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			resps, err := adm.CreateTopics(ctx, partitions, replication, cfgs, topics...)
 			if err != nil {
 				return fmt.Errorf("create topics: %w", err)
@@ -105,13 +103,11 @@ func newTopicListCmd(cf *clientFlags) *cobra.Command {
 		Short:   "List topics with their partition counts",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			var details kadm.TopicDetails
 			if internal {
 				details, err = adm.ListTopicsWithInternal(ctx)
@@ -380,13 +376,11 @@ func newTopicAlterCmd(cf *clientFlags) *cobra.Command {
 			if partitions == 0 && len(kvs) == 0 && len(del) == 0 {
 				return errors.New("nothing to alter: give --partitions, --config or --delete-config")
 			}
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			out := cmd.OutOrStdout()
 			var errs []error
 			if partitions > 0 {
@@ -449,13 +443,11 @@ func newTopicDeleteCmd(cf *clientFlags) *cobra.Command {
 		Short:   "Delete topics and all their data",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			resps, err := adm.DeleteTopics(ctx, topics...)
 			if err != nil {
 				return fmt.Errorf("delete topics: %w", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -49,13 +48,11 @@ func newTxnListCmd(cf *clientFlags) *cobra.Command {
   weir txn list --pattern 'orders-.*'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			listed, err := adm.ListTransactionsByTxPattern(ctx, pids, states, pattern)
 			if err != nil && len(listed) == 0 {
 				return fmt.Errorf("list transactions: %w", err)
@@ -126,13 +123,11 @@ func newTxnDescribeCmd(cf *clientFlags) *cobra.Command {
 		Short: "Describe transactional ids: state, producer id and epoch, timeout, start, partitions",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			described, err := adm.DescribeTransactions(ctx, ids...)
 			if err != nil && len(described) == 0 {
 				return fmt.Errorf("describe transactions: %w", err)
@@ -212,13 +207,11 @@ func newTxnProducersCmd(cf *clientFlags) *cobra.Command {
   weir txn producers orders --hanging 15m   # open transactions whose producer wrote nothing for 15m`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			md, err := adm.Metadata(ctx, topics...)
 			if err != nil {
 				return fmt.Errorf("metadata: %w", err)
@@ -303,13 +296,11 @@ Only use it on a transaction that no live producer will complete.`,
 			if (startOffset < 0) == (producerID < 0) {
 				return errors.New("give either --start-offset or --producer-id (with --producer-epoch)")
 			}
-			adm, done, err := cf.admin()
+			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
 			if startOffset >= 0 {
 				set := make(kadm.TopicsSet)
 				set.Add(topic, partition)
