@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/weirtest"
 )
 
 // runTxnCmd runs "weir txn ARGS" through the command itself (it does not
@@ -27,15 +29,28 @@ func runTxnCmd(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// The txn commands speak only the Kafka protocol; kfake (a reference
-// broker) checks them independently of weir's coordinator.
+// The txn commands speak only the Kafka protocol: the same body runs
+// against kfake (a reference broker, independent of weir's coordinator)
+// and against weir. An ongoing transaction is listed and described with
+// its state, epoch, timeout and partitions, and leaves the Ongoing list
+// once committed.
 func TestTxnListDescribe(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	addr := c.ListenAddrs()[0]
+	t.Run("kfake", func(t *testing.T) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		testTxnListDescribe(t, c.ListenAddrs()[0], "Empty") // kfake moves straight on to the next epoch
+	})
+	t.Run("weir", func(t *testing.T) {
+		testTxnListDescribe(t, weirtest.Start(t, weirtest.WithTopic("out", 2)).Addr(), "CompleteCommit") // as Kafka
+	})
+}
+
+// stateAfterCommit is the state the broker reports once the commit
+// completed.
+func testTxnListDescribe(t *testing.T, addr, stateAfterCommit string) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("orders-1"),
 		kgo.TransactionTimeout(time.Minute), kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -81,6 +96,10 @@ func TestTxnListDescribe(t *testing.T) {
 	out, err = runTxnCmd(t, "list", "--older-than", "1h", "--brokers", addr)
 	if err != nil || strings.Contains(out, "orders-1") {
 		t.Fatalf("list --older-than: %v\n%s", err, out)
+	}
+	out, err = runTxnCmd(t, "describe", "orders-1", "--brokers", addr)
+	if err != nil || !regexpLine(out, `^State:\s+`+stateAfterCommit+`$`) {
+		t.Fatalf("describe after commit: %v\n%s", err, out)
 	}
 }
 
