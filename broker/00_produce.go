@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -24,11 +25,15 @@ import (
 //   connection's previous append to that partition has returned. Requests
 //   touching other partitions, and other requests of the connection, are
 //   not held up; the partitions of one request are appended concurrently.
-// * acks=-1 appends durable: the log returns after an fsync covering the
-//   data (group commit: concurrent appenders share one fsync), so the
-//   response means "on disk". acks=1 answers after the write; acks=0 sends
-//   no response at all, and closes the connection if a partition failed
-//   (Kafka's only way to tell an acks=0 producer to refresh metadata).
+// * acks=-1 answers only once an fsync covers the data (group commit:
+//   concurrent appenders share one fsync), so the response means "on
+//   disk". Append and durability are split: every partition of the request
+//   is written first, which releases the connection's next pipelined
+//   request to the same partitions, and only then does the handler wait
+//   for the fsyncs, so one fsync per partition covers several in-flight
+//   requests. acks=1 answers after the write; acks=0 sends no response at
+//   all, and closes the connection if a partition failed (Kafka's only way
+//   to tell an acks=0 producer to refresh metadata).
 // * acks other than -1, 0, 1: INVALID_REQUIRED_ACKS on every partition.
 // * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v13 by ID:
 //   UNKNOWN_TOPIC_ID). Produce does not auto-create topics (Metadata does).
@@ -42,8 +47,11 @@ import (
 //   INVALID_RECORD.
 // * The batches are appended straight from the request frame (the log
 //   rewrites base offsets in place): no copy.
-// * TimeoutMillis is not enforced: a durable append returns when the fsync
-//   does.
+// * TimeoutMillis bounds the acks=-1 wait for the fsync: a partition not
+//   durable by then answers REQUEST_TIMED_OUT, and its records stay
+//   appended (they become durable and visible with a later fsync), as in
+//   Kafka. TimeoutMillis <= 0 means no bound (Kafka completes such a
+//   request at once on a single replica; weir still waits for its fsync).
 // * Idempotence is checked by the log, atomically with the append: a
 //   duplicate of one of a producer's last 5 batches is answered with the
 //   original offsets (nothing appended), a sequence gap is
@@ -223,13 +231,15 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []
 		}
 	}
 
-	var wg sync.WaitGroup
-	concurrent := durable && len(targets) > 1
-	for _, tg := range targets {
+	// Append every partition (the link of each is released as soon as
+	// its bytes are written), then wait for the fsyncs together.
+	results := make([]wlog.AppendResult, len(targets))
+	for i := range targets {
+		tg := &targets[i]
 		if tg.sp.ErrorCode != 0 {
 			continue
 		}
-		app := func() {
+		func() {
 			defer done(tg.link)
 			defer func() {
 				if r := recover(); r != nil {
@@ -241,17 +251,12 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []
 			if tg.link < len(links) {
 				<-links[tg.link].prev
 			}
-			b.appendPartition(req.Version, tg.t.name, tg.l, tg.rp, tg.sp, durable)
-		}
-		if concurrent {
-			// Partitions are separate logs with separate fsyncs: wait
-			// for them together.
-			wg.Go(app)
-		} else {
-			app()
-		}
+			results[i] = b.appendPartition(req.Version, tg.t.name, tg.l, tg.rp, tg.sp)
+		}()
 	}
-	wg.Wait()
+	if durable {
+		b.waitDurable(ctx, req, targets, results)
+	}
 	release()
 
 	failed := false
@@ -397,17 +402,54 @@ func hasControlBatch(records []byte) bool {
 	return false
 }
 
-// appendPartition appends one partition's batches and fills its response.
-func (b *Broker) appendPartition(version int16, topicName string, l *wlog.Log, rp *kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, durable bool) {
+// waitDurable waits until every appended target of an acks=-1 request is
+// durable, for at most the request's TimeoutMillis (if > 0), and sets the
+// error of each target that is not: REQUEST_TIMED_OUT past the timeout
+// (the records stay appended), the storage error if a failed fsync rolled
+// the append back.
+func (b *Broker) waitDurable(ctx context.Context, req *kmsg.ProduceRequest, targets []produceTarget, results []wlog.AppendResult) {
+	if req.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+	}
+	for i := range targets {
+		tg := &targets[i]
+		if tg.sp.ErrorCode != 0 {
+			continue
+		}
+		err := tg.l.WaitDurable(ctx, &results[i])
+		if err == nil {
+			continue
+		}
+		tg.sp.BaseOffset, tg.sp.LogAppendTime, tg.sp.LogStartOffset = -1, -1, -1
+		if errors.Is(err, context.DeadlineExceeded) {
+			tg.sp.ErrorCode = kerr.RequestTimedOut.Code
+		} else {
+			_, exists := b.topics.get(tg.t.name)
+			tg.sp.ErrorCode = logErrorCode(err, !exists)
+			if tg.sp.ErrorCode == kerr.KafkaStorageError.Code {
+				b.logger.Error("fsync failed", "topic", tg.t.name, "partition", tg.rp.Partition, "err", err)
+			}
+		}
+		if req.Version >= 8 {
+			tg.sp.ErrorMessage = kmsg.StringPtr(err.Error())
+		}
+	}
+}
+
+// appendPartition appends one partition's batches (written, not yet
+// durable) and fills its response.
+func (b *Broker) appendPartition(version int16, topicName string, l *wlog.Log, rp *kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) wlog.AppendResult {
 	if hasControlBatch(rp.Records) {
 		// Kafka: a client may not write control records.
 		sp.ErrorCode = kerr.InvalidRecord.Code
 		if version >= 8 {
 			sp.ErrorMessage = kmsg.StringPtr("control batches are written by the broker only")
 		}
-		return
+		return wlog.AppendResult{}
 	}
-	res, err := l.Append(rp.Records, durable)
+	res, err := l.Append(rp.Records, false)
 	if err != nil {
 		_, exists := b.topics.get(topicName)
 		sp.ErrorCode = logErrorCode(err, !exists)
@@ -417,11 +459,12 @@ func (b *Broker) appendPartition(version int16, topicName string, l *wlog.Log, r
 		if version >= 8 {
 			sp.ErrorMessage = kmsg.StringPtr(err.Error())
 		}
-		return
+		return wlog.AppendResult{}
 	}
 	b.metrics.producedBytes.Add(float64(len(rp.Records)))
 	b.metrics.producedBatches.Inc()
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
 	sp.LogStartOffset = res.LogStartOffset
+	return res
 }

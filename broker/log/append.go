@@ -22,7 +22,9 @@ import (
 // bytes (group commit: concurrent appenders share one fsync); a non-durable
 // one returns after the write and is synced promptly in the background; in
 // both cases readers see the data once it is synced. Under SyncInterval the
-// data is visible at once and durable is ignored.
+// data is visible at once and durable is ignored. A non-durable Append
+// followed by WaitDurable is a durable Append split in two: the caller can
+// append more (and let one fsync cover it all) before it waits.
 //
 // On an I/O error (ErrStorage) the log is rolled back to its last good
 // state and stays readable; later appends succeed once the disk recovers.
@@ -153,11 +155,9 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 	if l.policy == SyncInterval {
 		return res, nil
 	}
+	res.durableEnd, res.durableEpoch = next, epoch
 	if !durable {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		l.kickSync()
 		return res, nil
 	}
 	if err := l.waitSynced(next, epoch); err != nil {
@@ -175,6 +175,9 @@ func (l *Log) answerDuplicate(d *duplicate, durable bool) (AppendResult, error) 
 	l.syncMu.Unlock()
 	res := AppendResult{BaseOffset: d.firstOff, LastOffset: d.lastOff, LogAppendTime: -1,
 		LogStartOffset: l.logStart.Load(), Duplicate: true}
+	if l.policy == SyncAlways {
+		res.durableEnd, res.durableEpoch = d.lastOff+1, epoch
+	}
 	l.mu.Unlock()
 	if durable && l.policy == SyncAlways {
 		if err := l.waitSynced(d.lastOff+1, epoch); err != nil {

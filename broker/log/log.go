@@ -126,6 +126,11 @@ type AppendResult struct {
 	// appended; BaseOffset/LastOffset are the original batch's and
 	// Batches is empty. Kafka answers such a produce with success.
 	Duplicate bool
+	// durableEnd and durableEpoch say what WaitDurable waits for: the
+	// synced end must reach durableEnd without a rollback (after
+	// durableEpoch) cutting below it. durableEnd 0: nothing to wait for.
+	durableEnd   int64
+	durableEpoch uint64
 }
 
 // BatchInfo is the parsed header of one appended batch, with the offsets the
@@ -199,14 +204,18 @@ type Log struct {
 	hw       atomic.Int64
 	logStart atomic.Int64
 
-	syncMu    sync.Mutex
-	syncCond  *sync.Cond
-	written   syncPoint // end of the data written, published by the appender
-	synced    syncPoint // end of the data known durable
-	syncing   bool      // a group-commit leader is in fsync
-	rollbacks uint64    // count of rollbacks after failed fsyncs
-	rbPoints  []int64   // rbPoints[i]: log end after rollback i+1
-	rbErr     error     // the error that caused the last rollback
+	syncMu   sync.Mutex
+	syncCond *sync.Cond
+	written  syncPoint // end of the data written, published by the appender
+	synced   syncPoint // end of the data known durable
+	syncing  bool      // a group-commit leader is in fsync
+	// syncDone is closed (and replaced) whenever synced advances, a
+	// rollback happens or the log closes: WaitDurable selects on it with
+	// its context.
+	syncDone  chan struct{}
+	rollbacks uint64  // count of rollbacks after failed fsyncs
+	rbPoints  []int64 // rbPoints[i]: log end after rollback i+1
+	rbErr     error   // the error that caused the last rollback
 	changed   chan struct{}
 	isClosed  bool // guarded by syncMu; also closed below
 
@@ -258,6 +267,7 @@ func Open(opts Options) (*Log, error) {
 		policy:      opts.Sync,
 		every:       opts.SyncInterval,
 		changed:     make(chan struct{}),
+		syncDone:    make(chan struct{}),
 		kick:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		bgDone:      make(chan struct{}),
@@ -375,7 +385,7 @@ func (l *Log) Close() error {
 	l.isClosed = true
 	close(l.changed)
 	l.changed = make(chan struct{})
-	l.syncCond.Broadcast()
+	l.notifySyncedLocked()
 	l.syncMu.Unlock()
 	l.segsMu.Lock()
 	segs := l.segs

@@ -28,10 +28,8 @@ func (l *Log) waitSynced(end int64, epoch uint64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	for {
-		for i := epoch; i < l.rollbacks; i++ {
-			if l.rbPoints[i] < end {
-				return l.rbErr
-			}
+		if err := l.rolledBackLocked(end, epoch); err != nil {
+			return err
 		}
 		if l.synced.next >= end {
 			return nil
@@ -76,7 +74,7 @@ func (l *Log) leadSyncLocked() {
 			l.setHW(target.next)
 		}
 	}
-	l.syncCond.Broadcast()
+	l.notifySyncedLocked()
 }
 
 // syncWritten makes everything written so far durable (background use).
@@ -110,7 +108,7 @@ func (l *Log) syncAllLocked() error {
 		l.synced = target
 		l.setHW(target.next)
 	}
-	l.syncCond.Broadcast()
+	l.notifySyncedLocked()
 	l.syncMu.Unlock()
 	return nil
 }
@@ -155,7 +153,7 @@ func (l *Log) rollbackLocked(cause error) {
 		// Nothing readers saw is lost: hw <= synced.next.
 		l.hw.Store(min(l.hw.Load(), next))
 	}
-	l.syncCond.Broadcast()
+	l.notifySyncedLocked()
 	l.syncMu.Unlock()
 }
 

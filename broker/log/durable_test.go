@@ -1,0 +1,220 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/vfs"
+	"github.com/weirhq/weir/vfs/errorfs"
+)
+
+// syncGate holds every fsync of a segment (.log) file until released and
+// counts them; other operations pass.
+type syncGate struct {
+	mu      sync.Mutex
+	hold    bool
+	release chan struct{}
+	entered chan struct{} // one value per held fsync that started
+	syncs   atomic.Int64
+	fail    atomic.Pointer[error]
+}
+
+func newSyncGate() *syncGate {
+	return &syncGate{release: make(chan struct{}), entered: make(chan struct{}, 64)}
+}
+
+func (g *syncGate) MaybeError(op errorfs.Op) error {
+	if op.Kind != errorfs.OpSync || !strings.HasSuffix(op.Path, logSuffix) {
+		return nil
+	}
+	g.syncs.Add(1)
+	g.mu.Lock()
+	hold, rel := g.hold, g.release
+	g.mu.Unlock()
+	if hold {
+		g.entered <- struct{}{}
+		<-rel
+	}
+	if e := g.fail.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (g *syncGate) close() {
+	g.mu.Lock()
+	g.hold = true
+	g.mu.Unlock()
+}
+
+func (g *syncGate) open() {
+	g.mu.Lock()
+	g.hold = false
+	close(g.release)
+	g.release = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func waitEntered(t *testing.T, g *syncGate) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fsync started")
+	}
+}
+
+// TestWaitDurableSharesOneSync: appends written while an fsync runs are
+// not visible and not durable; once it finishes, one more fsync covers all
+// of them, and WaitDurable returns for each.
+func TestWaitDurableSharesOneSync(t *testing.T) {
+	g := newSyncGate()
+	l := mustOpen(t, Options{FS: errorfs.Wrap(vfs.NewCrashableMem(), g), Dir: "/d/p"})
+	defer l.Close()
+	ctx := context.Background()
+
+	g.close()
+	first := mustAppend(t, l, testBatch{records: 2}.build(), false)
+	waitEntered(t, g) // the background fsync of the first append is running
+	var rest []AppendResult
+	for range 4 {
+		rest = append(rest, mustAppend(t, l, testBatch{records: 2}.build(), false))
+	}
+	if hw := l.HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d before any fsync finished", hw)
+	}
+	before := g.syncs.Load()
+	g.open()
+	if err := l.WaitDurable(ctx, &first); err != nil {
+		t.Fatalf("wait first: %v", err)
+	}
+	for i := range rest {
+		if err := l.WaitDurable(ctx, &rest[i]); err != nil {
+			t.Fatalf("wait %d: %v", i, err)
+		}
+	}
+	if hw := l.HighWatermark(); hw != 10 {
+		t.Fatalf("high watermark %d after the waits, want 10", hw)
+	}
+	// The four appends written during the first fsync needed one more.
+	if n := g.syncs.Load() - before; n > 1 {
+		t.Fatalf("%d more segment fsyncs after the first, want at most 1", n)
+	}
+}
+
+// TestWaitDurableContext: a waiter gives up when its context ends while
+// the fsync is stuck; the data stays appended and becomes durable and
+// visible once the fsync finishes. A crash image taken after that keeps it.
+func TestWaitDurableContext(t *testing.T) {
+	g := newSyncGate()
+	mem := vfs.NewCrashableMem()
+	l := mustOpen(t, Options{FS: errorfs.Wrap(mem, g), Dir: "/d/p"})
+	defer l.Close()
+	g.close()
+	r := mustAppend(t, l, testBatch{records: 3}.build(), false)
+	waitEntered(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := l.WaitDurable(ctx, &r); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with a stuck fsync: %v, want deadline exceeded", err)
+	}
+	if l.LogEndOffset() != 3 || l.HighWatermark() != 0 {
+		t.Fatalf("after the timeout: leo %d hw %d, want 3 0", l.LogEndOffset(), l.HighWatermark())
+	}
+	g.open()
+	if err := l.WaitDurable(context.Background(), &r); err != nil {
+		t.Fatalf("wait after release: %v", err)
+	}
+	img := mem.CrashClone()
+	l2 := mustOpen(t, Options{FS: img, Dir: "/d/p"})
+	defer l2.Close()
+	if l2.LogEndOffset() != 3 {
+		t.Fatalf("after crash: leo %d, want 3", l2.LogEndOffset())
+	}
+}
+
+// TestWaitDurableRollback: a failed fsync rolls back every append it did
+// not cover; their waiters get ErrStorage, and appends afterwards work.
+func TestWaitDurableRollback(t *testing.T) {
+	g := newSyncGate()
+	l := mustOpen(t, Options{FS: errorfs.Wrap(vfs.NewCrashableMem(), g), Dir: "/d/p"})
+	defer l.Close()
+	ok := mustAppend(t, l, testBatch{records: 1}.build(), true)
+	g.close()
+	a := mustAppend(t, l, testBatch{records: 2}.build(), false)
+	waitEntered(t, g)
+	b := mustAppend(t, l, testBatch{records: 2}.build(), false)
+	eio := error(syscall.EIO)
+	g.fail.Store(&eio)
+	g.open()
+	for i, r := range []*AppendResult{&a, &b} {
+		if err := l.WaitDurable(context.Background(), r); !errors.Is(err, ErrStorage) {
+			t.Fatalf("wait %d after a failed fsync: %v, want ErrStorage", i, err)
+		}
+	}
+	if err := l.WaitDurable(context.Background(), &ok); err != nil {
+		t.Fatalf("wait of the durable append: %v", err)
+	}
+	if l.LogEndOffset() != 1 || l.HighWatermark() != 1 {
+		t.Fatalf("after rollback: leo %d hw %d, want 1 1", l.LogEndOffset(), l.HighWatermark())
+	}
+	g.fail.Store(nil)
+	c := mustAppend(t, l, testBatch{records: 2}.build(), false)
+	if c.BaseOffset != 1 {
+		t.Fatalf("append after rollback at %d, want 1", c.BaseOffset)
+	}
+	if err := l.WaitDurable(context.Background(), &c); err != nil {
+		t.Fatalf("wait after rollback: %v", err)
+	}
+}
+
+// TestWaitDurableClose: Close syncs what was written, so a waiter on
+// written data returns nil or ErrClosed, never hangs; a later reopen
+// has the data.
+func TestWaitDurableClose(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	g := newSyncGate()
+	l := mustOpen(t, Options{FS: errorfs.Wrap(mem, g), Dir: "/d/p"})
+	g.close()
+	r := mustAppend(t, l, testBatch{records: 2}.build(), false)
+	waitEntered(t, g)
+	errc := make(chan error, 1)
+	go func() { errc <- l.WaitDurable(context.Background(), &r) }()
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	g.open()
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, ErrClosed) {
+			t.Fatalf("wait across close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter hung across Close")
+	}
+	l2 := mustOpen(t, Options{FS: mem.CrashClone(), Dir: "/d/p"})
+	defer l2.Close()
+	if l2.LogEndOffset() != 2 {
+		t.Fatalf("reopened leo %d, want 2", l2.LogEndOffset())
+	}
+}
+
+// TestWaitDurableSyncInterval: under SyncInterval nothing waits.
+func TestWaitDurableSyncInterval(t *testing.T) {
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/d/p", Sync: SyncInterval, SyncInterval: time.Hour})
+	defer l.Close()
+	r := mustAppend(t, l, testBatch{records: 1}.build(), false)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.WaitDurable(ctx, &r); err != nil {
+		t.Fatalf("wait under SyncInterval: %v", err)
+	}
+}

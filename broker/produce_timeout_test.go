@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/vfs"
+	"github.com/weirhq/weir/vfs/errorfs"
+)
+
+// fsyncGate holds the fsyncs of segment files whose path contains a
+// substring while closed, and counts them.
+type fsyncGate struct {
+	path    string
+	mu      sync.Mutex
+	hold    bool
+	release chan struct{}
+	entered chan struct{}
+	syncs   atomic.Int64
+}
+
+func newFsyncGate(path string) *fsyncGate {
+	return &fsyncGate{path: path, release: make(chan struct{}), entered: make(chan struct{}, 64)}
+}
+
+func (g *fsyncGate) MaybeError(op errorfs.Op) error {
+	if op.Kind != errorfs.OpSync || !strings.Contains(op.Path, g.path) || !strings.HasSuffix(op.Path, ".log") {
+		return nil
+	}
+	g.syncs.Add(1)
+	g.mu.Lock()
+	hold, rel := g.hold, g.release
+	g.mu.Unlock()
+	if hold {
+		g.entered <- struct{}{}
+		<-rel
+	}
+	return nil
+}
+
+func (g *fsyncGate) close() {
+	g.mu.Lock()
+	g.hold = true
+	g.mu.Unlock()
+}
+
+func (g *fsyncGate) open() {
+	g.mu.Lock()
+	if g.hold {
+		g.hold = false
+		close(g.release)
+		g.release = make(chan struct{})
+	}
+	g.mu.Unlock()
+}
+
+func (g *fsyncGate) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no segment fsync started")
+	}
+}
+
+// An acks=-1 produce whose fsync does not finish within TimeoutMillis is
+// answered REQUEST_TIMED_OUT; the records stay appended and are read back
+// once the fsync completes. acks=1 is not held up by the slow fsync.
+func TestProduceTimeoutSlowFsync(t *testing.T) {
+	g := newFsyncGate("slow-0")
+	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, g) })
+	t.Cleanup(g.open) // Close must not hang on a held fsync
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "slow", 1)
+	c := dialRaw(t, b)
+
+	g.close()
+	req := produceReq(9, -1, "slow", 0, makeBatch(1, "late"))
+	req.TimeoutMillis = 50
+	resp := c.roundTrip(req, 1).(*kmsg.ProduceResponse)
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.RequestTimedOut.Code || p.ErrorMessage == nil || p.BaseOffset != -1 {
+		t.Fatalf("produce with a stuck fsync: code %d (%s) base %d, want REQUEST_TIMED_OUT", p.ErrorCode, errorName(p.ErrorCode), p.BaseOffset)
+	}
+	g.waitEntered(t)
+
+	resp = c.roundTrip(produceReq(9, 1, "slow", 0, makeBatch(1, "acks1")), 2).(*kmsg.ProduceResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 1 {
+		t.Fatalf("acks=1 during the stuck fsync: code %d base %d, want 0 1", p.ErrorCode, p.BaseOffset)
+	}
+
+	g.open()
+	tp, _ := b.topics.get("slow")
+	l, _ := tp.partition(0)
+	deadline := time.After(10 * time.Second)
+	for l.HighWatermark() < 2 {
+		select {
+		case <-l.Changed():
+		case <-deadline:
+			t.Fatalf("high watermark %d after the fsync was released, want 2", l.HighWatermark())
+		}
+	}
+	fr := c.roundTrip(fetchReq(12, "slow", tp.id, 0, 0, 0), 3).(*kmsg.FetchResponse)
+	if got := batchValues(fr.Topics[0].Partitions[0].RecordBatches, 0); strings.Join(got, ",") != "late,acks1" {
+		t.Fatalf("log holds %v, want [late acks1]", got)
+	}
+}
+
+// Pipelined acks=-1 requests of one connection to one partition are all
+// appended while the first one's fsync is still running; the answers come
+// in order once it finishes, and one more fsync covers the rest.
+func TestProducePipelinedSharesFsync(t *testing.T) {
+	g := newFsyncGate("pipe-0")
+	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, g) })
+	t.Cleanup(g.open)
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "pipe", 1)
+	tp, _ := b.topics.get("pipe")
+	l, _ := tp.partition(0)
+	c := dialRaw(t, b)
+
+	g.close()
+	const n = 5
+	for i := range n {
+		c.send(produceReq(9, -1, "pipe", 0, makeBatch(1, "a", "b")), int32(10+i))
+	}
+	g.waitEntered(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for l.LogEndOffset() < 2*n {
+		if time.Now().After(deadline) {
+			t.Fatalf("log end %d while the first fsync is held, want %d: pipelined requests wait for it", l.LogEndOffset(), 2*n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if hw := l.HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d before any fsync finished", hw)
+	}
+	before := g.syncs.Load()
+	g.open()
+	for i := range n {
+		resp := c.readResp(produceReq(9, -1, "pipe", 0, nil), int32(10+i)).(*kmsg.ProduceResponse)
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != int64(2*i) {
+			t.Fatalf("response %d: code %d base %d, want 0 %d", i, p.ErrorCode, p.BaseOffset, 2*i)
+		}
+	}
+	if more := g.syncs.Load() - before; more > 1 {
+		t.Fatalf("%d more fsyncs for the %d requests written during the first, want 1", more, n-1)
+	}
+}
