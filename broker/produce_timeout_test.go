@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,5 +152,31 @@ func TestProducePipelinedSharesFsync(t *testing.T) {
 	}
 	if more := g.syncs.Load() - before; more > 1 {
 		t.Fatalf("%d more fsyncs for the %d requests written during the first, want 1", more, n-1)
+	}
+}
+
+// A failed fsync after the split append answers KAFKA_STORAGE_ERROR for
+// the acks=-1 request; nothing of it is visible, and the partition works
+// again once fsyncs do.
+func TestProduceFsyncFailure(t *testing.T) {
+	f := &faults{kind: errorfs.OpSync, path: "fsyncfail-0", err: syscall.EIO}
+	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, f) })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "fsyncfail", 1)
+	c := dialRaw(t, b)
+	f.armed.Store(true)
+	resp := c.roundTrip(produceReq(9, -1, "fsyncfail", 0, makeBatch(1, "lost")), 1).(*kmsg.ProduceResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.KafkaStorageError.Code || p.BaseOffset != -1 {
+		t.Fatalf("failed fsync: code %d (%s) base %d, want KAFKA_STORAGE_ERROR", p.ErrorCode, errorName(p.ErrorCode), p.BaseOffset)
+	}
+	f.armed.Store(false)
+	resp = c.roundTrip(produceReq(9, -1, "fsyncfail", 0, makeBatch(1, "kept")), 2).(*kmsg.ProduceResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("after the disk recovered: code %d base %d, want 0 0", p.ErrorCode, p.BaseOffset)
+	}
+	tp, _ := b.topics.get("fsyncfail")
+	fr := c.roundTrip(fetchReq(12, "fsyncfail", tp.id, 0, 0, 0), 3).(*kmsg.FetchResponse)
+	if got := batchValues(fr.Topics[0].Partitions[0].RecordBatches, 0); strings.Join(got, ",") != "kept" {
+		t.Fatalf("log holds %v, want [kept]", got)
 	}
 }

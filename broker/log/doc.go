@@ -131,8 +131,12 @@
 // find no fsync running leads one for everything written so far, and all
 // who arrive meanwhile share the next. The high watermark covers only
 // synced data. A non-durable append is synced promptly by a background
-// goroutine. A failed fsync rolls back the appends it covered (their
-// callers get ErrStorage; readers never saw them). SyncInterval fsyncs
+// goroutine; WaitDurable then waits (bounded by a context) for the fsync
+// covering it, which splits a durable append in two: a caller appends all
+// it has (several partitions, several pipelined requests) before waiting,
+// and one fsync per partition covers it all. A failed fsync rolls back
+// every append it did not cover (their callers and waiters get ErrStorage;
+// readers never saw them). SyncInterval fsyncs
 // every interval and shows data at once: acknowledged data can be lost on
 // power loss (not on a process crash).
 //
