@@ -401,3 +401,33 @@ func TestRunTargetsFailIndependently(t *testing.T) {
 		t.Errorf("report of failed runs:\n%s", md)
 	}
 }
+
+// TestCreateTopicTwice: a create answered TOPIC_ALREADY_EXISTS (the
+// client's retry of its own timed-out create) counts as created once the
+// topic has the wanted partitions; a different partition count still
+// fails the wait.
+func TestCreateTopicTwice(t *testing.T) {
+	cfg := tinyConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := startChild(ctx, cfg, "weir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.stop()
+	d, err := newKafkaDriver(ch.addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	for i := range 2 {
+		if err := d.createTopic(ctx, "twice", 3); err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if err := d.createTopic(short, "twice", 4); err == nil {
+		t.Fatal("create with another partition count succeeded")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -63,11 +64,16 @@ func (d *kafkaDriver) setup(ctx context.Context) error {
 // partition with a leader.
 func (d *kafkaDriver) createTopic(ctx context.Context, topic string, partitions int) error {
 	resp, err := d.adm.CreateTopic(ctx, int32(partitions), 1, nil, topic)
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
+	if err == nil {
+		err = resp.Err
 	}
-	if resp.Err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, resp.Err)
+	// Each broker starts in a fresh data directory, so an existing topic
+	// is this create's own earlier attempt: the client retries a create
+	// that timed out (1,000 partitions on a loaded machine), and the broker
+	// answers the retry TOPIC_ALREADY_EXISTS. The wait below still checks
+	// the partition count.
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	for {
 		tds, err := d.adm.ListTopics(ctx, topic)
