@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/vfs"
@@ -179,4 +182,54 @@ func TestProduceFsyncFailure(t *testing.T) {
 	if got := batchValues(fr.Topics[0].Partitions[0].RecordBatches, 0); strings.Join(got, ",") != "kept" {
 		t.Fatalf("log holds %v, want [kept]", got)
 	}
+}
+
+// Through a real idempotent franz-go producer: a produce that times out
+// waiting for a stuck fsync is retried by the client; the retry is
+// recognised as a duplicate of the appended batch and answered once the
+// fsync completes, so the record is in the log exactly once.
+func TestProduceTimeoutIdempotentRetry(t *testing.T) {
+	g := newFsyncGate("retry-0")
+	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, g) })
+	t.Cleanup(g.open)
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "retry", 1)
+	cl := newClient(t, b, kgo.DefaultProduceTopic("retry"), kgo.ProduceRequestTimeout(100*time.Millisecond),
+		kgo.RecordRetries(100), kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }))
+
+	g.close()
+	done := make(chan error, 1)
+	go func() { done <- cl.ProduceSync(ctx, &kgo.Record{Value: []byte("once")}).FirstErr() }()
+	timedOut := b.metrics.requestErrors.WithLabelValues("Produce", errorName(kerr.RequestTimedOut.Code))
+	deadline := time.Now().Add(10 * time.Second)
+	for counterValue(t, timedOut) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker answered REQUEST_TIMED_OUT %v times, want 2 (first try and a retry)", counterValue(t, timedOut))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.open()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("produce did not finish after the fsync was released")
+	}
+	tp, _ := b.topics.get("retry")
+	l, _ := tp.partition(0)
+	if l.LogEndOffset() != 1 || l.HighWatermark() != 1 {
+		t.Fatalf("log end %d, high watermark %d: want the record exactly once", l.LogEndOffset(), l.HighWatermark())
+	}
+}
+
+// counterValue reads a Prometheus counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
