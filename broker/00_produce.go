@@ -24,7 +24,9 @@ import (
 //   partition): the append of a partition waits until the same
 //   connection's previous append to that partition has returned. Requests
 //   touching other partitions, and other requests of the connection, are
-//   not held up; the partitions of one request are appended concurrently.
+//   not held up. The partitions of one request are appended one after
+//   another (an append does not wait for its fsync), then waited for
+//   together.
 // * acks=-1 answers only once an fsync covers the data (group commit:
 //   concurrent appenders share one fsync), so the response means "on
 //   disk". Append and durability are split: every partition of the request
