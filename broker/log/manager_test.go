@@ -305,6 +305,18 @@ func TestManagerCloseDuringOpen(t *testing.T) {
 	waitClosed(t, gate.reached["cl-0"], "open to start")
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
+	// Release the open only once Close has begun (it then waits for it).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		m.mu.Lock()
+		closing := m.closed
+		m.mu.Unlock()
+		if closing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not start")
+		}
+	}
 	close(gate.release["cl-0"])
 	if err := <-opened; !errors.Is(err, ErrClosed) {
 		t.Fatalf("open racing Close: %v, want ErrClosed", err)
