@@ -71,9 +71,9 @@ func handleDeleteTopics(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Reque
 			st.ErrorCode, st.ErrorMessage = errorCode(err), errMessage(err)
 		} else if ok {
 			st.Topic, st.TopicID = kmsg.StringPtr(t.name), t.id
-			name := t.name
+			name, id := t.name, t.id
 			deletions = append(deletions, deletion{i: i, op: b.startAdmin(func() error {
-				_, err := b.topics.remove(name)
+				_, err := b.topics.remove(name, id)
 				return err
 			})})
 		}

@@ -428,11 +428,13 @@ func (r *registry) collision(name string) string {
 }
 
 // remove deletes a topic: unrecorded first, then its partitions removed.
-func (r *registry) remove(name string) (*topic, error) {
+// A non-zero id must match the topic's (a topic deleted and re-created
+// since the caller looked it up is not deleted).
+func (r *registry) remove(name string, id [16]byte) (*topic, error) {
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
 	t, ok := r.get(name)
-	if !ok {
+	if !ok || (id != [16]byte{} && t.id != id) {
 		return nil, kerr.UnknownTopicOrPartition
 	}
 	r.mu.Lock()
