@@ -110,8 +110,14 @@ func openRegistry(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger
 }
 
 func openRegistryLimited(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger, maxPartitions int32) (*registry, error) {
+	return openRegistryPool(fs, dir, logs, logger, maxPartitions, openConcurrency)
+}
+
+// openRegistryPool is openRegistryLimited with openPool partitions opened
+// at once (benchmarks compare pool sizes).
+func openRegistryPool(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger, maxPartitions int32, openPool int) (*registry, error) {
 	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger, maxPartitions: maxPartitions,
-		pending: map[string]chan struct{}{}, openSem: make(chan struct{}, openConcurrency),
+		pending: map[string]chan struct{}{}, openSem: make(chan struct{}, openPool),
 		byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
 	m, err := r.load()
 	if err != nil {

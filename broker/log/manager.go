@@ -57,8 +57,11 @@ type Manager struct {
 	logs   map[partKey]*Log
 	busy   map[partKey]chan struct{} // closed when the claim ends
 	closed bool
-	stop   chan struct{}
-	done   chan struct{}
+	// closeConcurrency bounds the logs Close closes at once (tests and
+	// benchmarks lower it).
+	closeConcurrency int
+	stop             chan struct{}
+	done             chan struct{}
 	// cleaner is the compaction loop (compact_manager.go).
 	cleaner *managerCleaner
 }
@@ -89,7 +92,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, storageErr("create data dir", err)
 	}
-	m := &Manager{opts: opts, logs: map[partKey]*Log{}, busy: map[partKey]chan struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Manager{opts: opts, logs: map[partKey]*Log{}, busy: map[partKey]chan struct{}{}, closeConcurrency: DefaultCloseConcurrency, stop: make(chan struct{}), done: make(chan struct{})}
 	if opts.RetentionCheckInterval > 0 {
 		go m.retentionLoop()
 	} else {
@@ -285,11 +288,28 @@ func (m *Manager) Close() error {
 	close(m.stop)
 	<-m.done
 	m.stopCleaner()
-	var errs []error
+	// Each Close flushes and fsyncs; many partitions close much faster
+	// with several in flight.
+	var (
+		errMu sync.Mutex
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	sem := make(chan struct{}, max(1, m.closeConcurrency))
 	for _, l := range logs {
-		if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, fmt.Errorf("%s: %w", l.dir, err))
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", l.dir, err))
+				errMu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// DefaultCloseConcurrency bounds the logs Manager.Close closes at once.
+const DefaultCloseConcurrency = 16

@@ -419,3 +419,57 @@ func TestManagerConcurrentOpenRemove(t *testing.T) {
 		t.Fatalf("%d file handles open after Close", got)
 	}
 }
+
+// BenchmarkManager1000Partitions creates 1,000 fresh partitions through one
+// Manager on the OS file system and closes it, alternating between one
+// open/close at a time (the old serial path) and 16 in flight, and reports
+// the mean times and the ratios (parallel/serial):
+//
+//	go test -run '^$' -bench Manager1000 -benchtime 2x ./broker/log
+func BenchmarkManager1000Partitions(b *testing.B) {
+	const parts = 1000
+	pools := []int{1, DefaultCloseConcurrency}
+	var openT, closeT [2]time.Duration
+	root := b.TempDir()
+	b.ResetTimer()
+	for i := range b.N {
+		for j, pool := range pools {
+			m, err := OpenManager(ManagerOptions{Dir: fmt.Sprintf("%s/%d-%d", root, i, pool), RetentionCheckInterval: -1, CleanerInterval: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.closeConcurrency = pool
+			start := time.Now()
+			sem := make(chan struct{}, pool)
+			var wg sync.WaitGroup
+			var failed atomic.Int32
+			for p := range int32(parts) {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					if _, err := m.Open("wide", p, Config{}); err != nil {
+						failed.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			openT[j] += time.Since(start)
+			if failed.Load() > 0 {
+				b.Fatalf("%d opens failed", failed.Load())
+			}
+			start = time.Now()
+			if err := m.Close(); err != nil {
+				b.Fatal(err)
+			}
+			closeT[j] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N) }
+	b.ReportMetric(ms(openT[0]), "ms/open-serial")
+	b.ReportMetric(ms(openT[1]), "ms/open-parallel")
+	b.ReportMetric(ms(openT[1])/ms(openT[0]), "open-ratio")
+	b.ReportMetric(ms(closeT[0]), "ms/close-serial")
+	b.ReportMetric(ms(closeT[1]), "ms/close-parallel")
+	b.ReportMetric(ms(closeT[1])/ms(closeT[0]), "close-ratio")
+}
