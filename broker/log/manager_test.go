@@ -473,3 +473,29 @@ func BenchmarkManager1000Partitions(b *testing.B) {
 	b.ReportMetric(ms(closeT[1]), "ms/close-parallel")
 	b.ReportMetric(ms(closeT[1])/ms(closeT[0]), "close-ratio")
 }
+
+// Close closes logs in parallel: a log whose close fails is reported (with
+// its directory), every other one still closes, and no handle stays open.
+func TestManagerCloseParallelErrors(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	h := &handleFS{FS: mem}
+	m := openTestManager(t, h)
+	for p := range int32(40) {
+		l, err := m.Open("many", p, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, testBatch{records: 1}.build(), false)
+	}
+	h.FS = errorfs.Wrap(mem, errorfs.FailIf(errorfs.And(errorfs.OnOps(errorfs.OpSync), errorfs.PathContains("/many-7/")), syscall.EIO))
+	err := m.Close()
+	if err == nil || !strings.Contains(err.Error(), "many-7") {
+		t.Fatalf("close error %v, want one naming many-7", err)
+	}
+	if strings.Contains(err.Error(), "many-8") {
+		t.Fatalf("close error names a healthy log: %v", err)
+	}
+	if got := h.open.Load(); got != 0 {
+		t.Fatalf("%d file handles open after Close", got)
+	}
+}
