@@ -499,3 +499,44 @@ func TestManagerCloseParallelErrors(t *testing.T) {
 		t.Fatalf("%d file handles open after Close", got)
 	}
 }
+
+// Close racing random Opens and Removes of a few partitions (run with
+// -race): calls fail only with ErrClosed, and once Close and the workers
+// are done no handle is open (an Open finishing during Close closed its log).
+func TestManagerCloseRacesOpenRemove(t *testing.T) {
+	for seed := range uint64(4) {
+		mem := vfs.NewCrashableMem()
+		h := &handleFS{FS: mem}
+		m := openTestManager(t, h)
+		errs := make(chan error, 200)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(seed, uint64(w)))
+				for range 25 {
+					p := int32(rng.IntN(3))
+					var err error
+					if rng.IntN(3) == 0 {
+						err = m.Remove("cr", p)
+					} else {
+						_, err = m.Open("cr", p, Config{})
+					}
+					if err != nil && !errors.Is(err, ErrClosed) {
+						errs <- err
+					}
+				}
+			})
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if got := h.open.Load(); got != 0 {
+			t.Fatalf("seed %d: %d file handles open after Close", seed, got)
+		}
+	}
+}
