@@ -108,6 +108,15 @@ func TestCreateTopicsTimeoutZero(t *testing.T) {
 		}
 	}
 	waitPartitions(t, b, "later", 3)
+	// Negative is "don't wait" too.
+	resp, err = createTopicsReq(-1, false, map[string]int32{"later-neg": 2}).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := topicCodes(resp)["later-neg"]; c != kerr.RequestTimedOut.Code {
+		t.Fatalf("timeout -1: code %d, want REQUEST_TIMED_OUT", c)
+	}
+	waitPartitions(t, b, "later-neg", 2)
 	// Now it exists: a second creation says so.
 	resp, err = createTopicsReq(0, false, map[string]int32{"later": 3}).RequestWith(ctx, cl)
 	if err != nil {
