@@ -31,10 +31,19 @@ import (
 // * A fetch offset below the log start offset or beyond the log end
 //   is OFFSET_OUT_OF_RANGE; at or past the readable end (high watermark, or
 //   LSO for read_committed) within the log it waits for data.
-// * Size limits: each partition returns at most its PartitionMaxBytes and
-//   the response at most MaxBytes, except that the first partition with
-//   data always returns at least one whole batch (KIP-74). A later
-//   partition whose first batch does not fit returns no records this time.
+// * Size limits (KIP-74, as Kafka's ReplicaManager): partitions are read in
+//   order; each gets min(PartitionMaxBytes, what remains of MaxBytes), whole
+//   batches only. The first partition that returns records returns at least
+//   one whole batch even if it is larger than both limits; after it the
+//   limits hold strictly. A later partition whose next batch does not fit
+//   returns no records this time. (Kafka sends the prefix of that batch,
+//   which clients drop as a partial batch; sending nothing is what a client
+//   makes of it, without the wasted bytes.) MaxBytes <= 0 means no response
+//   limit (lenient: Kafka would answer one batch).
+// * No partition starves: within a session the partitions that returned
+//   records move to the end of the session's order, so the next fetch reads
+//   the others first (Kafka's fetch session rotation); without a session the
+//   order is the client's (the Java client and franz-go rotate themselves).
 // * Sessions (KIP-227, v7+): see fetchsession.go. Incremental responses
 //   list only partitions with records, errors or a changed high watermark,
 //   last stable offset or log start offset.
@@ -198,6 +207,9 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 		}
 		if fp.sp != nil {
 			fp.sp.sentHW, fp.sp.sentStart, fp.sp.sentLSO = fp.hw, fp.start, fp.lso
+			if len(fp.records) > 0 {
+				sess.moveToEnd(fp.key)
+			}
 		}
 		n := len(resp.Topics)
 		if n == 0 || resp.Topics[n-1].Topic != fp.name || resp.Topics[n-1].TopicID != fp.id {
@@ -286,12 +298,9 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 			waitOn = append(waitOn, changed)
 			continue
 		}
-		limit := int64(fp.maxBytes)
-		if total > 0 {
-			if budget <= 0 {
-				continue
-			}
-			limit = min(limit, budget)
+		limit := min(int64(fp.maxBytes), budget)
+		if total > 0 && limit <= 0 {
+			continue
 		}
 		if limit <= 0 {
 			limit = 1 // KIP-74: still one batch for the first partition with data

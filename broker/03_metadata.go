@@ -21,7 +21,10 @@ import (
 //   never auto-created (the broker creates them with their own configs).
 // * An invalid name is INVALID_TOPIC_EXCEPTION; a topic asked by ID that
 //   does not exist is UNKNOWN_TOPIC_ID.
-// * Authorized operations are not computed (no ACLs): left unset.
+// * Authorized operations (v8+, KIP-430) are answered when asked, as Kafka
+//   without an authorizer answers them: every operation the resource type
+//   supports (topicAuthorizedOps, clusterAuthorizedOps); when not asked,
+//   INT32_MIN ("not provided").
 //
 // Version notes:
 // * v1: controller ID, rack, IsInternal; null topics means all
@@ -42,6 +45,17 @@ func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (k
 	resp.Brokers = []kmsg.MetadataResponseBroker{rb}
 	resp.ClusterID = kmsg.StringPtr(b.clusterID)
 	resp.ControllerID = b.cfg.NodeID
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterAuthorizedOps
+	}
+	topicOps := req.Version >= 8 && req.IncludeTopicAuthorizedOperations
+	metadataTopic := func(t *topic) kmsg.MetadataResponseTopic {
+		mt := b.metadataTopic(t)
+		if topicOps {
+			mt.AuthorizedOperations = topicAuthorizedOps
+		}
+		return mt
+	}
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
@@ -49,7 +63,7 @@ func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (k
 			if t.internal {
 				continue
 			}
-			resp.Topics = append(resp.Topics, b.metadataTopic(t))
+			resp.Topics = append(resp.Topics, metadataTopic(t))
 		}
 		return resp, nil
 	}
@@ -90,10 +104,24 @@ func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (k
 				}
 			}
 		}
-		resp.Topics = append(resp.Topics, b.metadataTopic(t))
+		resp.Topics = append(resp.Topics, metadataTopic(t))
 	}
 	return resp, nil
 }
+
+// Kafka's ACL operation codes (AclOperation) as KIP-430 bitfields: bit n
+// set = operation n allowed. Without an authorizer Kafka allows every
+// operation a resource type supports (AclEntry.supportedOperations).
+const (
+	aclRead, aclWrite, aclCreate, aclDelete, aclAlter, aclDescribe = 3, 4, 5, 6, 7, 8
+	aclClusterAction, aclDescribeConfigs, aclAlterConfigs          = 9, 10, 11
+	aclIdempotentWrite                                             = 12
+
+	topicAuthorizedOps int32 = 1<<aclRead | 1<<aclWrite | 1<<aclCreate | 1<<aclDelete | 1<<aclAlter |
+		1<<aclDescribe | 1<<aclDescribeConfigs | 1<<aclAlterConfigs
+	clusterAuthorizedOps int32 = 1<<aclCreate | 1<<aclClusterAction | 1<<aclDescribeConfigs |
+		1<<aclAlterConfigs | 1<<aclIdempotentWrite | 1<<aclAlter | 1<<aclDescribe
+)
 
 func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()

@@ -18,6 +18,10 @@ import (
 // * The deletion is durable (meta.json fsynced) before the partitions are
 //   removed and before the response; readers of the removed logs get
 //   UNKNOWN_TOPIC_OR_PARTITION.
+// * TimeoutMillis, as Kafka: unknown and internal topics are answered at
+//   once; a deletion runs in the background and the response waits for it
+//   at most TimeoutMillis (<= 0: not at all); one still running then is
+//   REQUEST_TIMED_OUT and completes anyway.
 //
 // Version notes:
 // * v1: ThrottleMillis
@@ -25,7 +29,7 @@ import (
 // * v5: ErrorMessage
 // * v6: topics by name or ID
 
-func handleDeleteTopics(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteTopics(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 
@@ -43,7 +47,12 @@ func handleDeleteTopics(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request
 			targets = append(targets, target{name: kmsg.StringPtr(n)})
 		}
 	}
-	for _, tg := range targets {
+	type deletion struct {
+		i  int // index in resp.Topics
+		op *adminOp
+	}
+	var deletions []deletion
+	for i, tg := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = tg.name, tg.id
 		var (
@@ -62,12 +71,29 @@ func handleDeleteTopics(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request
 			st.ErrorCode, st.ErrorMessage = errorCode(err), errMessage(err)
 		} else if ok {
 			st.Topic, st.TopicID = kmsg.StringPtr(t.name), t.id
-			if _, err := b.topics.remove(t.name); err != nil {
-				st.ErrorCode, st.ErrorMessage = errorCode(err), errMessage(err)
-			}
+			name, id := t.name, t.id
+			deletions = append(deletions, deletion{i: i, op: b.startAdmin(func() error {
+				_, err := b.topics.remove(name, id)
+				return err
+			})})
 		}
-		b.metrics.partitionError("DeleteTopics", st.ErrorCode)
 		resp.Topics = append(resp.Topics, st)
+	}
+	ops := make([]*adminOp, len(deletions))
+	for j, d := range deletions {
+		ops[j] = d.op
+	}
+	awaitAdmin(ctx, req.TimeoutMillis, ops)
+	for _, d := range deletions {
+		st := &resp.Topics[d.i]
+		done, err := d.op.result()
+		if !done {
+			err = kerrMsg(kerr.RequestTimedOut, fmt.Sprintf("topic '%s' is still being deleted", *st.Topic))
+		}
+		st.ErrorCode, st.ErrorMessage = errorCode(err), errMessage(err)
+	}
+	for _, st := range resp.Topics {
+		b.metrics.partitionError("DeleteTopics", st.ErrorCode)
 	}
 	return resp, nil
 }

@@ -17,21 +17,31 @@ import (
 //   named twice INVALID_REQUEST.
 // * An Assignment may only place each new partition on this node
 //   (INVALID_REPLICA_ASSIGNMENT otherwise).
-// * ValidateOnly checks and changes nothing. The new count is durable
-//   before the response.
+// * ValidateOnly checks and changes nothing, and answers at once. The new
+//   count is durable before a successful response.
+// * TimeoutMillis, as Kafka: the checks are answered at once; adding the
+//   partitions runs in the background and the response waits for it at
+//   most TimeoutMillis (<= 0: not at all); one still running then is
+//   REQUEST_TIMED_OUT and completes anyway. (The checks are repeated, under
+//   the registry's lock, by the change itself.)
 //
 // Version notes:
 // * v1: ThrottleMillis semantics
 // * v2: flexible
 
-func handleCreatePartitions(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreatePartitions(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	count := map[string]int{}
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 	}
-	for _, rt := range req.Topics {
+	type growth struct {
+		i  int // index in resp.Topics
+		op *adminOp
+	}
+	var growths []growth
+	for i, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
@@ -43,13 +53,31 @@ func handleCreatePartitions(b *Broker, _ context.Context, _ *slot, kreq kmsg.Req
 		default:
 			if t, ok := b.topics.get(rt.Topic); ok && rt.Assignment != nil && int32(len(t.parts))+int32(len(rt.Assignment)) != rt.Count {
 				err = kerrMsg(kerr.InvalidReplicaAssignment, "assignment count does not match the number of new partitions")
-			} else {
-				err = b.topics.addPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+			} else if err = b.topics.checkAddPartitions(rt.Topic, rt.Count); err == nil && !req.ValidateOnly {
+				name, total := rt.Topic, rt.Count
+				growths = append(growths, growth{i: i, op: b.startAdmin(func() error {
+					return b.topics.addPartitions(name, total, false)
+				})})
 			}
 		}
 		st.ErrorCode, st.ErrorMessage = errorCode(err), errMessage(err)
-		b.metrics.partitionError("CreatePartitions", st.ErrorCode)
 		resp.Topics = append(resp.Topics, st)
+	}
+	ops := make([]*adminOp, len(growths))
+	for j, g := range growths {
+		ops[j] = g.op
+	}
+	awaitAdmin(ctx, req.TimeoutMillis, ops)
+	for _, g := range growths {
+		st := &resp.Topics[g.i]
+		done, err := g.op.result()
+		if !done {
+			err = kerrMsg(kerr.RequestTimedOut, fmt.Sprintf("partitions of topic '%s' are still being created", st.Topic))
+		}
+		st.ErrorCode, st.ErrorMessage = errorCode(err), errMessage(err)
+	}
+	for _, st := range resp.Topics {
+		b.metrics.partitionError("CreatePartitions", st.ErrorCode)
 	}
 	return resp, nil
 }

@@ -11,7 +11,9 @@ import (
 //
 // Behavior:
 // * Answers the cluster ID and this node as the only broker and the
-//   controller. Authorized operations are not computed (no ACLs).
+//   controller. IncludeClusterAuthorizedOperations answers every cluster
+//   operation (Kafka without an authorizer; see 03_metadata.go), else
+//   INT32_MIN.
 // * v1: EndpointType 2 (controllers) is UNSUPPORTED_ENDPOINT_TYPE: weir has
 //   no separate controller endpoint.
 //
@@ -28,6 +30,9 @@ func handleDescribeCluster(b *Broker, _ context.Context, _ *slot, kreq kmsg.Requ
 	}
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
+	}
 	rb := kmsg.NewDescribeClusterResponseBroker()
 	rb.NodeID, rb.Host, rb.Port = b.cfg.NodeID, b.host, b.port
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{rb}

@@ -47,7 +47,10 @@ type fetchSession struct {
 	epoch int32 // next expected epoch
 	used  time.Time
 	parts map[sessionKey]*sessionPart
-	order []sessionKey // request order, for stable responses
+	// order is the order partitions are read in: the request's, except
+	// that partitions that returned records move to the end (fairness
+	// under the response size limit).
+	order []sessionKey
 }
 
 // fetchSessions is goroutine-safe. A session is used by one fetch at a
@@ -135,6 +138,17 @@ func (s *fetchSession) upsert(k sessionKey, fetchOffset int64, maxBytes int32) {
 	}
 	s.parts[k] = &sessionPart{fetchOffset: fetchOffset, maxBytes: maxBytes, sentHW: -1, sentStart: -1, sentLSO: -1}
 	s.order = append(s.order, k)
+}
+
+// moveToEnd puts k last in the session's order (after a fetch returned
+// records for it), so partitions behind it are read first next time.
+func (s *fetchSession) moveToEnd(k sessionKey) {
+	for i, o := range s.order {
+		if o == k {
+			s.order = append(append(s.order[:i], s.order[i+1:]...), k)
+			return
+		}
+	}
 }
 
 func (s *fetchSession) forget(k sessionKey) {

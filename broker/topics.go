@@ -76,6 +76,12 @@ func (t *topic) partition(p int32) (*wlog.Log, bool) {
 
 // registry is goroutine-safe. adminMu serialises changes (and their file
 // writes); mu guards the maps for readers. Lock order: adminMu, then mu.
+//
+// A new topic's partitions are opened without adminMu (a wide topic takes
+// a while, and other admin requests should not wait for it): its name is
+// reserved in pending first, so no other create, and no name collision,
+// can race with it; it is invisible (get, remove, addPartitions) until it
+// is installed and persisted.
 type registry struct {
 	fs     vfs.FS
 	dir    string
@@ -83,6 +89,11 @@ type registry struct {
 	logger *slog.Logger
 
 	adminMu sync.Mutex
+	// pending holds the names being created; the channel is closed when
+	// the creation ends (installed or abandoned). adminMu guards it.
+	pending map[string]chan struct{}
+	// openSem bounds the partitions opened at once across the broker.
+	openSem chan struct{}
 	// maxPartitions bounds a topic's partition count (tests lower it).
 	maxPartitions int32
 
@@ -99,7 +110,14 @@ func openRegistry(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger
 }
 
 func openRegistryLimited(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger, maxPartitions int32) (*registry, error) {
+	return openRegistryPool(fs, dir, logs, logger, maxPartitions, openConcurrency)
+}
+
+// openRegistryPool is openRegistryLimited with openPool partitions opened
+// at once (benchmarks compare pool sizes).
+func openRegistryPool(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger, maxPartitions int32, openPool int) (*registry, error) {
 	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger, maxPartitions: maxPartitions,
+		pending: map[string]chan struct{}{}, openSem: make(chan struct{}, openPool),
 		byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
 	m, err := r.load()
 	if err != nil {
@@ -205,23 +223,24 @@ func (r *registry) removeOrphans() {
 	}
 }
 
-// openConcurrency bounds the partitions opened at once: opening one is a
-// few file creations and fsyncs, so a wide topic opens much faster with
-// several in flight.
+// openConcurrency bounds the partitions opened at once (over all topics):
+// opening one is a few file creations and fsyncs, so a wide topic opens
+// much faster with several in flight, and the bound keeps a burst of
+// creations from exhausting file descriptors or threads.
 const openConcurrency = 16
 
 // openPartitions opens partitions [from, to) of a topic concurrently. On
-// failure the ones opened are closed, and removed if fresh (a new topic or
-// new partitions; never on recovery).
+// failure the ones opened are closed; if fresh (a new topic or new
+// partitions; never on recovery) every partition of the range is removed,
+// including the directory a failed open may have left behind.
 func (r *registry) openPartitions(name string, from, to int32, cfg wlog.Config, fresh bool) ([]*wlog.Log, error) {
 	parts := make([]*wlog.Log, to-from)
 	errs := make([]error, to-from)
-	sem := make(chan struct{}, openConcurrency)
 	var wg sync.WaitGroup
 	for p := from; p < to; p++ {
-		sem <- struct{}{}
+		r.openSem <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-r.openSem }()
 			parts[p-from], errs[p-from] = r.logs.Open(name, p, cfg)
 		})
 	}
@@ -230,19 +249,35 @@ func (r *registry) openPartitions(name string, from, to int32, cfg wlog.Config, 
 		if err == nil {
 			continue
 		}
-		for j, l := range parts {
-			if l == nil {
-				continue
-			}
-			if fresh {
-				_ = r.logs.Remove(name, from+int32(j))
-			} else {
-				_ = l.Close()
+		if fresh {
+			r.removePartitions(name, from, to)
+		} else {
+			for _, l := range parts {
+				if l != nil {
+					_ = l.Close()
+				}
 			}
 		}
 		return nil, fmt.Errorf("open partition %s-%d: %w", name, from+int32(i), err)
 	}
 	return parts, nil
+}
+
+// removePartitions closes and deletes partitions [from, to) of a topic, in
+// parallel under openSem. Failures are logged: the directories of a topic
+// that is not recorded are removed as orphans on the next start.
+func (r *registry) removePartitions(name string, from, to int32) {
+	var wg sync.WaitGroup
+	for p := from; p < to; p++ {
+		r.openSem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-r.openSem }()
+			if err := r.logs.Remove(name, p); err != nil && !errors.Is(err, wlog.ErrClosed) {
+				r.logger.Error("remove partition", "topic", name, "partition", p, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // ensureClusterID returns the persisted cluster ID, persisting want (or a
@@ -292,8 +327,23 @@ func (r *registry) all() []*topic {
 
 // create validates and, unless validateOnly, creates a topic. configs are
 // overrides, already validated by the caller. Errors are *kerr.Error
-// values, possibly wrapped with a message (see kerrMsg).
+// values, possibly wrapped with a message (see kerrMsg). A creation of the
+// same name in flight is waited for (then the topic exists, or, if that
+// creation failed, this one proceeds).
 func (r *registry) create(name string, partitions int32, configs map[string]string, validateOnly bool) (*topic, error) {
+	t, err := r.beginCreate(name, partitions, configs, validateOnly, true)
+	if err != nil || validateOnly {
+		return t, err
+	}
+	return t, r.finishCreate(t, partitions)
+}
+
+// beginCreate runs every check of a creation and, unless validateOnly,
+// reserves the name: the caller must then call finishCreate with the
+// returned topic. A name being created by another request is
+// TOPIC_ALREADY_EXISTS unless waitPending (then it waits for that
+// creation's end and checks again).
+func (r *registry) beginCreate(name string, partitions int32, configs map[string]string, validateOnly, waitPending bool) (*topic, error) {
 	if err := validateTopicName(name); err != nil {
 		return nil, err
 	}
@@ -305,7 +355,16 @@ func (r *registry) create(name string, partitions int32, configs map[string]stri
 	}
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
-	if _, exists := r.get(name); exists {
+	for {
+		ch, busy := r.pending[name]
+		if !busy || !waitPending {
+			break
+		}
+		r.adminMu.Unlock()
+		<-ch
+		r.adminMu.Lock()
+	}
+	if _, exists := r.get(name); exists || r.pending[name] != nil {
 		return nil, kerrMsg(kerr.TopicAlreadyExists, fmt.Sprintf("topic '%s' already exists", name))
 	}
 	if collide := r.collision(name); collide != "" {
@@ -315,35 +374,48 @@ func (r *registry) create(name string, partitions int32, configs map[string]stri
 	if t.configs == nil {
 		t.configs = map[string]string{}
 	}
-	if validateOnly {
-		return t, nil
+	if !validateOnly {
+		r.pending[name] = make(chan struct{})
 	}
-	parts, err := r.openPartitions(name, 0, partitions, logConfig(t.configs), true)
-	if err != nil {
-		return nil, kerrMsg(kerr.KafkaStorageError, err.Error())
-	}
-	t.parts = parts
-	r.mu.Lock()
-	r.byName[name] = t
-	r.byID[t.id] = t
-	r.mu.Unlock()
-	if err := r.persist(); err != nil {
-		r.mu.Lock()
-		delete(r.byName, name)
-		delete(r.byID, t.id)
-		r.mu.Unlock()
-		for p := range partitions {
-			_ = r.logs.Remove(name, p)
-		}
-		return nil, kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist topic: %v", err))
-	}
-	r.logger.Info("topic created", "topic", name, "partitions", partitions, "configs", configs)
 	return t, nil
 }
 
-// collision returns an existing topic whose name equals name with '.' and
-// '_' swapped (Kafka refuses those: their metric names collide).
-// mu must not be held; adminMu must be held.
+// finishCreate opens the partitions of a topic reserved by beginCreate,
+// records it and persists the registry; on failure nothing of it remains.
+// The reservation ends either way.
+func (r *registry) finishCreate(t *topic, partitions int32) (err error) {
+	defer func() {
+		r.adminMu.Lock()
+		close(r.pending[t.name])
+		delete(r.pending, t.name)
+		r.adminMu.Unlock()
+	}()
+	parts, err := r.openPartitions(t.name, 0, partitions, logConfig(t.configs), true)
+	if err != nil {
+		return kerrMsg(kerr.KafkaStorageError, err.Error())
+	}
+	t.parts = parts
+	r.adminMu.Lock()
+	r.install(t)
+	err = r.persist()
+	if err != nil {
+		r.mu.Lock()
+		delete(r.byName, t.name)
+		delete(r.byID, t.id)
+		r.mu.Unlock()
+	}
+	r.adminMu.Unlock()
+	if err != nil {
+		r.removePartitions(t.name, 0, partitions)
+		return kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist topic: %v", err))
+	}
+	r.logger.Info("topic created", "topic", t.name, "partitions", partitions, "configs", t.configs)
+	return nil
+}
+
+// collision returns an existing or pending topic whose name equals name
+// with '.' and '_' swapped (Kafka refuses those: their metric names
+// collide). mu must not be held; adminMu must be held.
 func (r *registry) collision(name string) string {
 	norm := strings.ReplaceAll(name, ".", "_")
 	r.mu.RLock()
@@ -353,15 +425,22 @@ func (r *registry) collision(name string) string {
 			return n
 		}
 	}
+	for n := range r.pending {
+		if n != name && strings.ReplaceAll(n, ".", "_") == norm {
+			return n
+		}
+	}
 	return ""
 }
 
 // remove deletes a topic: unrecorded first, then its partitions removed.
-func (r *registry) remove(name string) (*topic, error) {
+// A non-zero id must match the topic's (a topic deleted and re-created
+// since the caller looked it up is not deleted).
+func (r *registry) remove(name string, id [16]byte) (*topic, error) {
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
 	t, ok := r.get(name)
-	if !ok {
+	if !ok || (id != [16]byte{} && t.id != id) {
 		return nil, kerr.UnknownTopicOrPartition
 	}
 	r.mu.Lock()
@@ -375,15 +454,34 @@ func (r *registry) remove(name string) (*topic, error) {
 		r.mu.Unlock()
 		return nil, kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist topic deletion: %v", err))
 	}
-	for p := range t.parts {
-		if err := r.logs.Remove(name, int32(p)); err != nil {
-			// The topic is gone from the registry; the directory is
-			// removed as an orphan on the next start.
-			r.logger.Error("remove partition", "topic", name, "partition", p, "err", err)
-		}
-	}
+	// The topic is gone from the registry; a directory that fails to go
+	// is removed as an orphan on the next start.
+	r.removePartitions(name, 0, int32(len(t.parts)))
 	r.logger.Info("topic deleted", "topic", name)
 	return t, nil
+}
+
+// checkAddPartitions reports whether addPartitions(name, total) would be
+// refused now (the answer may change before addPartitions runs).
+func (r *registry) checkAddPartitions(name string, total int32) error {
+	t, ok := r.get(name)
+	if !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	return r.checkGrowth(t, total)
+}
+
+func (r *registry) checkGrowth(t *topic, total int32) error {
+	have := int32(len(t.parts))
+	switch {
+	case total < have:
+		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic currently has %d partitions, which is higher than the requested %d", have, total))
+	case total == have:
+		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic already has %d partitions", have))
+	case total > r.maxPartitions:
+		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", r.maxPartitions))
+	}
+	return nil
 }
 
 // addPartitions grows a topic to total partitions.
@@ -394,18 +492,10 @@ func (r *registry) addPartitions(name string, total int32, validateOnly bool) er
 	if !ok {
 		return kerr.UnknownTopicOrPartition
 	}
+	if err := r.checkGrowth(t, total); err != nil || validateOnly {
+		return err
+	}
 	have := int32(len(t.parts))
-	switch {
-	case total < have:
-		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic currently has %d partitions, which is higher than the requested %d", have, total))
-	case total == have:
-		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("topic already has %d partitions", have))
-	case total > r.maxPartitions:
-		return kerrMsg(kerr.InvalidPartitions, fmt.Sprintf("at most %d partitions per topic", r.maxPartitions))
-	}
-	if validateOnly {
-		return nil
-	}
 	nt := *t
 	nt.parts = slices.Clip(slices.Clone(t.parts))
 	parts, err := r.openPartitions(name, have, total, logConfig(t.configs), true)
@@ -416,9 +506,7 @@ func (r *registry) addPartitions(name string, total int32, validateOnly bool) er
 	r.install(&nt)
 	if err := r.persist(); err != nil {
 		r.install(t)
-		for q := have; q < total; q++ {
-			_ = r.logs.Remove(name, q)
-		}
+		r.removePartitions(name, have, total)
 		return kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist partitions: %v", err))
 	}
 	r.logger.Info("partitions added", "topic", name, "from", have, "to", total)

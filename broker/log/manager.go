@@ -38,13 +38,30 @@ const DefaultRetentionCheckInterval = 5 * time.Minute
 
 // Manager owns the logs of many partitions under one data dir and runs
 // retention on them in the background. It is goroutine-safe.
+//
+// Opening or removing a partition does file I/O (directory and file
+// creation, fsyncs) without holding mu: the key is claimed in busy for the
+// duration instead, so operations on different partitions run in parallel
+// while those on the same partition are serialised. Invariants, under mu:
+//   - a key is never in both logs and busy: Open adds its log to logs and
+//     ends its claim in one critical section, Remove takes the log out of
+//     logs and claims the key in one;
+//   - a key in busy has exactly one goroutine working on it; everyone else
+//     wanting that key waits for its channel to close and looks again;
+//   - after closed is set no log is added to logs, and Close returns only
+//     once busy is empty, so no log opened concurrently with Close stays
+//     open (the opener closes it and returns ErrClosed).
 type Manager struct {
 	opts   ManagerOptions
 	mu     sync.Mutex
 	logs   map[partKey]*Log
+	busy   map[partKey]chan struct{} // closed when the claim ends
 	closed bool
-	stop   chan struct{}
-	done   chan struct{}
+	// closeConcurrency bounds the logs Close closes at once (tests and
+	// benchmarks lower it).
+	closeConcurrency int
+	stop             chan struct{}
+	done             chan struct{}
 	// cleaner is the compaction loop (compact_manager.go).
 	cleaner *managerCleaner
 }
@@ -75,7 +92,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, storageErr("create data dir", err)
 	}
-	m := &Manager{opts: opts, logs: map[partKey]*Log{}, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Manager{opts: opts, logs: map[partKey]*Log{}, busy: map[partKey]chan struct{}{}, closeConcurrency: DefaultCloseConcurrency, stop: make(chan struct{}), done: make(chan struct{})}
 	if opts.RetentionCheckInterval > 0 {
 		go m.retentionLoop()
 	} else {
@@ -86,34 +103,86 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 }
 
 // Open opens (or returns the already open) log of a partition. For an open
-// log, cfg replaces its config.
+// log, cfg replaces its config. Opens of different partitions run
+// concurrently; concurrent Opens of one partition open it once and return
+// the same *Log. If the Manager is closed while the open runs, the log is
+// closed again and Open returns ErrClosed.
 func (m *Manager) Open(topic string, partition int32, cfg Config) (*Log, error) {
 	if topic == "" || topic == "." || topic == ".." || strings.ContainsAny(topic, `/\`) || partition < 0 {
 		return nil, fmt.Errorf("log: invalid partition %q-%d", topic, partition)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, ErrClosed
-	}
 	k := partKey{topic, partition}
-	if l, ok := m.logs[k]; ok {
+	m.mu.Lock()
+	if l, ok := m.logs[k]; ok && !m.closed {
+		m.mu.Unlock()
 		l.SetConfig(cfg)
 		return l, nil
 	}
+	if err := m.claimLocked(k); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	// Another Open may have finished while this one waited for the key.
+	if l, ok := m.logs[k]; ok {
+		m.releaseLocked(k)
+		m.mu.Unlock()
+		l.SetConfig(cfg)
+		return l, nil
+	}
+	m.mu.Unlock()
+
 	l, err := Open(Options{
 		FS: m.opts.FS, Dir: logDirName(m.opts.Dir, topic, partition), Config: cfg,
 		Sync: m.opts.Sync, SyncInterval: m.opts.SyncInterval, Now: m.opts.Now,
 		Logger: m.opts.Logger.With("topic", topic, "partition", partition),
 	})
+
+	m.mu.Lock()
+	closed := m.closed
+	if err == nil && !closed {
+		m.logs[k] = l
+	}
+	m.releaseLocked(k)
+	m.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	m.logs[k] = l
+	if closed {
+		if cerr := l.Close(); cerr != nil && !errors.Is(cerr, ErrClosed) {
+			m.opts.Logger.Warn("close log opened during manager close", "dir", l.dir, "err", cerr)
+		}
+		return nil, ErrClosed
+	}
 	return l, nil
 }
 
-// Get returns the open log of a partition.
+// claimLocked waits until no other goroutine works on k, then claims it.
+// It returns ErrClosed (without a claim) once the Manager is closed.
+// mu must be held; it is released while waiting.
+func (m *Manager) claimLocked(k partKey) error {
+	for {
+		if m.closed {
+			return ErrClosed
+		}
+		ch, busy := m.busy[k]
+		if !busy {
+			m.busy[k] = make(chan struct{})
+			return nil
+		}
+		m.mu.Unlock()
+		<-ch
+		m.mu.Lock()
+	}
+}
+
+// releaseLocked ends the claim on k and wakes its waiters. mu must be held.
+func (m *Manager) releaseLocked(k partKey) {
+	close(m.busy[k])
+	delete(m.busy, k)
+}
+
+// Get returns the open log of a partition. A log whose Open is still
+// running is not returned.
 func (m *Manager) Get(topic string, partition int32) (*Log, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -123,13 +192,24 @@ func (m *Manager) Get(topic string, partition int32) (*Log, bool) {
 
 // Remove closes the partition's log and deletes its directory (topic
 // deletion). Removing a partition that is not open removes its directory
-// if present.
+// if present. An Open of the same partition in flight finishes first (its
+// log is then removed); an Open that starts during the Remove waits for it
+// and opens a fresh, empty log.
 func (m *Manager) Remove(topic string, partition int32) error {
-	m.mu.Lock()
 	k := partKey{topic, partition}
+	m.mu.Lock()
+	if err := m.claimLocked(k); err != nil {
+		m.mu.Unlock()
+		return err
+	}
 	l, ok := m.logs[k]
 	delete(m.logs, k)
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.releaseLocked(k)
+		m.mu.Unlock()
+	}()
 	if ok {
 		return l.Delete()
 	}
@@ -189,17 +269,47 @@ func (m *Manager) Close() error {
 		return ErrClosed
 	}
 	m.closed = true
+	// Opens and Removes in flight finish first: an Open that completes
+	// now closes its own log (it sees closed), so after this loop logs
+	// holds every log that is still open.
+	for len(m.busy) > 0 {
+		var ch chan struct{}
+		for _, c := range m.busy {
+			ch = c
+			break
+		}
+		m.mu.Unlock()
+		<-ch
+		m.mu.Lock()
+	}
 	logs := m.logs
 	m.logs = map[partKey]*Log{}
 	m.mu.Unlock()
 	close(m.stop)
 	<-m.done
 	m.stopCleaner()
-	var errs []error
+	// Each Close flushes and fsyncs; many partitions close much faster
+	// with several in flight.
+	var (
+		errMu sync.Mutex
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	sem := make(chan struct{}, max(1, m.closeConcurrency))
 	for _, l := range logs {
-		if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, fmt.Errorf("%s: %w", l.dir, err))
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", l.dir, err))
+				errMu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// DefaultCloseConcurrency bounds the logs Manager.Close closes at once.
+const DefaultCloseConcurrency = 16
