@@ -42,8 +42,9 @@ import (
 //     range; reads skip the gaps).
 //   - Tombstones (null value) are removed once delete.retention.ms has passed
 //     since the pass that first cleaned them (the checkpoint keeps the time
-//     of each pass). Data of aborted transactions is removed; control batches
-//     (markers) are kept.
+//     of each pass). Data of aborted transactions is removed; markers are
+//     removed once safe and the aborted-transaction index is pruned (see
+//     clean_txn.go).
 //   - Each group is swapped in atomically (see clean_swap.go).
 //
 // The cleaner holds its own lock; appends and reads go on while it copies
@@ -88,6 +89,11 @@ type CleanResult struct {
 	BytesRead      int64 // bytes read (both passes)
 	BytesWritten   int64
 	RecordsRemoved int64
+	// MarkersRemoved counts transaction markers removed (their
+	// transaction's data gone and their delete horizon passed);
+	// AbortedPruned the aborted-transaction index entries dropped.
+	MarkersRemoved int64
+	AbortedPruned  int64
 	Duration       time.Duration
 }
 
@@ -277,6 +283,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	}
 	cleanedTo := plan.nextBase[end-1]
 	horizon := l.tombstoneHorizon(cfg, nowMs)
+	tt := newTxnTracker(l.ps, cleanedTo)
 	// Pass 2: rewrite [0, end) in groups.
 	segs, nexts := plan.segs[:end], plan.nextBase[:end]
 	for i := 0; i < len(segs); {
@@ -286,10 +293,12 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			size += segs[j].size.Load()
 			j++
 		}
-		st, err := l.cleanGroup(segs[i:j], nexts[j-1], om, horizon, thr, cfg)
+		st, err := l.cleanGroup(segs[i:j], nexts[j-1], om, horizon, tt, nowMs, thr, cfg)
 		res.BytesRead += st.read
 		res.BytesWritten += st.written
 		res.RecordsRemoved += st.removed
+		res.MarkersRemoved += st.markers
+		res.AbortedPruned += st.pruned
 		res.Segments += j - i
 		if err != nil {
 			return res, err
@@ -303,7 +312,8 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	res.CleanedTo = cleanedTo
 	res.Duration = time.Since(start)
 	l.logger.Info("compacted", "segments", res.Segments, "cleaned_to", cleanedTo, "read", res.BytesRead,
-		"written", res.BytesWritten, "removed_records", res.RecordsRemoved, "dirty_ratio", plan.ratio, "took", res.Duration)
+		"written", res.BytesWritten, "removed_records", res.RecordsRemoved, "removed_markers", res.MarkersRemoved,
+		"pruned_aborted", res.AbortedPruned, "dirty_ratio", plan.ratio, "took", res.Duration)
 	return res, nil
 }
 
@@ -462,16 +472,15 @@ func (l *Log) isAborted(h *batchHeader) bool {
 // groupStats counts the work of cleaning one group.
 type groupStats struct {
 	read, written, removed int64
+	markers, pruned        int64
 }
 
 // filterBatch decides what to keep of batch b. It returns b itself (keep
 // whole), nil (drop) or a re-encoded batch in out's storage.
-func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, out []byte) ([]byte, int64, error) {
-	if h.Attributes&attrControl != 0 {
-		return b, 0, nil
-	}
+// Control batches are decided by filterMarker, not here.
+func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, tt *txnTracker, out []byte) ([]byte, int64, error) {
 	isLast := h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.lastOffset()
-	if l.isAborted(&h) {
+	if tt.onData(&h) {
 		if isLast {
 			return emptyBatch(b), int64(h.NumRecords), nil
 		}

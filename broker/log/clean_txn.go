@@ -1,0 +1,202 @@
+package log
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"sort"
+)
+
+// Transactions in a cleaning pass (Kafka's CleanedTransactionMetadata and
+// KIP-534 delete horizons).
+//
+//   - Data batches of aborted transactions are removed.
+//   - A COMMIT marker becomes removable once the pass reads no data batch of
+//     its transaction before it; an ABORT marker likewise (its data is
+//     removed by the pass that first reads it, so it is removable from the
+//     following pass on). A batch kept empty for its producer's sake counts
+//     as data: the marker then stays, so producer state rebuilt from the log
+//     never sees a transaction without its end.
+//   - A removable marker is not removed at once: the pass that first finds
+//     it removable stamps it with a delete horizon (now +
+//     delete.retention.ms) as Kafka does since 3.1 — attribute bit 6 set and
+//     the batch's firstTimestamp replaced by the horizon, CRC recomputed — so
+//     a consumer that read the transaction's data still finds its end. A
+//     pass at or after the horizon removes it. With delete.retention.ms 0 it
+//     is removed by the pass that finds it removable.
+//   - The aborted-transaction index keeps only the transactions whose data
+//     the pass still read: an entry whose data is gone is dropped from the
+//     cleaned segment's .txnindex and, at the swap, from the in-memory
+//     index, so read_committed fetches stop carrying it.
+//
+// The tracker follows the whole pass in offset order across its groups (a
+// transaction's data may lie in an earlier group than its marker), which is
+// stricter than Kafka's per-group state: a COMMIT whose data is kept in an
+// earlier group is never taken for an empty transaction.
+
+// attrDeleteHorizon is attribute bit 6 (KIP-534): firstTimestamp holds the
+// delete horizon of the batch (ms) instead of the first record's timestamp.
+const attrDeleteHorizon = 0x40
+
+// abortedSeen is an aborted transaction the pass has reached.
+type abortedSeen struct {
+	a        AbortedTxn
+	observed bool // the pass read a data batch of it
+}
+
+// txnTracker follows transactions through one pass.
+type txnTracker struct {
+	pending   []AbortedTxn // not yet reached, by FirstOffset
+	aborted   map[int64]*abortedSeen
+	committed map[int64]bool // pids with a data batch read and no marker yet
+	kept      []AbortedTxn   // index entries of the current group to keep
+}
+
+// newTxnTracker takes the aborted transactions whose marker lies below end
+// (the pass's cleaned range). ps.mu must not be held.
+func newTxnTracker(ps *producerState, end int64) *txnTracker {
+	ps.mu.RLock()
+	j := sort.Search(len(ps.aborted), func(i int) bool { return ps.aborted[i].LastOffset >= end })
+	pending := append([]AbortedTxn(nil), ps.aborted[:j]...)
+	ps.mu.RUnlock()
+	sort.SliceStable(pending, func(a, b int) bool { return pending[a].FirstOffset < pending[b].FirstOffset })
+	return &txnTracker{pending: pending, aborted: map[int64]*abortedSeen{}, committed: map[int64]bool{}}
+}
+
+// reach starts tracking the aborted transactions that begin at or before
+// off.
+func (t *txnTracker) reach(off int64) {
+	for len(t.pending) > 0 && t.pending[0].FirstOffset <= off {
+		a := t.pending[0]
+		t.pending = t.pending[1:]
+		if _, ok := t.aborted[a.ProducerID]; !ok {
+			t.aborted[a.ProducerID] = &abortedSeen{a: a}
+		}
+	}
+}
+
+// onData records a data batch and reports whether it belongs to an aborted
+// transaction.
+func (t *txnTracker) onData(h *batchHeader) bool {
+	t.reach(h.lastOffset())
+	if h.Attributes&attrTransactional == 0 || h.ProducerID < 0 {
+		return false
+	}
+	if s, ok := t.aborted[h.ProducerID]; ok {
+		s.observed = true
+		return true
+	}
+	t.committed[h.ProducerID] = true
+	return false
+}
+
+// onMarker records a control batch and reports whether it may be removed
+// (no data of its transaction was read by this pass).
+func (t *txnTracker) onMarker(b []byte, h *batchHeader) bool {
+	t.reach(h.lastOffset())
+	if h.NumRecords == 0 {
+		return true // already emptied
+	}
+	typ, _, reason := parseControl(b)
+	if reason != "" {
+		return false // unknown: keep it
+	}
+	switch typ {
+	case controlAbort:
+		s, ok := t.aborted[h.ProducerID]
+		delete(t.aborted, h.ProducerID)
+		if ok && s.observed {
+			t.kept = append(t.kept, s.a)
+			return false
+		}
+		return true
+	case controlCommit:
+		had := t.committed[h.ProducerID]
+		delete(t.committed, h.ProducerID)
+		return !had
+	}
+	return false
+}
+
+// takeKept returns the index entries kept for the group just cleaned and
+// starts a new group.
+func (t *txnTracker) takeKept() []AbortedTxn {
+	k := t.kept
+	t.kept = nil
+	sort.Slice(k, func(i, j int) bool { return k[i].LastOffset < k[j].LastOffset })
+	return k
+}
+
+// deleteHorizon returns the batch's delete horizon (ms) if it has one.
+func deleteHorizon(h *batchHeader) (int64, bool) {
+	if h.Attributes&attrDeleteHorizon == 0 {
+		return 0, false
+	}
+	return h.FirstTimestamp, true
+}
+
+// withDeleteHorizon returns a copy of batch b stamped with the delete
+// horizon ms (KIP-534 layout).
+func withDeleteHorizon(b []byte, horizon int64) []byte {
+	nb := append([]byte(nil), b...)
+	be := binary.BigEndian
+	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])|attrDeleteHorizon)
+	be.PutUint64(nb[offFirstTimestamp:], uint64(horizon))
+	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	return nb
+}
+
+// filterMarker decides what to keep of control batch b: b itself, nil
+// (remove) or b stamped with a delete horizon.
+func filterMarker(b []byte, h *batchHeader, tt *txnTracker, nowMs, retentionMs int64) ([]byte, bool) {
+	if !tt.onMarker(b, h) {
+		return b, false
+	}
+	if hz, ok := deleteHorizon(h); ok {
+		if hz <= nowMs {
+			return nil, true
+		}
+		return b, false
+	}
+	if retentionMs <= 0 {
+		return nil, true
+	}
+	return withDeleteHorizon(b, nowMs+retentionMs), false
+}
+
+// pruneAborted replaces the in-memory index entries whose marker lies in
+// [from, to) by kept (sorted by LastOffset). Log.mu must be held.
+func (ps *producerState) pruneAborted(from, to int64, kept []AbortedTxn) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	i := sort.Search(len(ps.aborted), func(k int) bool { return ps.aborted[k].LastOffset >= from })
+	j := sort.Search(len(ps.aborted), func(k int) bool { return ps.aborted[k].LastOffset >= to })
+	dropped := (j - i) - len(kept)
+	if dropped <= 0 {
+		return 0
+	}
+	out := make([]AbortedTxn, 0, len(ps.aborted)-dropped)
+	out = append(out, ps.aborted[:i]...)
+	out = append(out, kept...)
+	out = append(out, ps.aborted[j:]...)
+	ps.aborted = out
+	return dropped
+}
+
+// neutralEmptyBatch returns a batch without records covering the offsets of
+// the removed marker b but without its producer and control fields, so a
+// group emptied of everything but markers still keeps its segment (and the
+// log start) without leaving a producer a half transaction to replay.
+func neutralEmptyBatch(b []byte) []byte {
+	nb := append([]byte(nil), b[:batchHeaderSize]...)
+	be := binary.BigEndian
+	be.PutUint32(nb[offLength:], uint32(batchHeaderSize-logOverhead))
+	be.PutUint16(nb[offAttributes:], 0)
+	maxTs := be.Uint64(nb[offMaxTimestamp:])
+	be.PutUint64(nb[offFirstTimestamp:], maxTs)
+	be.PutUint64(nb[offProducerID:], ^uint64(0))
+	be.PutUint16(nb[offProducerEpoch:], ^uint16(0))
+	be.PutUint32(nb[offBaseSequence:], ^uint32(0))
+	be.PutUint32(nb[offNumRecords:], 0)
+	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	return nb
+}
