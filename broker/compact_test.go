@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -206,5 +207,63 @@ func TestCompactedTopicTransactions(t *testing.T) {
 			}
 		}
 		c.Close()
+	}
+}
+
+// TestCleanerMetricsMove: the cleaner's Prometheus series start at zero and
+// move with a pass: bytes read/written, passes, records removed, last pass
+// duration, and the max dirty ratio of the look before it.
+func TestCleanerMetricsMove(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b, _ := testBroker(t, func(c *Config) { c.CleanerInterval = -1; c.Registerer = reg })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "cm", 1, "cleanup.policy", "compact", "segment.bytes", "1024", "min.cleanable.dirty.ratio", "0.01")
+	get := func(name string) float64 {
+		t.Helper()
+		v, ok := metricValue(t, reg, name, nil)
+		if !ok {
+			t.Fatalf("metric %s missing", name)
+		}
+		return v
+	}
+	for _, n := range []string{"weir_log_cleaner_passes_total", "weir_log_cleaner_read_bytes_total", "weir_log_cleaner_written_bytes_total",
+		"weir_log_cleaner_records_removed_total", "weir_log_cleaner_errors_total", "weir_log_cleaner_max_dirty_ratio"} {
+		if v := get(n); v != 0 {
+			t.Fatalf("%s = %v before any pass", n, v)
+		}
+	}
+	if v := get("weir_log_cleaner_time_since_last_look_seconds"); v != -1 {
+		t.Fatalf("time since last look %v before any look, want -1", v)
+	}
+	cl := newClient(t, b, kgo.DefaultProduceTopic("cm"), kgo.ProducerLinger(0))
+	for i := range 200 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprint("k", i%5)), Value: []byte(fmt.Sprint("v", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.logs.CleanOnce(false)
+	if err != nil || !res.Cleaned {
+		t.Fatalf("clean: %+v %v", res, err)
+	}
+	if v := get("weir_log_cleaner_passes_total"); v != 1 {
+		t.Fatalf("passes %v, want 1", v)
+	}
+	if v := get("weir_log_cleaner_read_bytes_total"); v != float64(res.BytesRead) || v == 0 {
+		t.Fatalf("read bytes %v, want %d", v, res.BytesRead)
+	}
+	if v := get("weir_log_cleaner_written_bytes_total"); v != float64(res.BytesWritten) || v == 0 {
+		t.Fatalf("written bytes %v, want %d", v, res.BytesWritten)
+	}
+	if v := get("weir_log_cleaner_records_removed_total"); v != float64(res.RecordsRemoved) || v < 100 {
+		t.Fatalf("records removed %v, want %d (>= 100)", v, res.RecordsRemoved)
+	}
+	if v := get("weir_log_cleaner_max_dirty_ratio"); v != res.DirtyRatio || v <= 0 {
+		t.Fatalf("max dirty ratio %v, want %v (> 0)", v, res.DirtyRatio)
+	}
+	if v := get("weir_log_cleaner_last_pass_duration_seconds"); v <= 0 {
+		t.Fatalf("last pass duration %v", v)
+	}
+	if v := get("weir_log_cleaner_time_since_last_look_seconds"); v < 0 {
+		t.Fatalf("time since last look %v after a look", v)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,10 +57,14 @@ type cleanerState struct {
 	mu     sync.Mutex // one clean at a time
 	loaded bool
 	passes []cleanPass // from the cleaner-checkpoint file, by end
-	// progress: the end of the cleaned range (cleaner checkpoint), -1
-	// before the first clean; read without mu.
-	progress int64
-	lastRun  int64 // ms of the last pass, 0 if none
+	// Mirrors for readers that must not wait for a running pass (set with
+	// mu held, read without): the last pass's end and time (valid once
+	// loaded is mirrored by statusKnown), and the dirty ratio found by the
+	// last planning (float64 bits).
+	statusKnown atomic.Bool
+	progress    atomic.Int64
+	lastRun     atomic.Int64
+	lastRatio   atomic.Uint64
 }
 
 // cleanPass says that a clean finished at time TimeMs (ms) with everything
@@ -134,13 +139,69 @@ func (l *Log) CleanerProgress() (cleanedTo int64, at time.Time) {
 	return p.End, time.UnixMilli(p.TimeMs)
 }
 
+// CleanerStatus is what the cleaner knows of one log, for operators.
+type CleanerStatus struct {
+	Compacted bool // cleanup.policy contains compact
+	// CleanedTo is the cleaner checkpoint (first dirty offset): below it
+	// only the latest record per key (and tombstones younger than
+	// delete.retention.ms) remain; from it on the full history. -1: never
+	// cleaned.
+	CleanedTo int64
+	LastClean time.Time // zero if never cleaned
+	// DirtyRatio is dirty bytes / cleanable bytes of the closed segments
+	// eligible for cleaning, at the last planning (0 when nothing is
+	// cleanable). Fresh unless a pass was running (then the value its
+	// planning found).
+	DirtyRatio float64
+	Cleaning   bool // a pass was running when asked
+}
+
+// CleanerStatus reports the cleaner's reach and state without waiting for a
+// running pass.
+func (l *Log) CleanerStatus() CleanerStatus {
+	cfg := l.config()
+	st := CleanerStatus{Compacted: cfg.Compact, CleanedTo: -1}
+	if !cfg.Compact {
+		return st
+	}
+	if l.cleaner.mu.TryLock() {
+		if err := l.loadCleanerLocked(); err == nil && !l.closed.Load() {
+			_, _ = l.planClean(cfg, l.now().UnixMilli(), false) // refreshes lastRatio
+		}
+		l.cleaner.mu.Unlock()
+	} else {
+		st.Cleaning = true
+	}
+	if l.cleaner.statusKnown.Load() {
+		if p := l.cleaner.progress.Load(); p >= 0 {
+			st.CleanedTo = p
+			st.LastClean = time.UnixMilli(l.cleaner.lastRun.Load())
+		}
+	}
+	st.DirtyRatio = math.Float64frombits(l.cleaner.lastRatio.Load())
+	return st
+}
+
+// mirrorPassesLocked publishes the newest pass for CleanerStatus.
+// cleaner.mu must be held.
+func (l *Log) mirrorPassesLocked() {
+	if n := len(l.cleaner.passes); n > 0 {
+		l.cleaner.progress.Store(l.cleaner.passes[n-1].End)
+		l.cleaner.lastRun.Store(l.cleaner.passes[n-1].TimeMs)
+	} else {
+		l.cleaner.progress.Store(-1)
+	}
+	l.cleaner.statusKnown.Store(true)
+}
+
 // cleanPlan is the outcome of planning a pass.
 type cleanPlan struct {
 	segs       []*segment // cleanable closed segments, from the first
 	nextBase   []int64    // nextBase[i]: base of the segment after segs[i]
 	firstDirty int        // index in segs of the first dirty segment
 	ratio      float64
-	due        bool // the pass should run
+	due        bool  // the pass should run
+	overdueMs  int64 // how far the oldest dirty segment is past max.compaction.lag.ms (0: not overdue)
 }
 
 // planClean picks the cleanable segments. cleaner.mu must be held.
@@ -148,6 +209,7 @@ func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
 	var p cleanPlan
 	segs := l.segments()
 	if len(segs) < 2 {
+		l.cleaner.lastRatio.Store(0)
 		return p, nil
 	}
 	stable := min(l.ps.firstUnstable.Load(), l.hw.Load())
@@ -191,6 +253,7 @@ func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
 				}
 				if first >= 0 && now-first > cfg.MaxCompactionLagMs {
 					overdue = true
+					p.overdueMs = max(p.overdueMs, now-first-cfg.MaxCompactionLagMs)
 				}
 			}
 		} else {
@@ -198,11 +261,13 @@ func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
 		}
 	}
 	if p.firstDirty < 0 {
+		l.cleaner.lastRatio.Store(0)
 		return p, nil
 	}
 	if clean+dirty > 0 {
 		p.ratio = float64(dirty) / float64(clean+dirty)
 	}
+	l.cleaner.lastRatio.Store(math.Float64bits(p.ratio))
 	p.due = force || overdue || p.ratio >= cfg.MinCleanableDirtyRatio
 	return p, nil
 }

@@ -141,6 +141,7 @@ func (l *Log) loadCleanerLocked() error {
 		return storageErr("read cleaner checkpoint", err)
 	}
 	l.cleaner.loaded = true
+	l.mirrorPassesLocked()
 	return nil
 }
 
@@ -157,6 +158,7 @@ func (l *Log) addCleanPass(p cleanPass) error {
 		return storageErr("write cleaner checkpoint", err)
 	}
 	l.cleaner.passes = ps
+	l.mirrorPassesLocked()
 	return nil
 }
 
