@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -265,5 +269,79 @@ func TestCleanerMetricsMove(t *testing.T) {
 	}
 	if v := get("weir_log_cleaner_time_since_last_look_seconds"); v < 0 {
 		t.Fatalf("time since last look %v after a look", v)
+	}
+}
+
+// TestAdminPartitionsEndpoint: GET /v1/partitions/{topic} reports the
+// cleaner checkpoint computed by the log (-1 before the first pass, the
+// pass's end after it), the dirty ratio, the last clean time and offsets;
+// unknown topics are 404 and other methods 405, as JSON.
+func TestAdminPartitionsEndpoint(t *testing.T) {
+	b, _ := testBroker(t, func(c *Config) { c.CleanerInterval = -1 })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "ad", 2, "cleanup.policy", "compact", "segment.bytes", "1024", "min.cleanable.dirty.ratio", "0.01")
+	mustCreate(t, ctx, b, "plain", 1)
+	srv := httptest.NewServer(b.AdminHandler())
+	defer srv.Close()
+	get := func(path string, wantCode int, into any) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != wantCode || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("GET %s: %d %s, want %d JSON", path, resp.StatusCode, resp.Header.Get("Content-Type"), wantCode)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	var at AdminTopic
+	get("/v1/partitions/ad", http.StatusOK, &at)
+	if len(at.Partitions) != 2 || !at.Partitions[0].Compacted || at.Partitions[0].CleanedUpTo != -1 || at.Partitions[0].LastCleanMs != -1 {
+		t.Fatalf("before any clean: %+v", at)
+	}
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 200 {
+		r := &kgo.Record{Topic: "ad", Partition: 0, Key: []byte(fmt.Sprint("k", i%5)), Value: []byte(fmt.Sprint("v", i))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get("/v1/partitions/ad", http.StatusOK, &at)
+	if p := at.Partitions[0]; p.DirtyRatio != 1 || p.HighWatermark != 200 || p.LogEndOffset != 200 || p.SizeBytes <= 0 {
+		t.Fatalf("before the clean: %+v (want dirty ratio 1: nothing cleaned yet)", p)
+	}
+	n, err := b.logs.Clean(false)
+	if err != nil || n != 1 {
+		t.Fatalf("clean: %d %v", n, err)
+	}
+	l, _ := b.logs.Get("ad", 0)
+	cleanedTo, when := l.CleanerProgress()
+	get("/v1/partitions/ad", http.StatusOK, &at)
+	p := at.Partitions[0]
+	if p.CleanedUpTo != cleanedTo || cleanedTo <= 0 || cleanedTo >= 200 || p.LastCleanMs != when.UnixMilli() || p.LastCleanTime == "" || p.DirtyRatio != 0 {
+		t.Fatalf("after the clean: %+v, checkpoint %d at %v", p, cleanedTo, when)
+	}
+	if at.Partitions[1].CleanedUpTo != -1 || at.Partitions[1].HighWatermark != 0 {
+		t.Fatalf("untouched partition: %+v", at.Partitions[1])
+	}
+	get("/v1/partitions/plain", http.StatusOK, &at)
+	if at.Partitions[0].Compacted || at.Partitions[0].CleanedUpTo != -1 {
+		t.Fatalf("delete topic: %+v", at.Partitions[0])
+	}
+	var ae AdminError
+	get("/v1/partitions/nope", http.StatusNotFound, &ae)
+	if !strings.Contains(ae.Error, "nope") {
+		t.Fatalf("unknown topic error %q", ae.Error)
+	}
+	resp, err := http.Post(srv.URL+"/v1/partitions/ad", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST: %d", resp.StatusCode)
 	}
 }
