@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	wlog "github.com/weirhq/weir/broker/log"
 )
@@ -343,5 +345,82 @@ func TestAdminPartitionsEndpoint(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST: %d", resp.StatusCode)
+	}
+}
+
+// TestProduceAppendErrorKeyless: the Produce error path for a keyless
+// record refused by a compacted log, encoded and decoded with kmsg at each
+// version: CORRUPT_MESSAGE before v8; from v8 INVALID_RECORD with one
+// RecordErrors entry (the record's index, Kafka's message naming the
+// partition) and ErrorMessage. Other append errors keep their code.
+func TestProduceAppendErrorKeyless(t *testing.T) {
+	b, _ := testBroker(t, func(c *Config) { c.CleanerInterval = -1 })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "ck", 1, "cleanup.policy", "compact")
+	l, _ := b.logs.Get("ck", 0)
+	_, appendErr := l.Append(makeBatch(1, "keyless", "too"), true)
+	if !errors.Is(appendErr, wlog.ErrInvalidRecord) {
+		t.Fatalf("append: %v", appendErr)
+	}
+	roundTrip := func(version int16, err error) kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		sp := kmsg.NewProduceResponseTopicPartition()
+		produceAppendError(version, "ck", 0, err, false, &sp)
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = version
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = "ck"
+		rt.Partitions = append(rt.Partitions, sp)
+		resp.Topics = append(resp.Topics, rt)
+		back := kmsg.NewPtrProduceResponse()
+		back.Version = version
+		if err := back.ReadFrom(resp.AppendTo(nil)); err != nil {
+			t.Fatalf("v%d: decode: %v", version, err)
+		}
+		return back.Topics[0].Partitions[0]
+	}
+	const wantRecMsg = "Compacted topic cannot accept message without key in topic partition ck-0."
+	for v := int16(3); v <= 12; v++ {
+		sp := roundTrip(v, appendErr)
+		if v < 8 {
+			if sp.ErrorCode != kerr.CorruptMessage.Code || len(sp.ErrorRecords) != 0 || sp.ErrorMessage != nil {
+				t.Fatalf("v%d: %+v, want CORRUPT_MESSAGE only", v, sp)
+			}
+			continue
+		}
+		if sp.ErrorCode != kerr.InvalidRecord.Code || len(sp.ErrorRecords) != 1 || sp.ErrorRecords[0].RelativeOffset != 0 ||
+			sp.ErrorRecords[0].ErrorMessage == nil || *sp.ErrorRecords[0].ErrorMessage != wantRecMsg ||
+			sp.ErrorMessage == nil || !strings.Contains(*sp.ErrorMessage, "RecordError(batchIndex=0, message='"+wantRecMsg+"')") {
+			t.Fatalf("v%d: %+v", v, sp)
+		}
+	}
+	storage := fmt.Errorf("append: %w", wlog.ErrStorage)
+	if sp := roundTrip(9, storage); sp.ErrorCode != kerr.KafkaStorageError.Code || len(sp.ErrorRecords) != 0 ||
+		sp.ErrorMessage == nil || *sp.ErrorMessage != storage.Error() {
+		t.Fatalf("storage error: %+v", sp)
+	}
+	if sp := roundTrip(7, storage); sp.ErrorCode != kerr.KafkaStorageError.Code || sp.ErrorMessage != nil {
+		t.Fatalf("storage error v7: %+v", sp)
+	}
+}
+
+// TestKeylessRecordOldProduceVersion: a franz-go producer limited to
+// Produce v7 gets CORRUPT_MESSAGE for a keyless record on a compacted topic
+// (Kafka's answer before KIP-467), and nothing is appended.
+func TestKeylessRecordOldProduceVersion(t *testing.T) {
+	b, _ := testBroker(t, func(c *Config) { c.CleanerInterval = -1 })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "ck7", 1, "cleanup.policy", "compact")
+	cl := newClient(t, b, kgo.DefaultProduceTopic("ck7"), kgo.ProducerLinger(0), kgo.DisableIdempotentWrite(),
+		kgo.MaxVersions(kversion.V2_3_0()))
+	err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr()
+	if !errors.Is(err, kerr.CorruptMessage) {
+		t.Fatalf("keyless record at Produce v7: %v, want CORRUPT_MESSAGE", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("keyed record: %v", err)
+	}
+	if l, _ := b.logs.Get("ck7", 0); l.HighWatermark() != 1 {
+		t.Fatalf("high watermark %d, want 1 (only the keyed record)", l.HighWatermark())
 	}
 }
