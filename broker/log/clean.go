@@ -65,6 +65,11 @@ type cleanerState struct {
 	progress    atomic.Int64
 	lastRun     atomic.Int64
 	lastRatio   atomic.Uint64
+	// nextDue (ms, 0: none) is when the last pass's kept markers or
+	// tombstones start to become removable: a log without dirty data is
+	// cleaned again then (horizon pass). Not persisted: after a restart the
+	// next dirty pass removes them.
+	nextDue atomic.Int64
 }
 
 // cleanPass says that a clean finished at time TimeMs (ms) with everything
@@ -202,6 +207,10 @@ type cleanPlan struct {
 	ratio      float64
 	due        bool  // the pass should run
 	overdueMs  int64 // how far the oldest dirty segment is past max.compaction.lag.ms (0: not overdue)
+	// horizonOnly: no dirty segment, but kept markers or tombstones are
+	// due for removal: the pass rewrites the clean segments only.
+	horizonOnly bool
+	checkpoint  int64 // the cleaner checkpoint the plan started from
 }
 
 // planClean picks the cleanable segments. cleaner.mu must be held.
@@ -260,8 +269,13 @@ func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
 			clean += s.size.Load()
 		}
 	}
+	p.checkpoint = firstDirtyOff
 	if p.firstDirty < 0 {
 		l.cleaner.lastRatio.Store(0)
+		if nd := l.cleaner.nextDue.Load(); nd > 0 && now >= nd && len(p.segs) > 0 {
+			p.horizonOnly, p.due = true, true
+			p.firstDirty = len(p.segs)
+		}
 		return p, nil
 	}
 	if clean+dirty > 0 {
@@ -322,8 +336,14 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	if mapBytes <= 0 {
 		mapBytes = DefaultCleanerMapBytes
 	}
+	if plan.horizonOnly {
+		mapBytes = 0 // nothing to map
+	}
 	om := newOffsetMap(mapBytes)
-	res.FirstDirty = plan.segs[plan.firstDirty].base
+	res.FirstDirty = plan.checkpoint
+	if plan.firstDirty < len(plan.segs) {
+		res.FirstDirty = plan.segs[plan.firstDirty].base
+	}
 	// Pass 1: the offset map over the dirty segments.
 	end := plan.firstDirty
 	for i := plan.firstDirty; i < len(plan.segs); i++ {
@@ -343,12 +363,14 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			break
 		}
 	}
-	if end == plan.firstDirty {
+	if end == plan.firstDirty && !plan.horizonOnly {
 		return res, nil
 	}
-	cleanedTo := plan.nextBase[end-1]
+	// A horizon pass claims nothing new: its end is the checkpoint.
+	cleanedTo := max(plan.nextBase[end-1], plan.checkpoint)
 	horizon := l.tombstoneHorizon(cfg, nowMs)
 	tt := newTxnTracker(l.ps, cleanedTo)
+	tt.passes, tt.retentionMs, tt.nowMs = l.cleaner.passes, cfg.DeleteRetentionMs, nowMs
 	// Pass 2: rewrite [0, end) in groups.
 	segs, nexts := plan.segs[:end], plan.nextBase[:end]
 	for i := 0; i < len(segs); {
@@ -370,9 +392,10 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		}
 		i = j
 	}
-	if err := l.addCleanPass(cleanPass{End: cleanedTo, TimeMs: nowMs}); err != nil {
+	if err := l.addCleanPass(cleanPass{End: cleanedTo, TimeMs: nowMs}, cfg.DeleteRetentionMs, nowMs); err != nil {
 		return res, err
 	}
+	l.cleaner.nextDue.Store(tt.dueMs)
 	res.Cleaned = true
 	res.CleanedTo = cleanedTo
 	res.Duration = time.Since(start)
@@ -566,6 +589,8 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 				retain = false
 			} else if r.valueNull && off < horizon {
 				retain = false
+			} else if r.valueNull {
+				tt.tombstoneKept(off)
 			}
 		}
 		if !retain {

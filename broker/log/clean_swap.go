@@ -145,21 +145,51 @@ func (l *Log) loadCleanerLocked() error {
 	return nil
 }
 
-// addCleanPass appends a pass to the checkpoint and persists it. Beyond
-// maxCleanPasses the two oldest are merged into the later one (its time is
-// later, so tombstones are kept longer, never shorter). cleaner.mu must be
-// held.
-func (l *Log) addCleanPass(p cleanPass) error {
-	ps := append(append([]cleanPass(nil), l.cleaner.passes...), p)
-	for len(ps) > maxCleanPasses {
-		ps = ps[1:]
-	}
+// addCleanPass appends a pass to the checkpoint and persists it.
+// cleaner.mu must be held.
+func (l *Log) addCleanPass(p cleanPass, retentionMs, nowMs int64) error {
+	ps := compactPasses(append(append([]cleanPass(nil), l.cleaner.passes...), p), retentionMs, nowMs)
 	if err := writeFileAtomic(l.fs, l.dir, cleanCkptFile, encodeCleanCkpt(ps)); err != nil {
 		return storageErr("write cleaner checkpoint", err)
 	}
 	l.cleaner.passes = ps
 	l.mirrorPassesLocked()
 	return nil
+}
+
+// compactPasses bounds the pass list to maxCleanPasses. A tombstone at
+// offset o is removable once the first pass with End > o is
+// delete.retention.ms old, so merging two adjacent passes into the later
+// one (its End, its time) only keeps some tombstones longer, never shorter:
+//   - the passes already delete.retention.ms old are merged into the newest
+//     of them (the horizon is the largest End among them: unchanged);
+//   - then, while too many, the adjacent pair closest in time is merged (the
+//     least delay; the newest such pair). Dropping the oldest instead would, on a log cleaned more
+//     often than delete.retention.ms / maxCleanPasses, never keep a pass old
+//     enough, and its tombstones would stay forever.
+func compactPasses(ps []cleanPass, retentionMs, nowMs int64) []cleanPass {
+	if len(ps) <= maxCleanPasses {
+		return ps
+	}
+	old := 0
+	for old < len(ps) && nowMs-ps[old].TimeMs >= retentionMs {
+		old++
+	}
+	if old > 1 {
+		ps = append(ps[:0:0], ps[old-1:]...)
+	}
+	for len(ps) > maxCleanPasses {
+		best := 0
+		for i := 1; i+1 < len(ps); i++ {
+			// <=: on ties the newest pair (young offsets, delayed least in
+			// relative terms; the old passes keep the list's time span).
+			if ps[i+1].TimeMs-ps[i].TimeMs <= ps[best+1].TimeMs-ps[best].TimeMs {
+				best = i
+			}
+		}
+		ps = append(ps[:best], ps[best+1:]...)
+	}
+	return ps
 }
 
 // cleanGroup rewrites the group segs (consecutive closed segments; next is

@@ -43,12 +43,40 @@ type abortedSeen struct {
 	observed bool // the pass read a data batch of it
 }
 
-// txnTracker follows transactions through one pass.
+// txnTracker follows transactions through one pass. It also notes dueMs,
+// the earliest time at which something the pass kept (a marker with a
+// delete horizon, a tombstone) becomes removable, 0 if nothing: a log with
+// no dirty data is cleaned again then (as Kafka cleans a log whose delete
+// horizon passed).
 type txnTracker struct {
 	pending   []AbortedTxn // not yet reached, by FirstOffset
 	aborted   map[int64]*abortedSeen
 	committed map[int64]bool // pids with a data batch read and no marker yet
 	kept      []AbortedTxn   // index entries of the current group to keep
+	dueMs     int64
+	// For tombstoneKept: the passes before this one, delete.retention.ms
+	// and this pass's time.
+	passes             []cleanPass
+	retentionMs, nowMs int64
+}
+
+// tombstoneKept notes a tombstone at off that the pass kept: it becomes
+// removable delete.retention.ms after the first pass that cleaned it (this
+// one if none did).
+func (t *txnTracker) tombstoneKept(off int64) {
+	at := t.nowMs
+	i := sort.Search(len(t.passes), func(i int) bool { return t.passes[i].End > off })
+	if i < len(t.passes) {
+		at = t.passes[i].TimeMs
+	}
+	t.noteDue(at + t.retentionMs)
+}
+
+// noteDue records that something kept becomes removable at ms.
+func (t *txnTracker) noteDue(ms int64) {
+	if t.dueMs == 0 || ms < t.dueMs {
+		t.dueMs = ms
+	}
 }
 
 // newTxnTracker takes the aborted transactions whose marker lies below end
@@ -155,11 +183,13 @@ func filterMarker(b []byte, h *batchHeader, tt *txnTracker, nowMs, retentionMs i
 		if hz <= nowMs {
 			return nil, true
 		}
+		tt.noteDue(hz)
 		return b, false
 	}
 	if retentionMs <= 0 {
 		return nil, true
 	}
+	tt.noteDue(nowMs + retentionMs)
 	return withDeleteHorizon(b, nowMs+retentionMs), false
 }
 
