@@ -424,3 +424,102 @@ func TestKeylessRecordOldProduceVersion(t *testing.T) {
 		t.Fatalf("high watermark %d, want 1 (only the keyed record)", l.HighWatermark())
 	}
 }
+
+// TestCompactedTopicTxnMarkersRemoved: aborted and committed transactions
+// on a compacted topic (delete.retention.ms=0) whose values are then
+// overwritten; after a few cleaning passes the markers of transactions with
+// no data left are gone from the log, a read_committed Fetch over the
+// cleaned range carries no aborted transactions any more, and consumers
+// still read the latest value of each key.
+func TestCompactedTopicTxnMarkersRemoved(t *testing.T) {
+	b, _ := testBroker(t, func(c *Config) { c.CleanerInterval = -1 })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "cmk", 1, "cleanup.policy", "compact", "segment.bytes", "2048", "delete.retention.ms", "0")
+	p := newClient(t, b, kgo.TransactionalID("weir-cmk"), kgo.DefaultProduceTopic("cmk"))
+	for r := range 10 {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 3 {
+			if err := p.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", k), Value: fmt.Appendf(nil, "t%d", r)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(r%2 == 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := newClient(t, b, kgo.DefaultProduceTopic("cmk"), kgo.ProducerLinger(0))
+	overwrite := func(round int) {
+		for i := range 40 {
+			if err := plain.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%3), Value: fmt.Appendf(nil, "n%d-%d", round, i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l, _ := b.logs.Get("cmk", 0)
+	if n := len(l.AbortedTransactions(0, l.HighWatermark())); n != 5 {
+		t.Fatalf("%d aborted transactions before cleaning, want 5", n)
+	}
+	var removed int64
+	for round := range 3 {
+		overwrite(round)
+		res, err := l.Clean(wlog.CleanOptions{Force: true})
+		if err != nil || !res.Cleaned {
+			t.Fatalf("pass %d: %+v %v", round, res, err)
+		}
+		removed += res.MarkersRemoved
+	}
+	cleanedTo, _ := l.CleanerProgress()
+	if removed < 9 {
+		t.Fatalf("%d markers removed, want at least 9 of 10 (the producer's last transaction keeps its marker)", removed)
+	}
+	// A read_committed Fetch from the start, as a client sends it.
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.IsolationLevel = -1, 0, 1<<20, 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "cmk"
+	tp, _ := b.topics.get("cmk")
+	rt.TopicID = tp.id // franz-go sends Fetch v13+ (topics by ID)
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kr, err := newClient(t, b).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := kr.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if fp.ErrorCode != 0 {
+		t.Fatalf("fetch: %v", kerr.ErrorForCode(fp.ErrorCode))
+	}
+	for _, a := range fp.AbortedTransactions {
+		if a.FirstOffset < cleanedTo {
+			t.Fatalf("aborted transaction at %d still listed below the cleaner checkpoint %d: %+v", a.FirstOffset, cleanedTo, fp.AbortedTransactions)
+		}
+	}
+	markers := 0
+	for data := fp.RecordBatches; len(data) > 0; {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(data); err != nil {
+			t.Fatal(err)
+		}
+		if rb.Attributes&0x20 != 0 && rb.FirstOffset < cleanedTo {
+			markers++
+		}
+		data = data[12+int(rb.Length):]
+	}
+	if markers > 1 {
+		t.Fatalf("%d markers below the cleaner checkpoint %d, want at most the last transaction's", markers, cleanedTo)
+	}
+	c := newClient(t, b, kgo.ConsumeTopics("cmk"), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	last := map[string]string{}
+	for last["k0"] != "n2-39" || last["k1"] != "n2-37" || last["k2"] != "n2-38" {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("timed out: %v", last)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatal(err) })
+		fs.EachRecord(func(r *kgo.Record) { last[string(r.Key)] = string(r.Value) })
+	}
+}
