@@ -252,8 +252,17 @@ func rollNow(t testing.TB, l *Log) {
 // exactly the state before the pass or exactly the state after it — records,
 // markers, aborted index and LSO — never a mix.
 func TestCleanTxnPowerCutAtEveryOperation(t *testing.T) {
+	// Markers removed by the pass (delete.retention.ms 0), or stamped with a
+	// delete horizon (1 h).
+	for _, retention := range []int64{-1, 3_600_000} {
+		t.Run(fmt.Sprint("retention=", retention), func(t *testing.T) { cleanTxnPowerCut(t, retention) })
+	}
+}
+
+func cleanTxnPowerCut(t *testing.T, retention int64) {
 	mem := vfs.NewCrashableMem()
 	cfg := txnCrashCfg()
+	cfg.DeleteRetentionMs = retention
 	l := mustOpen(t, Options{FS: mem, Dir: "/d/p", Config: cfg})
 	seq := int32(0)
 	for i := range 4 {
@@ -291,9 +300,9 @@ func TestCleanTxnPowerCutAtEveryOperation(t *testing.T) {
 			t.Fatalf("%s: reopen: %v", where, err)
 		}
 		defer l.Close()
-		var offs []int64
+		var offs []string
 		for _, h := range controlBatches(t, l) {
-			offs = append(offs, h.BaseOffset)
+			offs = append(offs, fmt.Sprint(h.BaseOffset, "/", h.Attributes&attrDeleteHorizon != 0))
 		}
 		return fmt.Sprint(readRecords(t, l), " markers ", offs, " aborted ", l.AbortedTransactions(0, 1<<62),
 			" lso ", l.LastStableOffset(), " hw ", l.HighWatermark())
@@ -304,6 +313,9 @@ func TestCleanTxnPowerCutAtEveryOperation(t *testing.T) {
 	after := image(counter.mem.CrashClone(), "after")
 	if !strings.Contains(before, "aborted [{") || !strings.Contains(after, "aborted []") {
 		t.Fatalf("the pass did not prune the aborted index:\nbefore %s\nafter %s", before, after)
+	}
+	if retention > 0 && !strings.Contains(after, "/true") {
+		t.Fatalf("the pass stamped no marker:\n%s", after)
 	}
 	sawOld, sawNew := false, false
 	for n := 1; n <= counter.seen+1; n++ {
