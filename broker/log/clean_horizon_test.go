@@ -135,3 +135,43 @@ func TestCompactPassesModel(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanerStatus: never cleaned (-1), then the checkpoint and time of the
+// pass, the dirty ratio from the data; while a pass holds the cleaner it
+// answers at once with the last known values and Cleaning set; a delete
+// topic reports nothing.
+func TestCleanerStatus(t *testing.T) {
+	clk := newClock()
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Config: compactCfg(), Now: clk.Now})
+	defer l.Close()
+	if st := l.CleanerStatus(); !st.Compacted || st.CleanedTo != -1 || !st.LastClean.IsZero() || st.DirtyRatio != 0 || st.Cleaning {
+		t.Fatalf("empty: %+v", st)
+	}
+	fillSegments(t, l, "a")
+	if st := l.CleanerStatus(); st.DirtyRatio != 1 {
+		t.Fatalf("nothing cleaned yet: %+v, want dirty ratio 1", st)
+	}
+	res, err := l.Clean(CleanOptions{})
+	if err != nil || !res.Cleaned {
+		t.Fatalf("clean: %+v %v", res, err)
+	}
+	st := l.CleanerStatus()
+	if st.CleanedTo != res.CleanedTo || !st.LastClean.Equal(clk.Now().Truncate(time.Millisecond)) || st.DirtyRatio != 0 {
+		t.Fatalf("after a pass: %+v (pass %+v)", st, res)
+	}
+	fillSegments(t, l, "b")
+	l.cleaner.mu.Lock() // a pass in progress
+	busy := l.CleanerStatus()
+	l.cleaner.mu.Unlock()
+	if !busy.Cleaning || busy.CleanedTo != res.CleanedTo || busy.DirtyRatio != 0 {
+		t.Fatalf("during a pass: %+v", busy)
+	}
+	if st := l.CleanerStatus(); st.Cleaning || st.DirtyRatio <= 0 || st.DirtyRatio >= 1 {
+		t.Fatalf("new dirty data: %+v", st)
+	}
+	plain := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/q"})
+	defer plain.Close()
+	if st := plain.CleanerStatus(); st.Compacted || st.CleanedTo != -1 {
+		t.Fatalf("delete topic: %+v", st)
+	}
+}
