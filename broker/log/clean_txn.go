@@ -79,12 +79,18 @@ func (t *txnTracker) noteDue(ms int64) {
 	}
 }
 
-// newTxnTracker takes the aborted transactions whose marker lies below end
-// (the pass's cleaned range). ps.mu must not be held.
+// newTxnTracker takes the aborted transactions that start below end (the
+// pass's cleaned range), wherever their marker lies: data in the range of a
+// transaction aborted by a later marker is removed too. ps.mu must not be
+// held.
 func newTxnTracker(ps *producerState, end int64) *txnTracker {
+	var pending []AbortedTxn
 	ps.mu.RLock()
-	j := sort.Search(len(ps.aborted), func(i int) bool { return ps.aborted[i].LastOffset >= end })
-	pending := append([]AbortedTxn(nil), ps.aborted[:j]...)
+	for _, a := range ps.aborted {
+		if a.FirstOffset < end {
+			pending = append(pending, a)
+		}
+	}
 	ps.mu.RUnlock()
 	sort.SliceStable(pending, func(a, b int) bool { return pending[a].FirstOffset < pending[b].FirstOffset })
 	return &txnTracker{pending: pending, aborted: map[int64]*abortedSeen{}, committed: map[int64]bool{}}
@@ -96,9 +102,9 @@ func (t *txnTracker) reach(off int64) {
 	for len(t.pending) > 0 && t.pending[0].FirstOffset <= off {
 		a := t.pending[0]
 		t.pending = t.pending[1:]
-		if _, ok := t.aborted[a.ProducerID]; !ok {
-			t.aborted[a.ProducerID] = &abortedSeen{a: a}
-		}
+		// A producer has one transaction at a time: a later start
+		// replaces an entry whose marker the pass never met.
+		t.aborted[a.ProducerID] = &abortedSeen{a: a}
 	}
 }
 
@@ -133,7 +139,9 @@ func (t *txnTracker) onMarker(b []byte, h *batchHeader) bool {
 		s, ok := t.aborted[h.ProducerID]
 		delete(t.aborted, h.ProducerID)
 		if ok && s.observed {
-			t.kept = append(t.kept, s.a)
+			if s.a.LastOffset == h.BaseOffset {
+				t.kept = append(t.kept, s.a)
+			}
 			return false
 		}
 		return true

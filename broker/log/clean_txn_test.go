@@ -346,3 +346,27 @@ func cleanTxnPowerCut(t *testing.T, retention int64) {
 		t.Fatalf("cuts never produced both states (old %v new %v)", sawOld, sawNew)
 	}
 }
+
+// TestCleanAbortedDataBeforeLaterMarker: an aborted transaction whose data
+// is in a cleaned segment and whose ABORT marker lies beyond the pass's
+// range (here in the active segment) still has its data removed, and its
+// index entry stays (the marker was not cleaned).
+func TestCleanAbortedDataBeforeLaterMarker(t *testing.T) {
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Config: compactCfg()})
+	defer l.Close()
+	mustAppend(t, l, kvBatch(testBatch{producerID: 5, seq: 0, txn: true}, kv{"x", val("aborted")}), true)
+	fillSegments(t, l, "a")
+	mustAppend(t, l, markerBatch(5, 0, false, 1), true) // in the active segment
+	res, err := l.Clean(CleanOptions{Force: true})
+	if err != nil || !res.Cleaned {
+		t.Fatalf("clean: %+v %v", res, err)
+	}
+	for _, r := range readRecords(t, l) {
+		if r.value != nil && *r.value == "aborted" && r.off < res.CleanedTo {
+			t.Fatalf("aborted record kept at %d (cleaned to %d)", r.off, res.CleanedTo)
+		}
+	}
+	if n := len(l.AbortedTransactions(0, l.HighWatermark())); n != 1 {
+		t.Fatalf("%d aborted entries, want 1", n)
+	}
+}
