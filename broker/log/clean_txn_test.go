@@ -370,3 +370,49 @@ func TestCleanAbortedDataBeforeLaterMarker(t *testing.T) {
 		t.Fatalf("%d aborted entries, want 1", n)
 	}
 }
+
+// TestCleanMarkerOnlyGroupKeepsSegment: a group left with nothing but a
+// removed marker keeps one neutral empty batch (no producer, no control
+// bit) at the marker's offsets, so its segment and the log start stay, and
+// a reopen rebuilds the same producer state.
+func TestCleanMarkerOnlyGroupKeepsSegment(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	cfg := compactCfg()
+	cfg.DeleteRetentionMs = -1
+	l := mustOpen(t, Options{FS: fs, Dir: "/p", Config: cfg})
+	defer func() { l.Close() }()
+	big := strings.Repeat("x", 350)
+	mustAppend(t, l, kvBatch(testBatch{producerID: 5, seq: 0, txn: true}, kv{"a", val("aborted")}), true)
+	mustAppend(t, l, markerBatch(5, 0, false, 1), true)
+	rollNow(t, l)
+	mustAppend(t, l, kvBatch(testBatch{producerID: 5, seq: 1}, kv{"a", val(big)}), true) // its own group
+	rollNow(t, l)
+	for pass := range 2 {
+		mustAppend(t, l, kvBatch(testBatch{}, kv{fmt.Sprint("f", pass), val(big)}), true)
+		rollNow(t, l)
+		if res, err := l.Clean(CleanOptions{Force: true}); err != nil || !res.Cleaned {
+			t.Fatalf("pass %d: %+v %v", pass, res, err)
+		}
+	}
+	if cs := controlBatches(t, l); len(cs) != 0 {
+		t.Fatalf("markers left: %+v", cs)
+	}
+	if l.LogStartOffset() != 0 || l.segments()[0].base != 0 {
+		t.Fatalf("log start %d, first segment %d: want 0", l.LogStartOffset(), l.segments()[0].base)
+	}
+	rr, err := l.Read(0, 1<<20, l.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := parseHeader(rr.Data)
+	rr.Release()
+	if h.BaseOffset != 1 || h.NumRecords != 0 || h.ProducerID != -1 || h.Attributes != 0 {
+		t.Fatalf("first batch %+v, want the neutral empty batch at offset 1", h)
+	}
+	before := viewOf(l)
+	l.Close()
+	l = mustOpen(t, Options{FS: fs, Dir: "/p", Config: cfg})
+	if got := viewOf(l); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("after reopen %+v, want %+v", got, before)
+	}
+}
