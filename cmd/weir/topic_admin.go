@@ -73,6 +73,9 @@ func (a adminSource) partitions(ctx context.Context, topic, id string) (map[int3
 	if err := json.NewDecoder(resp.Body).Decode(&at); err != nil {
 		return nil, fmt.Errorf("admin API at %s: %w", a.addr, err)
 	}
+	if at.Topic == "" || at.TopicID == "" {
+		return nil, fmt.Errorf("%s answered without weir's partition status (not a weir broker?)", a.addr)
+	}
 	if at.Topic != topic || at.TopicID != id {
 		return nil, fmt.Errorf("admin API at %s serves another topic %q (id %s, want %s)", a.addr, at.Topic, at.TopicID, id)
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +50,34 @@ func TestAdminSourceAddress(t *testing.T) {
 	} {
 		if got := newAdminSource(c.flag, c.brokers, time.Second).addr; got != c.want {
 			t.Errorf("newAdminSource(%q, %v) = %q, want %q", c.flag, c.brokers, got, c.want)
+		}
+	}
+}
+
+// TestAdminSourceRefusesForeignAnswers: an HTTP server on the admin address
+// that is not weir's (an error status, non-JSON, JSON of another shape)
+// yields an error naming the address, never a made-up progress.
+func TestAdminSourceRefusesForeignAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name, ctype, body string
+		code              int
+		want              string
+	}{
+		{"404", "application/json", `{"message":"not found"}`, 404, "answered 404"},
+		{"html", "text/html", "<html></html>", 200, "answered 200"},
+		{"other json", "application/json", `{"ntp":{"ns":"kafka"}}`, 200, "not a weir broker"},
+		{"broken json", "application/json", `{"topic":`, 200, "admin API at"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", c.ctype)
+			w.WriteHeader(c.code)
+			_, _ = w.Write([]byte(c.body))
+		}))
+		addr := strings.TrimPrefix(srv.URL, "http://")
+		_, err := newAdminSource(addr, nil, time.Second).partitions(context.Background(), "t", "id")
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
 }
