@@ -523,3 +523,84 @@ func TestCompactedTopicTxnMarkersRemoved(t *testing.T) {
 		fs.EachRecord(func(r *kgo.Record) { last[string(r.Key)] = string(r.Value) })
 	}
 }
+
+// TestOffsetsTopicTxnMarkersCleaned: transactional offset commits (some
+// aborted) in __consumer_offsets, each superseding the last, cleaned three
+// times with delete.retention.ms 0: markers whose transaction has no data
+// left are removed, and after a restart (replay of the cleaned log) the
+// group's committed offset is the last committed transaction's.
+func TestOffsetsTopicTxnMarkersCleaned(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *Broker {
+		b, _ := testBroker(t, func(c *Config) { c.CleanerInterval = -1; c.DataDir = dir })
+		return b
+	}
+	b := start()
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "in", 1)
+	mustCreate(t, ctx, b, "out", 1)
+	l, _ := b.logs.Get("__consumer_offsets", 0)
+	l.SetConfig(wlog.Config{SegmentBytes: 2048, Compact: true, RetentionMs: -1, DeleteRetentionMs: -1})
+	p := newClient(t, b, kgo.TransactionalID("weir-offs"), kgo.DefaultProduceTopic("out"))
+	want := int64(-1)
+	round := func(r int) {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		pid, epoch, err := p.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "weir-offs", pid, epoch, "g"
+		ar, err := p.Request(ctx, add)
+		if err != nil || ar.(*kmsg.AddOffsetsToTxnResponse).ErrorCode != 0 {
+			t.Fatalf("AddOffsetsToTxn: %v %+v", err, ar)
+		}
+		commit := kmsg.NewPtrTxnOffsetCommitRequest()
+		commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch, commit.Generation = "weir-offs", "g", pid, epoch, -1
+		ct := kmsg.NewTxnOffsetCommitRequestTopic()
+		ct.Topic = "in"
+		cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		cp.Partition, cp.Offset, cp.LeaderEpoch = 0, int64(r+1), -1
+		ct.Partitions = append(ct.Partitions, cp)
+		commit.Topics = append(commit.Topics, ct)
+		cr, err := p.Request(ctx, commit)
+		if err != nil || cr.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("TxnOffsetCommit: %v %+v", err, cr)
+		}
+		ok := r%3 != 2
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(ok)); err != nil {
+			t.Fatalf("end %d: %v", r, err)
+		}
+		if ok {
+			want = int64(r + 1)
+		}
+	}
+	for phase := range 3 {
+		for r := range 15 {
+			round(phase*15 + r)
+		}
+		if _, err := b.logs.Clean(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.logs.CleanerStats(); st.MarkersRemoved == 0 || st.AbortedPruned == 0 {
+		t.Fatalf("cleaner stats %+v: no markers removed / aborted entries pruned", st)
+	}
+	p.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = start()
+	got, err := kadm.NewClient(newClient(t, b)).FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup("in", 0); !ok || o.At != want {
+		t.Fatalf("committed after cleaning and restart: %+v, want %d", o, want)
+	}
+}
