@@ -567,7 +567,8 @@ type groupStats struct {
 // whole), nil (drop) or a re-encoded batch in out's storage.
 // Control batches are decided by filterMarker, not here.
 func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, tt *txnTracker, out []byte) ([]byte, int64, error) {
-	isLast := h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.lastOffset()
+	last, known := lastOfProducer[h.ProducerID]
+	isLast := h.ProducerID >= 0 && known && last == h.lastOffset()
 	if tt.onData(&h) {
 		if isLast {
 			return emptyBatch(b), int64(h.NumRecords), nil

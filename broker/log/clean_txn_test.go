@@ -416,3 +416,27 @@ func TestCleanMarkerOnlyGroupKeepsSegment(t *testing.T) {
 		t.Fatalf("after reopen %+v, want %+v", got, before)
 	}
 }
+
+// TestCleanBatchAtOffsetZeroOfUnknownProducer: a superseded batch at offset
+// 0 of a producer whose window holds no batch (its epoch was bumped by a
+// marker, as transaction.version 2 does) is removed, not kept empty as if
+// it were the producer's last (a missing map entry read as offset 0).
+func TestCleanBatchAtOffsetZeroOfUnknownProducer(t *testing.T) {
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Config: compactCfg()})
+	defer l.Close()
+	mustAppend(t, l, kvBatch(testBatch{producerID: 5, seq: 0, txn: true}, kv{"a", val("1")}), true)
+	mustAppend(t, l, markerBatch(5, 1, true, 1), true) // epoch bump: the window is empty
+	mustAppend(t, l, kvBatch(testBatch{}, kv{"a", val("2")}), true)
+	fillSegments(t, l, "x")
+	if res, err := l.Clean(CleanOptions{Force: true}); err != nil || !res.Cleaned {
+		t.Fatalf("clean: %+v %v", res, err)
+	}
+	rr, err := l.Read(0, 1<<20, l.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	if h := parseHeader(rr.Data); h.BaseOffset == 0 {
+		t.Fatalf("batch at offset 0 kept: %+v", h)
+	}
+}

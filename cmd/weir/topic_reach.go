@@ -144,7 +144,10 @@ func firstTimestamps(ctx context.Context, cl *kgo.Client, d kadm.TopicDetail, st
 					continue
 				}
 				v := rb.FirstTimestamp
-				if logAppendTime || rb.Attributes&0x08 != 0 {
+				// LogAppendTime (0x08): the batch's time is its max. A
+				// delete horizon (0x40, KIP-534: a cleaned transaction
+				// marker or tombstone batch) replaces firstTimestamp.
+				if logAppendTime || rb.Attributes&0x48 != 0 {
 					v = rb.MaxTimestamp
 				}
 				ts[rp.Partition] = v

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker"
 	"github.com/weirhq/weir/weirtest"
@@ -168,5 +169,91 @@ func TestTopicDescribeCleanerProgress(t *testing.T) {
 	}
 	if p = describe("--admin-addr", "off"); p.Cleaner != nil || !strings.Contains(p.CleanerUnknown, "not asked") {
 		t.Fatalf("--admin-addr off: %+v", p)
+	}
+}
+
+// TestTopicDescribeStampedMarkerAtLogStart: when the cleaner has removed a
+// transaction's data and stamped its marker with a delete horizon (KIP-534:
+// firstTimestamp = now + delete.retention.ms), the marker may be the first
+// batch at the log start; the start timestamp is then its max timestamp,
+// never the horizon in the future.
+func TestTopicDescribeStampedMarkerAtLogStart(t *testing.T) {
+	wb := weirtest.Start(t, weirtest.WithBrokerConfig(func(c *broker.Config) { c.CleanerInterval = 20 * time.Millisecond }))
+	b := "--brokers=" + wb.Addr()
+	mustCLI(t, "", "topic", "create", b, "tx", "-p", "1", "-c", "cleanup.policy=compact", "-c", "segment.bytes=1024",
+		"-c", "min.cleanable.dirty.ratio=0.01", "-c", "delete.retention.ms=86400000")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	before := time.Now().Add(-time.Second)
+	p := wb.Client(kgo.TransactionalID("stamp"), kgo.DefaultProduceTopic("tx"))
+	// Two transactions: the first's data (k) is overwritten below; the
+	// second (other) stays, so the first's batch is not its producer's
+	// last one (that one would be kept, empty, with its marker).
+	for _, key := range []string{"k", "other"} {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ProduceSync(ctx, &kgo.Record{Key: []byte(key), Value: []byte("txn")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := wb.Client(kgo.DefaultProduceTopic("tx"), kgo.ProducerLinger(0))
+	details, err := wb.Admin().ListTopics(ctx, "tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicIDOf := details["tx"].ID // franz-go sends Fetch v13+ (topics by ID)
+	first := func() kmsg.RecordBatch {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes = -1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "tx", topicIDOf
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 1, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		kr, err := req.RequestWith(ctx, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kr.Topics) != 1 || len(kr.Topics[0].Partitions) != 1 || kr.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("fetch: %+v", kr)
+		}
+		var rb kmsg.RecordBatch
+		if recs := kr.Topics[0].Partitions[0].RecordBatches; len(recs) > 0 {
+			if err := rb.ReadFrom(recs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rb
+	}
+	// Overwrite k until two passes have run: the first removes the data,
+	// the second stamps the marker (bounded wait).
+	var rb kmsg.RecordBatch
+	for i, deadline := 0, time.Now().Add(15*time.Second); ; i++ {
+		if err := plain.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if rb = first(); rb.Attributes&0x60 == 0x60 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the marker was never stamped; first batch %+v", rb)
+		}
+	}
+	if rb.FirstTimestamp < time.Now().Add(23*time.Hour).UnixMilli() {
+		t.Fatalf("stamped marker's firstTimestamp %d is not the delete horizon", rb.FirstTimestamp)
+	}
+	out := mustCLI(t, "", "topic", "describe", b, "tx", "--output", "json", "--admin-addr", "off")
+	var got []topicReach
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	pr := got[0].Partitions[0]
+	if pr.LogStartOffset != 0 || pr.StartTsMillis < before.UnixMilli() || pr.StartTsMillis > time.Now().UnixMilli() {
+		t.Fatalf("log start timestamp %d (%s), want the marker's time, between %d and now", pr.StartTsMillis, pr.StartTimestamp, before.UnixMilli())
 	}
 }
