@@ -37,10 +37,12 @@ import (
 //     record timestamps are unchanged, as Kafka does); one that keeps none is
 //     dropped unless it is its producer's last batch, which is kept as an
 //     empty batch (header only), so producer state rebuilt from the log stays
-//     right. A group whose records are all removed keeps its last batch as
-//     an empty batch too, so the segment stays and the log start offset
-//     never moves because of compaction (a consumer's position stays in
-//     range; reads skip the gaps).
+//     right (an empty batch of a producer that has written since is
+//     dropped). A group whose records are all removed keeps a neutral empty
+//     batch (no producer, transaction or control fields) at its last
+//     batch's offsets, so the segment stays and the log start offset never
+//     moves because of compaction (a consumer's position stays in range;
+//     reads skip the gaps).
 //   - Tombstones (null value) are removed once delete.retention.ms has passed
 //     since the pass that first cleaned them (the checkpoint keeps the time
 //     of each pass). Data of aborted transactions is removed; markers are
@@ -574,6 +576,11 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 			return emptyBatch(b), int64(h.NumRecords), nil
 		}
 		return nil, int64(h.NumRecords), nil
+	}
+	if h.NumRecords == 0 && !isLast {
+		// An empty batch kept for a producer that has written since:
+		// no longer needed (a group left empty keeps a neutral one).
+		return nil, 0, nil
 	}
 	keep := out[:0]
 	var kept, dropped int32

@@ -277,11 +277,10 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 				}
 			}
 			if out == nil {
-				if h.Attributes&attrControl != 0 {
-					lastDropped = neutralEmptyBatch(b)
-				} else {
-					lastDropped = append(lastDropped[:0], b[:batchHeaderSize]...)
-				}
+				// The group's placeholder if it ends up empty: neutral,
+				// so no producer or transaction is left half in the log
+				// (a dropped batch is never its producer's last).
+				lastDropped = append(lastDropped[:0], b[:batchHeaderSize]...)
 				continue
 			}
 			if pos+int64(len(out)) > math.MaxInt32 {
@@ -311,7 +310,7 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 	}
 	if pos == 0 && lastDropped != nil {
 		// Keep the segment (and so the log start): one empty batch.
-		eb := emptyBatch(lastDropped)
+		eb := neutralEmptyBatch(lastDropped)
 		oh := parseHeader(eb)
 		ns.ix.note(0, &oh, interval)
 		wbuf = append(wbuf, eb...)

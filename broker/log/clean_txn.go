@@ -221,9 +221,10 @@ func (ps *producerState) pruneAborted(from, to int64, kept []AbortedTxn) int {
 }
 
 // neutralEmptyBatch returns a batch without records covering the offsets of
-// the removed marker b but without its producer and control fields, so a
-// group emptied of everything but markers still keeps its segment (and the
-// log start) without leaving a producer a half transaction to replay.
+// the removed batch b (b may be its header only) but without its producer,
+// transaction and control fields, so a group whose batches were all removed
+// keeps its segment (and the log start) without leaving a producer a half
+// transaction to replay, or a marker a batch that looks like its data.
 func neutralEmptyBatch(b []byte) []byte {
 	nb := append([]byte(nil), b[:batchHeaderSize]...)
 	be := binary.BigEndian
