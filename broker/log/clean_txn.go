@@ -116,8 +116,13 @@ func (t *txnTracker) onData(h *batchHeader) bool {
 		return false
 	}
 	if s, ok := t.aborted[h.ProducerID]; ok {
-		s.observed = true
-		return true
+		if s.a.LastOffset > h.lastOffset() {
+			s.observed = true
+			return true
+		}
+		// The entry's marker lies before this batch but was never met (a
+		// stale entry): that transaction is over; this is a new one.
+		delete(t.aborted, h.ProducerID)
 	}
 	t.committed[h.ProducerID] = true
 	return false

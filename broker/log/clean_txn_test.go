@@ -440,3 +440,32 @@ func TestCleanBatchAtOffsetZeroOfUnknownProducer(t *testing.T) {
 		t.Fatalf("batch at offset 0 kept: %+v", h)
 	}
 }
+
+// TestCleanStaleAbortedEntryDoesNotHideLaterData: an aborted-index entry
+// whose marker is not in the log (left over, e.g. re-read from an older
+// snapshot after a crash) covers only its own range: the producer's later
+// committed data is kept, and the stale entry is pruned.
+func TestCleanStaleAbortedEntryDoesNotHideLaterData(t *testing.T) {
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Config: compactCfg()})
+	defer l.Close()
+	mustAppend(t, l, kvBatch(testBatch{}, kv{"pad", val("0")}, kv{"pad2", val("0")}), true) // offsets 0-1
+	l.mu.Lock()
+	l.ps.mu.Lock()
+	l.ps.addAborted(AbortedTxn{ProducerID: 5, FirstOffset: 0, LastOffset: 1}) // no such transaction
+	l.ps.mu.Unlock()
+	l.mu.Unlock()
+	mustAppend(t, l, kvBatch(testBatch{producerID: 5, seq: 0, txn: true}, kv{"c", val("committed")}), true)
+	mustAppend(t, l, markerBatch(5, 0, true, 1), true)
+	mustAppend(t, l, kvBatch(testBatch{producerID: 5, seq: 1}, kv{"z", val("z")}), true)
+	fillSegments(t, l, "x")
+	res, err := l.Clean(CleanOptions{Force: true})
+	if err != nil || !res.Cleaned {
+		t.Fatalf("clean: %+v %v", res, err)
+	}
+	if v := latest(readRecords(t, l))["c"].value; v == nil || *v != "committed" {
+		t.Fatalf("committed record lost: %v", v)
+	}
+	if a := l.AbortedTransactions(0, l.HighWatermark()); len(a) != 0 || res.AbortedPruned != 1 {
+		t.Fatalf("stale entry not pruned: %v (pruned %d)", a, res.AbortedPruned)
+	}
+}
