@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -69,18 +70,35 @@ func (a adminSource) partitions(ctx context.Context, topic, id string) (map[int3
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		return nil, fmt.Errorf("admin API at %s answered %s", a.addr, resp.Status)
 	}
-	var at broker.AdminTopic
-	if err := json.NewDecoder(resp.Body).Decode(&at); err != nil {
+	out, err := decodeAdminTopic(io.LimitReader(resp.Body, maxAdminAnswer), topic, id)
+	if err != nil {
 		return nil, fmt.Errorf("admin API at %s: %w", a.addr, err)
 	}
+	return out, nil
+}
+
+// maxAdminAnswer bounds the body read from the admin API (a partition is
+// ~400 bytes of JSON).
+const maxAdminAnswer = 64 << 20
+
+// decodeAdminTopic decodes GET /v1/partitions/{topic}'s body and checks it
+// describes topic with id: partitions by number, each once, none negative.
+func decodeAdminTopic(r io.Reader, topic, id string) (map[int32]broker.AdminPartition, error) {
+	var at broker.AdminTopic
+	if err := json.NewDecoder(r).Decode(&at); err != nil {
+		return nil, err
+	}
 	if at.Topic == "" || at.TopicID == "" {
-		return nil, fmt.Errorf("%s answered without weir's partition status (not a weir broker?)", a.addr)
+		return nil, errors.New("answered without weir's partition status (not a weir broker?)")
 	}
 	if at.Topic != topic || at.TopicID != id {
-		return nil, fmt.Errorf("admin API at %s serves another topic %q (id %s, want %s)", a.addr, at.Topic, at.TopicID, id)
+		return nil, fmt.Errorf("serves another topic %q (id %s, want %s)", at.Topic, at.TopicID, id)
 	}
 	out := make(map[int32]broker.AdminPartition, len(at.Partitions))
 	for _, p := range at.Partitions {
+		if _, dup := out[p.Partition]; dup || p.Partition < 0 {
+			return nil, fmt.Errorf("partition %d listed twice or negative", p.Partition)
+		}
 		out[p.Partition] = p
 	}
 	return out, nil

@@ -81,3 +81,23 @@ func TestAdminSourceRefusesForeignAnswers(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeAdminTopic: any body from an admin address decodes to an error
+// or to partitions of the asked topic, each once, never a panic.
+func FuzzDecodeAdminTopic(f *testing.F) {
+	f.Add([]byte(`{"cluster_id":"c","topic":"t","topic_id":"id","partitions":[{"partition":0,"cleaned_up_to":5}]}`))
+	f.Add([]byte(`{"topic":"t","topic_id":"id","partitions":[{"partition":0},{"partition":0}]}`))
+	f.Add([]byte(`{"topic":"t","topic_id":"id","partitions":[{"partition":-1}]}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ps, err := decodeAdminTopic(strings.NewReader(string(body)), "t", "id")
+		if err != nil {
+			return
+		}
+		for n, p := range ps {
+			if n != p.Partition || n < 0 {
+				t.Fatalf("partition %d under key %d", p.Partition, n)
+			}
+		}
+	})
+}
