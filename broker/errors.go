@@ -2,8 +2,10 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	wlog "github.com/weirhq/weir/broker/log"
 )
@@ -42,4 +44,34 @@ func logErrorCode(err error, gone bool) int16 {
 		return kerr.KafkaStorageError.Code
 	}
 	return errorCode(err)
+}
+
+// produceAppendError fills a Produce partition response for a failed
+// append (the Produce handler's error path). A record the log refused
+// (*wlog.RecordError: a keyless record on a compacted topic) is answered as
+// Kafka does since KIP-467: INVALID_RECORD with RecordErrors (the record's
+// index and message) and ErrorMessage from v8, CORRUPT_MESSAGE before v8
+// (which has no per-record errors). Other errors get logErrorCode and, from
+// v8, the error's text as ErrorMessage.
+func produceAppendError(version int16, topic string, partition int32, err error, gone bool, sp *kmsg.ProduceResponseTopicPartition) {
+	var re *wlog.RecordError
+	if !errors.As(err, &re) {
+		sp.ErrorCode = logErrorCode(err, gone)
+		if version >= 8 {
+			sp.ErrorMessage = kmsg.StringPtr(err.Error())
+		}
+		return
+	}
+	if version < 8 {
+		sp.ErrorCode = kerr.CorruptMessage.Code
+		return
+	}
+	msg := fmt.Sprintf("%s in topic partition %s-%d.", re.Message, topic, partition)
+	sp.ErrorCode = kerr.InvalidRecord.Code
+	rec := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+	rec.RelativeOffset = re.Index
+	rec.ErrorMessage = kmsg.StringPtr(msg)
+	sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{rec}
+	// Kafka's InvalidRecordException text for a batch with record errors.
+	sp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("One or more records have been rejected due to 1 record errors in total, and only showing the first three errors at most: [RecordError(batchIndex=%d, message='%s')]", re.Index, msg))
 }

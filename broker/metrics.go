@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		Name: "weir_broker_fetch_sessions", Help: "Open incremental fetch sessions (KIP-227).",
 	}, func() float64 { return float64(b.sessions.count()) })
 	m.cs = []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections,
-		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, sessions, partitionCollector{b}}
+		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, sessions, partitionCollector{b}, cleanerCollector{b}}
 	if reg != nil {
 		for _, c := range m.cs {
 			if err := reg.Register(c); err != nil {
@@ -109,4 +109,57 @@ func (pc partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(l.Size()), t.name, ps)
 		}
 	}
+}
+
+// The log cleaner's metrics (Kafka's kafka.log:type=LogCleaner and
+// LogCleanerManager), read from the log Manager on scrape.
+var (
+	cleanerReadDesc     = prometheus.NewDesc("weir_log_cleaner_read_bytes_total", "Bytes read by the log cleaner (both passes).", nil, nil)
+	cleanerWrittenDesc  = prometheus.NewDesc("weir_log_cleaner_written_bytes_total", "Bytes written by the log cleaner (cleaned segments).", nil, nil)
+	cleanerPassesDesc   = prometheus.NewDesc("weir_log_cleaner_passes_total", "Cleaning passes that rewrote segments.", nil, nil)
+	cleanerErrorsDesc   = prometheus.NewDesc("weir_log_cleaner_errors_total", "Cleaning passes that failed (I/O, corruption).", nil, nil)
+	cleanerRemovedDesc  = prometheus.NewDesc("weir_log_cleaner_records_removed_total", "Records removed by the cleaner (superseded, expired tombstones, aborted).", nil, nil)
+	cleanerMarkersDesc  = prometheus.NewDesc("weir_log_cleaner_markers_removed_total", "Transaction markers removed by the cleaner.", nil, nil)
+	cleanerPrunedDesc   = prometheus.NewDesc("weir_log_cleaner_aborted_index_pruned_total", "Aborted-transaction index entries dropped (their data is gone).", nil, nil)
+	cleanerLastDurDesc  = prometheus.NewDesc("weir_log_cleaner_last_pass_duration_seconds", "Duration of the last cleaning pass.", nil, nil)
+	cleanerDirtyDesc    = prometheus.NewDesc("weir_log_cleaner_max_dirty_ratio", "Highest dirty ratio over the compacted partitions at the cleaner's last look.", nil, nil)
+	cleanerDelayDesc    = prometheus.NewDesc("weir_log_cleaner_max_compaction_delay_seconds", "How far the most overdue compacted partition is past its max.compaction.lag.ms, at the cleaner's last look.", nil, nil)
+	cleanerSinceRunDesc = prometheus.NewDesc("weir_log_cleaner_time_since_last_look_seconds", "Time since the cleaner last looked for work (-1 before the first look).", nil, nil)
+)
+
+type cleanerCollector struct{ b *Broker }
+
+func (cc cleanerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{cleanerReadDesc, cleanerWrittenDesc, cleanerPassesDesc, cleanerErrorsDesc, cleanerRemovedDesc,
+		cleanerMarkersDesc, cleanerPrunedDesc, cleanerLastDurDesc, cleanerDirtyDesc, cleanerDelayDesc, cleanerSinceRunDesc} {
+		ch <- d
+	}
+}
+
+func (cc cleanerCollector) Collect(ch chan<- prometheus.Metric) {
+	if cc.b.logs == nil {
+		return
+	}
+	st := cc.b.logs.CleanerStats()
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	counter(cleanerReadDesc, st.BytesRead)
+	counter(cleanerWrittenDesc, st.BytesWritten)
+	counter(cleanerPassesDesc, st.Passes)
+	counter(cleanerErrorsDesc, st.Errors)
+	counter(cleanerRemovedDesc, st.RecordsRemoved)
+	counter(cleanerMarkersDesc, st.MarkersRemoved)
+	counter(cleanerPrunedDesc, st.AbortedPruned)
+	gauge(cleanerLastDurDesc, st.LastPassDuration.Seconds())
+	gauge(cleanerDirtyDesc, st.MaxDirtyRatio)
+	gauge(cleanerDelayDesc, st.MaxCompactionDelay.Seconds())
+	since := -1.0
+	if !st.LastLook.IsZero() {
+		since = cc.b.cfg.Now().Sub(st.LastLook).Seconds()
+	}
+	gauge(cleanerSinceRunDesc, since)
 }

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,14 +37,17 @@ import (
 //     record timestamps are unchanged, as Kafka does); one that keeps none is
 //     dropped unless it is its producer's last batch, which is kept as an
 //     empty batch (header only), so producer state rebuilt from the log stays
-//     right. A group whose records are all removed keeps its last batch as
-//     an empty batch too, so the segment stays and the log start offset
-//     never moves because of compaction (a consumer's position stays in
-//     range; reads skip the gaps).
+//     right (an empty batch of a producer that has written since is
+//     dropped). A group whose records are all removed keeps a neutral empty
+//     batch (no producer, transaction or control fields) at its last
+//     batch's offsets, so the segment stays and the log start offset never
+//     moves because of compaction (a consumer's position stays in range;
+//     reads skip the gaps).
 //   - Tombstones (null value) are removed once delete.retention.ms has passed
 //     since the pass that first cleaned them (the checkpoint keeps the time
-//     of each pass). Data of aborted transactions is removed; control batches
-//     (markers) are kept.
+//     of each pass). Data of aborted transactions is removed; markers are
+//     removed once safe and the aborted-transaction index is pruned (see
+//     clean_txn.go).
 //   - Each group is swapped in atomically (see clean_swap.go).
 //
 // The cleaner holds its own lock; appends and reads go on while it copies
@@ -55,10 +59,19 @@ type cleanerState struct {
 	mu     sync.Mutex // one clean at a time
 	loaded bool
 	passes []cleanPass // from the cleaner-checkpoint file, by end
-	// progress: the end of the cleaned range (cleaner checkpoint), -1
-	// before the first clean; read without mu.
-	progress int64
-	lastRun  int64 // ms of the last pass, 0 if none
+	// Mirrors for readers that must not wait for a running pass (set with
+	// mu held, read without): the last pass's end and time (valid once
+	// loaded is mirrored by statusKnown), and the dirty ratio found by the
+	// last planning (float64 bits).
+	statusKnown atomic.Bool
+	progress    atomic.Int64
+	lastRun     atomic.Int64
+	lastRatio   atomic.Uint64
+	// nextDue (ms, 0: none) is when the last pass's kept markers or
+	// tombstones start to become removable: a log without dirty data is
+	// cleaned again then (horizon pass). Not persisted: after a restart the
+	// next dirty pass removes them.
+	nextDue atomic.Int64
 }
 
 // cleanPass says that a clean finished at time TimeMs (ms) with everything
@@ -88,6 +101,11 @@ type CleanResult struct {
 	BytesRead      int64 // bytes read (both passes)
 	BytesWritten   int64
 	RecordsRemoved int64
+	// MarkersRemoved counts transaction markers removed (their
+	// transaction's data gone and their delete horizon passed);
+	// AbortedPruned the aborted-transaction index entries dropped.
+	MarkersRemoved int64
+	AbortedPruned  int64
 	Duration       time.Duration
 }
 
@@ -128,13 +146,73 @@ func (l *Log) CleanerProgress() (cleanedTo int64, at time.Time) {
 	return p.End, time.UnixMilli(p.TimeMs)
 }
 
+// CleanerStatus is what the cleaner knows of one log, for operators.
+type CleanerStatus struct {
+	Compacted bool // cleanup.policy contains compact
+	// CleanedTo is the cleaner checkpoint (first dirty offset): below it
+	// only the latest record per key (and tombstones younger than
+	// delete.retention.ms) remain; from it on the full history. -1: never
+	// cleaned.
+	CleanedTo int64
+	LastClean time.Time // zero if never cleaned
+	// DirtyRatio is dirty bytes / cleanable bytes of the closed segments
+	// eligible for cleaning, at the last planning (0 when nothing is
+	// cleanable). Fresh unless a pass was running (then the value its
+	// planning found).
+	DirtyRatio float64
+	Cleaning   bool // a pass was running when asked
+}
+
+// CleanerStatus reports the cleaner's reach and state without waiting for a
+// running pass.
+func (l *Log) CleanerStatus() CleanerStatus {
+	cfg := l.config()
+	st := CleanerStatus{Compacted: cfg.Compact, CleanedTo: -1}
+	if !cfg.Compact {
+		return st
+	}
+	if l.cleaner.mu.TryLock() {
+		if err := l.loadCleanerLocked(); err == nil && !l.closed.Load() {
+			_, _ = l.planClean(cfg, l.now().UnixMilli(), false) // refreshes lastRatio
+		}
+		l.cleaner.mu.Unlock()
+	} else {
+		st.Cleaning = true
+	}
+	if l.cleaner.statusKnown.Load() {
+		if p := l.cleaner.progress.Load(); p >= 0 {
+			st.CleanedTo = p
+			st.LastClean = time.UnixMilli(l.cleaner.lastRun.Load())
+		}
+	}
+	st.DirtyRatio = math.Float64frombits(l.cleaner.lastRatio.Load())
+	return st
+}
+
+// mirrorPassesLocked publishes the newest pass for CleanerStatus.
+// cleaner.mu must be held.
+func (l *Log) mirrorPassesLocked() {
+	if n := len(l.cleaner.passes); n > 0 {
+		l.cleaner.progress.Store(l.cleaner.passes[n-1].End)
+		l.cleaner.lastRun.Store(l.cleaner.passes[n-1].TimeMs)
+	} else {
+		l.cleaner.progress.Store(-1)
+	}
+	l.cleaner.statusKnown.Store(true)
+}
+
 // cleanPlan is the outcome of planning a pass.
 type cleanPlan struct {
 	segs       []*segment // cleanable closed segments, from the first
 	nextBase   []int64    // nextBase[i]: base of the segment after segs[i]
 	firstDirty int        // index in segs of the first dirty segment
 	ratio      float64
-	due        bool // the pass should run
+	due        bool  // the pass should run
+	overdueMs  int64 // how far the oldest dirty segment is past max.compaction.lag.ms (0: not overdue)
+	// horizonOnly: no dirty segment, but kept markers or tombstones are
+	// due for removal: the pass rewrites the clean segments only.
+	horizonOnly bool
+	checkpoint  int64 // the cleaner checkpoint the plan started from
 }
 
 // planClean picks the cleanable segments. cleaner.mu must be held.
@@ -142,6 +220,7 @@ func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
 	var p cleanPlan
 	segs := l.segments()
 	if len(segs) < 2 {
+		l.cleaner.lastRatio.Store(0)
 		return p, nil
 	}
 	stable := min(l.ps.firstUnstable.Load(), l.hw.Load())
@@ -185,18 +264,26 @@ func (l *Log) planClean(cfg *Config, now int64, force bool) (cleanPlan, error) {
 				}
 				if first >= 0 && now-first > cfg.MaxCompactionLagMs {
 					overdue = true
+					p.overdueMs = max(p.overdueMs, now-first-cfg.MaxCompactionLagMs)
 				}
 			}
 		} else {
 			clean += s.size.Load()
 		}
 	}
+	p.checkpoint = firstDirtyOff
 	if p.firstDirty < 0 {
+		l.cleaner.lastRatio.Store(0)
+		if nd := l.cleaner.nextDue.Load(); nd > 0 && now >= nd && len(p.segs) > 0 {
+			p.horizonOnly, p.due = true, true
+			p.firstDirty = len(p.segs)
+		}
 		return p, nil
 	}
 	if clean+dirty > 0 {
 		p.ratio = float64(dirty) / float64(clean+dirty)
 	}
+	l.cleaner.lastRatio.Store(math.Float64bits(p.ratio))
 	p.due = force || overdue || p.ratio >= cfg.MinCleanableDirtyRatio
 	return p, nil
 }
@@ -251,8 +338,14 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	if mapBytes <= 0 {
 		mapBytes = DefaultCleanerMapBytes
 	}
+	if plan.horizonOnly {
+		mapBytes = 0 // nothing to map
+	}
 	om := newOffsetMap(mapBytes)
-	res.FirstDirty = plan.segs[plan.firstDirty].base
+	res.FirstDirty = plan.checkpoint
+	if plan.firstDirty < len(plan.segs) {
+		res.FirstDirty = plan.segs[plan.firstDirty].base
+	}
 	// Pass 1: the offset map over the dirty segments.
 	end := plan.firstDirty
 	for i := plan.firstDirty; i < len(plan.segs); i++ {
@@ -272,11 +365,14 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			break
 		}
 	}
-	if end == plan.firstDirty {
+	if end == plan.firstDirty && !plan.horizonOnly {
 		return res, nil
 	}
-	cleanedTo := plan.nextBase[end-1]
+	// A horizon pass claims nothing new: its end is the checkpoint.
+	cleanedTo := max(plan.nextBase[end-1], plan.checkpoint)
 	horizon := l.tombstoneHorizon(cfg, nowMs)
+	tt := newTxnTracker(l.ps, cleanedTo)
+	tt.passes, tt.retentionMs, tt.nowMs = l.cleaner.passes, cfg.DeleteRetentionMs, nowMs
 	// Pass 2: rewrite [0, end) in groups.
 	segs, nexts := plan.segs[:end], plan.nextBase[:end]
 	for i := 0; i < len(segs); {
@@ -286,24 +382,28 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			size += segs[j].size.Load()
 			j++
 		}
-		st, err := l.cleanGroup(segs[i:j], nexts[j-1], om, horizon, thr, cfg)
+		st, err := l.cleanGroup(segs[i:j], nexts[j-1], om, horizon, tt, nowMs, thr, cfg)
 		res.BytesRead += st.read
 		res.BytesWritten += st.written
 		res.RecordsRemoved += st.removed
+		res.MarkersRemoved += st.markers
+		res.AbortedPruned += st.pruned
 		res.Segments += j - i
 		if err != nil {
 			return res, err
 		}
 		i = j
 	}
-	if err := l.addCleanPass(cleanPass{End: cleanedTo, TimeMs: nowMs}); err != nil {
+	if err := l.addCleanPass(cleanPass{End: cleanedTo, TimeMs: nowMs}, cfg.DeleteRetentionMs, nowMs); err != nil {
 		return res, err
 	}
+	l.cleaner.nextDue.Store(tt.dueMs)
 	res.Cleaned = true
 	res.CleanedTo = cleanedTo
 	res.Duration = time.Since(start)
 	l.logger.Info("compacted", "segments", res.Segments, "cleaned_to", cleanedTo, "read", res.BytesRead,
-		"written", res.BytesWritten, "removed_records", res.RecordsRemoved, "dirty_ratio", plan.ratio, "took", res.Duration)
+		"written", res.BytesWritten, "removed_records", res.RecordsRemoved, "removed_markers", res.MarkersRemoved,
+		"pruned_aborted", res.AbortedPruned, "dirty_ratio", plan.ratio, "took", res.Duration)
 	return res, nil
 }
 
@@ -462,20 +562,25 @@ func (l *Log) isAborted(h *batchHeader) bool {
 // groupStats counts the work of cleaning one group.
 type groupStats struct {
 	read, written, removed int64
+	markers, pruned        int64
 }
 
 // filterBatch decides what to keep of batch b. It returns b itself (keep
 // whole), nil (drop) or a re-encoded batch in out's storage.
-func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, out []byte) ([]byte, int64, error) {
-	if h.Attributes&attrControl != 0 {
-		return b, 0, nil
-	}
-	isLast := h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.lastOffset()
-	if l.isAborted(&h) {
+// Control batches are decided by filterMarker, not here.
+func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, tt *txnTracker, out []byte) ([]byte, int64, error) {
+	last, known := lastOfProducer[h.ProducerID]
+	isLast := h.ProducerID >= 0 && known && last == h.lastOffset()
+	if tt.onData(&h) {
 		if isLast {
 			return emptyBatch(b), int64(h.NumRecords), nil
 		}
 		return nil, int64(h.NumRecords), nil
+	}
+	if h.NumRecords == 0 && !isLast {
+		// An empty batch kept for a producer that has written since:
+		// no longer needed (a group left empty keeps a neutral one).
+		return nil, 0, nil
 	}
 	keep := out[:0]
 	var kept, dropped int32
@@ -492,6 +597,8 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 				retain = false
 			} else if r.valueNull && off < horizon {
 				retain = false
+			} else if r.valueNull {
+				tt.tombstoneKept(off)
 			}
 		}
 		if !retain {

@@ -35,6 +35,8 @@ func FuzzCleanRecords(f *testing.F) {
 	f.Add(kvBatch(testBatch{}, kv{"a", val("1")}, kv{"b", nil}, kv{"a", val("2")}))
 	f.Add(kvBatch(testBatch{codec: codecGzip}, kv{"a", val("1")}, kv{"a", val("2")}))
 	f.Add(kvBatch(testBatch{producerID: 3, txn: true}, kv{"x", val("1")}))
+	f.Add(markerBatch(3, 0, true, 1))
+	f.Add(markerBatch(3, 0, false, 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		parseRecordBody(b)
 		if len(b) < batchHeaderSize {
@@ -45,9 +47,21 @@ func FuzzCleanRecords(f *testing.F) {
 			return
 		}
 		l := &Log{ps: newProducerState()}
+		tt := newTxnTracker(l.ps, 0)
+		if h.Attributes&attrControl != 0 {
+			out, _ := filterMarker(b, &h, tt, 5000, 1000)
+			if out == nil || bytes.Equal(out, b) {
+				return
+			}
+			oh := parseHeader(out)
+			if batchCRC(out) != oh.CRC || oh.size() != h.size() || oh.Attributes&attrDeleteHorizon == 0 || oh.FirstTimestamp != 6000 {
+				t.Fatalf("stamped marker inconsistent: %+v from %+v", oh, h)
+			}
+			return
+		}
 		om := newOffsetMap(0)
 		_ = om.put([]byte("a"), h.BaseOffset+1)
-		out, _, err := l.filterBatch(b, h, om, h.BaseOffset+1, map[int64]int64{}, nil)
+		out, _, err := l.filterBatch(b, h, om, h.BaseOffset+1, map[int64]int64{}, tt, nil)
 		if err != nil || out == nil || bytes.Equal(out, b) {
 			return
 		}

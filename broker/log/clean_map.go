@@ -157,10 +157,11 @@ func forEachRecord(b []byte, h batchHeader, c *codecs, fn func(body []byte) erro
 }
 
 // checkKeys rejects batches with a keyless data record (Kafka: a compacted
-// topic refuses them with CORRUPT_MESSAGE / INVALID_RECORD). Control
-// batches are exempt. The error wraps ErrCorruptBatch.
+// topic refuses them with INVALID_RECORD, CORRUPT_MESSAGE before Produce
+// v8) with a *RecordError naming the first one. Control batches are exempt.
 func checkKeys(batches []byte, vs []validated, c *codecs) error {
 	pos := 0
+	index := int32(0)
 	for i := range vs {
 		h := vs[i].hdr
 		b := batches[pos : pos+int(h.size())]
@@ -174,8 +175,9 @@ func checkKeys(batches []byte, vs []validated, c *codecs) error {
 				return batchErr("bad record framing")
 			}
 			if r.key == nil {
-				return batchErr("compacted topic accepts only records with a key")
+				return &RecordError{Index: index, Message: "Compacted topic cannot accept message without key"}
 			}
+			index++
 			return nil
 		})
 		if err != nil {

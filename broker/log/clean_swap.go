@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"math"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -142,29 +141,61 @@ func (l *Log) loadCleanerLocked() error {
 		return storageErr("read cleaner checkpoint", err)
 	}
 	l.cleaner.loaded = true
+	l.mirrorPassesLocked()
 	return nil
 }
 
-// addCleanPass appends a pass to the checkpoint and persists it. Beyond
-// maxCleanPasses the two oldest are merged into the later one (its time is
-// later, so tombstones are kept longer, never shorter). cleaner.mu must be
-// held.
-func (l *Log) addCleanPass(p cleanPass) error {
-	ps := append(append([]cleanPass(nil), l.cleaner.passes...), p)
-	for len(ps) > maxCleanPasses {
-		ps = ps[1:]
-	}
+// addCleanPass appends a pass to the checkpoint and persists it.
+// cleaner.mu must be held.
+func (l *Log) addCleanPass(p cleanPass, retentionMs, nowMs int64) error {
+	ps := compactPasses(append(append([]cleanPass(nil), l.cleaner.passes...), p), retentionMs, nowMs)
 	if err := writeFileAtomic(l.fs, l.dir, cleanCkptFile, encodeCleanCkpt(ps)); err != nil {
 		return storageErr("write cleaner checkpoint", err)
 	}
 	l.cleaner.passes = ps
+	l.mirrorPassesLocked()
 	return nil
+}
+
+// compactPasses bounds the pass list to maxCleanPasses. A tombstone at
+// offset o is removable once the first pass with End > o is
+// delete.retention.ms old, so merging two adjacent passes into the later
+// one (its End, its time) only keeps some tombstones longer, never shorter:
+//   - the passes already delete.retention.ms old are merged into the newest
+//     of them (the horizon is the largest End among them: unchanged);
+//   - then, while too many, the adjacent pair closest in time is merged (the
+//     least delay; the newest such pair). Dropping the oldest instead would, on a log cleaned more
+//     often than delete.retention.ms / maxCleanPasses, never keep a pass old
+//     enough, and its tombstones would stay forever.
+func compactPasses(ps []cleanPass, retentionMs, nowMs int64) []cleanPass {
+	if len(ps) <= maxCleanPasses {
+		return ps
+	}
+	old := 0
+	for old < len(ps) && nowMs-ps[old].TimeMs >= retentionMs {
+		old++
+	}
+	if old > 1 {
+		ps = append(ps[:0:0], ps[old-1:]...)
+	}
+	for len(ps) > maxCleanPasses {
+		best := 0
+		for i := 1; i+1 < len(ps); i++ {
+			// <=: on ties the newest pair (young offsets, delayed least in
+			// relative terms; the old passes keep the list's time span).
+			if ps[i+1].TimeMs-ps[i].TimeMs <= ps[best+1].TimeMs-ps[best].TimeMs {
+				best = i
+			}
+		}
+		ps = append(ps[:best], ps[best+1:]...)
+	}
+	return ps
 }
 
 // cleanGroup rewrites the group segs (consecutive closed segments; next is
 // the base of the segment after the last) and swaps the result in.
 // cleaner.mu must be held.
-func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int64, thr *throttle, cfg *Config) (groupStats, error) {
+func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int64, tt *txnTracker, nowMs int64, thr *throttle, cfg *Config) (groupStats, error) {
 	var st groupStats
 	base := segs[0].base
 	// Producers' last data batches (their headers are kept, as Kafka's
@@ -230,13 +261,25 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 			if cap(scratch) < len(b) {
 				scratch = make([]byte, 0, len(b))
 			}
-			out, removed, err := l.filterBatch(b, h, om, horizon, lastOf, scratch)
-			st.removed += removed
-			if err != nil {
-				st.read += sc.read
-				return fail(err)
+			var out []byte
+			if h.Attributes&attrControl != 0 {
+				var dropped bool
+				if out, dropped = filterMarker(b, &h, tt, nowMs, cfg.DeleteRetentionMs); dropped {
+					st.markers++
+				}
+			} else {
+				var removed int64
+				out, removed, err = l.filterBatch(b, h, om, horizon, lastOf, tt, scratch)
+				st.removed += removed
+				if err != nil {
+					st.read += sc.read
+					return fail(err)
+				}
 			}
 			if out == nil {
+				// The group's placeholder if it ends up empty: neutral,
+				// so no producer or transaction is left half in the log
+				// (a dropped batch is never its producer's last).
 				lastDropped = append(lastDropped[:0], b[:batchHeaderSize]...)
 				continue
 			}
@@ -267,7 +310,7 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 	}
 	if pos == 0 && lastDropped != nil {
 		// Keep the segment (and so the log start): one empty batch.
-		eb := emptyBatch(lastDropped)
+		eb := neutralEmptyBatch(lastDropped)
 		oh := parseHeader(eb)
 		ns.ix.note(0, &oh, interval)
 		wbuf = append(wbuf, eb...)
@@ -278,6 +321,7 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 	}
 	ns.ix.addTimeEntry()
 	ns.size.Store(pos)
+	kept := tt.takeKept()
 	newBase := base
 	if pos == 0 {
 		newBase = -1 // nothing kept: the group's segments are just removed
@@ -288,22 +332,24 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 		if err := f.Sync(); err != nil {
 			return fail(storageErr("sync "+logName, err))
 		}
-		if err := l.writeCleanedIndexes(ns, next); err != nil {
+		if err := l.writeCleanedIndexes(ns, kept); err != nil {
 			return fail(err)
 		}
 	}
-	if err := l.swapGroup(segs, ns, newBase); err != nil {
+	pruned, err := l.swapGroup(segs, ns, newBase, kept)
+	if err != nil {
 		if ns.f != nil {
 			ns.f.Close()
 		}
 		return st, err
 	}
+	st.pruned = int64(pruned)
 	return st, nil
 }
 
-// writeCleanedIndexes writes ns's .index, .timeindex and (if the group has
-// aborted transactions) .txnindex as .cleaned files, fsynced.
-func (l *Log) writeCleanedIndexes(ns *segment, next int64) error {
+// writeCleanedIndexes writes ns's .index, .timeindex and (if the group keeps
+// aborted transactions, as) .txnindex as .cleaned files, fsynced.
+func (l *Log) writeCleanedIndexes(ns *segment, as []AbortedTxn) error {
 	files := []struct {
 		suffix string
 		data   []byte
@@ -311,12 +357,6 @@ func (l *Log) writeCleanedIndexes(ns *segment, next int64) error {
 		{indexSuffix, append(indexHeader(offsetIndexMagic, ns.base), ns.ix.oidx.b...)},
 		{timeIndexSuffix, append(indexHeader(timeIndexMagic, ns.base), ns.ix.tidx.b...)},
 	}
-	ps := l.ps
-	ps.mu.RLock()
-	i := sort.Search(len(ps.aborted), func(i int) bool { return ps.aborted[i].LastOffset >= ns.base })
-	j := sort.Search(len(ps.aborted), func(i int) bool { return ps.aborted[i].LastOffset >= next })
-	as := append([]AbortedTxn(nil), ps.aborted[i:j]...)
-	ps.mu.RUnlock()
 	if len(as) > 0 {
 		files = append(files, struct {
 			suffix string
@@ -352,8 +392,10 @@ func (l *Log) removeCleaned(base int64) {
 }
 
 // swapGroup commits and performs the swap of old for ns (nil data when
-// newBase is -1). See the comment at the top of the file.
-func (l *Log) swapGroup(old []*segment, ns *segment, newBase int64) error {
+// newBase is -1); kept are the group's aborted-index entries that stay (the
+// others are dropped from memory at the switch). It returns the number of
+// entries dropped. See the comment at the top of the file.
+func (l *Log) swapGroup(old []*segment, ns *segment, newBase int64, kept []AbortedTxn) (int, error) {
 	// Retention and DeleteRecords wait (they take metaMu first).
 	l.metaMu.Lock()
 	defer l.metaMu.Unlock()
@@ -368,12 +410,12 @@ func (l *Log) swapGroup(old []*segment, ns *segment, newBase int64) error {
 	}
 	if at < 0 || at+len(old) >= len(segs) {
 		l.removeCleaned(old[0].base)
-		return errCleanAborted
+		return 0, errCleanAborted
 	}
 	for k, s := range old {
 		if segs[at+k] != s {
 			l.removeCleaned(old[0].base)
-			return errCleanAborted
+			return 0, errCleanAborted
 		}
 	}
 	bases := make([]int64, len(old))
@@ -391,14 +433,14 @@ func (l *Log) swapGroup(old []*segment, ns *segment, newBase int64) error {
 		if err := l.ensureIndex(s); err != nil {
 			l.unpin(old)
 			l.removeCleaned(old[0].base)
-			return err
+			return 0, err
 		}
 	}
 	// 2. Commit point.
 	if err := writeFileAtomic(l.fs, l.dir, cleanSwapFile, encodeCleanSwap(newBase, bases)); err != nil {
 		l.unpin(old)
 		l.removeCleaned(old[0].base)
-		return storageErr("write clean-swap", err)
+		return 0, storageErr("write clean-swap", err)
 	}
 	// 3. In memory. The new segment stays pinned (closed=false) until its
 	// files have their final names.
@@ -419,6 +461,9 @@ func (l *Log) swapGroup(old []*segment, ns *segment, newBase int64) error {
 	l.segs = repl
 	first := l.segs[0].base
 	l.segsMu.Unlock()
+	// The aborted index loses the group's entries whose data is gone (the
+	// new .txnindex holds only kept ones).
+	pruned := l.ps.pruneAborted(bases[0], cur[at+len(old)].base, kept)
 	if at == 0 {
 		for {
 			c := l.logStart.Load()
@@ -443,9 +488,9 @@ func (l *Log) swapGroup(old []*segment, ns *segment, newBase int64) error {
 		ns.mu.Unlock()
 	}
 	if err != nil {
-		return storageErr("finish clean swap", err)
+		return pruned, storageErr("finish clean swap", err)
 	}
-	return nil
+	return pruned, nil
 }
 
 // unpin undoes the pinning of segments that stay in the log.

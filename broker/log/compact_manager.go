@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -40,6 +41,76 @@ func (m *Manager) cleanerRate() int64 {
 type managerCleaner struct {
 	stop chan struct{}
 	done chan struct{}
+
+	mu    sync.Mutex
+	stats CleanerStats
+}
+
+// CleanerStats are the Manager's cleaner totals since it was opened (as
+// Kafka's kafka.log:type=LogCleaner and LogCleanerManager metrics). Passes
+// by the background loop and by Manager.Clean/CleanOnce are counted; direct
+// Log.Clean calls are not.
+type CleanerStats struct {
+	Passes         int64 // passes that rewrote segments
+	Errors         int64 // passes that failed (storage errors, corruption; not a pass aborted by retention)
+	BytesRead      int64
+	BytesWritten   int64
+	RecordsRemoved int64
+	MarkersRemoved int64
+	AbortedPruned  int64 // aborted-transaction index entries dropped
+	// LastPassDuration is the duration of the last pass that ran.
+	LastPassDuration time.Duration
+	// MaxDirtyRatio and MaxCompactionDelay are from the last look over the
+	// compacted logs (each loop tick, each CleanOnce): the highest dirty
+	// ratio, and how far the most overdue log is past its
+	// max.compaction.lag.ms (0 if none).
+	MaxDirtyRatio      float64
+	MaxCompactionDelay time.Duration
+	LastLook           time.Time // zero before the first look
+}
+
+// CleanerStats returns the cleaner's totals.
+func (m *Manager) CleanerStats() CleanerStats {
+	if m.cleaner == nil {
+		return CleanerStats{}
+	}
+	m.cleaner.mu.Lock()
+	defer m.cleaner.mu.Unlock()
+	return m.cleaner.stats
+}
+
+// recordPass adds one pass's outcome to the stats.
+func (m *Manager) recordPass(res CleanResult, err error) {
+	if m.cleaner == nil {
+		return
+	}
+	m.cleaner.mu.Lock()
+	defer m.cleaner.mu.Unlock()
+	st := &m.cleaner.stats
+	st.BytesRead += res.BytesRead
+	st.BytesWritten += res.BytesWritten
+	st.RecordsRemoved += res.RecordsRemoved
+	st.MarkersRemoved += res.MarkersRemoved
+	st.AbortedPruned += res.AbortedPruned
+	if res.Cleaned {
+		st.Passes++
+		st.LastPassDuration = res.Duration
+	}
+	if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, errCleanAborted) {
+		st.Errors++
+	}
+}
+
+// recordLook stores the result of a look over the compacted logs.
+func (m *Manager) recordLook(maxRatio float64, maxOverdueMs int64, at time.Time) {
+	if m.cleaner == nil {
+		return
+	}
+	m.cleaner.mu.Lock()
+	defer m.cleaner.mu.Unlock()
+	m.cleaner.stats.MaxDirtyRatio = maxRatio
+	m.cleaner.stats.MaxCompactionDelay = time.Duration(maxOverdueMs) * time.Millisecond
+	m.cleaner.stats.LastLook = at
 }
 
 // startCleaner starts the loop unless disabled (CleanerInterval < 0).
@@ -100,6 +171,7 @@ func (m *Manager) CleanOnce(force bool) (CleanResult, error) {
 		ratio float64
 	}
 	var cs []cand
+	maxRatio, maxOverdue := 0.0, int64(0)
 	for _, l := range m.openLogs() {
 		cfg := l.config()
 		if !cfg.Compact || l.closed.Load() {
@@ -116,15 +188,18 @@ func (m *Manager) CleanOnce(force bool) (CleanResult, error) {
 			m.opts.Logger.Warn("log cleaner: planning", "log", l.dir, "err", err)
 			continue
 		}
+		maxRatio, maxOverdue = max(maxRatio, p.ratio), max(maxOverdue, p.overdueMs)
 		if p.due {
 			cs = append(cs, cand{l, p.ratio})
 		}
 	}
+	m.recordLook(maxRatio, maxOverdue, m.opts.Now())
 	if len(cs) == 0 {
 		return CleanResult{}, nil
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].ratio > cs[j].ratio })
 	res, err := cs[0].l.Clean(CleanOptions{Force: force, BytesPerSec: m.cleanerRate(), MapBytes: m.opts.CleanerMapBytes})
+	m.recordPass(res, err)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", cs[0].l.dir, err)
 	}
@@ -142,6 +217,7 @@ func (m *Manager) Clean(force bool) (int, error) {
 			continue
 		}
 		res, err := l.Clean(CleanOptions{Force: force, BytesPerSec: m.cleanerRate(), MapBytes: m.opts.CleanerMapBytes})
+		m.recordPass(res, err)
 		if err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, fmt.Errorf("%s: %w", l.dir, err))
 		}

@@ -24,7 +24,29 @@ var (
 	ErrStorage = errors.New("log: storage error")
 	// ErrClosed: the log (or manager) was closed.
 	ErrClosed = errors.New("log: closed")
+	// ErrInvalidRecord: a well-formed record the partition refuses (a
+	// keyless record on a compacted topic). Returned as a *RecordError.
+	// Nothing was appended. Kafka: INVALID_RECORD from Produce v8 (with
+	// RecordErrors), CORRUPT_MESSAGE before.
+	ErrInvalidRecord = errors.New("log: invalid record")
 )
+
+// RecordError names the record an append refused. It matches
+// ErrInvalidRecord and, for callers that know only the older code,
+// ErrCorruptBatch.
+type RecordError struct {
+	// Index is the record's position among the appended records, counted
+	// from 0 across the batches (Kafka's RecordErrors.BatchIndex: a Kafka
+	// producer sends one batch per partition).
+	Index   int32
+	Message string
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("log: record %d refused: %s", e.Index, e.Message)
+}
+
+func (e *RecordError) Unwrap() []error { return []error{ErrInvalidRecord, ErrCorruptBatch} }
 
 // CorruptionError reports bytes on disk that are not what the log wrote: a
 // torn or corrupt batch found during recovery or a read, or a damaged index

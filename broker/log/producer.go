@@ -143,7 +143,8 @@ type producerState struct {
 	// aborted is the aborted-transaction index of the whole log, sorted by
 	// LastOffset (markers are appended in offset order). It is persisted per
 	// segment in .txnindex files (closed segments) and in the producer
-	// snapshot (the active segment's entries).
+	// snapshot (the active segment's entries). The cleaner removes the
+	// entries whose data it removed (pruneAborted, at a swap).
 	aborted []AbortedTxn
 	// maxSpan bounds LastOffset-FirstOffset over aborted, so a range query
 	// knows where to stop.
@@ -330,7 +331,8 @@ func (l *Log) LastStableOffset() int64 {
 // AbortedTransactions returns the aborted transactions whose records may lie
 // in [from, to): those with LastOffset >= from and FirstOffset < to, in
 // marker order. A read_committed Fetch returns them with the data read from
-// from up to to.
+// from up to to. On a compacted log the cleaner drops the entries whose data
+// it removed (clean_txn.go), so they are not carried forever.
 func (l *Log) AbortedTransactions(from, to int64) []AbortedTxn {
 	ps := l.ps
 	ps.mu.RLock()

@@ -51,7 +51,7 @@ func newServeCmd() *cobra.Command { return newServeCmdFor(&serveOptions{}) }
 func newServeCmdFor(o *serveOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the broker: Kafka protocol on --kafka-addr, /metrics and /healthz on --http-addr",
+		Short: "Run the broker: Kafka protocol on --kafka-addr, /metrics, /healthz and the admin API on --http-addr",
 		Long: `Run weir's single-node Kafka-protocol broker until SIGINT or SIGTERM.
 
 Any Kafka client can connect to --kafka-addr. Data lives in --data-dir and survives
@@ -76,7 +76,7 @@ the environment, which wins over the file.`,
 	f.StringVar(&o.dataDir, "data-dir", "./weir-data", "directory for topics, logs and metadata")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (host:port; port 0 picks one)")
 	f.StringVar(&o.advertisedAddr, "advertised-addr", "", "host:port clients are told to connect to (default: the listen address)")
-	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9644", `HTTP address for /metrics and /healthz ("" or "off" disables)`)
+	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9644", `HTTP address for /metrics, /healthz and the read-only admin API /v1/ ("" or "off" disables)`)
 	f.Int32Var(&o.nodeID, "node-id", 0, "broker node ID")
 	f.StringVar(&o.clusterID, "cluster-id", "", "cluster ID used on first start (default: generated); persisted in the data dir")
 	f.BoolVar(&o.autoCreateTopics, "auto-create-topics", false, "create unknown topics on metadata/produce requests (auto.create.topics.enable)")
@@ -216,13 +216,18 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		if err != nil {
 			return errors.Join(fmt.Errorf("http listen: %w", err), b.Close())
 		}
+		// The broker's read-only admin API (/v1/..., like Redpanda's on
+		// 9644) shares the address with /metrics and /healthz.
+		mux := http.NewServeMux()
+		mux.Handle("/v1/", b.AdminHandler())
+		mux.Handle("/", newHTTPHandler(reg, &healthy))
 		srv = &http.Server{
-			Handler:           newHTTPHandler(reg, &healthy),
+			Handler:           mux,
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		}
 		go func() { httpErr <- srv.Serve(ln) }()
-		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz")
+		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz /v1/partitions/{topic}")
 	}
 	logger.Info("weir serving", "kafka_addr", b.Addr(), "data_dir", o.dataDir, "version", bi.String())
 

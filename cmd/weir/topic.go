@@ -136,7 +136,7 @@ func newTopicListCmd(cf *clientFlags) *cobra.Command {
 
 func newTopicDescribeCmd(cf *clientFlags) *cobra.Command {
 	var allConfigs bool
-	var output string
+	var output, adminAddr string
 	cmd := &cobra.Command{
 		Use:   "describe TOPIC...",
 		Short: "Show partitions (leader, replicas, offsets, size, replay reach) and configs of topics",
@@ -145,8 +145,12 @@ func newTopicDescribeCmd(cf *clientFlags) *cobra.Command {
 The replay reach of a partition is derived from the cluster: its log start
 offset (ListOffsets) and the timestamp of the first record there (Fetch), its
 size (DescribeLogDirs) and retention.ms / retention.bytes / cleanup.policy
-(DescribeConfigs). For compacted topics only the latest value per key is
-guaranteed before the end offset.`,
+(DescribeConfigs). For a compacted partition the cleaner's progress (only the
+latest value per key before offset N, the full history from N) comes from
+weir's read-only admin API (--admin-addr, default the first broker's host and
+port 9644), used only if it reports the same topic ID; otherwise the progress
+is stated as unknown and only the latest value per key is guaranteed before
+the end offset.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
 			if output != "text" && output != "json" {
@@ -204,11 +208,12 @@ guaranteed before the end offset.`,
 				// Sizes are optional (a cluster may refuse the request).
 				sizes = nil
 			}
+			admin := newAdminSource(adminAddr, cf.brokers, cf.timeout)
 			out := cmd.OutOrStdout()
 			var js []topicReach
 			for i, t := range found {
 				rc, _ := cfgs.On(t, nil)
-				reach := describeReach(ctx, adm, cl, details[t], starts, ends, rc, sizes)
+				reach := describeReach(ctx, adm, cl, details[t], starts, ends, rc, sizes, admin)
 				if output == "json" {
 					d := details[t]
 					tr := topicReach{Topic: t, ID: topicID(d.ID), Internal: d.IsInternal, ReplicationFactor: d.Partitions.NumReplicas(),
@@ -239,6 +244,7 @@ guaranteed before the end offset.`,
 	}
 	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "show every config, not only those set on the topic")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&adminAddr, "admin-addr", "", `weir admin API host:port for the cleaner's progress (default: the first broker's host, port 9644; "off" to not ask)`)
 	return cmd
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker"
 )
 
 // Replay reach: how far back a consumer can replay a partition, derived from
@@ -24,9 +26,10 @@ import (
 //   - retention.ms, retention.bytes, cleanup.policy: DescribeConfigs.
 //
 // The cleaner's progress (the offset below which a compacted partition holds
-// only the latest value per key) is not exposed by the Kafka protocol, so for
-// a compacted topic the reach names the log start and says that before the
-// end offset only the latest value of each key is guaranteed.
+// only the latest value per key) is not exposed by the Kafka protocol: it
+// comes from weir's admin API when that answers for the same topic
+// (topic_admin.go), and is stated as unknown otherwise (then only "the
+// latest value per key before the end offset" is guaranteed).
 
 // partitionReach is the replay reach of one partition (JSON output).
 type partitionReach struct {
@@ -42,7 +45,11 @@ type partitionReach struct {
 	RetentionBytes int64  `json:"retention_bytes"`
 	CleanupPolicy  string `json:"cleanup_policy"`
 	Reach          string `json:"replay_reach"`
-	Error          string `json:"error,omitempty"`
+	// Cleaner: compacted partitions, when weir's admin API answered;
+	// otherwise CleanerUnknown says why the progress is unknown.
+	Cleaner        *partitionCleaner `json:"cleaner,omitempty"`
+	CleanerUnknown string            `json:"cleaner_unknown,omitempty"`
+	Error          string            `json:"error,omitempty"`
 }
 
 // topicReach is one topic of `topic describe --output json`.
@@ -137,7 +144,10 @@ func firstTimestamps(ctx context.Context, cl *kgo.Client, d kadm.TopicDetail, st
 					continue
 				}
 				v := rb.FirstTimestamp
-				if logAppendTime || rb.Attributes&0x08 != 0 {
+				// LogAppendTime (0x08): the batch's time is its max. A
+				// delete horizon (0x40, KIP-534: a cleaned transaction
+				// marker or tombstone batch) replaces firstTimestamp.
+				if logAppendTime || rb.Attributes&0x48 != 0 {
 					v = rb.MaxTimestamp
 				}
 				ts[rp.Partition] = v
@@ -179,9 +189,31 @@ func reachText(p partitionReach) string {
 		parts[0] += " (" + strings.Join(limits, ", ") + ")"
 	}
 	if compact && p.EndOffset > p.LogStartOffset {
-		parts = append(parts, fmt.Sprintf("compacted: only the latest value per key is guaranteed before offset %d (the cleaner's exact progress is not exposed over the Kafka protocol)", p.EndOffset))
+		parts = append(parts, compactedText(p))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// compactedText states what compaction left of a partition's history.
+func compactedText(p partitionReach) string {
+	c := p.Cleaner
+	if c == nil {
+		why := p.CleanerUnknown
+		if why == "" {
+			why = "not reported"
+		}
+		return fmt.Sprintf("compacted: only the latest value per key is guaranteed before offset %d (cleaner progress unknown: %s)", p.EndOffset, why)
+	}
+	var s string
+	if c.CleanedUpTo <= p.LogStartOffset {
+		s = fmt.Sprintf("compacted: not cleaned yet, full history from offset %d", p.LogStartOffset)
+	} else {
+		s = fmt.Sprintf("compacted: only the latest value per key before offset %d (cleaned), full history from %d", c.CleanedUpTo, c.CleanedUpTo)
+	}
+	if c.LastCleanTime != "" {
+		s += fmt.Sprintf(" (last cleaned %s, dirty ratio %.2f)", c.LastCleanTime, c.DirtyRatio)
+	}
+	return s
 }
 
 // durationText prints milliseconds as d/h/m/s when exact.
@@ -209,9 +241,17 @@ func bytesText(n int64) string {
 }
 
 // describeReach gathers the reach of every partition of d.
-func describeReach(ctx context.Context, adm *kadm.Client, cl *kgo.Client, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, sizes kadm.DescribedAllLogDirs) []partitionReach {
+func describeReach(ctx context.Context, adm *kadm.Client, cl *kgo.Client, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, sizes kadm.DescribedAllLogDirs, admin adminSource) []partitionReach {
 	retMs, retBytes, policy, tsType := reachConfigs(rc)
 	tss, errs := firstTimestamps(ctx, cl, d, starts, ends, tsType == "LogAppendTime")
+	var cleaners map[int32]broker.AdminPartition
+	cleanerErr := ""
+	if strings.Contains(policy, "compact") {
+		var err error
+		if cleaners, err = admin.partitions(ctx, d.Topic, topicID(d.ID)); err != nil {
+			cleanerErr = err.Error()
+		}
+	}
 	var out []partitionReach
 	for _, p := range d.Partitions.Sorted() {
 		r := partitionReach{
@@ -229,6 +269,15 @@ func describeReach(ctx context.Context, adm *kadm.Client, cl *kgo.Client, d kadm
 		if dirs, ok := sizes[p.Leader]; ok {
 			if lp, ok := dirs.LookupPartition(d.Topic, p.Partition); ok {
 				r.SizeBytes = lp.Size
+			}
+		}
+		if strings.Contains(policy, "compact") {
+			if ap, ok := cleaners[p.Partition]; ok {
+				r.Cleaner = cleanerOf(ap, admin.addr)
+			} else if cleanerErr != "" {
+				r.CleanerUnknown = cleanerErr
+			} else {
+				r.CleanerUnknown = "partition missing from the admin API's answer"
 			}
 		}
 		if err := errs[p.Partition]; err != nil {
