@@ -46,7 +46,8 @@ func ExampleNewDriver() {
 	// Output:
 	// north=1 south=1 north=2 north=3
 	// app surge (at-least-once)
-	//   inputs (one task per partition): rides, surge-per-zone-repartition
+	//   sub-topology 0 (tasks 0_0..0_2): rides
+	//   sub-topology 1 (tasks 1_0..1_2): surge-per-zone-repartition
 	//   repartition surge-per-zone-repartition: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; order: per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)
 	//   output      per-zone: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; order: per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)
 	//   changelog   surge-per-zone-changelog: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; the store may count a replayed record twice (state >= true state); order: per key; written to the task's partition
