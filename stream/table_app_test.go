@@ -118,14 +118,21 @@ func shopTopology(b *Builder) {
 // offset); a restart on an empty one replays the source topic up to the
 // committed offset only.
 func TestTableRestoredAfterRestart(t *testing.T) {
-	b := startBroker(t)
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) { tableRestartRun(t, g) })
+	}
+}
+
+func tableRestartRun(t *testing.T, g Guarantee) {
+	b := startBrokerFor(t, g)
+	committed := g == ExactlyOnce
 	const parts, customers = 3, 10
 	b.createCompacted("customers", parts)
 	b.createTopic("orders", parts)
 	b.createTopic("enriched", parts)
 	dir := t.TempDir()
 	opts := func(dir string) []Opt {
-		return []Opt{testLogger(t), StateDir(dir), CommitInterval(20 * time.Millisecond)}
+		return []Opt{testLogger(t), WithGuarantee(g), StateDir(dir), CommitInterval(20 * time.Millisecond)}
 	}
 	want := map[string]string{}
 
@@ -133,7 +140,7 @@ func TestTableRestoredAfterRestart(t *testing.T) {
 	produceCustomers(b, customers, "", t0)
 	b.waitCommitted("shop", "customers", customers)
 	produceOrders(b, 0, 30, customers, "", t0.Add(time.Minute), want)
-	b.waitFor("enriched", 30*time.Second, enrichedComplete(t, want))
+	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	if err := a1.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +150,7 @@ func TestTableRestoredAfterRestart(t *testing.T) {
 
 	a2 := b.run("shop", shopTopology, opts(dir)...)
 	produceOrders(b, 30, 30, customers, "", t0.Add(2*time.Minute), want)
-	b.waitFor("enriched", 30*time.Second, enrichedComplete(t, want))
+	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	if n := counterValue(a2.a.metrics.restored); n != 0 {
 		t.Fatalf("restart on the same state restored %v records, want 0 (checkpoint = committed offset)", n)
 	}
@@ -151,14 +158,14 @@ func TestTableRestoredAfterRestart(t *testing.T) {
 	produceCustomers(b, customers, "-v2", t0.Add(3*time.Minute))
 	b.waitCommitted("shop", "customers", 2*customers)
 	produceOrders(b, 60, 30, customers, "-v2", t0.Add(4*time.Minute), want)
-	b.waitFor("enriched", 30*time.Second, enrichedComplete(t, want))
+	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	if err := a2.stop(); err != nil {
 		t.Fatal(err)
 	}
 
 	a3 := b.run("shop", shopTopology, opts(t.TempDir())...)
 	produceOrders(b, 90, 30, customers, "-v2", t0.Add(5*time.Minute), want)
-	b.waitFor("enriched", 30*time.Second, enrichedComplete(t, want))
+	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	if n := counterValue(a3.a.metrics.restored); n != 2*customers {
 		t.Fatalf("restart on an empty state restored %v records, want %d (the table topic up to the committed offset)", n, 2*customers)
 	}
