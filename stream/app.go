@@ -20,8 +20,9 @@ const commitTimeout = 30 * time.Second
 
 // App runs a topology as one member of the consumer group named by its id.
 // Several processes running the same App with the same id share the tasks
-// (one per input partition); a rebalance moves only the tasks that must move
-// (cooperative-sticky), committing their progress first.
+// (one per partition of each sub-topology, see Builder); a rebalance moves
+// only the tasks that must move (the task balancer: sticky, cooperative),
+// committing their progress first.
 //
 // Delivery is at-least-once: input offsets are committed only after every
 // output, repartition, changelog and dead-letter record produced from the

@@ -223,7 +223,7 @@ func (d *Driver) restore(t *task) error {
 		tp := topicPartition{s.changelog, t.id.partition}
 		consumed := d.next[tp] - int64(len(d.queues[tp]))
 		for _, r := range d.log[s.changelog] {
-			if r.Partition != t.id.partition || (s.spec.table && r.Offset >= consumed) {
+			if r.Partition != t.id.partition || (s.spec.table && (r.Offset >= consumed || !s.spec.accepts(r))) {
 				continue
 			}
 			if err := applyChangelog(txn, s.spec.name, r); err != nil {

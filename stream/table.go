@@ -53,7 +53,17 @@ func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V],
 		}
 	}
 	src := &sourceNode{idx: len(b.sources), topic: topic, table: store}
-	b.stores = append(b.stores, &storeSpec{name: store, source: src.idx, op: "table", table: true})
+	b.stores = append(b.stores, &storeSpec{name: store, source: src.idx, op: "table", table: true,
+		decodes: func(k, v []byte) bool {
+			if _, err := key.Decode(k); err != nil {
+				return false
+			}
+			if v == nil {
+				return true
+			}
+			_, err := value.Decode(v)
+			return err == nil
+		}})
 	src.node = b.addNode("table", func(t *task, _ []any) any {
 		st := t.store(store)
 		return func(kr *kgo.Record) error {
@@ -75,6 +85,13 @@ func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V],
 	})
 	b.sources = append(b.sources, src)
 	return Table[K, V]{b: b, src: src, store: store, key: key, value: value}
+}
+
+// accepts reports whether restoring a table applies r: what processing the
+// topic would have applied (a nil key is skipped, a record that does not
+// decode goes to the dead-letter topic).
+func (st *storeSpec) accepts(r *kgo.Record) bool {
+	return r.Key != nil && (st.decodes == nil || st.decodes(r.Key, r.Value))
 }
 
 // putLocal writes a key's value to the store without a changelog record (a

@@ -248,3 +248,43 @@ func TestCountAfterJoinAndTombstones(t *testing.T) {
 		}
 	}
 }
+
+// A table record that does not decode goes to the table topic's DLQ and is
+// not in the table, before and after a restore; a nil key is skipped.
+func TestTableBadRecords(t *testing.T) {
+	type tier struct {
+		Level int `json:"level"`
+	}
+	build := func(b *Builder) {
+		orders := From(b, "orders", String(), String())
+		tiers := FromTable(b, "tiers", String(), JSON[tier](), "tiers")
+		LeftJoin(orders, tiers, func(r Record[string, string], tv tier, found bool) (string, error) {
+			return fmt.Sprint(r.Value, " ", found, " ", tv.Level), nil
+		}).To("out", String(), String())
+	}
+	d := newJoinDriver(t, build, nil)
+	d.Pipe("tiers", []byte("a"), []byte(`{"level":1}`), t0)
+	d.Pipe("tiers", []byte("b"), []byte(`{"level":`), t0) // does not decode
+	d.Pipe("tiers", nil, []byte(`{"level":3}`), t0)       // no key: skipped
+	d.Pipe("orders", []byte("a"), []byte("o1"), t0.Add(time.Second))
+	d.Pipe("orders", []byte("b"), []byte("o2"), t0.Add(time.Second))
+	d.Pipe("orders", []byte(""), []byte("o3"), t0.Add(time.Second))
+	if err := d.Process(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	d.Pipe("orders", []byte("a"), []byte("o4"), t0.Add(2*time.Second))
+	d.Pipe("orders", []byte("b"), []byte("o5"), t0.Add(2*time.Second))
+	d.Pipe("orders", []byte(""), []byte("o6"), t0.Add(2*time.Second))
+	if err := d.Process(); err != nil {
+		t.Fatal(err)
+	}
+	compareKeyed(t, "out", perKey(d, "out"), map[string][]string{
+		"a": {"o1 true 1", "o4 true 1"}, "b": {"o2 false 0", "o5 false 0"}, "": {"o3 false 0", "o6 false 0"},
+	})
+	if dlq := d.Records("tiers.dlq"); len(dlq) != 1 || string(dlq[0].Key) != "b" {
+		t.Fatalf("tiers.dlq = %v, want the undecodable record of b", dlq)
+	}
+}

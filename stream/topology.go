@@ -81,6 +81,9 @@ type storeSpec struct {
 	// table: the store materialises a table; its changelog is the
 	// table's source topic (no changelog topic of its own, no TTL).
 	table bool
+	// decodes (tables only) reports whether a record of the table's topic
+	// decodes with the table's codecs.
+	decodes func(key, value []byte) bool
 }
 
 // sinkSpec is an output topic.
