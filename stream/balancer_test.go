@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -400,5 +401,80 @@ func FuzzParseSyncAssignment(f *testing.F) {
 func TestTaskIDString(t *testing.T) {
 	if s := fmt.Sprint(taskID{1, 12}); s != "1_12" {
 		t.Fatalf("taskID = %s", s)
+	}
+}
+
+// TestTaskBalancerRandomMembership drives random joins and leaves (topics of
+// random sizes) and checks after every change: each round is safe (no
+// partition given to two members, none given while another member owns it,
+// no task split), the group settles within three rounds, the result is
+// balanced, and a member that stays keeps every task it had unless it had
+// more than its new share.
+func TestTaskBalancerRandomMembership(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	for trial := range 20 {
+		topics := map[string]int32{"c": int32(1 + rng.IntN(6))}
+		n := int32(1 + rng.IntN(8))
+		topics["a"], topics["b"] = n, n
+		total := int(n + topics["c"])
+		var members []*simMember
+		var gen int32
+		next := 0
+		for step := range 12 {
+			if len(members) <= 1 || (len(members) < 6 && rng.IntN(2) == 0) {
+				members = append(members, &simMember{id: fmt.Sprintf("m%02d", next)})
+				next++
+			} else {
+				i := rng.IntN(len(members))
+				members = slices.Delete(members, i, i+1)
+			}
+			before := map[string]map[taskID]bool{}
+			for _, m := range members {
+				before[m.id] = tasksOf(m)
+			}
+			if r := settle(t, members, &gen, topics); r > 3 {
+				t.Fatalf("trial %d step %d: settled in %d rounds", trial, step, r)
+			}
+			checkBalanced(t, members, total)
+			// Stickiness: a member at or below the floor share loses
+			// nothing, no member both loses and gains, and the tasks
+			// taken from members that stay are the fewest the balance
+			// needs (the members holding most keep the extra tasks).
+			floor, extra := total/len(members), total%len(members)
+			var held []int
+			lost := 0
+			for _, m := range members {
+				now := tasksOf(m)
+				held = append(held, len(before[m.id]))
+				l, g := 0, 0
+				for id := range before[m.id] {
+					if !now[id] {
+						l++
+					}
+				}
+				for id := range now {
+					if !before[m.id][id] {
+						g++
+					}
+				}
+				if l > 0 && (g > 0 || len(before[m.id]) <= floor) {
+					t.Fatalf("trial %d step %d: %s held %d (floor %d), lost %d and gained %d",
+						trial, step, m.id, len(before[m.id]), floor, l, g)
+				}
+				lost += l
+			}
+			slices.SortFunc(held, func(x, y int) int { return y - x })
+			minimal := 0
+			for i, h := range held {
+				quota := floor
+				if i < extra {
+					quota++
+				}
+				minimal += max(0, h-quota)
+			}
+			if lost != minimal {
+				t.Fatalf("trial %d step %d: %d tasks taken from staying members, the balance needs %d", trial, step, lost, minimal)
+			}
+		}
 	}
 }
