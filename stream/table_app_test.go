@@ -189,7 +189,14 @@ func tableRestartRun(t *testing.T, g Guarantee) {
 // restore their table from the source topic: every order is enriched with
 // the right customer.
 func TestJoinTwoInstancesKeepTasksTogether(t *testing.T) {
-	b := startBroker(t)
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) { joinTwoInstancesRun(t, g) })
+	}
+}
+
+func joinTwoInstancesRun(t *testing.T, g Guarantee) {
+	b := startBrokerFor(t, g)
+	committed := g == ExactlyOnce
 	const parts, customers = 4, 20
 	b.createCompacted("customers", parts)
 	b.createTopic("orders", parts)
@@ -200,7 +207,7 @@ func TestJoinTwoInstancesKeepTasksTogether(t *testing.T) {
 	start := func() *runningApp {
 		bl := NewBuilder()
 		shopTopology(bl)
-		a, err := NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), StateDir(t.TempDir()),
+		a, err := NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), WithGuarantee(g), StateDir(t.TempDir()),
 			CommitInterval(20*time.Millisecond), MaxPollRecords(10))
 		if err != nil {
 			t.Fatal(err)
@@ -241,13 +248,13 @@ func TestJoinTwoInstancesKeepTasksTogether(t *testing.T) {
 	produceCustomers(b, customers, "", t0)
 	b.waitCommitted("shop", "customers", customers)
 	produceOrders(b, 0, 80, customers, "", t0.Add(time.Minute), want)
-	b.waitFor("enriched", 30*time.Second, enrichedComplete(t, want))
+	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	waitOwned(map[*runningApp]int{a1: parts})
 
 	a2 := start()
 	waitOwned(map[*runningApp]int{a1: parts / 2, a2: parts / 2})
 	produceOrders(b, 80, 80, customers, "", t0.Add(2*time.Minute), want)
-	b.waitFor("enriched", 30*time.Second, enrichedComplete(t, want))
+	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	if n := counterValue(a2.a.metrics.restored); n == 0 {
 		t.Fatal("the second instance restored no table records for the tasks it took over")
 	}
@@ -256,7 +263,7 @@ func TestJoinTwoInstancesKeepTasksTogether(t *testing.T) {
 	}
 	waitOwned(map[*runningApp]int{a1: parts})
 	produceOrders(b, 160, 80, customers, "", t0.Add(3*time.Minute), want)
-	b.waitFor("enriched", 30*time.Second, enrichedComplete(t, want))
+	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	if err := a1.stop(); err != nil {
 		t.Fatal(err)
 	}
