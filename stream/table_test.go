@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // joinTopology: orders (key customer, value order) enriched with the
@@ -286,5 +288,57 @@ func TestTableBadRecords(t *testing.T) {
 	})
 	if dlq := d.Records("tiers.dlq"); len(dlq) != 1 || string(dlq[0].Key) != "b" {
 		t.Fatalf("tiers.dlq = %v, want the undecodable record of b", dlq)
+	}
+}
+
+// Merged sources form one sub-topology whose task count is the largest
+// source's partition count; the task for partition p reads partition p of
+// every source that has it.
+func TestMergedSourcesShareTasks(t *testing.T) {
+	build := func(b *Builder) {
+		a := From(b, "a", String(), String())
+		c := From(b, "b", String(), String())
+		a.Merge(c).To("out", String(), String())
+	}
+	d := newJoinDriver(t, build, map[string]int32{"a": 3, "b": 1})
+	for i := range 30 {
+		d.Pipe("a", []byte(fmt.Sprint("k", i)), []byte("a"), t0.Add(time.Duration(i)*time.Millisecond))
+		d.Pipe("b", []byte(fmt.Sprint("k", i)), []byte("b"), t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	if err := d.Process(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.Records("out")); n != 60 {
+		t.Fatalf("%d outputs, want 60", n)
+	}
+	if len(d.tasks) != 3 {
+		t.Fatalf("%d tasks, want 3 (one per partition of the larger input)", len(d.tasks))
+	}
+	for _, tp := range []topicPartition{{"a", 0}, {"b", 0}} {
+		if id, _ := d.a.taskOf(tp.topic, tp.partition); id != (taskID{0, 0}) {
+			t.Fatalf("%s-%d read by task %s, want 0_0", tp.topic, tp.partition, id)
+		}
+	}
+	if desc := d.App().Describe(); !strings.Contains(desc, "sub-topology 0 (tasks 0_0..0_2): a, b") {
+		t.Fatalf("Describe:\n%s", desc)
+	}
+}
+
+// mergeByTimestamp (an App's round) keeps each partition's order, takes the
+// smallest timestamp head first, and a table's record first on a tie.
+func TestMergeByTimestamp(t *testing.T) {
+	rec := func(topic string, off int64, sec int) *kgo.Record {
+		return &kgo.Record{Topic: topic, Offset: off, Timestamp: t0.Add(time.Duration(sec) * time.Second)}
+	}
+	orders := []*kgo.Record{rec("orders", 0, 1), rec("orders", 1, 5), rec("orders", 2, 3), rec("orders", 3, 9)}
+	table := []*kgo.Record{rec("customers", 0, 0), rec("customers", 1, 5), rec("customers", 2, 8)}
+	got := mergeByTimestamp([][]*kgo.Record{orders, table}, func(topic string) bool { return topic == "customers" })
+	var order []string
+	for _, r := range got {
+		order = append(order, fmt.Sprintf("%s@%d", r.Topic, r.Offset))
+	}
+	want := "customers@0 orders@0 customers@1 orders@1 orders@2 customers@2 orders@3"
+	if s := strings.Join(order, " "); s != want {
+		t.Fatalf("merged order\n got %s\nwant %s", s, want)
 	}
 }
