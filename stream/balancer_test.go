@@ -478,3 +478,44 @@ func TestTaskBalancerRandomMembership(t *testing.T) {
 		}
 	}
 }
+
+// Member metadata from the wire never panics the leader: it is rejected or
+// balanced.
+func FuzzTaskBalancerMetadata(f *testing.F) {
+	tb := &taskBalancer{taskOf: testTaskOf, userData: []byte("h:1")}
+	f.Add(tb.JoinGroupMetadata([]string{"a", "b", "c"}, map[string][]int32{"a": {0}, "b": {0}}, 3), []byte{0, 1})
+	f.Add([]byte{0, 3, 0, 0, 0, 1}, []byte{})
+	f.Fuzz(func(t *testing.T, m1, m2 []byte) {
+		var members []kmsg.JoinGroupResponseMember
+		for i, meta := range [][]byte{m1, m2} {
+			jm := kmsg.NewJoinGroupResponseMember()
+			jm.MemberID = fmt.Sprint("m", i)
+			jm.ProtocolMetadata = slices.Clone(meta)
+			members = append(members, jm)
+		}
+		gmb, _, err := tb.MemberBalancer(members)
+		if err != nil {
+			return
+		}
+		into, err := gmb.(kgo.GroupMemberBalancerOrError).BalanceOrError(testTopics)
+		if err != nil {
+			return
+		}
+		seen := map[topicPartition]bool{}
+		for _, sa := range into.IntoSyncAssignment() {
+			asg, err := tb.ParseSyncAssignment(sa.MemberAssignment)
+			if err != nil {
+				t.Fatalf("own assignment does not parse: %v", err)
+			}
+			for topic, ps := range asg {
+				for _, p := range ps {
+					tp := topicPartition{topic, p}
+					if seen[tp] {
+						t.Fatalf("%s-%d assigned twice", topic, p)
+					}
+					seen[tp] = true
+				}
+			}
+		}
+	})
+}
