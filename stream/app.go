@@ -68,6 +68,8 @@ type App struct {
 	// before Run.
 	memberUserData []byte
 	onTaskOwners   func([]taskOwner)
+	ownersMu       sync.Mutex
+	owners         []taskOwner // the owners table of the latest assignment
 
 	running    atomic.Bool
 	lastCommit time.Time // loop goroutine only

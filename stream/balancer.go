@@ -60,7 +60,29 @@ type taskOwner struct {
 }
 
 func (a *App) newTaskBalancer() *taskBalancer {
-	return &taskBalancer{taskOf: a.taskOf, userData: a.memberUserData, onOwners: a.onTaskOwners}
+	return &taskBalancer{taskOf: a.taskOf, userData: a.memberUserData, onOwners: func(o []taskOwner) {
+		a.ownersMu.Lock()
+		a.owners = o
+		a.ownersMu.Unlock()
+		if a.onTaskOwners != nil {
+			a.onTaskOwners(o)
+		}
+	}}
+}
+
+// ownerOf returns the userData of the member that owned partition p of
+// topic at the latest assignment this instance received (found false if none
+// did, e.g. during a cooperative handover or before the first assignment).
+// Goroutine-safe.
+func (a *App) ownerOf(topic string, p int32) (userData []byte, found bool) {
+	a.ownersMu.Lock()
+	defer a.ownersMu.Unlock()
+	for _, o := range a.owners {
+		if slices.Contains(o.partitions[topic], p) {
+			return o.userData, true
+		}
+	}
+	return nil, false
 }
 
 func (*taskBalancer) ProtocolName() string { return taskBalancerProtocol }

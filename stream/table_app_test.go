@@ -204,6 +204,7 @@ func joinTwoInstancesRun(t *testing.T, g Guarantee) {
 
 	var mu sync.Mutex
 	var tables [][]taskOwner
+	instances := 0
 	start := func() *runningApp {
 		bl := NewBuilder()
 		shopTopology(bl)
@@ -212,6 +213,8 @@ func joinTwoInstancesRun(t *testing.T, g Guarantee) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		instances++
+		a.memberUserData = []byte(fmt.Sprintf("instance-%d", instances))
 		a.onTaskOwners = func(o []taskOwner) {
 			mu.Lock()
 			tables = append(tables, o)
@@ -253,6 +256,32 @@ func joinTwoInstancesRun(t *testing.T, g Guarantee) {
 
 	a2 := start()
 	waitOwned(map[*runningApp]int{a1: parts / 2, a2: parts / 2})
+	// Both instances learn who owns what (for routing, e.g. queryable
+	// state): each partition's owner is the instance running its task.
+	deadline := time.Now().Add(10 * time.Second)
+	for p := int32(0); p < parts; p++ {
+		id, _ := a1.a.taskOf("orders", p)
+		a1.a.mu.Lock()
+		_, mine := a1.a.tasks[id]
+		_, assigned := a1.a.assigned[id]
+		a1.a.mu.Unlock()
+		want := a2.a.memberUserData
+		if mine || assigned {
+			want = a1.a.memberUserData
+		}
+		for _, r := range []*runningApp{a1, a2} {
+			for {
+				got, ok := r.a.ownerOf("customers", p)
+				if ok && string(got) == string(want) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("partition %d: owner %q (found %v), want %q", p, got, ok, want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
 	produceOrders(b, 80, 80, customers, "", t0.Add(2*time.Minute), want)
 	b.waitForIso("enriched", committed, 30*time.Second, enrichedComplete(t, want))
 	if n := counterValue(a2.a.metrics.restored); n == 0 {
