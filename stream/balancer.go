@@ -26,6 +26,8 @@ const taskBalancerProtocol = "weir-stream-tasks"
 //   - grouping: all partitions of a task are assigned to the same member;
 //   - balance: members' task counts differ by at most one (once the
 //     cooperative second round has run);
+//   - spread: a task handed out goes, among the least loaded members, to
+//     the one with the fewest tasks of its sub-topology;
 //   - stickiness: a task stays with its previous owner (the member claiming
 //     its partitions with the highest generation) as long as that keeps the
 //     balance;
@@ -249,11 +251,22 @@ func (tb *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int3
 		members[o].units = append(members[o].units, u)
 		owner[u] = o
 	}
-	// The rest go to the least loaded member (ties: member order).
+	// The rest go to the least loaded member; ties go to the member with
+	// the fewest tasks of the same sub-topology (so each sub-topology's
+	// tasks spread over the members), then to member order.
+	sameSub := func(m *member, u unit) int {
+		n := 0
+		for _, o := range m.units {
+			if o.topic == u.topic && o.task.sub == u.task.sub {
+				n++
+			}
+		}
+		return n
+	}
 	for _, u := range free {
 		best := 0
 		for i, m := range members {
-			if len(m.units) < len(members[best].units) {
+			if d := len(m.units) - len(members[best].units); d < 0 || (d == 0 && sameSub(m, u) < sameSub(members[best], u)) {
 				best = i
 			}
 		}

@@ -519,3 +519,26 @@ func FuzzTaskBalancerMetadata(f *testing.F) {
 		}
 	})
 }
+
+// Tasks freed by a leaving member go where they spread each sub-topology's
+// tasks over the members.
+func TestTaskBalancerSpreadsSubTopologies(t *testing.T) {
+	topics := map[string]int32{"a": 3, "b": 3, "c": 3}
+	members := []*simMember{
+		{id: "m1", owned: map[string][]int32{"a": {0, 1}, "b": {0, 1}}}, // tasks 0_0, 0_1
+		{id: "m2", owned: map[string][]int32{"c": {0, 1}}},              // tasks 1_0, 1_1
+	}
+	// m3 (tasks 0_2 and 1_2) left: 0_2 goes to m2, 1_2 to m1, so that
+	// neither holds all three tasks of a sub-topology.
+	var gen int32 = 4
+	settle(t, members, &gen, topics)
+	for _, m := range members {
+		per := map[int]int{}
+		for id := range tasksOf(m) {
+			per[id.sub]++
+		}
+		if per[0] > 2 || per[1] > 2 {
+			t.Fatalf("%s holds %v tasks per sub-topology, want them spread", m.id, per)
+		}
+	}
+}
