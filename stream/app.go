@@ -20,8 +20,9 @@ const commitTimeout = 30 * time.Second
 
 // App runs a topology as one member of the consumer group named by its id.
 // Several processes running the same App with the same id share the tasks
-// (one per input partition); a rebalance moves only the tasks that must move
-// (cooperative-sticky), committing their progress first.
+// (one per partition of each sub-topology, see Builder); a rebalance moves
+// only the tasks that must move (the task balancer: sticky, cooperative),
+// committing their progress first.
 //
 // Delivery is at-least-once: input offsets are committed only after every
 // output, repartition, changelog and dead-letter record produced from the
@@ -39,6 +40,8 @@ type App struct {
 
 	sources map[string]*sourceNode // by resolved topic
 	stores  map[string]*storeSpec
+	subs    []*subTopology
+	subOf   []int // source index -> sub-topology index
 	// partitions of the topics checked or created at start (set by
 	// setupTopics before the group is joined; read-only after).
 	partitions map[string]int32
@@ -58,6 +61,15 @@ type App struct {
 	fatalMu sync.Mutex
 	fatal   error
 	failed  atomic.Bool // fatal != nil, for the per-record check
+
+	// memberUserData is advertised to the group in this member's
+	// metadata; onTaskOwners receives every member's userData with its
+	// partitions at each assignment (see taskBalancer). Both optional; set
+	// before Run.
+	memberUserData []byte
+	onTaskOwners   func([]taskOwner)
+	ownersMu       sync.Mutex
+	owners         []taskOwner // the owners table of the latest assignment
 
 	running    atomic.Bool
 	lastCommit time.Time // loop goroutine only
@@ -102,6 +114,13 @@ func NewApp(appID string, b *Builder, opts ...Opt) (*App, error) {
 	for _, s := range b.stores {
 		a.stores[s.name] = s
 	}
+	a.subs = buildSubTopologies(b)
+	a.subOf = make([]int, len(b.sources))
+	for _, st := range a.subs {
+		for _, s := range st.sources {
+			a.subOf[s.idx] = st.idx
+		}
+	}
 	return a, nil
 }
 
@@ -126,6 +145,15 @@ func (a *App) sinkTopic(s *sinkSpec) string {
 func (a *App) internalTopic(suffix string) string { return a.id + "-" + suffix }
 
 func (a *App) changelogTopic(store string) string { return a.internalTopic(store + "-changelog") }
+
+// storeChangelog is the topic a store is restored from: its changelog, or
+// for a table the table's source topic.
+func (a *App) storeChangelog(st *storeSpec) string {
+	if st.table {
+		return a.topicOf(a.b.sources[st.source])
+	}
+	return a.changelogTopic(st.name)
+}
 
 func (a *App) storeSpec(name string) *storeSpec { return a.stores[name] }
 
@@ -206,13 +234,15 @@ func (a *App) session(ctx context.Context) error {
 		topics = append(topics, t)
 	}
 	manual := map[string]bool{}
-	for name := range a.stores {
-		manual[a.changelogTopic(name)] = true
+	for _, st := range a.stores {
+		if !st.table {
+			manual[a.changelogTopic(st.name)] = true
+		}
 	}
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(a.id),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(a.newTaskBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -362,32 +392,46 @@ type batch struct {
 // records and whether every polled record was handled (not so when ctx ended
 // or a fatal error stopped a task).
 func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, complete bool, err error) {
-	var batches []batch
 	var ids []taskID
 	a.mu.Lock()
 	for id := range a.assigned {
 		ids = append(ids, id)
 	}
 	a.mu.Unlock()
+	polled := map[taskID][][]*kgo.Record{}
+	lag := map[taskID]int64{}
+	var perr error
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) > 0 {
-			ids = append(ids, taskID{p.Topic, p.Partition})
+		if len(p.Records) == 0 {
+			return
 		}
+		id, ok := a.taskOf(p.Topic, p.Partition)
+		if !ok {
+			perr = fmt.Errorf("polled partition %s-%d of a topic that is no source", p.Topic, p.Partition)
+			return
+		}
+		if _, seen := polled[id]; !seen {
+			ids = append(ids, id)
+		}
+		polled[id] = append(polled[id], p.Records)
+		lag[id] += max(0, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))
 	})
+	if perr != nil {
+		return nil, false, perr
+	}
 	for _, id := range ids {
 		if _, err := a.ensureTask(ctx, id); err != nil {
 			return nil, false, err
 		}
 	}
+	batches := make([]batch, 0, len(polled))
 	a.mu.Lock()
-	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) > 0 {
-			t := a.tasks[taskID{p.Topic, p.Partition}]
-			batches = append(batches, batch{t: t, recs: p.Records})
-			touched = append(touched, t)
-			t.m.lag.Set(float64(max(0, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))))
-		}
-	})
+	for id, parts := range polled {
+		t := a.tasks[id]
+		batches = append(batches, batch{t: t, recs: mergeByTimestamp(parts, a.tableFirst)})
+		touched = append(touched, t)
+		t.m.lag.Set(float64(lag[id]))
+	}
 	a.mu.Unlock()
 	if len(batches) == 0 {
 		return nil, true, nil
@@ -406,7 +450,7 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, 
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			b.t.roundStart = b.t.streamTime
+			b.t.beginRound()
 			for _, r := range b.recs {
 				if a.failed.Load() {
 					// Stop producing once any output failed: nothing from
@@ -447,11 +491,10 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 	if ok {
 		return t, nil
 	}
-	src, ok := a.sources[id.topic]
-	if !ok {
-		return nil, fmt.Errorf("assigned partition of unknown topic %s", id.topic)
+	if id.sub < 0 || id.sub >= len(a.subs) {
+		return nil, fmt.Errorf("task %s of an unknown sub-topology", id)
 	}
-	t, err := a.newTask(id, src)
+	t, err := a.newTask(id)
 	if err != nil {
 		return nil, err
 	}
@@ -507,16 +550,27 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 		return nil
 	}
 	if a.sess != nil {
-		// Offsets are committed inside each round's transaction.
+		// Offsets are committed inside each round's transaction; a
+		// task's next offsets are those of its last committed round.
+		for _, t := range tasks {
+			next := map[string]int64{}
+			for topic, o := range t.next {
+				next[topic] = o.Offset
+			}
+			t.tablesCovered(next)
+		}
 		return a.checkpoint(tasks)
 	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, t := range tasks {
-		if t.next.Offset > t.committed {
-			if offsets[t.id.topic] == nil {
-				offsets[t.id.topic] = map[int32]kgo.EpochOffset{}
+		for topic, next := range t.next {
+			if c, ok := t.committed[topic]; ok && next.Offset <= c {
+				continue
 			}
-			offsets[t.id.topic][t.id.partition] = t.next
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[topic][t.id.partition] = next
 		}
 	}
 	var commitErr error
@@ -536,9 +590,10 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 		a.cfg.logger.Warn("offset commit failed", "err", commitErr)
 	} else {
 		for _, t := range tasks {
-			if t.next.Offset > t.committed {
-				t.committed = t.next.Offset
+			for topic, next := range t.next {
+				t.committed[topic] = next.Offset
 			}
+			t.tablesCovered(t.committed)
 		}
 	}
 	return a.checkpoint(tasks)
@@ -565,7 +620,14 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 	defer a.mu.Unlock()
 	for topic, ps := range assigned {
 		for _, p := range ps {
-			a.assigned[taskID{topic, p}] = true
+			id, ok := a.taskOf(topic, p)
+			if !ok {
+				a.cfg.logger.Warn("assigned a partition of a topic that is no source", "topic", topic, "partition", p)
+				continue
+			}
+			if _, running := a.tasks[id]; !running {
+				a.assigned[id] = true
+			}
 		}
 	}
 	a.cfg.logger.Info("partitions assigned", "partitions", assigned)
@@ -598,9 +660,14 @@ func (a *App) takeTasks(tps map[string][]int32) []*task {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []*task
+	// A task goes when any of its partitions goes (the task balancer
+	// moves a task's partitions together).
 	for topic, ps := range tps {
 		for _, p := range ps {
-			id := taskID{topic, p}
+			id, ok := a.taskOf(topic, p)
+			if !ok {
+				continue
+			}
 			delete(a.assigned, id)
 			if t, ok := a.tasks[id]; ok {
 				out = append(out, t)

@@ -184,7 +184,7 @@ func TestInputGrewBeyondChangelog(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.partitions = map[string]int32{"grow-counts-changelog": 2} // as found by setupTopics
-	if _, err := a.ensureTask(t.Context(), taskID{"events", 2}); !errors.Is(err, ErrPartitionMismatch) {
+	if _, err := a.ensureTask(t.Context(), taskID{sub: 0, partition: 2}); !errors.Is(err, ErrPartitionMismatch) {
 		t.Fatalf("err = %v, want ErrPartitionMismatch", err)
 	}
 }

@@ -163,7 +163,7 @@ func BenchmarkRestore(b *testing.B) {
 	a.adm = tb.adm
 	b.ResetTimer()
 	for range b.N {
-		tk, err := a.newTask(taskID{"in", 0}, a.sources["in"])
+		tk, err := a.newTask(taskID{sub: 0, partition: 0})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -41,7 +41,7 @@ func benchTask(b *testing.B, bl *Builder) {
 		b.Fatal(err)
 	}
 	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) { promise(r, nil) }
-	tk, err := a.newTask(taskID{"in", 0}, a.sources["in"])
+	tk, err := a.newTask(taskID{sub: 0, partition: 0})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,13 +21,36 @@
 // and origin (topic, partition, offset). Operators carry timestamp, headers
 // (a W3C traceparent among them) and origin to what they emit.
 //
-// The topology is cut at every repartition topic. A task owns one partition
-// of one source topic and runs the operators reachable from it, one record at
-// a time on one goroutine: given the same input and state it produces the
-// same output. Tasks are the unit of state, commit and rebalance; an App runs
-// its tasks on Workers goroutines and shares them with other processes of
-// the same app id through one consumer group (cooperative-sticky: a
-// rebalance revokes only the tasks that move, after committing them).
+// The topology is cut at every repartition topic into sub-topologies: the
+// connected parts of the graph (a Merge or a Join connects its inputs),
+// numbered in the order of their first source. A task is (sub-topology,
+// partition p), named "<sub-topology>_<p>" (as Kafka Streams' TaskId): it
+// consumes partition p of every source topic of its sub-topology and runs
+// its operators one record at a time on one goroutine: given the same input
+// and state it produces the same output. A sub-topology has as many tasks as
+// its largest source has partitions. Tasks are the unit of state, commit and
+// rebalance; an App runs its tasks on Workers goroutines and shares them with
+// other processes of the same app id through one consumer group, whose
+// balancer assigns by task (all partitions of a task to one member; sticky;
+// cooperative: a rebalance revokes only the tasks that move, after committing
+// them, and hands them over in a second round).
+//
+// Within a round, a task reading several topics processes the records it
+// fetched from them in Kafka timestamp order (ties: a table's topic first),
+// each partition's records in offset order.
+//
+// # Tables and joins
+//
+// FromTable materialises a (compacted) topic in a store: the latest value per
+// key, a tombstone deleting the key. Its changelog is the topic itself: a
+// task restores it from its local checkpoint (or the start) up to the
+// group's committed offset, then consumes the topic as a source; no changelog
+// topic is created, no TTL applies (the compacted topic bounds it). Join and
+// LeftJoin look each stream record's key up in the table, in the task owning
+// that partition: the stream and the table must be co-partitioned (same key
+// and partitioning, same partition count — checked by Run, which fails with
+// ErrPartitionMismatch naming the topics and their counts). A stream whose
+// key changed (KeyBy) is first repartitioned to the table's partition count.
 //
 // Stateful operators (Count, Reduce, Aggregate) keep a Pebble store per task
 // backed by the compacted topic "<app>-<store>-changelog" (partition = the
@@ -67,9 +90,10 @@
 // # Where event time attaches (next)
 //
 // Watermarks, timers and windows extend the task, not the topology: a task
-// already owns exactly one input partition and tracks its stream time (the
-// largest event time seen, see task.observe), which becomes the partition's
-// watermark minus the allowed out-of-orderness. For a task reading a
+// tracks its stream time (the largest event time seen, see task.observe);
+// per input partition it becomes that partition's watermark minus the allowed
+// out-of-orderness, and the task's watermark is the minimum over its
+// partitions. For a task reading a
 // repartition topic, the source node is where watermark marker records (a
 // reserved header naming the upstream task) are recognised and folded into a
 // minimum over the upstream writers instead of being decoded. Timers and
@@ -81,7 +105,9 @@
 // # Not yet
 //
 // Event-time windows, watermarks and timers (the task's stream time and the
-// per-record Origin are where they attach), tables and stream-table joins,
-// queryable state, standby replicas and co-partitioned task groups (a store
-// fed by several sources sits behind a repartition topic instead).
+// per-record Origin are where they attach), table-table and stream-stream
+// joins, global tables, waiting for a lagging input of a task before
+// processing (Kafka's max.task.idle.ms), queryable state, standby replicas.
+// A keyed operator after a Merge of several sources still repartitions
+// first (merged topics need not be co-partitioned).
 package stream

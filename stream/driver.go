@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -22,8 +21,10 @@ import (
 // Partitioning is the App's: murmur2 of the encoded key modulo the topic's
 // partition count (set with the partitions map; 1 if absent; internal topics
 // derive theirs as the App would). Processing order is deterministic: Process
-// repeatedly takes one record from every non-empty input partition, in topic
-// then partition order, until all are drained.
+// repeatedly takes one record from every task with queued input, in task
+// order (sub-topology, partition), until all are drained; a task reading
+// several topics takes the queued record with the smallest timestamp (ties:
+// a table's topic first, then by topic name), as an App orders a round.
 //
 // Retry backoff sleeps advance the processing clock instead of waiting (see
 // WithClock to supply another clock). A Driver is not safe for concurrent
@@ -31,8 +32,8 @@ import (
 type Driver struct {
 	a      *App
 	parts  map[string]int32
-	queues map[taskID][]*kgo.Record
-	next   map[taskID]int64
+	queues map[topicPartition][]*kgo.Record
+	next   map[topicPartition]int64
 	log    map[string][]*kgo.Record
 	tasks  map[taskID]*task
 }
@@ -46,24 +47,27 @@ func NewDriver(appID string, b *Builder, partitions map[string]int32, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{a: a, parts: map[string]int32{}, queues: map[taskID][]*kgo.Record{}, next: map[taskID]int64{},
-		log: map[string][]*kgo.Record{}, tasks: map[taskID]*task{}}
+	d := &Driver{a: a, parts: map[string]int32{}, queues: map[topicPartition][]*kgo.Record{},
+		next: map[topicPartition]int64{}, log: map[string][]*kgo.Record{}, tasks: map[taskID]*task{}}
 	maps.Copy(d.parts, partitions)
 	for _, s := range b.sources {
-		if !s.internal {
-			if d.parts[s.topic] <= 0 {
-				d.parts[s.topic] = 1
-			}
-			continue
+		if !s.internal && d.parts[s.topic] <= 0 {
+			d.parts[s.topic] = 1
 		}
-		var n int32
-		for _, up := range s.upstream {
-			n = max(n, d.parts[a.topicOf(b.sources[up])])
-		}
-		d.parts[a.topicOf(s)] = n
 	}
+	if err := a.copartitionCheck(d.parts); err != nil {
+		return nil, fmt.Errorf("stream driver: %w", err)
+	}
+	for _, s := range b.sources {
+		if s.internal {
+			d.parts[a.topicOf(s)] = a.repartitionCount(s, func(topic string) int32 { return d.parts[topic] })
+		}
+	}
+	a.partitions = d.parts
 	for _, st := range b.stores {
-		d.parts[a.changelogTopic(st.name)] = d.parts[a.topicOf(b.sources[st.source])]
+		if !st.table {
+			d.parts[a.changelogTopic(st.name)] = a.taskCount(a.subs[a.subOf[st.source]])
+		}
 	}
 	a.producer = d.produce
 	return d, nil
@@ -106,12 +110,12 @@ func (d *Driver) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 			r.Partition = int32(kgo.StickyKeyPartitioner(nil).ForTopic(r.Topic).Partition(r, int(n)))
 		}
 	}
-	id := taskID{r.Topic, r.Partition}
-	r.Offset = d.next[id]
-	d.next[id]++
+	tp := topicPartition{r.Topic, r.Partition}
+	r.Offset = d.next[tp]
+	d.next[tp]++
 	d.log[r.Topic] = append(d.log[r.Topic], r)
 	if _, ok := d.a.sources[r.Topic]; ok {
-		d.queues[id] = append(d.queues[id], r)
+		d.queues[tp] = append(d.queues[tp], r)
 	}
 	promise(r, nil)
 }
@@ -136,19 +140,26 @@ func (d *Driver) Pipe(topic string, key, value []byte, ts time.Time, headers ...
 func (d *Driver) Process() error {
 	ctx := context.Background()
 	for {
-		ids := slices.SortedFunc(maps.Keys(d.queues), func(x, y taskID) int {
-			return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.partition, y.partition))
-		})
-		if len(ids) == 0 {
+		// The head record of each task with queued input.
+		heads := map[taskID]topicPartition{}
+		for tp, q := range d.queues {
+			id, _ := d.a.taskOf(tp.topic, tp.partition)
+			cur, ok := heads[id]
+			if !ok || d.before(q[0], d.queues[cur][0]) {
+				heads[id] = tp
+			}
+		}
+		if len(heads) == 0 {
 			return nil
 		}
-		for _, id := range ids {
-			q := d.queues[id]
+		for _, id := range slices.SortedFunc(maps.Keys(heads), compareTaskIDs) {
+			tp := heads[id]
+			q := d.queues[tp]
 			r := q[0]
 			if len(q) == 1 {
-				delete(d.queues, id)
+				delete(d.queues, tp)
 			} else {
-				d.queues[id] = q[1:]
+				d.queues[tp] = q[1:]
 			}
 			t, err := d.task(id)
 			if err != nil {
@@ -167,11 +178,22 @@ func (d *Driver) Process() error {
 	}
 }
 
+// before orders two queued records of one task as mergeByTimestamp does.
+func (d *Driver) before(x, y *kgo.Record) bool {
+	if !x.Timestamp.Equal(y.Timestamp) {
+		return x.Timestamp.Before(y.Timestamp)
+	}
+	if tx, ty := d.a.tableFirst(x.Topic), d.a.tableFirst(y.Topic); tx != ty {
+		return tx
+	}
+	return x.Topic < y.Topic
+}
+
 func (d *Driver) task(id taskID) (*task, error) {
 	if t, ok := d.tasks[id]; ok {
 		return t, nil
 	}
-	t, err := d.a.newTask(id, d.a.sources[id.topic])
+	t, err := d.a.newTask(id)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +207,9 @@ func (d *Driver) task(id taskID) (*task, error) {
 
 // restore rebuilds a new task's stores from the changelog records written
 // so far (none on a first start), as an App does on assignment without a
-// local copy.
+// local copy. A table is restored from its source topic's records the
+// driver already handed to the task (up to the consumed position, as an App
+// restores up to the committed offset); the rest are still queued.
 func (d *Driver) restore(t *task) error {
 	if t.db == nil {
 		return nil
@@ -196,8 +220,10 @@ func (d *Driver) restore(t *task) error {
 	txn := t.db.Begin()
 	defer txn.Discard()
 	for _, s := range t.stores {
+		tp := topicPartition{s.changelog, t.id.partition}
+		consumed := d.next[tp] - int64(len(d.queues[tp]))
 		for _, r := range d.log[s.changelog] {
-			if r.Partition != t.id.partition {
+			if r.Partition != t.id.partition || (s.spec.table && (r.Offset >= consumed || !s.spec.accepts(r))) {
 				continue
 			}
 			if err := applyChangelog(txn, s.spec.name, r); err != nil {
@@ -227,9 +253,9 @@ func (d *Driver) restore(t *task) error {
 // restore.
 func (d *Driver) Restart() error {
 	err := d.Close()
-	for _, s := range d.a.b.sources {
-		for p := int32(0); p < d.partitions(d.a.topicOf(s)); p++ {
-			if rerr := os.RemoveAll(d.a.taskDir(taskID{d.a.topicOf(s), p})); rerr != nil && err == nil {
+	for _, st := range d.a.subs {
+		for p := int32(0); p < d.a.taskCount(st); p++ {
+			if rerr := os.RemoveAll(d.a.taskDir(taskID{st.idx, p})); rerr != nil && err == nil {
 				err = rerr
 			}
 		}

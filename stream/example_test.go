@@ -46,11 +46,56 @@ func ExampleNewDriver() {
 	// Output:
 	// north=1 south=1 north=2 north=3
 	// app surge (at-least-once)
-	//   inputs (one task per partition): rides, surge-per-zone-repartition
+	//   sub-topology 0 (tasks 0_0..0_2): rides
+	//   sub-topology 1 (tasks 1_0..1_2): surge-per-zone-repartition
 	//   repartition surge-per-zone-repartition: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; order: per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)
 	//   output      per-zone: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; order: per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)
 	//   changelog   surge-per-zone-changelog: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; the store may count a replayed record twice (state >= true state); order: per key; written to the task's partition
 	//   dead-letter rides.dlq: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; decode failures at once, processing failures after 3 attempts; order: none across keys; headers carry the original topic/partition/offset
 	//   dead-letter surge-per-zone-repartition.dlq: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; decode failures at once, processing failures after 3 attempts; order: none across keys; headers carry the original topic/partition/offset
 	//   store per-zone: TTL 1h0m0s (event time), changelog surge-per-zone-changelog; local Pebble store per task; on assignment replays the changelog from the local checkpoint (written at each commit), or from the start if there is none
+}
+
+// Enriching orders with a customers table (both keyed by customer id,
+// co-partitioned), without a broker. The customers topic is the table's
+// changelog: no other topic is created for it.
+func ExampleLeftJoin() {
+	b := stream.NewBuilder()
+	orders := stream.From(b, "orders", stream.String(), stream.Int64())                  // key: customer, value: amount
+	tiers := stream.FromTable(b, "customers", stream.String(), stream.String(), "tiers") // value: tier
+	stream.LeftJoin(orders, tiers, func(r stream.Record[string, int64], tier string, found bool) (string, error) {
+		if !found {
+			tier = "new"
+		}
+		return fmt.Sprintf("%d (%s)", r.Value, tier), nil
+	}).To("orders-by-tier", stream.String(), stream.String())
+
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	d, err := stream.NewDriver("shop", b, map[string]int32{"orders": 2, "customers": 2}, stream.StateDir(dir))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	at := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
+	amount := func(n int64) []byte { v, _ := stream.Int64().Encode(n); return v }
+	d.Pipe("customers", []byte("ann"), []byte("gold"), at)
+	d.Pipe("orders", []byte("ann"), amount(30), at.Add(time.Minute))
+	d.Pipe("orders", []byte("bob"), amount(12), at.Add(time.Minute))
+	d.Pipe("customers", []byte("ann"), nil, at.Add(2*time.Minute)) // tombstone: ann leaves the table
+	d.Pipe("orders", []byte("ann"), amount(5), at.Add(3*time.Minute))
+	if err := d.Process(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range d.Records("orders-by-tier") {
+		fmt.Printf("%s: %s\n", r.Key, r.Value)
+	}
+	fmt.Print(strings.SplitAfter(d.App().Describe(), "\n")[1])
+	// Output:
+	// ann: 30 (gold)
+	// bob: 12 (new)
+	// ann: 5 (new)
+	//   sub-topology 0 (tasks 0_0..0_1, inputs co-partitioned): customers (table tiers), orders
 }

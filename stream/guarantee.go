@@ -90,6 +90,9 @@ func (a *App) Guarantees() []TopicGuarantee {
 			Mechanism: a.mechanism(), Ordering: orderPerKey})
 	}
 	for _, st := range a.b.stores {
+		if st.table {
+			continue // its changelog is its source topic: the App never writes it
+		}
 		add(TopicGuarantee{Topic: a.changelogTopic(st.name), Role: "changelog", Delivery: a.cfg.guarantee,
 			Mechanism: a.stateMechanism(),
 			Ordering:  "per key; written to the task's partition"})
@@ -107,6 +110,13 @@ func (a *App) Guarantees() []TopicGuarantee {
 func (a *App) Stores() []StoreBound {
 	var out []StoreBound
 	for _, st := range a.b.stores {
+		if st.table {
+			out = append(out, StoreBound{Store: st.name, Changelog: a.storeChangelog(st),
+				Recovery: "table: bounded by its compacted source topic (no TTL); local Pebble store per task; " +
+					"on assignment replays the source topic from the local checkpoint (or the start) up to " +
+					"the committed offset, then consumes it"})
+			continue
+		}
 		out = append(out, StoreBound{Store: st.name, Changelog: a.changelogTopic(st.name), TTL: st.ttl,
 			Recovery: "local Pebble store per task; on assignment replays the changelog from the local checkpoint " +
 				"(written at each commit), or from the start if there is none"})
@@ -118,16 +128,33 @@ func (a *App) Stores() []StoreBound {
 func (a *App) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "app %s (%s)\n", a.id, a.cfg.guarantee)
-	var inputs []string
-	for _, s := range a.b.sources {
-		inputs = append(inputs, a.topicOf(s))
+	for _, st := range a.subs {
+		var inputs []string
+		for _, s := range st.sources {
+			in := a.topicOf(s)
+			if s.table != "" {
+				in += " (table " + s.table + ")"
+			}
+			inputs = append(inputs, in)
+		}
+		slices.Sort(inputs)
+		tasks := "one task per partition"
+		if n := a.taskCount(st); n > 0 {
+			tasks = fmt.Sprintf("tasks %d_0..%d_%d", st.idx, st.idx, n-1)
+		}
+		if st.copartitioned {
+			tasks += ", inputs co-partitioned"
+		}
+		fmt.Fprintf(&b, "  sub-topology %d (%s): %s\n", st.idx, tasks, strings.Join(inputs, ", "))
 	}
-	slices.Sort(inputs)
-	fmt.Fprintf(&b, "  inputs (one task per partition): %s\n", strings.Join(inputs, ", "))
 	for _, g := range a.Guarantees() {
 		fmt.Fprintf(&b, "  %-11s %s: %s — %s; order: %s\n", g.Role, g.Topic, g.Delivery, g.Mechanism, g.Ordering)
 	}
 	for _, s := range a.Stores() {
+		if s.TTL == 0 {
+			fmt.Fprintf(&b, "  store %s: changelog %s; %s\n", s.Store, s.Changelog, s.Recovery)
+			continue
+		}
 		fmt.Fprintf(&b, "  store %s: TTL %v (event time), changelog %s; %s\n", s.Store, s.TTL, s.Changelog, s.Recovery)
 	}
 	return b.String()

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ type harness struct {
 	clock   *fakeClock
 	out     []*kgo.Record
 	offsets map[string]int64
-	in      map[taskID]int64
+	in      map[topicPartition]int64
 	tasks   map[taskID]*task
 }
 
@@ -54,12 +55,12 @@ func newHarness(t *testing.T, b *Builder, opts ...Opt) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, a: a, clock: clk, offsets: map[string]int64{}, in: map[taskID]int64{}, tasks: map[taskID]*task{}}
+	h := &harness{t: t, a: a, clock: clk, offsets: map[string]int64{}, in: map[topicPartition]int64{}, tasks: map[taskID]*task{}}
 	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
 		if r.Partition < 0 {
 			r.Partition = 0
 		}
-		k := taskID{r.Topic, r.Partition}.String()
+		k := r.Topic + "-" + strconv.Itoa(int(r.Partition))
 		r.Offset = h.offsets[k]
 		h.offsets[k]++
 		h.out = append(h.out, r)
@@ -73,17 +74,23 @@ func newHarness(t *testing.T, b *Builder, opts ...Opt) *harness {
 	return h
 }
 
-func (h *harness) task(topic string, p int32) *task {
+// taskID returns the task reading partition p of topic.
+func (h *harness) taskID(topic string, p int32) taskID {
 	h.t.Helper()
-	id := taskID{topic, p}
-	if tk, ok := h.tasks[id]; ok {
-		return tk
-	}
-	src, ok := h.a.sources[topic]
+	id, ok := h.a.taskOf(topic, p)
 	if !ok {
 		h.t.Fatalf("no source %s", topic)
 	}
-	tk, err := h.a.newTask(id, src)
+	return id
+}
+
+func (h *harness) task(topic string, p int32) *task {
+	h.t.Helper()
+	id := h.taskID(topic, p)
+	if tk, ok := h.tasks[id]; ok {
+		return tk
+	}
+	tk, err := h.a.newTask(id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -94,7 +101,7 @@ func (h *harness) task(topic string, p int32) *task {
 // feed hands one input record to its task and processes it to completion.
 func (h *harness) feed(topic string, p int32, key, value string, ts time.Time, headers ...kgo.RecordHeader) {
 	h.t.Helper()
-	id := taskID{topic, p}
+	id := topicPartition{topic, p}
 	off := h.in[id]
 	h.in[id]++
 	var k, v []byte

@@ -39,12 +39,12 @@ func TestTaskMetrics(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"weir_stream_task_records_in_total{in-1}":  2,
-		"weir_stream_task_records_in_total{in-2}":  1,
-		"weir_stream_task_dlq_records_total{in-1}": 1,
-		"weir_stream_task_records_out_total{in-1}": 2, // one output + one dead letter
-		"weir_stream_records_in_total":             3,
-		"weir_stream_dlq_records_total":            1,
+		"weir_stream_task_records_in_total{0_1}":  2,
+		"weir_stream_task_records_in_total{0_2}":  1,
+		"weir_stream_task_dlq_records_total{0_1}": 1,
+		"weir_stream_task_records_out_total{0_1}": 2, // one output + one dead letter
+		"weir_stream_records_in_total":            3,
+		"weir_stream_dlq_records_total":           1,
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -53,12 +53,12 @@ func TestTaskMetrics(t *testing.T) {
 	}
 	// A closed task's series disappear.
 	h.task("in", 2).close()
-	delete(h.tasks, taskID{"in", 2})
+	delete(h.tasks, h.taskID("in", 2))
 	mfs, _ = reg.Gather()
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "task" && l.GetValue() == "in-2" {
+				if l.GetName() == "task" && l.GetValue() == "0_2" {
 					t.Fatalf("%s still has task in-2 after close", mf.GetName())
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream/internal/state"
@@ -19,6 +20,11 @@ import (
 // converges to the changelog's state either way). Otherwise — no checkpoint,
 // an unreadable one, or a changelog shorter than the checkpoint (the topic was
 // recreated) — the local database is wiped and rebuilt from the start.
+//
+// A table's changelog is its source topic, which the task also consumes: it
+// is restored only up to the group's committed offset of the task's
+// partition (where consumption resumes), never beyond, so a stream record
+// processed after the restore sees the table as of its own position.
 func (t *task) restore(ctx context.Context) error {
 	if t.db == nil {
 		return nil
@@ -44,6 +50,9 @@ func (t *task) restore(ctx context.Context) error {
 	ends, err := list(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("task %s: changelog end offsets: %w", t.id, err)
+	}
+	if err := t.tableRestoreEnds(ctx, ends); err != nil {
+		return err
 	}
 	end := map[string]int64{}
 	full := cp == nil
@@ -183,6 +192,9 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 			if r.Attrs.IsControl() {
 				return
 			}
+			if spec := t.app.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
+				return // what processing the table's topic would skip (or dead-letter)
+			}
 			applyErr = applyChangelog(txn, store[r.Topic], r)
 			n++
 		})
@@ -205,4 +217,39 @@ func applyChangelog(txn *state.Txn, store string, r *kgo.Record) error {
 	}
 	_, err := txn.Put(store, r.Key, r.Value, r.Timestamp.UnixMilli())
 	return err
+}
+
+// tableRestoreEnds replaces, for the task's table stores, the end offset of
+// the source topic by the group's committed offset of the task's partition
+// (0 if none: consumption starts at the beginning).
+func (t *task) tableRestoreEnds(ctx context.Context, ends kadm.ListedOffsets) error {
+	var tables []string
+	for _, s := range t.stores {
+		if s.spec.table {
+			tables = append(tables, s.changelog)
+		}
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	committed, err := t.app.adm.FetchOffsetsForTopics(ctx, t.app.id, tables...)
+	if err != nil {
+		return fmt.Errorf("task %s: committed offsets of tables: %w", t.id, err)
+	}
+	for _, topic := range tables {
+		at := int64(0)
+		if o, ok := committed.Lookup(topic, t.id.partition); ok {
+			if o.Err != nil {
+				return fmt.Errorf("task %s: committed offset of %s-%d: %w", t.id, topic, t.id.partition, o.Err)
+			}
+			at = max(0, o.At)
+		}
+		lo, ok := ends.Lookup(topic, t.id.partition)
+		if !ok {
+			continue // reported by the caller
+		}
+		lo.Offset = min(at, lo.Offset)
+		ends[topic][t.id.partition] = lo
+	}
+	return nil
 }

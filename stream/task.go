@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -17,33 +16,30 @@ import (
 	"github.com/weirhq/weir/stream/internal/state"
 )
 
-// taskID names a task: one partition of one source topic.
-type taskID struct {
-	topic     string
-	partition int32
-}
-
-func (id taskID) String() string { return id.topic + "-" + strconv.Itoa(int(id.partition)) }
-
-// task runs one sub-topology for one input partition.
+// task runs one sub-topology for one partition: it consumes that partition
+// of every source topic of the sub-topology (see taskID).
 //
 // Concurrency: a task is driven by one goroutine at a time (a worker during a
 // processing round, or the group callbacks between rounds; the two never
 // overlap because rebalances are blocked while a round runs). Only the
 // produce promises run concurrently; they touch clMu-guarded fields.
 type task struct {
-	app   *App
-	id    taskID
-	src   *sourceNode
-	entry func(*kgo.Record) error
+	app *App
+	id  taskID
+	// entries maps a source topic to its source operator's input.
+	entries map[string]func(*kgo.Record) error
 
 	db     *state.DB // nil if the task has no stores
 	stores []*taskStore
 
-	// next is the offset to commit: one past the last record fully handled
-	// (processed, or sent to the DLQ). Offset -1: nothing handled yet.
-	next      kgo.EpochOffset
-	committed int64
+	// next maps a source topic to the offset to commit: one past the last
+	// record of the task's partition fully handled (processed, or sent to
+	// the DLQ); absent: nothing handled yet. committed holds the offsets
+	// last committed; roundNext the value of next when the current round
+	// began (restored if the round's transaction aborts).
+	next      map[string]kgo.EpochOffset
+	committed map[string]int64
+	roundNext map[string]kgo.EpochOffset
 	// streamTime is the largest event time (ms) seen by the task;
 	// roundStart its value when the current round began (restored if the
 	// round's transaction aborts).
@@ -79,9 +75,10 @@ type taskStore struct {
 	changelog string
 }
 
-func (a *App) newTask(id taskID, src *sourceNode) (*task, error) {
-	t := &task{app: a, id: id, src: src, next: kgo.EpochOffset{Epoch: -1, Offset: -1},
-		committed: -1, streamTime: math.MinInt64, clEnd: map[string]int64{}, m: a.metrics.forTask(id.String())}
+func (a *App) newTask(id taskID) (*task, error) {
+	t := &task{app: a, id: id, entries: map[string]func(*kgo.Record) error{},
+		next: map[string]kgo.EpochOffset{}, committed: map[string]int64{},
+		streamTime: math.MinInt64, clEnd: map[string]int64{}, m: a.metrics.forTask(id.String())}
 	built := map[int]any{}
 	var build func(n *node) any
 	build = func(n *node) any {
@@ -96,7 +93,9 @@ func (a *App) newTask(id taskID, src *sourceNode) (*task, error) {
 		built[n.id] = v
 		return v
 	}
-	t.entry = build(src.node).(func(*kgo.Record) error)
+	for _, src := range a.subs[id.sub].sources {
+		t.entries[a.topicOf(src)] = build(src.node).(func(*kgo.Record) error)
+	}
 	if len(t.stores) > 0 {
 		dir := a.taskDir(id)
 		db, err := state.Open(dir, a.cfg.logger.With("task", id.String()))
@@ -126,7 +125,7 @@ func (t *task) store(name string) *taskStore {
 		}
 	}
 	spec := t.app.storeSpec(name)
-	s := &taskStore{t: t, spec: spec, changelog: t.app.internalTopic(name + "-changelog")}
+	s := &taskStore{t: t, spec: spec, changelog: t.app.storeChangelog(spec)}
 	t.stores = append(t.stores, s)
 	return s
 }
@@ -199,9 +198,12 @@ func (t *task) onProduced(r *kgo.Record, err error) {
 	}
 }
 
+// isChangelog reports whether topic is the changelog of one of the task's
+// stores the task writes (a table's source topic is not: the task only
+// reads it).
 func (t *task) isChangelog(topic string) bool {
 	for _, s := range t.stores {
-		if s.changelog == topic {
+		if s.changelog == topic && !s.spec.table {
 			return true
 		}
 	}
@@ -212,9 +214,13 @@ func (t *task) isChangelog(topic string) bool {
 // returns an error only when the task cannot go on (local store failure, or
 // ctx done during a retry backoff — then the record is not marked handled).
 func (t *task) handle(ctx context.Context, kr *kgo.Record) error {
+	entry, ok := t.entries[kr.Topic]
+	if !ok {
+		return fmt.Errorf("task %s: record of %s, not a source of its sub-topology", t.id, kr.Topic)
+	}
 	var first, last time.Time
 	for attempt := 1; ; attempt++ {
-		err := t.attempt(kr)
+		err := t.attempt(entry, kr)
 		if err == nil {
 			break
 		}
@@ -239,7 +245,7 @@ func (t *task) handle(ctx context.Context, kr *kgo.Record) error {
 			return err
 		}
 	}
-	t.next = kgo.EpochOffset{Epoch: kr.LeaderEpoch, Offset: kr.Offset + 1}
+	t.next[kr.Topic] = kgo.EpochOffset{Epoch: kr.LeaderEpoch, Offset: kr.Offset + 1}
 	t.app.metrics.recordsIn.Inc()
 	t.m.in.Inc()
 	return nil
@@ -254,7 +260,7 @@ func (e *fatalError) Error() string { return e.err.Error() }
 // attempt runs the record through the sub-topology once. On success the
 // record's store writes are applied to the round's batch and its outputs
 // produced; on failure both are dropped.
-func (t *task) attempt(kr *kgo.Record) (err error) {
+func (t *task) attempt(entry func(*kgo.Record) error, kr *kgo.Record) (err error) {
 	t.pending = t.pending[:0]
 	if t.db != nil && t.txn == nil {
 		t.txn = t.db.Begin()
@@ -271,7 +277,7 @@ func (t *task) attempt(kr *kgo.Record) (err error) {
 			t.pending = t.pending[:0]
 		}
 	}()
-	if err := t.entry(kr); err != nil {
+	if err := entry(kr); err != nil {
 		return err
 	}
 	if t.txn != nil {
@@ -323,6 +329,9 @@ func (t *task) expire(limit int) error {
 		t.txn = t.db.Begin()
 	}
 	for _, s := range t.stores {
+		if s.spec.table {
+			continue // bounded by its compacted source topic; never writes to it
+		}
 		before := t.streamTime - s.spec.ttl.Milliseconds()
 		keys, err := t.db.Expired(s.spec.name, before, limit)
 		if err != nil || len(keys) == 0 {
@@ -386,6 +395,33 @@ func (t *task) abortRound() {
 		t.txn = nil
 	}
 	t.streamTime = t.roundStart
+	if t.roundNext != nil {
+		t.next = t.roundNext
+		t.roundNext = nil
+	}
+}
+
+// beginRound notes the task's position at the start of a processing round,
+// for abortRound.
+func (t *task) beginRound() {
+	t.roundStart = t.streamTime
+	t.roundNext = maps.Clone(t.next)
+}
+
+// tablesCovered records that the task's table stores hold their source
+// topics up to the given offsets (committed input offsets): the table's
+// checkpoint, since the source topic is its changelog.
+func (t *task) tablesCovered(offsets map[string]int64) {
+	t.clMu.Lock()
+	defer t.clMu.Unlock()
+	for _, s := range t.stores {
+		if !s.spec.table {
+			continue
+		}
+		if o, ok := offsets[s.changelog]; ok && o > t.clEnd[s.changelog] {
+			t.clEnd[s.changelog] = o
+		}
+	}
 }
 
 func (t *task) close() error {

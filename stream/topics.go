@@ -16,14 +16,21 @@ var ErrTopicMissing = errors.New("stream: topic does not exist")
 
 // ErrPartitionMismatch is returned by Run when an internal topic exists with
 // another partition count than the topology needs (a changelog or repartition
-// topic must match its task's input).
+// topic must match its task's input), or when the input topics of a
+// sub-topology that joins a table are not co-partitioned (different
+// partition counts; the error names the topics and their counts).
 var ErrPartitionMismatch = errors.New("stream: partition count mismatch")
 
 // setupTopics checks the external topics and creates the internal ones:
 //
-//   - "<app>-<store>-repartition": the largest partition count of its upstream inputs;
-//   - "<app>-<store>-changelog": compacted, the partition count of the store's input;
+//   - "<app>-<store>-repartition": the largest partition count of its upstream inputs, or,
+//     in a sub-topology reading a table, the table's count (co-partitioned with it);
+//   - "<app>-<store>-changelog": compacted, one partition per task of the store's sub-topology
+//     (a table has none: its source topic is its changelog);
 //   - "<input>.dlq" for every input (including repartition topics): the input's count.
+//
+// Before creating anything it checks co-partitioning: the external source
+// topics of a sub-topology reading a table must have equal partition counts.
 func (a *App) setupTopics(ctx context.Context) error {
 	cl, err := kgo.NewClient(a.clientOpts()...)
 	if err != nil {
@@ -55,6 +62,9 @@ func (a *App) setupTopics(ctx context.Context) error {
 		}
 		parts[name] = int32(len(d.Partitions))
 	}
+	if err := a.copartitionCheck(parts); err != nil {
+		return err
+	}
 	ensure := func(name string, n int32, configs map[string]*string, strict bool) error {
 		d, err := adm.ListTopics(ctx, name)
 		if err != nil {
@@ -80,25 +90,25 @@ func (a *App) setupTopics(ctx context.Context) error {
 		if !s.internal {
 			continue
 		}
-		var n int32
-		for _, up := range s.upstream {
-			n = max(n, parts[a.topicOf(a.b.sources[up])])
-		}
+		n := a.repartitionCount(s, func(topic string) int32 { return parts[topic] })
 		name := a.topicOf(s)
 		if err := ensure(name, n, nil, true); err != nil {
 			return err
 		}
 		parts[name] = n
 	}
+	a.partitions = parts
 	compact := "compact"
 	for _, st := range a.b.stores {
-		n := parts[a.topicOf(a.b.sources[st.source])]
+		if st.table {
+			continue
+		}
+		n := a.taskCount(a.subs[a.subOf[st.source]])
 		if err := ensure(a.changelogTopic(st.name), n, map[string]*string{"cleanup.policy": &compact}, true); err != nil {
 			return err
 		}
 		parts[a.changelogTopic(st.name)] = n
 	}
-	a.partitions = parts
 	for _, s := range a.b.sources {
 		name := a.topicOf(s)
 		if err := ensure(DLQTopic(name), parts[name], nil, false); err != nil {
@@ -106,4 +116,23 @@ func (a *App) setupTopics(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// repartitionCount is the partition count of internal source s given the
+// counts of the topics before it: in a co-partitioned sub-topology the count
+// of its external sources (equal, see copartitionCheck), else the largest
+// count of its upstream sources.
+func (a *App) repartitionCount(s *sourceNode, partitions func(topic string) int32) int32 {
+	if st := a.subs[a.subOf[s.idx]]; st.copartitioned {
+		for _, o := range st.sources {
+			if !o.internal {
+				return partitions(o.topic)
+			}
+		}
+	}
+	var n int32
+	for _, up := range s.upstream {
+		n = max(n, partitions(a.topicOf(a.b.sources[up])))
+	}
+	return n
 }

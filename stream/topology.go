@@ -16,18 +16,26 @@ import (
 // name, ...) are collected and returned by NewApp.
 //
 // Execution model: the topology is cut at every repartition topic into
-// sub-topologies; each sub-topology has one or more source topics. A task
-// owns exactly one partition of one source topic and runs its sub-topology
-// for that partition on one goroutine at a time, so a task given the same
-// input and state produces the same output. A stateful operator only ever
-// sees the records of one task (see GroupByKey), so its store is one per task
-// and its changelog partition is the task's partition.
+// sub-topologies (connected parts of the graph; a Merge or a stream-table
+// Join connects its inputs); each sub-topology has one or more source topics.
+// A task is one partition p of one sub-topology: it consumes partition p of
+// every source topic of its sub-topology and runs on one goroutine at a time,
+// so a task given the same input and state produces the same output. A
+// stateful operator only ever sees the records of one task (see GroupByKey),
+// so its store is one per task and its changelog partition is the task's
+// partition.
 type Builder struct {
 	nodes   []*node
 	sources []*sourceNode
 	stores  []*storeSpec
 	sinks   []*sinkSpec
 	errs    []error
+	// links joins two nodes' sub-topologies without a record edge (a
+	// stream-table join and the table's source).
+	links [][2]int
+	// joinRepartitions counts the repartitioning joins per table store
+	// (they name the repartition topics).
+	joinRepartitions map[string]int
 }
 
 // NewBuilder returns an empty topology builder.
@@ -56,8 +64,12 @@ type sourceNode struct {
 	internal bool
 	node     *node
 	// upstream sources feeding an internal topic (its partition count is
-	// the largest of theirs).
+	// the largest of theirs, or the table's in a co-partitioned
+	// sub-topology).
 	upstream []int
+	// table names the store a table source materialises ("" for a stream
+	// source); the topic is that store's changelog.
+	table string
 }
 
 // storeSpec is a keyed store declared by a stateful operator.
@@ -66,6 +78,12 @@ type storeSpec struct {
 	ttl    time.Duration
 	source int // the only source whose tasks update this store
 	op     string
+	// table: the store materialises a table; its changelog is the
+	// table's source topic (no changelog topic of its own, no TTL).
+	table bool
+	// decodes (tables only) reports whether a record of the table's topic
+	// decodes with the table's codecs.
+	decodes func(key, value []byte) bool
 }
 
 // sinkSpec is an output topic.

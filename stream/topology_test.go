@@ -250,8 +250,8 @@ func TestRetryThenDLQ(t *testing.T) {
 	if off, _ := header(dlq[1], HeaderDLQOffset); off != "1" {
 		t.Errorf("dlq[1] offset = %q, want 1", off)
 	}
-	if tk := h.task("in", 1); tk.next.Offset != 3 {
-		t.Fatalf("next offset to commit = %d, want 3 (poison records count as handled)", tk.next.Offset)
+	if tk := h.task("in", 1); tk.next["in"].Offset != 3 {
+		t.Fatalf("next offset to commit = %d, want 3 (poison records count as handled)", tk.next["in"].Offset)
 	}
 }
 
@@ -412,7 +412,8 @@ func TestDescribeStatesGuarantees(t *testing.T) {
 		}
 	}
 	d := a.Describe()
-	for _, s := range []string{"at-least-once", "store zone-counts: TTL 24h0m0s", "inputs (one task per partition)"} {
+	for _, s := range []string{"at-least-once", "store zone-counts: TTL 24h0m0s",
+		"sub-topology 0 (one task per partition): rides", "sub-topology 1 (one task per partition): surge-zone-counts-repartition"} {
 		if !strings.Contains(d, s) {
 			t.Errorf("Describe lacks %q:\n%s", s, d)
 		}
@@ -465,7 +466,7 @@ func TestUnopenableStoreIsRebuilt(t *testing.T) {
 	b := NewBuilder()
 	Count(GroupByKey(From(b, "in", String(), String()), String(), String()), StoreConfig{Name: "c", TTL: time.Hour})
 	h := newHarness(t, b)
-	dir := h.a.taskDir(taskID{"in", 0})
+	dir := h.a.taskDir(h.taskID("in", 0))
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}

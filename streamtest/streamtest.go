@@ -1,6 +1,9 @@
 // Package streamtest runs stream topologies in unit tests without a broker:
-// deterministic, with several partitions, repartitioning, stores,
-// dead-letter routing and a processing clock that never waits.
+// deterministic, with several partitions, repartitioning, stores, tables and
+// stream-table joins, dead-letter routing and a processing clock that never
+// waits. A table's topic is an input like any other (Input.Pipe updates a
+// key, Input.Delete deletes it); a task reading several topics takes its
+// queued records in timestamp order, as an App does within a round.
 //
 //	func TestZoneCounts(t *testing.T) {
 //		b := stream.NewBuilder()
@@ -100,7 +103,8 @@ type Input[K, V any] struct {
 	value stream.Codec[V]
 }
 
-// NewInput returns a typed writer for a source topic.
+// NewInput returns a typed writer for a source topic (a stream's or a
+// table's).
 func NewInput[K, V any](d *Driver, topic string, key stream.Codec[K], value stream.Codec[V]) *Input[K, V] {
 	return &Input[K, V]{d: d, topic: topic, key: key, value: value}
 }
@@ -118,6 +122,17 @@ func (in *Input[K, V]) Pipe(key K, value V, ts time.Time, headers ...stream.Head
 		in.d.t.Fatalf("streamtest: encode value: %v", err)
 	}
 	return in.PipeRaw(kb, vb, ts, headers...)
+}
+
+// Delete writes a tombstone (the key with a nil value) with time ts: on a
+// table's topic it deletes the key from the table.
+func (in *Input[K, V]) Delete(key K, ts time.Time, headers ...stream.Header) stream.Origin {
+	in.d.t.Helper()
+	kb, err := in.key.Encode(key)
+	if err != nil {
+		in.d.t.Fatalf("streamtest: encode key: %v", err)
+	}
+	return in.PipeRaw(kb, nil, ts, headers...)
 }
 
 // PipeRaw writes raw bytes (for instance a record that must not decode).

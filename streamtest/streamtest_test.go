@@ -165,3 +165,59 @@ func TestRestartRestoresFromChangelog(t *testing.T) {
 		}
 	}
 }
+
+type customer struct {
+	Name string `json:"name"`
+	Tier string `json:"tier"`
+}
+
+// An order stream enriched with a customers table: table updates and
+// deletes, a restart that restores the table from its topic, and the
+// co-partitioning the driver checks like an App.
+func TestDriverStreamTableJoin(t *testing.T) {
+	build := func(b *stream.Builder) {
+		orders := stream.From(b, "orders", stream.String(), stream.Int64()) // key: customer id, value: amount
+		customers := stream.FromTable(b, "customers", stream.String(), stream.JSON[customer](), "customers")
+		stream.LeftJoin(orders, customers, func(r stream.Record[string, int64], c customer, found bool) (string, error) {
+			if !found {
+				return fmt.Sprintf("%d by unknown", r.Value), nil
+			}
+			return fmt.Sprintf("%d by %s (%s)", r.Value, c.Name, c.Tier), nil
+		}).To("orders-enriched", stream.String(), stream.String())
+	}
+	b := stream.NewBuilder()
+	build(b)
+	d := streamtest.New(t, "shop", b, streamtest.Partitions("orders", 3), streamtest.Partitions("customers", 3))
+	customers := streamtest.NewInput(d, "customers", stream.String(), stream.JSON[customer]())
+	orders := streamtest.NewInput(d, "orders", stream.String(), stream.Int64())
+	out := streamtest.NewOutput(d, "orders-enriched", stream.String(), stream.String())
+
+	customers.Pipe("c1", customer{Name: "Ann", Tier: "gold"}, t0)
+	customers.Pipe("c2", customer{Name: "Bob", Tier: "basic"}, t0)
+	orders.Pipe("c1", 10, t0.Add(time.Minute))
+	orders.Pipe("c3", 5, t0.Add(time.Minute))
+	d.Process()
+	d.Restart()                                   // the table is restored from the customers topic
+	orders.Pipe("c1", 15, t0.Add(90*time.Second)) // before the next update: sees the restored value
+	customers.Pipe("c1", customer{Name: "Ann", Tier: "platinum"}, t0.Add(2*time.Minute))
+	customers.Delete("c2", t0.Add(2*time.Minute))
+	orders.Pipe("c2", 7, t0.Add(3*time.Minute))
+	orders.Pipe("c1", 20, t0.Add(3*time.Minute))
+	d.Process()
+
+	var got []string
+	for _, r := range out.Records() {
+		got = append(got, r.Key+": "+r.Value)
+	}
+	slices.Sort(got)
+	want := []string{"c1: 10 by Ann (gold)", "c1: 15 by Ann (gold)", "c1: 20 by Ann (platinum)", "c2: 7 by unknown", "c3: 5 by unknown"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("enriched orders:\n got %q\nwant %q", got, want)
+	}
+
+	b2 := stream.NewBuilder()
+	build(b2)
+	if _, err := stream.NewDriver("shop", b2, map[string]int32{"orders": 3, "customers": 1}, stream.StateDir(t.TempDir())); !errors.Is(err, stream.ErrPartitionMismatch) {
+		t.Fatalf("NewDriver with 3 order and 1 customer partitions: %v, want ErrPartitionMismatch", err)
+	}
+}
