@@ -332,12 +332,24 @@ func (t *task) expire(limit int) error {
 			continue
 		}
 		// The deletes join the round's writes: applied with them (under
-		// ExactlyOnce only if the round's transaction commits).
+		// ExactlyOnce only if the transaction commits). The index read
+		// is the database's: a key updated (or deleted) by writes not
+		// yet committed is judged by its pending state instead.
+		live := keys[:0]
 		for _, k := range keys {
+			_, ts, found, err := t.txn.Get(s.spec.name, k)
+			if err != nil {
+				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
+			}
+			if !found || ts >= before {
+				continue
+			}
 			if err := t.txn.Delete(s.spec.name, k); err != nil {
 				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 			}
+			live = append(live, k)
 		}
+		keys = live
 		if err := t.txn.Apply(); err != nil {
 			return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 		}
