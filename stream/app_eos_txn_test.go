@@ -206,3 +206,48 @@ func waitCounter(t *testing.T, what string, value func() float64, want float64) 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestExpiryJudgesPendingWrites: under ExactlyOnce a task's store writes stay
+// pending across rounds until the transaction commits, while the TTL index
+// read by expiry is the database's. A key refreshed by a pending write must
+// not be expired by its stale committed timestamp, and a key already deleted
+// by a pending expiry is not deleted (and tombstoned) again.
+func TestExpiryJudgesPendingWrites(t *testing.T) {
+	b := NewBuilder()
+	in := From(b, "in", String(), String())
+	Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Minute}).To("out", String(), Int64())
+	h := newHarness(t, b)
+	h.feed("in", 0, "refreshed", "v", t0) // committed at t0
+	h.feed("in", 0, "stale", "v", t0)     // committed at t0
+	tk := h.task("in", 0)
+	// One transaction over several rounds: nothing is flushed to the
+	// database until it commits.
+	r := &kgo.Record{Topic: "in", Offset: 2, Key: []byte("refreshed"), Value: []byte("v"), Timestamp: t0.Add(90 * time.Second)}
+	if err := tk.handle(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	// Stream time t0+90s: both keys' committed timestamps are past the
+	// TTL, but "refreshed" has a pending update at t0+90s.
+	for range 2 { // two rounds of the same transaction
+		if err := tk.expire(100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tombstones []string
+	for _, r := range h.topic("app-c-changelog") {
+		if r.Value == nil {
+			tombstones = append(tombstones, string(r.Key))
+		}
+	}
+	if len(tombstones) != 1 || tombstones[0] != "stale" {
+		t.Fatalf("tombstones %v, want exactly one, for stale", tombstones)
+	}
+	if err := tk.flushState(); err != nil { // the transaction commits
+		t.Fatal(err)
+	}
+	h.feed("in", 0, "refreshed", "v", t0.Add(91*time.Second))
+	out := h.topic("out")
+	if n, _ := Int64().Decode(out[len(out)-1].Value); n != 3 {
+		t.Fatalf("count of the refreshed key = %d, want 3 (its pending update was not expired)", n)
+	}
+}
