@@ -251,3 +251,33 @@ func TestExpiryJudgesPendingWrites(t *testing.T) {
 		t.Fatalf("count of the refreshed key = %d, want 3 (its pending update was not expired)", n)
 	}
 }
+
+// TestExactlyOnceTransactionSizeBound: with the clock frozen (no transaction
+// is ever due by time) a transaction still ends once it holds the size
+// bound's worth of input records, and the graceful stop commits the rest.
+func TestExactlyOnceTransactionSizeBound(t *testing.T) {
+	b := startBrokerFor(t, ExactlyOnce)
+	b.createTopic("events", 2)
+	b.createTopic("counts", 2)
+	truth := map[string]int64{}
+	const bound, perPoll, n = 40, 20, 200
+	a := b.run("bound", countTopology, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+		WithClock(newFakeClock()), CommitInterval(20*time.Millisecond), MaxPollRecords(perPoll),
+		optFunc(func(c *config) { c.maxTxnRecords = bound }))
+	produceEvents(b, 0, n, 10, truth)
+	waitCounter(t, "records handled", func() float64 { return counterValue(a.a.metrics.recordsIn) }, n)
+	// A transaction ends after the round that reaches the bound: at most
+	// bound+perPoll-1 records are in the one left open.
+	waitCounter(t, "committed transactions", func() float64 { return counterValue(a.a.metrics.commits) },
+		n/(bound+perPoll-1))
+	if got := len(b.readCommitted("counts")); got < n-(bound+perPoll-1) {
+		t.Fatalf("read_committed output has %d records, want >= %d", got, n-(bound+perPoll-1))
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkExact(t, b.readCommitted("counts"), truth)
+	if got := len(b.readCommitted("counts")); got != n {
+		t.Fatalf("read_committed output has %d records after the stop, want %d", got, n)
+	}
+}

@@ -25,7 +25,7 @@ import (
 // those rounds and the input offsets of every task that processed records,
 // and the tasks' store writes stay in their state.Txn until it commits
 // (flushState) or aborts (abortRound). A transaction ends when the interval
-// elapses, when it holds maxTxnRecords input records, when a group rebalance
+// elapses, when it holds defaultMaxTxnRecords input records, when a group rebalance
 // is waiting, on shutdown, or on an error (abort).
 //
 // Rebalances: the client blocks rebalances from the poll that returns
@@ -47,9 +47,9 @@ import (
 // Zombie fencing is unchanged: a member that was kicked out while stalled
 // commits with a stale generation (KIP-447) or a fenced epoch and aborts.
 
-// maxTxnRecords bounds the input records of one transaction: the pending
-// store writes are held in memory and an abort redoes them all.
-const maxTxnRecords = 50_000
+// defaultMaxTxnRecords bounds the input records of one transaction: the
+// pending store writes are held in memory and an abort redoes them all.
+const defaultMaxTxnRecords = 50_000
 
 // defaultEOSCommitInterval is the commit interval under ExactlyOnce unless
 // CommitInterval is set (as Kafka Streams' processing.guarantee=exactly_once_v2).
@@ -142,7 +142,7 @@ func (a *App) joinTxn(batches []batch) error {
 
 // txnDue reports whether the open transaction should end now.
 func (a *App) txnDue() bool {
-	return a.cfg.txnPerRound || a.txn.records >= maxTxnRecords || a.txn.rebalanceWaiting.Load() ||
+	return a.cfg.txnPerRound || a.txn.records >= a.cfg.maxTxnRecords || a.txn.rebalanceWaiting.Load() ||
 		a.cfg.clock.Now().Sub(a.txn.start) >= a.cfg.commitInterval
 }
 

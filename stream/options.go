@@ -68,6 +68,9 @@ type config struct {
 	// round (the runtime before transactions spanned the commit interval);
 	// benchmarks compare the two.
 	txnPerRound bool
+	// maxTxnRecords: an ExactlyOnce transaction ends once it holds this
+	// many input records (tests lower it).
+	maxTxnRecords int
 }
 
 func defaultConfig() config {
@@ -83,6 +86,7 @@ func defaultConfig() config {
 		logger:         slog.New(slog.DiscardHandler),
 		clock:          realClock{},
 		guarantee:      AtLeastOnce,
+		maxTxnRecords:  defaultMaxTxnRecords,
 	}
 }
 
