@@ -306,9 +306,14 @@ func (p appPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 func (a *App) loop(ctx context.Context) error {
 	for {
 		if err := a.fatalErr(); err != nil {
+			a.closeTxn(false)
 			return err
 		}
 		if ctx.Err() != nil {
+			// Every round of an open transaction was complete.
+			if err := a.closeTxn(true); err != nil {
+				a.cfg.logger.Warn("final transaction failed; the next owner replays", "err", err)
+			}
 			return nil
 		}
 		fetches := a.poll(ctx)
@@ -347,6 +352,7 @@ func (a *App) loop(ctx context.Context) error {
 			a.allowRebalance()
 		}
 		if ferr := a.fatalErr(); ferr != nil {
+			a.closeTxn(false)
 			return ferr
 		}
 		if err != nil {

@@ -204,6 +204,14 @@ func (a *App) endTxn(commit bool) error {
 	return nil
 }
 
+// closeTxn ends the transaction if one is open (the loop is stopping).
+func (a *App) closeTxn(commit bool) error {
+	if !a.txn.open {
+		return nil
+	}
+	return a.endTxn(commit)
+}
+
 // clearStaleSession makes the session forget a revocation that happened
 // between transactions (see the file comment); no transaction is open. The
 // records of the poll just made are dropped: End rewinds the consumer to the
