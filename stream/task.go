@@ -45,13 +45,14 @@ type task struct {
 	next      kgo.EpochOffset
 	committed int64
 	// streamTime is the largest event time (ms) seen by the task;
-	// roundStart its value when the current round began (restored if the
-	// round's transaction aborts).
+	// roundStart its value when the task joined the open transaction
+	// (ExactlyOnce; restored if the transaction aborts).
 	streamTime int64
 	roundStart int64
 
-	// txn holds the store writes of the current round (flushState writes
-	// them to the database); within it, the writes of the record being
+	// txn holds the store writes not yet in the database: those of the
+	// current round, or under ExactlyOnce of the open transaction, which
+	// may span rounds (flushState writes them); within it, the writes of the record being
 	// processed are applied only when the whole record succeeds, as are
 	// its outputs (pending), so a retried or dead-lettered record leaves no
 	// partial effects.
@@ -390,8 +391,8 @@ func (t *task) checkpoint() error {
 	return nil
 }
 
-// abortRound drops the store writes of a round whose transaction aborted;
-// the records are fetched and processed again.
+// abortRound drops the store writes of an aborted transaction (all its
+// rounds); the records are fetched and processed again.
 func (t *task) abortRound() {
 	if t.txn != nil {
 		t.txn.Discard()
