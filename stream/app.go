@@ -50,6 +50,8 @@ type App struct {
 	adm *kadm.Client
 	// sess wraps cl under ExactlyOnce (nil otherwise).
 	sess *kgo.GroupTransactSession
+	// txn is the open transaction (ExactlyOnce) and the rebalance signal.
+	txn eosState
 	// producer hands a record to the client (cl.Produce); unit tests
 	// replace it to run tasks without a broker.
 	producer func(r *kgo.Record, promise func(*kgo.Record, error))
@@ -90,6 +92,9 @@ func NewApp(appID string, b *Builder, opts ...Opt) (*App, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o.apply(&cfg)
+	}
+	if cfg.guarantee == ExactlyOnce && !cfg.commitIntervalSet {
+		cfg.commitInterval = defaultEOSCommitInterval
 	}
 	var errs []error
 	if err := cfg.validate(); err != nil {
@@ -249,6 +254,11 @@ func (a *App) session(ctx context.Context) error {
 		kgo.OnPartitionsAssigned(a.onAssigned),
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
+		kgo.OnPartitionsCallbackBlocked(a.onRebalanceBlocked),
+		// Control records (transaction markers) advance the committed
+		// offset past them, as the Java consumer's position() does:
+		// otherwise a transactional input shows a lag of 1 forever.
+		kgo.KeepControlRecords(),
 		kgo.RecordPartitioner(appPartitioner{manual: manual, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)
@@ -326,19 +336,17 @@ func (p appPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 func (a *App) loop(ctx context.Context) error {
 	for {
 		if err := a.fatalErr(); err != nil {
+			a.closeTxn(false)
 			return err
 		}
 		if ctx.Err() != nil {
+			// Every round of an open transaction was complete.
+			if err := a.closeTxn(true); err != nil {
+				a.cfg.logger.Warn("final transaction failed; the next owner replays", "err", err)
+			}
 			return nil
 		}
-		pctx, cancel := context.WithTimeout(ctx, a.cfg.commitInterval)
-		var fetches kgo.Fetches
-		if a.sess != nil {
-			fetches = a.sess.PollRecords(pctx, a.cfg.maxPollRecords)
-		} else {
-			fetches = a.cl.PollRecords(pctx, a.cfg.maxPollRecords)
-		}
-		cancel()
+		fetches := a.poll(ctx)
 		if fetches.IsClientClosed() {
 			return errors.New("client closed")
 		}
@@ -347,20 +355,34 @@ func (a *App) loop(ctx context.Context) error {
 				a.cfg.logger.Warn("fetch error", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		touched, complete, err := a.round(ctx, fetches)
-		if a.sess != nil && len(touched) > 0 {
-			if eerr := a.endTxn(touched, complete && err == nil && ctx.Err() == nil); eerr != nil && err == nil {
-				err = eerr
+		if a.sess != nil && !a.txn.open && a.txn.stale.Load() {
+			// A revocation happened since the last transaction (see
+			// eos.go); this poll's records are fetched again.
+			err := a.clearStaleSession()
+			a.allowRebalance()
+			if err != nil {
+				return err
 			}
+			continue
 		}
-		if now := a.cfg.clock.Now(); err == nil && now.Sub(a.lastCommit) >= a.cfg.commitInterval {
+		_, complete, err := a.round(ctx, fetches)
+		if a.sess != nil {
+			if a.txn.open && (err != nil || !complete || ctx.Err() != nil || a.failed.Load() || a.txnDue()) {
+				if eerr := a.endTxn(complete && err == nil); eerr != nil && err == nil {
+					err = eerr
+				}
+			}
+		} else if now := a.cfg.clock.Now(); err == nil && now.Sub(a.lastCommit) >= a.cfg.commitInterval {
 			a.lastCommit = now
 			if cerr := a.commit(ctx, a.allTasks()); cerr != nil && ctx.Err() == nil {
 				err = cerr
 			}
 		}
-		a.allowRebalance()
+		if !a.txn.open {
+			a.allowRebalance()
+		}
 		if ferr := a.fatalErr(); ferr != nil {
+			a.closeTxn(false)
 			return ferr
 		}
 		if err != nil {
@@ -374,7 +396,10 @@ func (a *App) loop(ctx context.Context) error {
 
 func (a *App) eos() bool { return a.cfg.guarantee == ExactlyOnce }
 
+// allowRebalance lets a waiting rebalance proceed. Under ExactlyOnce, never
+// call it with a transaction open.
 func (a *App) allowRebalance() {
+	a.txn.rebalanceWaiting.Store(false)
 	if a.sess != nil {
 		a.sess.AllowRebalance()
 	} else {
@@ -437,8 +462,8 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, 
 		return nil, true, nil
 	}
 	if a.sess != nil {
-		if err := a.sess.Begin(); err != nil {
-			return nil, false, fmt.Errorf("begin transaction: %w", err)
+		if err := a.joinTxn(batches); err != nil {
+			return nil, false, err
 		}
 	}
 
@@ -450,13 +475,18 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, 
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			b.t.beginRound()
 			for _, r := range b.recs {
 				if a.failed.Load() {
 					// Stop producing once any output failed: nothing from
 					// here on can be committed anyway.
 					incomplete.Store(true)
 					break
+				}
+				if r.Attrs.IsControl() {
+					// A transaction marker: nothing to process, but the
+					// committed position moves past it.
+					b.t.next[r.Topic] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+					continue
 				}
 				if err := b.t.handle(ctx, r); err != nil {
 					if ctx.Err() == nil {
@@ -637,6 +667,9 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 // the cooperative protocol only the tasks that move are revoked; the others
 // keep running untouched.
 func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if len(revoked) > 0 {
+		a.txn.stale.Store(true) // the transact session aborts its next End (see eos.go)
+	}
 	tasks := a.takeTasks(revoked)
 	if len(tasks) > 0 && a.fatalErr() == nil && !a.crash.Load() {
 		if err := a.commit(ctx, tasks); err != nil {
@@ -652,6 +685,7 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 // onLost closes the lost tasks without committing: another member may own
 // them already.
 func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	a.txn.stale.Store(true)
 	a.closeTasks(a.takeTasks(lost))
 	a.cfg.logger.Warn("partitions lost", "partitions", lost)
 }

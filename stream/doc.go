@@ -79,13 +79,15 @@
 // acknowledged (acks=all, idempotent producer). A crash replays uncommitted
 // input: outputs may hold duplicates and counts may exceed the true counts.
 //
-// ExactlyOnce: each processing round (one poll's records across the
-// instance's tasks) is one Kafka transaction holding its outputs and its
-// input offsets; stores apply a round only once it committed, inputs and
-// changelogs are read read_committed. Rebalances are blocked while a round
-// runs and allowed after its transaction ends, so they never abort the work
-// of tasks that stay. App.Guarantees and App.Describe state, per topic
-// written, the guarantee and its mechanism.
+// ExactlyOnce: the processing rounds of one commit interval (100ms by
+// default) across the instance's tasks form one Kafka transaction holding
+// their outputs, changelog writes and input offsets; stores apply it only
+// once it committed, inputs and changelogs are read read_committed.
+// Rebalances are allowed only between transactions (a waiting rebalance ends
+// the open one early), so they never abort the work of tasks that stay.
+// Committed offsets step over transaction markers, so a consumer lag of 0 is
+// reachable on transactional inputs. App.Guarantees and App.Describe state,
+// per topic written, the guarantee and its mechanism.
 //
 // # Where event time attaches (next)
 //

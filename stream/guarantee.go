@@ -15,10 +15,10 @@ const (
 	// from them is acknowledged; a crash replays uncommitted input, so
 	// duplicates are visible downstream after a crash.
 	AtLeastOnce Guarantee = iota
-	// ExactlyOnce puts each processing round's outputs, changelog,
-	// repartition and dead-letter records and its input offsets in one Kafka
-	// transaction (KIP-447: the group generation fences zombies), reads
-	// inputs read_committed, and applies store changes locally only after
+	// ExactlyOnce puts the outputs, changelog, repartition and dead-letter
+	// records and the input offsets of each commit interval (CommitInterval,
+	// 100ms by default) in one Kafka transaction (KIP-447: the group
+	// generation fences zombies), reads inputs read_committed, and applies store changes locally only after
 	// the transaction commits. Readers of the outputs must use
 	// read_committed. Each App instance uses the transactional id
 	// "<app>-<instance>", the instance id being kept in the state directory
@@ -57,7 +57,7 @@ type StoreBound struct {
 const (
 	mechAtLeastOnce = "idempotent producer (acks=all); input offsets committed after every output is acknowledged; " +
 		"a crash replays uncommitted input: duplicates visible after a crash"
-	mechExactlyOnce = "transactional producer: outputs, changelog and input offsets of each processing round in one " +
+	mechExactlyOnce = "transactional producer: outputs, changelog and input offsets of each commit interval in one " +
 		"transaction, fenced by group generation (KIP-447); exactly once for read_committed readers " +
 		"(read_uncommitted readers also see aborted records)"
 	orderPerKey = "per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)"

@@ -15,6 +15,7 @@ type metrics struct {
 	restoreLeft prometheus.Gauge
 	commits     prometheus.Counter
 	fenced      prometheus.Counter
+	txnAborts   prometheus.Counter
 	tasksOpened prometheus.Counter
 	tasksClosed prometheus.Counter
 	tasks       prometheus.Gauge
@@ -48,6 +49,7 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		restoreLeft: g("restore_remaining_records", "Changelog records left to apply by the restore in progress (0 when none)."),
 		commits:     c("commits_total", "Offset commits (transactions committed under ExactlyOnce)."),
 		fenced:      c("fenced_total", "Sessions restarted because the instance was fenced (ExactlyOnce)."),
+		txnAborts:   c("transactions_aborted_total", "Transactions aborted (ExactlyOnce): their records are processed again."),
 		tasksOpened: c("tasks_opened_total", "Tasks created (and restored) on this instance."),
 		tasksClosed: c("tasks_closed_total", "Tasks closed on this instance (revoked, lost or shut down)."),
 		tasks:       g("tasks", "Tasks owned by this instance."),
@@ -68,7 +70,7 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
-			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
+			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.txnAborts, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
 			m.taskIn, m.taskOut, m.taskDLQ, m.taskLag} {
 			if err := reg.Register(col); err != nil {
 				return nil, err

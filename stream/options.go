@@ -61,6 +61,16 @@ type config struct {
 	registerer     prometheus.Registerer
 	clock          Clock
 	guarantee      Guarantee
+	// commitIntervalSet: CommitInterval was given (else the default depends
+	// on the guarantee: see defaultEOSCommitInterval).
+	commitIntervalSet bool
+	// txnPerRound ends each ExactlyOnce transaction after one processing
+	// round (the runtime before transactions spanned the commit interval);
+	// benchmarks compare the two.
+	txnPerRound bool
+	// maxTxnRecords: an ExactlyOnce transaction ends once it holds this
+	// many input records (tests lower it).
+	maxTxnRecords int
 }
 
 func defaultConfig() config {
@@ -76,6 +86,7 @@ func defaultConfig() config {
 		logger:         slog.New(slog.DiscardHandler),
 		clock:          realClock{},
 		guarantee:      AtLeastOnce,
+		maxTxnRecords:  defaultMaxTxnRecords,
 	}
 }
 
@@ -142,9 +153,12 @@ func Workers(n int) Opt { return optFunc(func(c *config) { c.workers = n }) }
 
 // CommitInterval sets how often input offsets are committed (after every
 // output and changelog write is acknowledged). A shorter interval means fewer
-// duplicates after a crash and more commit traffic. Default: 1s.
+// duplicates after a crash and more commit traffic. Under ExactlyOnce it is
+// the span of one transaction: outputs become visible to read_committed
+// readers at most this long after they are produced. Default: 1s, 100ms
+// under ExactlyOnce (as Kafka Streams).
 func CommitInterval(d time.Duration) Opt {
-	return optFunc(func(c *config) { c.commitInterval = d })
+	return optFunc(func(c *config) { c.commitInterval, c.commitIntervalSet = d, true })
 }
 
 // MaxAttempts sets how many times a record whose processing fails (returns an

@@ -41,13 +41,14 @@ type task struct {
 	committed map[string]int64
 	roundNext map[string]kgo.EpochOffset
 	// streamTime is the largest event time (ms) seen by the task;
-	// roundStart its value when the current round began (restored if the
-	// round's transaction aborts).
+	// roundStart its value when the task joined the open transaction
+	// (ExactlyOnce; restored if the transaction aborts).
 	streamTime int64
 	roundStart int64
 
-	// txn holds the store writes of the current round (flushState writes
-	// them to the database); within it, the writes of the record being
+	// txn holds the store writes not yet in the database: those of the
+	// current round, or under ExactlyOnce of the open transaction, which
+	// may span rounds (flushState writes them); within it, the writes of the record being
 	// processed are applied only when the whole record succeeds, as are
 	// its outputs (pending), so a retried or dead-lettered record leaves no
 	// partial effects.
@@ -341,12 +342,24 @@ func (t *task) expire(limit int) error {
 			continue
 		}
 		// The deletes join the round's writes: applied with them (under
-		// ExactlyOnce only if the round's transaction commits).
+		// ExactlyOnce only if the transaction commits). The index read
+		// is the database's: a key updated (or deleted) by writes not
+		// yet committed is judged by its pending state instead.
+		live := keys[:0]
 		for _, k := range keys {
+			_, ts, found, err := t.txn.Get(s.spec.name, k)
+			if err != nil {
+				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
+			}
+			if !found || ts >= before {
+				continue
+			}
 			if err := t.txn.Delete(s.spec.name, k); err != nil {
 				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 			}
+			live = append(live, k)
 		}
+		keys = live
 		if err := t.txn.Apply(); err != nil {
 			return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 		}
@@ -387,8 +400,8 @@ func (t *task) checkpoint() error {
 	return nil
 }
 
-// abortRound drops the store writes of a round whose transaction aborted;
-// the records are fetched and processed again.
+// abortRound drops the store writes of an aborted transaction (all its
+// rounds); the records are fetched and processed again.
 func (t *task) abortRound() {
 	if t.txn != nil {
 		t.txn.Discard()
@@ -401,8 +414,8 @@ func (t *task) abortRound() {
 	}
 }
 
-// beginRound notes the task's position at the start of a processing round,
-// for abortRound.
+// beginRound notes the task's position (stream time, input offsets) when it
+// joins the open transaction, for abortRound.
 func (t *task) beginRound() {
 	t.roundStart = t.streamTime
 	t.roundNext = maps.Clone(t.next)
