@@ -54,15 +54,34 @@ type DB struct {
 	db       *pebble.DB
 	fsCloser io.Closer
 	log      *slog.Logger
+	// cache answers reads of committed state (see readCache); Txn.Commit
+	// keeps it equal to the database.
+	cache readCache
 }
 
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	cacheBytes int64
+}
+
+// CacheBytes sets the memory budget of the DB's read cache (default
+// DefaultCacheBytes); 0 disables it.
+func CacheBytes(n int64) Option { return func(o *options) { o.cacheBytes = n } }
+
 // Open opens (or creates) the database in dir. A database of another format
-// version is wiped: it is a cache of the changelogs.
-func Open(dir string, logger *slog.Logger) (*DB, error) {
+// version is wiped: it is a cache of the changelogs. The read cache of an
+// existing database is warmed with its keys, up to the cache's budget.
+func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d := &DB{dir: dir, log: logger}
+	o := options{cacheBytes: DefaultCacheBytes}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	d := &DB{dir: dir, log: logger, cache: newReadCache(o.cacheBytes)}
 	if err := d.open(); err != nil {
 		return nil, err
 	}
@@ -87,12 +106,19 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 		} else if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
 			d.closeDB()
 			return nil, fmt.Errorf("open state %s: %w", dir, err)
+		} else {
+			d.cache.reset(true)
 		}
 	case len(v) != 1 || v[0] != FormatVersion:
 		d.log.Warn("state: local store has another format version; wiping, it will be restored from the changelogs",
 			"dir", dir, "version", v)
 		if err := d.Wipe(); err != nil {
 			return nil, err
+		}
+	default:
+		if err := d.warm(); err != nil {
+			d.closeDB()
+			return nil, fmt.Errorf("open state %s: warm cache: %w", dir, err)
 		}
 	}
 	return d, nil
@@ -143,6 +169,7 @@ func (d *DB) empty() (bool, error) {
 // Wipe deletes every store and the checkpoint, leaving an empty database of
 // the current format version.
 func (d *DB) Wipe() error {
+	d.cache.reset(false)
 	if d.db != nil {
 		if err := d.closeDB(); err != nil {
 			return fmt.Errorf("wipe state %s: %w", d.dir, err)
@@ -154,7 +181,11 @@ func (d *DB) Wipe() error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync)
+	if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
+		return err
+	}
+	d.cache.reset(true)
+	return nil
 }
 
 // Close closes the database. Unsynced writes survive a process crash (they

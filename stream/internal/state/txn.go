@@ -1,9 +1,12 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -31,7 +34,10 @@ type Txn struct {
 	undo    []undoEntry
 	last    *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
 	kbuf    []byte    // scratch: data key of the current lookup
-	scratch []byte    // scratch: batch values and index keys in Commit
+	scratch []byte    // scratch: index keys in Commit
+	vbuf    []byte    // scratch: batch values in Commit
+	written []*txnEntry
+	index   []indexOp
 	slabs   [][]txnEntry
 	slab    int // current slab
 	used    int // entries used in slabs[slab]
@@ -49,6 +55,9 @@ type txnEntry struct {
 
 	prevTS    int64
 	prevFound bool
+	// cached: the database state (prevTS, prevFound, and the value read)
+	// came from, and so is already in, the DB's read cache.
+	cached bool
 }
 
 func (e *txnEntry) key() string { return e.dk[2+len(e.store):] }
@@ -69,7 +78,8 @@ func (d *DB) Begin() *Txn {
 	return &Txn{d: d, entries: map[string]*txnEntry{}}
 }
 
-// Get returns the value and timestamp (ms) of key in store.
+// Get returns the value and timestamp (ms) of key in store. The caller must
+// not modify value.
 func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool, err error) {
 	e, err := t.lookup(store, key)
 	if err != nil || e.deleted {
@@ -90,12 +100,23 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 		t.last = e
 		return e, nil
 	}
-	v, ts, found, err := t.get(store, key, t.kbuf)
-	if err != nil {
-		return nil, err
+	var v []byte
+	var ts int64
+	var found bool
+	c, cached := t.d.cache.get(t.kbuf)
+	if cached {
+		// A cached value is never modified in place (Commit replaces
+		// it, Put replaces e.value), so the entry may share it.
+		v, ts, found = c.value, c.ts, c.found
+	} else {
+		var err error
+		if v, ts, found, err = t.get(store, key, t.kbuf); err != nil {
+			return nil, err
+		}
 	}
 	e := t.alloc()
-	*e = txnEntry{dk: string(t.kbuf), store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found}
+	*e = txnEntry{dk: string(t.kbuf), store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found,
+		cached: cached}
 	t.entries[e.dk] = e
 	t.last = e
 	return e, nil
@@ -181,8 +202,13 @@ func (t *Txn) Rollback() {
 }
 
 // Commit applies pending record-level writes and writes the round to the
-// database in one batch (not synced: see WriteCheckpoint). The Txn stays
-// usable.
+// database in one batch (not synced: see WriteCheckpoint), then records the
+// committed state in the DB's read cache. The Txn stays usable.
+//
+// The batch holds the data keys in key order, then the index keys in key
+// order: Pebble inserts a batch into its memtable skiplist with a splice
+// remembered from the previous key, so ordered keys are found near it
+// instead of by a descent from the top.
 func (t *Txn) Commit() error {
 	if err := t.Apply(); err != nil {
 		return err
@@ -190,42 +216,83 @@ func (t *Txn) Commit() error {
 	if len(t.entries) == 0 {
 		return nil
 	}
+	t.written = t.written[:0]
+	for _, e := range t.entries {
+		if e.written {
+			t.written = append(t.written, e)
+		} else if !e.cached {
+			// A read of the database: remember it for later rounds.
+			t.d.cache.set(e.dk, e.value, e.ts, !e.deleted)
+		}
+	}
+	if len(t.written) == 0 {
+		t.reset()
+		return nil
+	}
+	slices.SortFunc(t.written, func(a, b *txnEntry) int { return strings.Compare(a.dk, b.dk) })
 	b := t.d.db.NewBatch()
 	defer b.Close()
-	for dk, e := range t.entries {
-		if !e.written {
-			continue
+	t.index = t.index[:0]
+	t.scratch = t.scratch[:0]
+	addIndex := func(store string, ts int64, key string, del bool) {
+		start := len(t.scratch)
+		t.scratch = appendIndexKey(t.scratch, store, ts, key)
+		t.index = append(t.index, indexOp{start: start, end: len(t.scratch), del: del})
+	}
+	for _, e := range t.written {
+		unchanged := e.prevFound && !e.deleted && e.prevTS == e.ts
+		if e.prevFound && !unchanged {
+			addIndex(e.store, e.prevTS, e.key(), true)
 		}
-		if e.prevFound {
-			t.scratch = appendIndexKey(t.scratch[:0], e.store, e.prevTS, e.key())
-			if err := b.Delete(t.scratch, nil); err != nil {
-				return err
-			}
-		}
-		t.kbuf = append(t.kbuf[:0], dk...)
+		t.kbuf = append(t.kbuf[:0], e.dk...)
 		if e.deleted {
 			if err := b.Delete(t.kbuf, nil); err != nil {
 				return err
 			}
 			continue
 		}
-		t.scratch = binary.BigEndian.AppendUint64(t.scratch[:0], encodeTS(e.ts))
-		t.scratch = append(t.scratch, e.value...)
-		if err := b.Set(t.kbuf, t.scratch, nil); err != nil {
+		t.vbuf = binary.BigEndian.AppendUint64(t.vbuf[:0], encodeTS(e.ts))
+		t.vbuf = append(t.vbuf, e.value...)
+		if err := b.Set(t.kbuf, t.vbuf, nil); err != nil {
 			return err
 		}
-		t.scratch = appendIndexKey(t.scratch[:0], e.store, e.ts, e.key())
-		if err := b.Set(t.scratch, nil, nil); err != nil {
+		if !unchanged {
+			addIndex(e.store, e.ts, e.key(), false)
+		}
+	}
+	// Index keys are distinct: a key's old and new entries differ in ts
+	// (equal ts means the entry is left as it is), and keys differ.
+	slices.SortFunc(t.index, func(a, b indexOp) int {
+		return bytes.Compare(t.scratch[a.start:a.end], t.scratch[b.start:b.end])
+	})
+	for _, op := range t.index {
+		k := t.scratch[op.start:op.end]
+		var err error
+		if op.del {
+			err = b.Delete(k, nil)
+		} else {
+			err = b.Set(k, nil, nil)
+		}
+		if err != nil {
 			return err
 		}
 	}
-	if !b.Empty() {
-		if err := b.Commit(pebble.NoSync); err != nil {
-			return fmt.Errorf("state commit %s: %w", t.d.dir, err)
-		}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		// The cache still equals the database (nothing was applied).
+		return fmt.Errorf("state commit %s: %w", t.d.dir, err)
 	}
+	for _, e := range t.written {
+		t.d.cache.set(e.dk, e.value, e.ts, !e.deleted)
+	}
+	clear(t.written)
 	t.reset()
 	return nil
+}
+
+// indexOp is one index write of a Commit: the key is scratch[start:end].
+type indexOp struct {
+	start, end int
+	del        bool
 }
 
 // Discard drops every write not committed and ends the transaction.
