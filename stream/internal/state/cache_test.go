@@ -1,0 +1,220 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// TestCacheModel drives the DB through random rounds of puts, deletes,
+// discards, reopens (which warm the cache) and wipes, with cache budgets from
+// disabled to tiny (constant eviction) to ample, and checks after every round
+// that reads through a Txn (served by the cache when it can), the Pebble
+// contents and the TTL index all equal a map model.
+func TestCacheModel(t *testing.T) {
+	for _, budget := range []int64{0, 600, 4 << 10, DefaultCacheBytes} {
+		t.Run(fmt.Sprintf("budget=%d", budget), func(t *testing.T) {
+			dir := t.TempDir()
+			d, err := Open(dir, nil, CacheBytes(budget))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { d.Close() }()
+			rng := rand.New(rand.NewPCG(uint64(budget), 7))
+			type entry struct {
+				v  string
+				ts int64
+			}
+			model := map[string]entry{}
+			const keys = 40
+			for round := range 200 {
+				switch rng.IntN(20) {
+				case 0:
+					if err := d.Close(); err != nil {
+						t.Fatal(err)
+					}
+					if d, err = Open(dir, nil, CacheBytes(budget)); err != nil {
+						t.Fatal(err)
+					}
+				case 1:
+					if err := d.Wipe(); err != nil {
+						t.Fatal(err)
+					}
+					model = map[string]entry{}
+				}
+				txn := d.Begin()
+				next := map[string]entry{}
+				for k, e := range model {
+					next[k] = e
+				}
+				for range 1 + rng.IntN(15) {
+					k := fmt.Sprintf("k%02d", rng.IntN(keys))
+					switch rng.IntN(5) {
+					case 0:
+						if err := txn.Delete("s", []byte(k)); err != nil {
+							t.Fatal(err)
+						}
+						delete(next, k)
+					case 1:
+						v, ts, ok, err := txn.Get("s", []byte(k))
+						e, want := next[k]
+						if err != nil || ok != want || (ok && (string(v) != e.v || ts != e.ts)) {
+							t.Fatalf("round %d: get %s = %q %d %v %v, model %v %v", round, k, v, ts, ok, err, e, want)
+						}
+					default:
+						ts := rng.Int64N(1000)
+						v := fmt.Sprintf("v%d-%d", round, rng.IntN(1000))
+						got, err := txn.Put("s", []byte(k), []byte(v), ts)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if e, ok := next[k]; ok && e.ts > ts {
+							ts = e.ts
+						}
+						if got != ts {
+							t.Fatalf("round %d: put %s ts = %d, want %d", round, k, got, ts)
+						}
+						next[k] = entry{v, ts}
+					}
+				}
+				if rng.IntN(4) == 0 {
+					txn.Discard()
+				} else {
+					if err := txn.Commit(); err != nil {
+						t.Fatal(err)
+					}
+					txn.Discard()
+					model = next
+				}
+				if d.cache.bytes > budget {
+					t.Fatalf("round %d: cache holds %d bytes, budget %d", round, d.cache.bytes, budget)
+				}
+				// Reads through a new Txn.
+				check := d.Begin()
+				for i := range keys {
+					k := fmt.Sprintf("k%02d", i)
+					v, ts, ok, err := check.Get("s", []byte(k))
+					e, want := model[k]
+					if err != nil || ok != want || (ok && (string(v) != e.v || ts != e.ts)) {
+						t.Fatalf("round %d: read %s = %q %d %v %v, model %v %v (cache complete %v)",
+							round, k, v, ts, ok, err, e, want, d.cache.complete)
+					}
+				}
+				check.Discard()
+				// Pebble itself, bypassing the cache.
+				got := map[string]entry{}
+				if err := d.Scan("s", nil, nil, func(k, v []byte, ts int64) error {
+					got[string(k)] = entry{string(v), ts}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(model) {
+					t.Fatalf("round %d: store %v, model %v", round, got, model)
+				}
+				for k, e := range model {
+					if got[k] != e {
+						t.Fatalf("round %d: key %s: store %v, model %v", round, k, got[k], e)
+					}
+				}
+				// The TTL index holds exactly one entry per key, at its ts.
+				exp, err := d.Expired("s", 1<<40, 10*keys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gotExp := strs(exp)
+				var want []string
+				for k := range model {
+					want = append(want, k)
+				}
+				slices.Sort(gotExp)
+				slices.Sort(want)
+				if !slices.Equal(gotExp, want) {
+					t.Fatalf("round %d: index keys %v, want %v", round, gotExp, want)
+				}
+			}
+			if budget == 600 && d.cache.evicted == 0 {
+				t.Fatal("tiny budget never evicted: the test does not exercise eviction")
+			}
+		})
+	}
+}
+
+// A reopened database whose keys fit the budget has a complete cache (new
+// keys need no Pebble lookup); one that does not fit is not complete, and
+// keys outside the cache are still read from Pebble.
+func TestCacheWarmCompleteness(t *testing.T) {
+	dir := t.TempDir()
+	d := open(t, dir)
+	txn := d.Begin()
+	for i := range 100 {
+		if _, err := txn.Put("s", fmt.Appendf(nil, "k%03d", i), []byte("value"), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	if !d.cache.complete || len(d.cache.entries) != 100 {
+		t.Fatalf("new database: complete %v, %d entries; want complete with 100", d.cache.complete, len(d.cache.entries))
+	}
+	d.Close()
+
+	d, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.cache.complete || len(d.cache.entries) != 100 {
+		t.Fatalf("warmed: complete %v, %d entries; want complete with 100", d.cache.complete, len(d.cache.entries))
+	}
+	d.Close()
+
+	small := int64(30 * (cacheEntryOverhead + 20))
+	d, err = Open(dir, nil, CacheBytes(small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.cache.complete || len(d.cache.entries) == 0 || len(d.cache.entries) >= 100 {
+		t.Fatalf("partly warmed: complete %v, %d entries", d.cache.complete, len(d.cache.entries))
+	}
+	txn = d.Begin()
+	defer txn.Discard()
+	for i := range 100 {
+		v, ts, ok, err := txn.Get("s", fmt.Appendf(nil, "k%03d", i))
+		if err != nil || !ok || string(v) != "value" || ts != int64(i) {
+			t.Fatalf("k%03d = %q %d %v %v", i, v, ts, ok, err)
+		}
+	}
+	if _, _, ok, err := txn.Get("s", []byte("absent")); ok || err != nil {
+		t.Fatalf("absent key: found %v err %v", ok, err)
+	}
+}
+
+// A value that does not follow the format is not cached by the warm-up, so
+// reading it still reports the corruption.
+func TestCacheWarmSkipsCorruptValue(t *testing.T) {
+	dir := t.TempDir()
+	d := open(t, dir)
+	if err := d.db.Set(dataKey(nil, "s", []byte("bad")), []byte{1, 2}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d = open(t, dir)
+	defer d.Close()
+	if d.cache.complete {
+		t.Fatal("cache complete despite a skipped corrupt value")
+	}
+	txn := d.Begin()
+	defer txn.Discard()
+	_, _, _, err := txn.Get("s", []byte("bad"))
+	var ce *CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("get corrupt value: err %v, want CorruptionError", err)
+	}
+}
