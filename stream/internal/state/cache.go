@@ -31,6 +31,7 @@ type readCache struct {
 }
 
 type cacheEntry struct {
+	dk    string // the map key, so a Txn can share it instead of allocating its own
 	value []byte // owned by the cache; nil with found == false
 	ts    int64
 	found bool
@@ -39,7 +40,7 @@ type cacheEntry struct {
 // cacheEntryOverhead estimates the memory of one entry beyond its key and
 // value bytes: the map slot (string header and cacheEntry) plus the
 // allocation headers of the key and value.
-const cacheEntryOverhead = 96
+const cacheEntryOverhead = 112
 
 // DefaultCacheBytes is the default memory budget of a DB's read cache, per
 // task (Kafka Streams' cache.max.bytes.buffering default is the same 10 MiB,
@@ -87,7 +88,7 @@ func (c *readCache) set(dk string, value []byte, ts int64, found bool) {
 			v = []byte{}
 		}
 	}
-	c.entries[dk] = cacheEntry{value: v, ts: ts, found: found}
+	c.entries[dk] = cacheEntry{dk: dk, value: v, ts: ts, found: found}
 	c.bytes += entrySize(dk, v)
 	c.evictOver()
 }

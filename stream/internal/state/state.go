@@ -61,6 +61,8 @@ type DB struct {
 	// cache answers reads of committed state (see readCache); Txn.Commit
 	// keeps it equal to the database.
 	cache readCache
+	// freeTxn is the transaction last discarded, reused by Begin.
+	freeTxn *Txn
 }
 
 // Option configures Open.

@@ -73,8 +73,14 @@ type undoEntry struct {
 
 const slabSize = 256
 
-// Begin starts a transaction.
+// Begin starts a transaction. The DB keeps the Txn last discarded and hands
+// it out again, with its map, slabs and buffers: a task begins one per
+// round.
 func (d *DB) Begin() *Txn {
+	if t := d.freeTxn; t != nil {
+		d.freeTxn = nil
+		return t
+	}
 	return &Txn{d: d, entries: map[string]*txnEntry{}}
 }
 
@@ -104,6 +110,7 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 	var ts int64
 	var found bool
 	c, cached := t.d.cache.get(t.kbuf)
+	dk := c.dk // set on a cache hit: no allocation for the key
 	if cached {
 		// A cached value is never modified in place (Commit replaces
 		// it, Put replaces e.value), so the entry may share it.
@@ -114,8 +121,11 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 			return nil, err
 		}
 	}
+	if dk == "" {
+		dk = string(t.kbuf)
+	}
 	e := t.alloc()
-	*e = txnEntry{dk: string(t.kbuf), store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found,
+	*e = txnEntry{dk: dk, store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found,
 		cached: cached}
 	t.entries[e.dk] = e
 	t.last = e
@@ -295,11 +305,13 @@ type indexOp struct {
 	del        bool
 }
 
-// Discard drops every write not committed and ends the transaction.
+// Discard drops every write not committed and ends the transaction: t must
+// not be used afterwards (Begin may hand it out again).
 func (t *Txn) Discard() {
 	clear(t.undo)
 	t.undo = t.undo[:0]
 	t.reset()
+	t.d.freeTxn = t
 }
 
 // reset forgets every entry; the slabs are zeroed for reuse.
