@@ -40,7 +40,12 @@ func benchTask(b *testing.B, bl *Builder) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) { promise(r, nil) }
+	var offset int64
+	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		r.Offset = offset
+		offset++
+		promise(r, nil)
+	}
 	tk, err := a.newTask(taskID{"in", 0}, a.sources["in"])
 	if err != nil {
 		b.Fatal(err)
@@ -65,6 +70,11 @@ func benchTask(b *testing.B, bl *Builder) {
 		}
 		if i%500 == 499 { // a processing round
 			if err := tk.flushState(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%20_000 == 19_999 { // a commit (the App's default interval is 1s)
+			if err := tk.checkpoint(); err != nil {
 				b.Fatal(err)
 			}
 		}

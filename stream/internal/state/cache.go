@@ -1,33 +1,57 @@
 package state
 
-import "github.com/cockroachdb/pebble/v2"
+import (
+	"math"
 
-// readCache holds, in memory, the committed state of data keys of a DB: the
-// value and update time of a key, or the fact that the key is absent. It
-// spares the Pebble lookup (a memtable skiplist seek, then bloom-filtered
-// sstable probes) on the read-modify-write of every aggregate: a key seen in
-// an earlier round is answered from the map.
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// stateCache is a write-back cache of a DB's data keys: the value and update
+// time of a key, or the fact that the key is absent.
+//
+// Reads: a key seen before is answered from the map, sparing the Pebble
+// lookup (a memtable skiplist seek, then bloom-filtered sstable probes) on the
+// read-modify-write of every aggregate.
+//
+// Writes: Txn.Commit (once per processing round) only marks the round's
+// writes dirty here; DB.flushDirty writes the dirty entries to Pebble in one
+// key-ordered batch, when the cache is over its budget and before anything
+// that reads Pebble directly (a checkpoint, Scan, MaxTS, an Expired scan that
+// could see a dirty key). A key updated in many rounds between two
+// checkpoints costs one Pebble write (data key and TTL index), not one per
+// round. The changelog is unaffected: it gets every update as before.
 //
 // Invariants:
-//   - an entry equals the key's state in the database: entries change only
-//     after the write that changes the database succeeded (Txn.Commit),
-//     and a Wipe empties the cache;
-//   - complete means the cache holds every data key of the database, so a
-//     key it does not hold is absent. It is true for an empty database
-//     (new or wiped) and after a warm-up that loaded every data key; the
-//     first eviction clears it for good (until the next Wipe);
-//   - bytes, the estimated memory of the entries, stays <= limit after each
-//     insert: inserting past the limit evicts entries (a random tenth, by
-//     Go's randomised map iteration; no LRU bookkeeping on the hot path).
+//   - an entry holds the key's latest committed state; a clean entry equals
+//     the key's state in Pebble, a dirty one records Pebble's state in
+//     dbTS/dbFound (the TTL index entry the flush must replace);
+//   - a key without an entry has no dirty state: Pebble holds its latest
+//     state. Dirty entries are never evicted (a flush comes first), and a
+//     dirty deletion stays as a negative entry until flushed;
+//   - complete means every key with state has an entry, so a key without one
+//     is absent. It is true for an empty database (new or wiped) and after a
+//     warm-up that loaded every data key; the first eviction clears it for
+//     good (until the next Wipe);
+//   - bytes, the estimated memory of the entries, is <= limit after every
+//     Txn.Commit: past the limit the dirty entries are flushed and a random
+//     tenth of the entries evicted (Go's randomised map iteration; no LRU
+//     bookkeeping on the hot path).
 //
-// A limit of 0 disables the cache. Not safe for concurrent use (a DB is used
-// by one goroutine at a time).
-type readCache struct {
+// A limit of 0 disables the cache: every Commit writes through to Pebble.
+// Not safe for concurrent use (a DB is used by one goroutine at a time).
+type stateCache struct {
 	entries  map[string]cacheEntry // by encoded data key
 	bytes    int64
 	limit    int64
 	complete bool
-	evicted  uint64 // entries evicted since open (for tests and metrics)
+	// dirty lists the keys of dirty entries (each once).
+	dirty []string
+	// minDirtyTS is a lower bound of the update time of every dirty entry
+	// holding a value (math.MaxInt64 when there is none).
+	minDirtyTS int64
+
+	evicted uint64 // entries evicted since open (for tests)
+	flushes uint64 // flushes of dirty entries since open (for tests)
 }
 
 type cacheEntry struct {
@@ -35,27 +59,31 @@ type cacheEntry struct {
 	value []byte // owned by the cache; nil with found == false
 	ts    int64
 	found bool
+
+	dirty   bool
+	dbTS    int64 // Pebble's state of the key, when dirty
+	dbFound bool
 }
 
 // cacheEntryOverhead estimates the memory of one entry beyond its key and
 // value bytes: the map slot (string header and cacheEntry) plus the
 // allocation headers of the key and value.
-const cacheEntryOverhead = 112
+const cacheEntryOverhead = 128
 
-// DefaultCacheBytes is the default memory budget of a DB's read cache, per
-// task (Kafka Streams' cache.max.bytes.buffering default is the same 10 MiB,
-// for all the threads of an instance).
+// DefaultCacheBytes is the default memory budget of a DB's cache, per task
+// (Kafka Streams' cache.max.bytes.buffering default is the same 10 MiB, for
+// all the threads of an instance).
 const DefaultCacheBytes = 10 << 20
 
-func newReadCache(limit int64) readCache {
-	return readCache{entries: map[string]cacheEntry{}, limit: max(limit, 0)}
+func newStateCache(limit int64) stateCache {
+	return stateCache{entries: map[string]cacheEntry{}, limit: max(limit, 0), minDirtyTS: math.MaxInt64}
 }
 
-func (c *readCache) enabled() bool { return c.limit > 0 }
+func (c *stateCache) enabled() bool { return c.limit > 0 }
 
 // get returns the cached state of dk; ok is false when the cache cannot
 // answer (the key is not cached and the cache is not complete).
-func (c *readCache) get(dk []byte) (e cacheEntry, ok bool) {
+func (c *stateCache) get(dk []byte) (e cacheEntry, ok bool) {
 	if !c.enabled() {
 		return cacheEntry{}, false
 	}
@@ -65,42 +93,95 @@ func (c *readCache) get(dk []byte) (e cacheEntry, ok bool) {
 	return cacheEntry{}, c.complete
 }
 
-// set records the committed state of dk. value is copied. A key string the
-// caller already holds (the Txn's) is reused as the map key.
-func (c *readCache) set(dk string, value []byte, ts int64, found bool) {
-	if !c.enabled() {
-		return
+// setClean records dk's state as read from Pebble. The key must not have
+// an entry. value is copied.
+func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
+	if !c.enabled() || (!found && c.complete) {
+		return // in a complete cache absence needs no entry
 	}
-	if old, ok := c.entries[dk]; ok {
-		c.bytes -= entrySize(dk, old.value)
-	}
-	if !found && c.complete {
-		// In a complete cache absence needs no entry.
-		delete(c.entries, dk)
-		c.evictOver()
-		return
-	}
-	var v []byte
+	e := cacheEntry{dk: dk, ts: ts, found: found}
 	if found {
-		v = make([]byte, len(value))
-		copy(v, value)
-		if v == nil {
-			v = []byte{}
+		e.value = cloneValue(value)
+	}
+	c.entries[dk] = e
+	c.bytes += entrySize(dk, e.value)
+}
+
+// setDirty records a committed write of dk (found false: a deletion) not yet
+// in Pebble. prevTS/prevFound is the key's state before the write, used as
+// Pebble's state when the key has no entry. value is copied.
+func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, prevTS int64, prevFound bool) {
+	e := cacheEntry{dk: dk, ts: ts, found: found, dirty: true, dbTS: prevTS, dbFound: prevFound}
+	old, had := c.entries[dk]
+	if had {
+		c.bytes -= entrySize(dk, old.value)
+		if old.dirty {
+			e.dbTS, e.dbFound = old.dbTS, old.dbFound
+		} else {
+			e.dbTS, e.dbFound = old.ts, old.found
 		}
 	}
-	c.entries[dk] = cacheEntry{dk: dk, value: v, ts: ts, found: found}
-	c.bytes += entrySize(dk, v)
-	c.evictOver()
+	if !e.dbFound && !found && !c.complete {
+		// Absent in Pebble and now: nothing to flush, but an incomplete
+		// cache remembers the absence.
+		e.dirty = false
+	}
+	if found {
+		e.value = cloneValue(value)
+		c.minDirtyTS = min(c.minDirtyTS, ts)
+	}
+	if e.dirty {
+		if !had || !old.dirty {
+			c.dirty = append(c.dirty, dk)
+		}
+	} else if c.complete {
+		delete(c.entries, dk)
+		return
+	}
+	c.entries[dk] = e
+	c.bytes += entrySize(dk, e.value)
+}
+
+// cloneValue copies v; a found empty value stays non-nil.
+func cloneValue(v []byte) []byte {
+	out := make([]byte, len(v))
+	copy(out, v)
+	return out
 }
 
 func entrySize(dk string, v []byte) int64 { return int64(len(dk)+len(v)) + cacheEntryOverhead }
 
-// evictOver drops entries until the cache is at most nine tenths full, when
-// it is over its limit.
-func (c *readCache) evictOver() {
-	if c.bytes <= c.limit {
-		return
+// isDirty reports whether dk has state not yet written to Pebble.
+func (c *stateCache) isDirty(dk []byte) bool {
+	e, ok := c.entries[string(dk)]
+	return ok && e.dirty
+}
+
+// markClean records that every dirty entry was written to Pebble.
+func (c *stateCache) markClean() {
+	for _, dk := range c.dirty {
+		e, ok := c.entries[dk]
+		if !ok || !e.dirty {
+			continue
+		}
+		if !e.found && c.complete {
+			c.bytes -= entrySize(dk, e.value)
+			delete(c.entries, dk)
+			continue
+		}
+		e.dirty = false
+		e.dbTS, e.dbFound = 0, false
+		c.entries[dk] = e
 	}
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+	c.minDirtyTS = math.MaxInt64
+	c.flushes++
+}
+
+// evict drops entries until the cache is at most nine tenths full. Call
+// only with no dirty entry.
+func (c *stateCache) evict() {
 	c.complete = false
 	target := c.limit - c.limit/10
 	for k, e := range c.entries {
@@ -113,12 +194,53 @@ func (c *readCache) evictOver() {
 	}
 }
 
-// reset empties the cache; complete says whether the database is empty of
-// data keys.
-func (c *readCache) reset(complete bool) {
+// reset empties the cache, dropping dirty entries; complete says whether
+// the database is empty of data keys.
+func (c *stateCache) reset(complete bool) {
 	clear(c.entries)
 	c.bytes = 0
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+	c.minDirtyTS = math.MaxInt64
 	c.complete = complete && c.enabled()
+}
+
+// flushDirty writes the cache's dirty entries to Pebble in one unsynced
+// batch. On error the entries stay dirty.
+func (d *DB) flushDirty() error {
+	c := &d.cache
+	if len(c.dirty) == 0 {
+		return nil
+	}
+	ws := d.writes[:0]
+	for _, dk := range c.dirty {
+		e, ok := c.entries[dk]
+		if !ok || !e.dirty {
+			continue
+		}
+		ws = append(ws, write{dk: dk, value: e.value, ts: e.ts, found: e.found, dbTS: e.dbTS, dbFound: e.dbFound})
+	}
+	err := d.writeBatch(ws)
+	clear(ws)
+	d.writes = ws[:0]
+	if err != nil {
+		return err
+	}
+	c.markClean()
+	return nil
+}
+
+// fitCache brings the cache back within its budget: dirty entries are
+// flushed, then entries evicted.
+func (d *DB) fitCache() error {
+	if d.cache.bytes <= d.cache.limit {
+		return nil
+	}
+	if err := d.flushDirty(); err != nil {
+		return err
+	}
+	d.cache.evict()
+	return nil
 }
 
 // warm loads data keys into the cache in key order until the budget is
@@ -142,11 +264,11 @@ func (d *DB) warm() error {
 			complete = false
 			continue
 		}
-		if d.cache.bytes+entrySize(string(k), v[8:]) > d.cache.limit {
+		if d.cache.bytes+int64(len(k)+len(v)-8)+cacheEntryOverhead > d.cache.limit {
 			complete = false
 			break
 		}
-		d.cache.set(string(k), v[8:], decodeTS(v), true)
+		d.cache.setClean(string(k), v[8:], decodeTS(v), true)
 	}
 	if err := it.Close(); err != nil {
 		d.cache.reset(false)

@@ -30,8 +30,9 @@ func TestCacheModel(t *testing.T) {
 				ts int64
 			}
 			model := map[string]entry{}
+			unflushedExpiry := 0
 			const keys = 40
-			for round := range 200 {
+			for round := range 400 {
 				switch rng.IntN(20) {
 				case 0:
 					if err := d.Close(); err != nil {
@@ -105,7 +106,39 @@ func TestCacheModel(t *testing.T) {
 					}
 				}
 				check.Discard()
-				// Pebble itself, bypassing the cache.
+				// Each check below but the reads flushes the dirty
+				// entries (sometimes, for Expired): run them now and then,
+				// so entries also stay dirty over several rounds.
+				if rng.IntN(3) != 0 {
+					continue
+				}
+				// The TTL index, read with the dirty entries unflushed
+				// when none of them can be expired.
+				flushes := d.cache.flushes
+				cut := rng.Int64N(1100)
+				exp, err := d.Expired("s", cut, 10*keys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.cache.flushes == flushes && len(d.cache.dirty) > 0 {
+					unflushedExpiry++
+				}
+				gotExp := strs(exp)
+				var want []string
+				for k, e := range model {
+					if e.ts < cut {
+						want = append(want, k)
+					}
+				}
+				slices.Sort(gotExp)
+				slices.Sort(want)
+				if !slices.Equal(gotExp, want) {
+					t.Fatalf("round %d: expired before %d = %v, want %v", round, cut, gotExp, want)
+				}
+				if rng.IntN(2) != 0 {
+					continue
+				}
+				// Pebble itself, bypassing the cache (Scan flushes).
 				got := map[string]entry{}
 				if err := d.Scan("s", nil, nil, func(k, v []byte, ts int64) error {
 					got[string(k)] = entry{string(v), ts}
@@ -122,12 +155,12 @@ func TestCacheModel(t *testing.T) {
 					}
 				}
 				// The TTL index holds exactly one entry per key, at its ts.
-				exp, err := d.Expired("s", 1<<40, 10*keys)
+				exp, err = d.Expired("s", 1<<40, 10*keys)
 				if err != nil {
 					t.Fatal(err)
 				}
-				gotExp := strs(exp)
-				var want []string
+				gotExp = strs(exp)
+				want = want[:0]
 				for k := range model {
 					want = append(want, k)
 				}
@@ -139,6 +172,9 @@ func TestCacheModel(t *testing.T) {
 			}
 			if budget == 600 && d.cache.evicted == 0 {
 				t.Fatal("tiny budget never evicted: the test does not exercise eviction")
+			}
+			if budget == DefaultCacheBytes && unflushedExpiry == 0 {
+				t.Fatal("Expired never ran over unflushed entries: the test does not exercise the filter")
 			}
 		})
 	}
@@ -216,5 +252,95 @@ func TestCacheWarmSkipsCorruptValue(t *testing.T) {
 	var ce *CorruptionError
 	if !errors.As(err, &ce) {
 		t.Fatalf("get corrupt value: err %v, want CorruptionError", err)
+	}
+}
+
+// Expired over unflushed writes: a key updated since its indexed time, or
+// deleted, is not expired from Pebble's stale index entry; a new key older
+// than the cut is (the dirty entries are flushed first).
+func TestExpiredWithDirtyEntries(t *testing.T) {
+	d := open(t, t.TempDir())
+	defer d.Close()
+	commit := func(f func(txn *Txn)) {
+		t.Helper()
+		txn := d.Begin()
+		f(txn)
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard()
+	}
+	commit(func(txn *Txn) {
+		for _, k := range []string{"a", "b", "c"} {
+			txn.Put("s", []byte(k), []byte("v"), 10)
+		}
+	})
+	if err := d.WriteCheckpoint(Checkpoint{"s": 1}); err != nil {
+		t.Fatal(err)
+	}
+	commit(func(txn *Txn) {
+		txn.Put("s", []byte("a"), []byte("v2"), 500) // updated: not expired at 100
+		txn.Delete("s", []byte("b"))                  // deleted: not expired
+	})
+	if len(d.cache.dirty) != 2 {
+		t.Fatalf("%d dirty entries, want 2", len(d.cache.dirty))
+	}
+	flushes := d.cache.flushes
+	keys, err := d.Expired("s", 100, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strs(keys); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("expired before 100 = %v, want [c]", got)
+	}
+	if d.cache.flushes != flushes {
+		t.Fatal("Expired flushed although no dirty entry could expire")
+	}
+	commit(func(txn *Txn) { txn.Put("s", []byte("d"), []byte("v"), 5) })
+	keys, err = d.Expired("s", 100, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strs(keys); !slices.Equal(got, []string{"d", "c"}) {
+		t.Fatalf("expired before 100 = %v, want [d c]", got)
+	}
+}
+
+// Rounds updating the same keys write Pebble once per flush, not once per
+// round: the dirty entries dedupe until a checkpoint.
+func TestDirtyWritesDedupeUntilCheckpoint(t *testing.T) {
+	d := open(t, t.TempDir())
+	defer d.Close()
+	for round := range 10 {
+		txn := d.Begin()
+		for _, k := range []string{"a", "b"} {
+			if _, err := txn.Put("s", []byte(k), fmt.Appendf(nil, "v%d", round), int64(round)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard()
+	}
+	if n := len(d.cache.dirty); n != 2 {
+		t.Fatalf("%d dirty entries after 10 rounds over 2 keys, want 2", n)
+	}
+	if _, _, err := d.db.Get(dataKey(nil, "s", []byte("a"))); !errors.Is(err, pebble.ErrNotFound) {
+		t.Fatalf("a dirty write reached Pebble before a flush (get err %v)", err)
+	}
+	if err := d.WriteCheckpoint(Checkpoint{"s": 20}); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.cache.dirty) != 0 || d.cache.flushes != 1 {
+		t.Fatalf("after checkpoint: %d dirty, %d flushes; want 0, 1", len(d.cache.dirty), d.cache.flushes)
+	}
+	v, closer, err := d.db.Get(dataKey(nil, "s", []byte("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	if string(v[8:]) != "v9" || decodeTS(v) != 9 {
+		t.Fatalf("a in Pebble = %q ts %d, want v9 ts 9", v[8:], decodeTS(v))
 	}
 }

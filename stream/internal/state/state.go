@@ -60,9 +60,14 @@ type DB struct {
 	log      *slog.Logger
 	// cache answers reads of committed state (see readCache); Txn.Commit
 	// keeps it equal to the database.
-	cache readCache
+	cache stateCache
 	// freeTxn is the transaction last discarded, reused by Begin.
 	freeTxn *Txn
+	// scratch of writeBatch and flushDirty
+	writes                 []write
+	index                  []indexOp
+	idxBuf, keyBuf, valBuf []byte
+	dkBuf                  []byte // scratch of Expired
 }
 
 // Option configures Open.
@@ -72,13 +77,13 @@ type options struct {
 	cacheBytes int64
 }
 
-// CacheBytes sets the memory budget of the DB's read cache (default
+// CacheBytes sets the memory budget of the DB's cache (default
 // DefaultCacheBytes); 0 disables it.
 func CacheBytes(n int64) Option { return func(o *options) { o.cacheBytes = n } }
 
 // Open opens (or creates) the database in dir. A database of another format
-// version is wiped: it is a cache of the changelogs. The read cache of an
-// existing database is warmed with its keys, up to the cache's budget.
+// version is wiped: it is a cache of the changelogs. The cache of an existing
+// database is warmed with its keys, up to the cache's budget.
 func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -87,7 +92,7 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &DB{dir: dir, log: logger, cache: newReadCache(o.cacheBytes)}
+	d := &DB{dir: dir, log: logger, cache: newStateCache(o.cacheBytes)}
 	if err := d.open(); err != nil {
 		return nil, err
 	}
@@ -201,14 +206,19 @@ func (d *DB) Wipe() error {
 	return nil
 }
 
-// Close closes the database. Unsynced writes survive a process crash (they
-// are in the OS cache) but not necessarily a machine crash; the checkpoint
-// only ever claims synced data.
+// Close writes the cache's dirty entries to Pebble and closes the
+// database. Unsynced writes survive a process crash (they are in the OS
+// cache) but not necessarily a machine crash; the checkpoint only ever claims
+// synced data.
 func (d *DB) Close() error {
 	if d.db == nil {
 		return nil
 	}
-	return d.closeDB()
+	ferr := d.flushDirty()
+	if err := d.closeDB(); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // DiskSize is the database's size on disk in bytes.
@@ -216,7 +226,17 @@ func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 
 // Expired returns up to limit keys of store last updated before ts (ms),
 // oldest first.
+//
+// It reads Pebble's TTL index without flushing the cache when no dirty entry
+// can be expired (every dirty value is at or after before): an index entry of
+// a dirty key is then stale (the key was updated since, or deleted) and is
+// skipped.
 func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
+	if d.cache.minDirtyTS < before {
+		if err := d.flushDirty(); err != nil {
+			return nil, err
+		}
+	}
 	lo := storePrefix(prefixIndex, store)
 	hi := binary.BigEndian.AppendUint64(append([]byte(nil), lo...), encodeTS(before))
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -230,14 +250,24 @@ func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
 			it.Close()
 			return nil, &CorruptionError{Store: store, Key: append([]byte(nil), k...), Reason: "short index key"}
 		}
-		keys = append(keys, append([]byte(nil), k[len(lo)+8:]...))
+		key := k[len(lo)+8:]
+		if len(d.cache.dirty) > 0 {
+			d.dkBuf = dataKey(d.dkBuf[:0], store, key)
+			if d.cache.isDirty(d.dkBuf) {
+				continue
+			}
+		}
+		keys = append(keys, append([]byte(nil), key...))
 	}
 	return keys, it.Close()
 }
 
 // MaxTS returns the latest update time (ms) of any key in store, or false if
-// the store is empty.
+// the store is empty. It flushes the cache's dirty entries first.
 func (d *DB) MaxTS(store string) (int64, bool, error) {
+	if err := d.flushDirty(); err != nil {
+		return 0, false, err
+	}
 	lo := storePrefix(prefixIndex, store)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
@@ -256,8 +286,12 @@ func (d *DB) MaxTS(store string) (int64, bool, error) {
 }
 
 // Scan calls fn for every key of store in key order (from, to: optional
-// bounds, to exclusive). fn must not retain its arguments.
+// bounds, to exclusive). fn must not retain its arguments. It flushes the
+// cache's dirty entries first.
 func (d *DB) Scan(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {
+	if err := d.flushDirty(); err != nil {
+		return err
+	}
 	lo := dataKey(nil, store, from)
 	var hi []byte
 	if to != nil {
@@ -305,14 +339,6 @@ func storePrefix(kind byte, store string) []byte {
 func dataKey(dst []byte, store string, key []byte) []byte {
 	dst = append(dst, prefixData, byte(len(store)))
 	dst = append(dst, store...)
-	return append(dst, key...)
-}
-
-// appendIndexKey appends the index key of (store, ts, key) to dst.
-func appendIndexKey[B []byte | string](dst []byte, store string, ts int64, key B) []byte {
-	dst = append(dst, prefixIndex, byte(len(store)))
-	dst = append(dst, store...)
-	dst = binary.BigEndian.AppendUint64(dst, encodeTS(ts))
 	return append(dst, key...)
 }
 

@@ -1,12 +1,8 @@
 package state
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -34,10 +30,6 @@ type Txn struct {
 	undo    []undoEntry
 	last    *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
 	kbuf    []byte    // scratch: data key of the current lookup
-	scratch []byte    // scratch: index keys in Commit
-	vbuf    []byte    // scratch: batch values in Commit
-	written []*txnEntry
-	index   []indexOp
 	slabs   [][]txnEntry
 	slab    int // current slab
 	used    int // entries used in slabs[slab]
@@ -211,14 +203,11 @@ func (t *Txn) Rollback() {
 	t.undo = t.undo[:0]
 }
 
-// Commit applies pending record-level writes and writes the round to the
-// database in one batch (not synced: see WriteCheckpoint), then records the
-// committed state in the DB's read cache. The Txn stays usable.
-//
-// The batch holds the data keys in key order, then the index keys in key
-// order: Pebble inserts a batch into its memtable skiplist with a splice
-// remembered from the previous key, so ordered keys are found near it
-// instead of by a descent from the top.
+// Commit applies pending record-level writes and commits the round: its
+// writes go to the DB's cache as dirty entries (written to Pebble by a later
+// flush, see stateCache), or, with the cache disabled, straight to Pebble in
+// one atomic, unsynced batch. DB.WriteCheckpoint makes them durable. The Txn
+// stays usable.
 func (t *Txn) Commit() error {
 	if err := t.Apply(); err != nil {
 		return err
@@ -226,83 +215,35 @@ func (t *Txn) Commit() error {
 	if len(t.entries) == 0 {
 		return nil
 	}
-	t.written = t.written[:0]
-	for _, e := range t.entries {
-		if e.written {
-			t.written = append(t.written, e)
-		} else if !e.cached {
-			// A read of the database: remember it for later rounds.
-			t.d.cache.set(e.dk, e.value, e.ts, !e.deleted)
-		}
-	}
-	if len(t.written) == 0 {
-		t.reset()
-		return nil
-	}
-	slices.SortFunc(t.written, func(a, b *txnEntry) int { return strings.Compare(a.dk, b.dk) })
-	b := t.d.db.NewBatch()
-	defer b.Close()
-	t.index = t.index[:0]
-	t.scratch = t.scratch[:0]
-	addIndex := func(store string, ts int64, key string, del bool) {
-		start := len(t.scratch)
-		t.scratch = appendIndexKey(t.scratch, store, ts, key)
-		t.index = append(t.index, indexOp{start: start, end: len(t.scratch), del: del})
-	}
-	for _, e := range t.written {
-		unchanged := e.prevFound && !e.deleted && e.prevTS == e.ts
-		if e.prevFound && !unchanged {
-			addIndex(e.store, e.prevTS, e.key(), true)
-		}
-		t.kbuf = append(t.kbuf[:0], e.dk...)
-		if e.deleted {
-			if err := b.Delete(t.kbuf, nil); err != nil {
-				return err
+	c := &t.d.cache
+	if !c.enabled() {
+		ws := t.d.writes[:0]
+		for _, e := range t.entries {
+			if e.written {
+				ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: !e.deleted,
+					dbTS: e.prevTS, dbFound: e.prevFound})
 			}
-			continue
 		}
-		t.vbuf = binary.BigEndian.AppendUint64(t.vbuf[:0], encodeTS(e.ts))
-		t.vbuf = append(t.vbuf, e.value...)
-		if err := b.Set(t.kbuf, t.vbuf, nil); err != nil {
-			return err
-		}
-		if !unchanged {
-			addIndex(e.store, e.ts, e.key(), false)
-		}
-	}
-	// Index keys are distinct: a key's old and new entries differ in ts
-	// (equal ts means the entry is left as it is), and keys differ.
-	slices.SortFunc(t.index, func(a, b indexOp) int {
-		return bytes.Compare(t.scratch[a.start:a.end], t.scratch[b.start:b.end])
-	})
-	for _, op := range t.index {
-		k := t.scratch[op.start:op.end]
-		var err error
-		if op.del {
-			err = b.Delete(k, nil)
-		} else {
-			err = b.Set(k, nil, nil)
-		}
+		err := t.d.writeBatch(ws)
+		clear(ws)
+		t.d.writes = ws[:0]
 		if err != nil {
 			return err
 		}
+		t.reset()
+		return nil
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		// The cache still equals the database (nothing was applied).
-		return fmt.Errorf("state commit %s: %w", t.d.dir, err)
+	for _, e := range t.entries {
+		switch {
+		case e.written:
+			c.setDirty(e.dk, e.value, e.ts, !e.deleted, e.prevTS, e.prevFound)
+		case !e.cached:
+			// A read of Pebble: remember it for later rounds.
+			c.setClean(e.dk, e.value, e.ts, !e.deleted)
+		}
 	}
-	for _, e := range t.written {
-		t.d.cache.set(e.dk, e.value, e.ts, !e.deleted)
-	}
-	clear(t.written)
 	t.reset()
-	return nil
-}
-
-// indexOp is one index write of a Commit: the key is scratch[start:end].
-type indexOp struct {
-	start, end int
-	del        bool
+	return t.d.fitCache()
 }
 
 // Discard drops every write not committed and ends the transaction: t must
