@@ -280,7 +280,7 @@ func TestExpiredWithDirtyEntries(t *testing.T) {
 	}
 	commit(func(txn *Txn) {
 		txn.Put("s", []byte("a"), []byte("v2"), 500) // updated: not expired at 100
-		txn.Delete("s", []byte("b"))                  // deleted: not expired
+		txn.Delete("s", []byte("b"))                 // deleted: not expired
 	})
 	if len(d.cache.dirty) != 2 {
 		t.Fatalf("%d dirty entries, want 2", len(d.cache.dirty))
