@@ -61,6 +61,7 @@ type config struct {
 	registerer     prometheus.Registerer
 	clock          Clock
 	guarantee      Guarantee
+	storeCache     int64 // bytes per task; see StoreCache (cache.go)
 }
 
 func defaultConfig() config {
@@ -76,6 +77,7 @@ func defaultConfig() config {
 		logger:         slog.New(slog.DiscardHandler),
 		clock:          realClock{},
 		guarantee:      AtLeastOnce,
+		storeCache:     defaultStoreCache,
 	}
 }
 
@@ -107,6 +109,9 @@ func (c *config) validate() error {
 	}
 	if c.logger == nil || c.clock == nil {
 		errs = append(errs, errors.New("nil logger or clock"))
+	}
+	if c.storeCache < 0 {
+		errs = append(errs, fmt.Errorf("store cache %d bytes < 0", c.storeCache))
 	}
 	if c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce {
 		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v", ErrUnsupported, c.guarantee))
