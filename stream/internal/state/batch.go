@@ -27,7 +27,8 @@ type indexOp struct {
 	del        bool
 }
 
-// writeBatch writes ws to Pebble in one atomic, unsynced batch (sorting ws).
+// writeBatch writes ws to Pebble in one atomic, unsynced batch (sorting ws
+// unless it is sorted already).
 //
 // The batch holds the data keys in key order, then the index keys in key
 // order: Pebble inserts a batch into its memtable skiplist with a splice
@@ -37,7 +38,10 @@ func (d *DB) writeBatch(ws []write) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	slices.SortFunc(ws, func(a, b write) int { return strings.Compare(a.dk, b.dk) })
+	cmp := func(a, b write) int { return strings.Compare(a.dk, b.dk) }
+	if !slices.IsSortedFunc(ws, cmp) {
+		slices.SortFunc(ws, cmp)
+	}
 	b := d.db.NewBatch()
 	defer b.Close()
 	d.index = d.index[:0]

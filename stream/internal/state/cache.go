@@ -2,6 +2,8 @@ package state
 
 import (
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -40,12 +42,17 @@ import (
 // A limit of 0 disables the cache: every Commit writes through to Pebble.
 // Not safe for concurrent use (a DB is used by one goroutine at a time).
 type stateCache struct {
-	entries  map[string]cacheEntry // by encoded data key
+	entries  map[string]*cacheEntry // by encoded data key
 	bytes    int64
 	limit    int64
 	complete bool
-	// dirty lists the keys of dirty entries (each once).
-	dirty []string
+	// dirty lists the dirty entries (each once).
+	dirty []*cacheEntry
+	// free holds entries for reuse (evicted or deleted); slab the unused
+	// rest of the last chunk allocated. Entries are allocated in chunks:
+	// one allocation per cacheChunk keys, not one per key.
+	free []*cacheEntry
+	slab []cacheEntry
 	// minDirtyTS is a lower bound of the update time of every dirty entry
 	// holding a value (math.MaxInt64 when there is none).
 	minDirtyTS int64
@@ -63,6 +70,7 @@ type cacheEntry struct {
 	dirty   bool
 	dbTS    int64 // Pebble's state of the key, when dirty
 	dbFound bool
+	listed  bool // in stateCache.dirty (until the next flush); never removed while listed
 }
 
 // cacheEntryOverhead estimates the memory of one entry beyond its key and
@@ -75,8 +83,32 @@ const cacheEntryOverhead = 128
 // all the threads of an instance).
 const DefaultCacheBytes = 10 << 20
 
+const cacheChunk = 256
+
 func newStateCache(limit int64) stateCache {
-	return stateCache{entries: map[string]cacheEntry{}, limit: max(limit, 0), minDirtyTS: math.MaxInt64}
+	return stateCache{entries: map[string]*cacheEntry{}, limit: max(limit, 0), minDirtyTS: math.MaxInt64}
+}
+
+func (c *stateCache) newEntry() *cacheEntry {
+	if n := len(c.free); n > 0 {
+		e := c.free[n-1]
+		c.free = c.free[:n-1]
+		return e
+	}
+	if len(c.slab) == 0 {
+		c.slab = make([]cacheEntry, cacheChunk)
+	}
+	e := &c.slab[0]
+	c.slab = c.slab[1:]
+	return e
+}
+
+// remove deletes e's key and keeps e for reuse.
+func (c *stateCache) remove(e *cacheEntry) {
+	c.bytes -= entrySize(e.dk, e.value)
+	delete(c.entries, e.dk)
+	*e = cacheEntry{}
+	c.free = append(c.free, e)
 }
 
 func (c *stateCache) enabled() bool { return c.limit > 0 }
@@ -88,7 +120,7 @@ func (c *stateCache) get(dk []byte) (e cacheEntry, ok bool) {
 		return cacheEntry{}, false
 	}
 	if e, ok := c.entries[string(dk)]; ok {
-		return e, true
+		return *e, true
 	}
 	return cacheEntry{}, c.complete
 }
@@ -99,7 +131,8 @@ func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
 	if !c.enabled() || (!found && c.complete) {
 		return // in a complete cache absence needs no entry
 	}
-	e := cacheEntry{dk: dk, ts: ts, found: found}
+	e := c.newEntry()
+	*e = cacheEntry{dk: dk, ts: ts, found: found}
 	if found {
 		e.value = cloneValue(value)
 	}
@@ -111,35 +144,34 @@ func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
 // in Pebble. prevTS/prevFound is the key's state before the write, used as
 // Pebble's state when the key has no entry. value is copied.
 func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, prevTS int64, prevFound bool) {
-	e := cacheEntry{dk: dk, ts: ts, found: found, dirty: true, dbTS: prevTS, dbFound: prevFound}
-	old, had := c.entries[dk]
-	if had {
-		c.bytes -= entrySize(dk, old.value)
-		if old.dirty {
-			e.dbTS, e.dbFound = old.dbTS, old.dbFound
-		} else {
-			e.dbTS, e.dbFound = old.ts, old.found
+	e, had := c.entries[dk]
+	if !had {
+		e = c.newEntry()
+		*e = cacheEntry{dk: dk, dbTS: prevTS, dbFound: prevFound}
+		c.entries[dk] = e
+	} else {
+		c.bytes -= entrySize(dk, e.value)
+		if !e.dirty {
+			e.dbTS, e.dbFound = e.ts, e.found
 		}
 	}
-	if !e.dbFound && !found && !c.complete {
-		// Absent in Pebble and now: nothing to flush, but an incomplete
-		// cache remembers the absence.
-		e.dirty = false
-	}
+	e.ts, e.found, e.value = ts, found, nil
 	if found {
 		e.value = cloneValue(value)
 		c.minDirtyTS = min(c.minDirtyTS, ts)
 	}
-	if e.dirty {
-		if !had || !old.dirty {
-			c.dirty = append(c.dirty, dk)
-		}
-	} else if c.complete {
-		delete(c.entries, dk)
-		return
-	}
-	c.entries[dk] = e
+	// Absent in Pebble and now: nothing to flush.
+	e.dirty = found || e.dbFound
 	c.bytes += entrySize(dk, e.value)
+	switch {
+	case e.dirty && !e.listed:
+		c.dirty = append(c.dirty, e)
+		e.listed = true
+	case !e.dirty && c.complete && !e.listed:
+		// In a complete cache absence needs no entry (a listed one goes
+		// at the flush).
+		c.remove(e)
+	}
 }
 
 // cloneValue copies v; a found empty value stays non-nil.
@@ -159,19 +191,12 @@ func (c *stateCache) isDirty(dk []byte) bool {
 
 // markClean records that every dirty entry was written to Pebble.
 func (c *stateCache) markClean() {
-	for _, dk := range c.dirty {
-		e, ok := c.entries[dk]
-		if !ok || !e.dirty {
-			continue
-		}
-		if !e.found && c.complete {
-			c.bytes -= entrySize(dk, e.value)
-			delete(c.entries, dk)
-			continue
-		}
-		e.dirty = false
+	for _, e := range c.dirty {
+		e.listed, e.dirty = false, false
 		e.dbTS, e.dbFound = 0, false
-		c.entries[dk] = e
+		if !e.found && c.complete {
+			c.remove(e)
+		}
 	}
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
@@ -184,12 +209,11 @@ func (c *stateCache) markClean() {
 func (c *stateCache) evict() {
 	c.complete = false
 	target := c.limit - c.limit/10
-	for k, e := range c.entries {
+	for _, e := range c.entries {
 		if c.bytes <= target {
 			break
 		}
-		c.bytes -= entrySize(k, e.value)
-		delete(c.entries, k)
+		c.remove(e)
 		c.evicted++
 	}
 }
@@ -199,6 +223,7 @@ func (c *stateCache) evict() {
 func (c *stateCache) reset(complete bool) {
 	clear(c.entries)
 	c.bytes = 0
+	c.free, c.slab = nil, nil
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
 	c.minDirtyTS = math.MaxInt64
@@ -212,13 +237,13 @@ func (d *DB) flushDirty() error {
 	if len(c.dirty) == 0 {
 		return nil
 	}
+	// Sorting the entries (pointers) is cheaper than sorting the writes.
+	slices.SortFunc(c.dirty, func(a, b *cacheEntry) int { return strings.Compare(a.dk, b.dk) })
 	ws := d.writes[:0]
-	for _, dk := range c.dirty {
-		e, ok := c.entries[dk]
-		if !ok || !e.dirty {
-			continue
+	for _, e := range c.dirty {
+		if e.dirty {
+			ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: e.found, dbTS: e.dbTS, dbFound: e.dbFound})
 		}
-		ws = append(ws, write{dk: dk, value: e.value, ts: e.ts, found: e.found, dbTS: e.dbTS, dbFound: e.dbFound})
 	}
 	err := d.writeBatch(ws)
 	clear(ws)
