@@ -9,6 +9,14 @@
 // contain at least every changelog write below the checkpointed offsets, and
 // a restore replays only the changelog from there.
 //
+// In front of Pebble sits a write-back cache (cache.go): reads of keys seen
+// before, and of new keys while every key fits, need no Pebble lookup; the
+// writes of a round are held in memory and reach Pebble in one key-ordered
+// batch at the next checkpoint (or when the cache is full, or before a
+// direct read of Pebble: Scan, MaxTS, an Expired scan that could see them).
+// A checkpoint still claims only what is synced: WriteCheckpoint flushes
+// first.
+//
 // Key layout (one ordered keyspace; a store, and a key prefix within a
 // store, is one contiguous range):
 //
