@@ -203,6 +203,8 @@ func applyChangelog(txn *state.Txn, store string, r *kgo.Record) error {
 	if r.Value == nil {
 		return txn.Delete(store, r.Key)
 	}
-	_, err := txn.Put(store, r.Key, r.Value, r.Timestamp.UnixMilli())
+	// The store retains the value: copy it out of the fetch buffer, which
+	// it would otherwise keep alive.
+	_, err := txn.Put(store, r.Key, append([]byte{}, r.Value...), r.Timestamp.UnixMilli())
 	return err
 }

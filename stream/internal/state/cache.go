@@ -126,7 +126,7 @@ func (c *stateCache) get(dk []byte) (e cacheEntry, ok bool) {
 }
 
 // setClean records dk's state as read from Pebble. The key must not have
-// an entry. value is copied.
+// an entry. value is retained.
 func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
 	if !c.enabled() || (!found && c.complete) {
 		return // in a complete cache absence needs no entry
@@ -134,7 +134,10 @@ func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
 	e := c.newEntry()
 	*e = cacheEntry{dk: dk, ts: ts, found: found}
 	if found {
-		e.value = cloneValue(value)
+		e.value = value
+		if e.value == nil {
+			e.value = []byte{}
+		}
 	}
 	c.entries[dk] = e
 	c.bytes += entrySize(dk, e.value)
@@ -142,7 +145,7 @@ func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
 
 // setDirty records a committed write of dk (found false: a deletion) not yet
 // in Pebble. prevTS/prevFound is the key's state before the write, used as
-// Pebble's state when the key has no entry. value is copied.
+// Pebble's state when the key has no entry. value is retained.
 func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, prevTS int64, prevFound bool) {
 	e, had := c.entries[dk]
 	if !had {
@@ -157,7 +160,11 @@ func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, pre
 	}
 	e.ts, e.found, e.value = ts, found, nil
 	if found {
-		e.value = cloneValue(value)
+		// Retained, not copied: Txn.Put's caller hands value over.
+		e.value = value
+		if e.value == nil {
+			e.value = []byte{}
+		}
 		c.minDirtyTS = min(c.minDirtyTS, ts)
 	}
 	// Absent in Pebble and now: nothing to flush.
@@ -174,14 +181,7 @@ func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, pre
 	}
 }
 
-// cloneValue copies v; a found empty value stays non-nil.
-func cloneValue(v []byte) []byte {
-	out := make([]byte, len(v))
-	copy(out, v)
-	return out
-}
-
-func entrySize(dk string, v []byte) int64 { return int64(len(dk)+len(v)) + cacheEntryOverhead }
+func entrySize(dk string, v []byte) int64 { return int64(len(dk)+cap(v)) + cacheEntryOverhead }
 
 // isDirty reports whether dk has state not yet written to Pebble.
 func (c *stateCache) isDirty(dk []byte) bool {
@@ -293,7 +293,7 @@ func (d *DB) warm() error {
 			complete = false
 			break
 		}
-		d.cache.setClean(string(k), v[8:], decodeTS(v), true)
+		d.cache.setClean(string(k), append([]byte{}, v[8:]...), decodeTS(v), true)
 	}
 	if err := it.Close(); err != nil {
 		d.cache.reset(false)

@@ -161,7 +161,8 @@ func (t *Txn) save(e *txnEntry) {
 // Put sets key in store to value. The key's update time becomes the larger
 // of ts (ms) and its previous update time, so an out-of-order record does not
 // make a key look older; Put returns that update time. value is retained
-// until the round commits.
+// (after the round commits, by the DB's cache): the caller must not modify
+// it afterwards.
 func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
 	e, err := t.lookup(store, key)
 	if err != nil {
