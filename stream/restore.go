@@ -187,7 +187,9 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 			n++
 		})
 		if applyErr == nil {
-			applyErr = txn.Commit()
+			// Straight to the local database: a restore writes each key
+			// about once, so holding the writes in the cache saves nothing.
+			applyErr = txn.CommitThrough()
 		}
 		txn.Discard()
 		if applyErr != nil {

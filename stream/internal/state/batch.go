@@ -21,6 +21,10 @@ type write struct {
 	dbFound bool
 }
 
+// batchRecordOverhead bounds the bytes a Pebble batch adds to a record
+// besides its key and value (kind and two varint lengths).
+const batchRecordOverhead = 11
+
 // indexOp is one TTL index write of a batch: the key is idxBuf[start:end].
 type indexOp struct {
 	start, end int
@@ -42,7 +46,14 @@ func (d *DB) writeBatch(ws []write) error {
 	if !slices.IsSortedFunc(ws, cmp) {
 		slices.SortFunc(ws, cmp)
 	}
-	b := d.db.NewBatch()
+	// Size the batch up front: data key, ts and value, and up to two
+	// index keys (the data key plus a ts) per write, each with its record
+	// header; growing a large batch by doubling copies it each time.
+	size := 0
+	for _, w := range ws {
+		size += 3*len(w.dk) + len(w.value) + 4*8 + 3*batchRecordOverhead
+	}
+	b := d.db.NewBatchWithSize(size)
 	defer b.Close()
 	d.index = d.index[:0]
 	d.idxBuf = d.idxBuf[:0]

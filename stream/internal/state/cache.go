@@ -143,6 +143,32 @@ func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
 	c.bytes += entrySize(dk, e.value)
 }
 
+// setWritten records the state of dk just written to Pebble. The key's entry,
+// if any, must be clean. value is retained.
+func (c *stateCache) setWritten(dk string, value []byte, ts int64, found bool) {
+	if !c.enabled() {
+		return
+	}
+	e, ok := c.entries[dk]
+	if !ok {
+		c.setClean(dk, value, ts, found)
+		return
+	}
+	if !found && c.complete {
+		c.remove(e)
+		return
+	}
+	c.bytes -= entrySize(dk, e.value)
+	e.ts, e.found, e.value = ts, found, nil
+	if found {
+		e.value = value
+		if e.value == nil {
+			e.value = []byte{}
+		}
+	}
+	c.bytes += entrySize(dk, e.value)
+}
+
 // setDirty records a committed write of dk (found false: a deletion) not yet
 // in Pebble. prevTS/prevFound is the key's state before the write, used as
 // Pebble's state when the key has no entry. value is retained.

@@ -85,7 +85,11 @@ func TestCacheModel(t *testing.T) {
 				if rng.IntN(4) == 0 {
 					txn.Discard()
 				} else {
-					if err := txn.Commit(); err != nil {
+					commit := txn.Commit
+					if rng.IntN(3) == 0 {
+						commit = txn.CommitThrough // restore's way
+					}
+					if err := commit(); err != nil {
 						t.Fatal(err)
 					}
 					txn.Discard()

@@ -3,6 +3,8 @@ package state
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -28,8 +30,9 @@ type Txn struct {
 	d       *DB
 	entries map[string]*txnEntry
 	undo    []undoEntry
-	last    *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
-	kbuf    []byte    // scratch: data key of the current lookup
+	last    *txnEntry   // the entry of the latest lookup (nil after Commit/Discard)
+	kbuf    []byte      // scratch: data key of the current lookup
+	written []*txnEntry // scratch of CommitThrough
 	slabs   [][]txnEntry
 	slab    int // current slab
 	used    int // entries used in slabs[slab]
@@ -218,21 +221,7 @@ func (t *Txn) Commit() error {
 	}
 	c := &t.d.cache
 	if !c.enabled() {
-		ws := t.d.writes[:0]
-		for _, e := range t.entries {
-			if e.written {
-				ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: !e.deleted,
-					dbTS: e.prevTS, dbFound: e.prevFound})
-			}
-		}
-		err := t.d.writeBatch(ws)
-		clear(ws)
-		t.d.writes = ws[:0]
-		if err != nil {
-			return err
-		}
-		t.reset()
-		return nil
+		return t.CommitThrough()
 	}
 	for _, e := range t.entries {
 		switch {
@@ -245,6 +234,56 @@ func (t *Txn) Commit() error {
 	}
 	t.reset()
 	return t.d.fitCache()
+}
+
+// CommitThrough is Commit writing the round straight to Pebble in one
+// sorted batch (after flushing the cache's dirty entries) and recording it in
+// the cache as clean. It suits bulk loads such as a restore, where a key is
+// rarely written in two rounds and holding writes dirty saves nothing.
+func (t *Txn) CommitThrough() error {
+	if err := t.Apply(); err != nil {
+		return err
+	}
+	if len(t.entries) == 0 {
+		return nil
+	}
+	d := t.d
+	// Once flushed, Pebble holds every key's state before this round:
+	// the entries' prev state.
+	if err := d.flushDirty(); err != nil {
+		return err
+	}
+	// Sorting the entries (pointers) is cheaper than sorting the writes.
+	written := t.written[:0]
+	for _, e := range t.entries {
+		if e.written {
+			written = append(written, e)
+		}
+	}
+	slices.SortFunc(written, func(a, b *txnEntry) int { return strings.Compare(a.dk, b.dk) })
+	ws := d.writes[:0]
+	for _, e := range written {
+		ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: !e.deleted,
+			dbTS: e.prevTS, dbFound: e.prevFound})
+	}
+	clear(written)
+	t.written = written[:0]
+	err := d.writeBatch(ws)
+	clear(ws)
+	d.writes = ws[:0]
+	if err != nil {
+		return err
+	}
+	for _, e := range t.entries {
+		switch {
+		case e.written:
+			d.cache.setWritten(e.dk, e.value, e.ts, !e.deleted)
+		case !e.cached:
+			d.cache.setClean(e.dk, e.value, e.ts, !e.deleted)
+		}
+	}
+	t.reset()
+	return d.fitCache()
 }
 
 // Discard drops every write not committed and ends the transaction: t must
