@@ -63,7 +63,7 @@ type stateCache struct {
 
 type cacheEntry struct {
 	dk    string // the map key, so a Txn can share it instead of allocating its own
-	value []byte // owned by the cache; nil with found == false
+	value []byte // retained from Txn.Put or a read, never modified; nil with found == false
 	ts    int64
 	found bool
 
@@ -265,7 +265,7 @@ func (d *DB) flushDirty() error {
 	}
 	// Sorting the entries (pointers) is cheaper than sorting the writes.
 	slices.SortFunc(c.dirty, func(a, b *cacheEntry) int { return strings.Compare(a.dk, b.dk) })
-	ws := d.writes[:0]
+	ws := slices.Grow(d.writes[:0], len(c.dirty))
 	for _, e := range c.dirty {
 		if e.dirty {
 			ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: e.found, dbTS: e.dbTS, dbFound: e.dbFound})

@@ -16,16 +16,19 @@ import (
 //     undo log (the writes join the round) and Rollback replays it
 //     backwards — a task applies a record's writes only if the whole record
 //     succeeded, so a retried or dead-lettered record leaves no trace;
-//   - round level: Commit writes the written entries to the database in one
-//     atomic, unsynced batch (DB.WriteCheckpoint syncs).
+//   - round level: Commit hands the round's writes to the DB's cache (dirty,
+//     written to Pebble later in one batch; see stateCache), CommitThrough
+//     writes them to Pebble at once in one atomic, unsynced batch;
+//     DB.WriteCheckpoint syncs. Either way all of a round's writes, or
+//     none (Discard), become the DB's state.
 //
 // One map keyed by the encoded data key holds every key the round touched
 // (read or written), so the per-record cost is one map probe (none when a
 // Put follows a Get of the same key, the read-modify-write of every
-// aggregate) plus at most one database read per key per round. Entries come
-// from chunked slabs and the data key is built in a reused buffer: a key
-// seen before in the round costs no allocation. A Txn is not safe for
-// concurrent use.
+// aggregate) plus, for a key the DB's cache cannot answer, one database read
+// per round. Entries come from chunked slabs and the data key is built in a
+// reused buffer (or shared with the cache): a key seen before costs no
+// allocation. A Txn is not safe for concurrent use.
 type Txn struct {
 	d       *DB
 	entries map[string]*txnEntry
