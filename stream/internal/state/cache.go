@@ -59,6 +59,7 @@ type stateCache struct {
 
 	evicted uint64 // entries evicted since open (for tests)
 	flushes uint64 // flushes of dirty entries since open (for tests)
+	misses  uint64 // reads the cache could not answer (Pebble lookups; for tests)
 }
 
 type cacheEntry struct {
@@ -294,8 +295,9 @@ func (d *DB) fitCache() error {
 	return nil
 }
 
-// warm loads data keys into the cache in key order until the budget is
-// reached; if every data key fits, the cache becomes complete. A value that
+// warm loads data keys into the cache in key order up to nine tenths of the
+// budget (the eviction target: room is left for the keys processing reads
+// next); if every data key fits, the cache becomes complete. A value that
 // does not follow the format is left out (and the cache stays incomplete),
 // so reading it reports the corruption.
 func (d *DB) warm() error {
@@ -315,7 +317,7 @@ func (d *DB) warm() error {
 			complete = false
 			continue
 		}
-		if d.cache.bytes+int64(len(k)+len(v)-8)+cacheEntryOverhead > d.cache.limit {
+		if d.cache.bytes+int64(len(k)+len(v)-8)+cacheEntryOverhead > d.cache.limit-d.cache.limit/10 {
 			complete = false
 			break
 		}

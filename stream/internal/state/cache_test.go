@@ -225,6 +225,7 @@ func TestCacheWarmCompleteness(t *testing.T) {
 	}
 	txn = d.Begin()
 	defer txn.Discard()
+	cached := len(d.cache.entries)
 	for i := range 100 {
 		v, ts, ok, err := txn.Get("s", fmt.Appendf(nil, "k%03d", i))
 		if err != nil || !ok || string(v) != "value" || ts != int64(i) {
@@ -233,6 +234,62 @@ func TestCacheWarmCompleteness(t *testing.T) {
 	}
 	if _, _, ok, err := txn.Get("s", []byte("absent")); ok || err != nil {
 		t.Fatalf("absent key: found %v err %v", ok, err)
+	}
+	// Keys outside the cache, and absent ones, are read from Pebble.
+	if want := uint64(100 - cached + 1); d.cache.misses != want {
+		t.Fatalf("%d Pebble lookups, want %d (100 keys, %d cached, 1 absent)", d.cache.misses, want, cached)
+	}
+}
+
+// A complete cache answers every read without Pebble, new keys included;
+// keys read from Pebble once are answered from the cache in later rounds.
+func TestCacheSparesLookups(t *testing.T) {
+	dir := t.TempDir()
+	d := open(t, dir)
+	for round := range 3 {
+		txn := d.Begin()
+		for i := range 50 {
+			k := fmt.Appendf(nil, "k%03d", round*25+i) // half new, half seen
+			if _, _, _, err := txn.Get("s", k); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := txn.Put("s", k, []byte("v"), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard()
+	}
+	if d.cache.misses != 0 {
+		t.Fatalf("complete cache: %d Pebble lookups, want 0", d.cache.misses)
+	}
+	d.Close()
+
+	// Reopened with a budget too small to warm completely: the first
+	// read of an uncached key goes to Pebble, the next round's does not.
+	d, err := Open(dir, nil, CacheBytes(10*(cacheEntryOverhead+16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.cache.complete {
+		t.Fatal("cache complete with a budget for 10 of 100 keys")
+	}
+	k := []byte("k099")
+	for range 2 {
+		txn := d.Begin()
+		if _, _, ok, err := txn.Get("s", k); !ok || err != nil {
+			t.Fatalf("k099: found %v err %v", ok, err)
+		}
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard()
+	}
+	if d.cache.misses != 1 {
+		t.Fatalf("%d Pebble lookups of k099 over two rounds, want 1", d.cache.misses)
 	}
 }
 

@@ -146,6 +146,7 @@ func (t *Txn) alloc() *txnEntry {
 }
 
 func (t *Txn) get(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
+	t.d.cache.misses++
 	v, closer, err := t.d.db.Get(dk)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, 0, false, nil
