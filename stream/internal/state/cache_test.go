@@ -405,3 +405,52 @@ func TestDirtyWritesDedupeUntilCheckpoint(t *testing.T) {
 		t.Fatalf("a in Pebble = %q ts %d, want v9 ts 9", v[8:], decodeTS(v))
 	}
 }
+
+// Wiping a database that holds nothing (a new task's) keeps it as it is;
+// wiping one with data or a checkpoint removes them; either way the result
+// is an empty, usable database with a complete cache.
+func TestWipeFreshAndUsed(t *testing.T) {
+	dir := t.TempDir()
+	d := open(t, dir)
+	defer func() { d.Close() }()
+	if err := d.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err := d.fresh(); err != nil || !fresh || !d.cache.complete {
+		t.Fatalf("after wiping a new database: fresh %v err %v complete %v", fresh, err, d.cache.complete)
+	}
+	txn := d.Begin()
+	if _, err := txn.Put("s", []byte("k"), []byte("v"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	if err := d.WriteCheckpoint(Checkpoint{"s": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, _ := d.fresh(); fresh {
+		t.Fatal("a database with data and a checkpoint reported fresh")
+	}
+	if err := d.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := d.Checkpoint(); err != nil || cp != nil {
+		t.Fatalf("checkpoint after wipe = %v, %v", cp, err)
+	}
+	txn = d.Begin()
+	if _, _, ok, err := txn.Get("s", []byte("k")); ok || err != nil {
+		t.Fatalf("k after wipe: found %v err %v", ok, err)
+	}
+	txn.Discard()
+	if fresh, err := d.fresh(); err != nil || !fresh || !d.cache.complete {
+		t.Fatalf("after wiping a used database: fresh %v err %v complete %v", fresh, err, d.cache.complete)
+	}
+	// Reopened, the wiped database is still of the current format.
+	d.Close()
+	d = open(t, dir)
+	if fresh, err := d.fresh(); err != nil || !fresh {
+		t.Fatalf("reopened: fresh %v err %v", fresh, err)
+	}
+}

@@ -192,11 +192,29 @@ func (d *DB) empty() (bool, error) {
 	return empty, it.Close()
 }
 
+// fresh reports whether the database holds nothing but its format key, of
+// the current version.
+func (d *DB) fresh() (bool, error) {
+	it, err := d.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	fresh := it.First() && string(it.Key()) == string(metaKey(metaFormat)) &&
+		len(it.Value()) == 1 && it.Value()[0] == FormatVersion && !it.Next()
+	return fresh, it.Close()
+}
+
 // Wipe deletes every store and the checkpoint, leaving an empty database of
 // the current format version.
 func (d *DB) Wipe() error {
 	d.cache.reset(false)
 	if d.db != nil {
+		if fresh, err := d.fresh(); err == nil && fresh {
+			// Nothing to delete (a new task's database): spare the
+			// close, removal and re-creation of the Pebble files.
+			d.cache.reset(true)
+			return nil
+		}
 		if err := d.closeDB(); err != nil {
 			return fmt.Errorf("wipe state %s: %w", d.dir, err)
 		}
