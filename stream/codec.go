@@ -14,8 +14,8 @@ import (
 // value until it is acknowledged, and by a store's cache): Encode must return
 // a new slice each time, never a buffer it reuses. Decode must not retain b
 // (the buffer may be reused by the client); it must return an error, never
-// panic, on malformed input —
-// the record then goes to the dead-letter topic at once.
+// panic, on malformed input — the record then goes to the dead-letter topic
+// at once.
 //
 // Avro, Protobuf or schema-registry codecs implement this interface outside
 // this package.
