@@ -36,7 +36,7 @@ func sumTopology(b *Builder) {
 	Count(g, StoreConfig{Name: "count", TTL: 24 * time.Hour}).To("counts", String(), Int64())
 }
 
-func propertyRun(t *testing.T, seed uint64, g Guarantee) {
+func propertyRun(t *testing.T, seed uint64, g Guarantee, extra ...Opt) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	b := startBrokerFor(t, g)
 	parts := int32(1 + rng.IntN(4))
@@ -47,8 +47,9 @@ func propertyRun(t *testing.T, seed uint64, g Guarantee) {
 	sum, count := map[string]int64{}, map[string]int64{}
 	dir := t.TempDir()
 	opts := func() []Opt {
-		return []Opt{testLogger(t), WithGuarantee(g), StateDir(dir), CommitInterval(time.Duration(5+rng.IntN(50)) * time.Millisecond),
+		o := []Opt{testLogger(t), WithGuarantee(g), StateDir(dir), CommitInterval(time.Duration(5+rng.IntN(50)) * time.Millisecond),
 			MaxPollRecords(1 + rng.IntN(50)), Workers(1 + rng.IntN(3))}
+		return append(o, extra...)
 	}
 	app := b.run("prop", sumTopology, opts()...)
 	killed := false

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ import (
 
 const e2eRecords = 100000
 
-func e2eSetup(b *testing.B) *testBroker {
+func e2eSetup(b testing.TB) *testBroker {
 	tb := startBrokerB(b)
 	tb.createTopic("in", 3)
 	tb.createTopic("out", 3)
@@ -35,7 +37,7 @@ func e2eSetup(b *testing.B) *testBroker {
 	return tb
 }
 
-func waitOut(b *testing.B, tb *testBroker, n int64) {
+func waitOut(b testing.TB, tb *testBroker, n int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for {
@@ -48,58 +50,144 @@ func waitOut(b *testing.B, tb *testBroker, n int64) {
 		if sum >= n {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
 func BenchmarkE2EHandLoop(b *testing.B) {
 	for range b.N {
-		b.StopTimer()
-		tb := e2eSetup(b)
-		b.StartTimer()
-		start := time.Now()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(tb.seeds...), kgo.ConsumerGroup("hand"), kgo.ConsumeTopics("in"),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx := context.Background()
-		seen := 0
-		for seen < e2eRecords {
-			fs := cl.PollFetches(ctx)
-			fs.EachRecord(func(r *kgo.Record) {
-				var ev benchEvent
-				if err := json.Unmarshal(r.Value, &ev); err != nil {
-					b.Fatal(err)
-				}
-				v, _ := Int64().Encode(ev.N)
-				cl.Produce(ctx, &kgo.Record{Topic: "out", Key: r.Key, Value: v}, nil)
-				seen++
-			})
-		}
-		if err := cl.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		cl.Close()
-		b.ReportMetric(float64(e2eRecords)/time.Since(start).Seconds(), "events/s")
+		r := runHandLoop(b)
+		b.ReportMetric(r.rate(), "events/s")
+		b.ReportMetric(r.perCPUSec(), "events/cpu-s")
 	}
 }
 
-func BenchmarkE2EKeyedCount(b *testing.B) {
-	benchE2EApp(b, func(bl *Builder) {
-		in := From(bl, "in", String(), JSON[benchEvent]())
-		Count(GroupByKey(in, String(), JSON[benchEvent]()), StoreConfig{Name: "c", TTL: time.Hour}).
-			To("out", String(), Int64())
-	})
+// e2eRun is one measured run: wall time and the process's CPU time (the
+// broker runs in the process too, for both the baseline and the App).
+type e2eRun struct {
+	wall, cpu time.Duration
 }
+
+func (r e2eRun) rate() float64      { return float64(e2eRecords) / r.wall.Seconds() }
+func (r e2eRun) perCPUSec() float64 { return float64(e2eRecords) / r.cpu.Seconds() }
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// scopedTB runs the cleanups registered on it (the test broker's) when done
+// is called rather than at the end of the benchmark, so runs do not pile up
+// brokers.
+type scopedTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (s *scopedTB) Cleanup(f func()) { s.cleanups = append(s.cleanups, f) }
+
+func (s *scopedTB) done() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+}
+
+// runHandLoop sets up a fresh broker (untimed) and times the floor: consume,
+// decode, produce one record per input record with franz-go directly, no
+// state, no commits.
+func runHandLoop(b *testing.B) e2eRun {
+	b.StopTimer()
+	scope := &scopedTB{TB: b}
+	defer scope.done()
+	tb := e2eSetup(scope)
+	b.StartTimer()
+	start, cpu0 := time.Now(), cpuTime(b)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.seeds...), kgo.ConsumerGroup("hand"), kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	seen := 0
+	for seen < e2eRecords {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			var ev benchEvent
+			if err := json.Unmarshal(r.Value, &ev); err != nil {
+				b.Fatal(err)
+			}
+			v, _ := Int64().Encode(ev.N)
+			cl.Produce(ctx, &kgo.Record{Topic: "out", Key: r.Key, Value: v}, nil)
+			seen++
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cl.Close()
+	return e2eRun{wall: time.Since(start), cpu: cpuTime(b) - cpu0}
+}
+
+// BenchmarkE2ERatio runs the hand loop, the keyed count at-least-once and
+// the keyed count exactly-once alternately, e2eRatioRounds times each on a
+// fresh broker, and reports the median ratio of each count to the hand loop
+// of the same round (the machine is shared: ratios of neighbouring runs are
+// what is comparable), the medians of events/s, and events per CPU-second of
+// the whole process (broker included).
+func BenchmarkE2ERatio(b *testing.B) {
+	const rounds = 5
+	for range b.N {
+		var hand, alo, eos []e2eRun
+		var rAlo, rEos, cAlo, cEos []float64
+		for range rounds {
+			h := runHandLoop(b)
+			a := runE2EApp(b, buildKeyedCount)
+			e := runE2EApp(b, buildKeyedCount, WithGuarantee(ExactlyOnce))
+			hand, alo, eos = append(hand, h), append(alo, a), append(eos, e)
+			rAlo = append(rAlo, a.rate()/h.rate())
+			rEos = append(rEos, e.rate()/h.rate())
+			cAlo = append(cAlo, a.perCPUSec()/h.perCPUSec())
+			cEos = append(cEos, e.perCPUSec()/h.perCPUSec())
+		}
+		med := func(runs []e2eRun, f func(e2eRun) float64) float64 {
+			xs := make([]float64, len(runs))
+			for i, r := range runs {
+				xs[i] = f(r)
+			}
+			return median(xs)
+		}
+		b.ReportMetric(median(rAlo), "alo/hand")
+		b.ReportMetric(median(rEos), "eos/hand")
+		b.ReportMetric(median(cAlo), "alo/hand-cpu")
+		b.ReportMetric(median(cEos), "eos/hand-cpu")
+		b.ReportMetric(med(hand, e2eRun.rate), "hand-events/s")
+		b.ReportMetric(med(alo, e2eRun.rate), "alo-events/s")
+		b.ReportMetric(med(eos, e2eRun.rate), "eos-events/s")
+		b.ReportMetric(med(hand, e2eRun.perCPUSec), "hand-events/cpu-s")
+		b.ReportMetric(med(alo, e2eRun.perCPUSec), "alo-events/cpu-s")
+		b.ReportMetric(med(eos, e2eRun.perCPUSec), "eos-events/cpu-s")
+	}
+}
+
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+func buildKeyedCount(bl *Builder) {
+	in := From(bl, "in", String(), JSON[benchEvent]())
+	Count(GroupByKey(in, String(), JSON[benchEvent]()), StoreConfig{Name: "c", TTL: time.Hour}).
+		To("out", String(), Int64())
+}
+
+func BenchmarkE2EKeyedCount(b *testing.B) { benchE2EApp(b, buildKeyedCount) }
 
 // BenchmarkE2EKeyedCountExactlyOnce is the keyed count under ExactlyOnce.
 func BenchmarkE2EKeyedCountExactlyOnce(b *testing.B) {
-	benchE2EApp(b, func(bl *Builder) {
-		in := From(bl, "in", String(), JSON[benchEvent]())
-		Count(GroupByKey(in, String(), JSON[benchEvent]()), StoreConfig{Name: "c", TTL: time.Hour}).
-			To("out", String(), Int64())
-	}, WithGuarantee(ExactlyOnce))
+	benchE2EApp(b, buildKeyedCount, WithGuarantee(ExactlyOnce))
 }
 
 // BenchmarkE2EStateless is the App running the hand loop's work (decode,
@@ -113,27 +201,39 @@ func BenchmarkE2EStateless(b *testing.B) {
 
 func benchE2EApp(b *testing.B, build func(*Builder), opts ...Opt) {
 	for range b.N {
-		b.StopTimer()
-		tb := e2eSetup(b)
-		bl := NewBuilder()
-		build(bl)
-		a, err := NewApp("bench", bl, append([]Opt{Brokers(tb.seeds...), StateDir(b.TempDir())}, opts...)...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		b.StartTimer()
-		start := time.Now()
-		go func() { done <- a.Run(ctx) }()
-		waitOut(b, tb, e2eRecords)
-		el := time.Since(start)
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(e2eRecords)/el.Seconds(), "events/s")
+		r := runE2EApp(b, build, opts...)
+		b.ReportMetric(r.rate(), "events/s")
+		b.ReportMetric(r.perCPUSec(), "events/cpu-s")
 	}
+}
+
+// runE2EApp sets up a fresh broker (untimed) and times an App processing
+// the e2eRecords inputs until all their outputs are written.
+func runE2EApp(b *testing.B, build func(*Builder), opts ...Opt) e2eRun {
+	b.StopTimer()
+	scope := &scopedTB{TB: b}
+	defer scope.done()
+	tb := e2eSetup(scope)
+	bl := NewBuilder()
+	build(bl)
+	a, err := NewApp("bench", bl, append([]Opt{Brokers(tb.seeds...), StateDir(b.TempDir())}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.StartTimer()
+	start, cpu0 := time.Now(), cpuTime(b)
+	go func() { done <- a.Run(ctx) }()
+	waitOut(b, tb, e2eRecords)
+	// The graceful stop is timed too: its final commit writes the state
+	// (and checkpoint) the run built up, as the hand loop's final Flush
+	// and Close are timed.
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return e2eRun{wall: time.Since(start), cpu: cpuTime(b) - cpu0}
 }
 
 // BenchmarkRestore measures a full restore of one task's store from a
@@ -170,11 +270,12 @@ func BenchmarkRestore(b *testing.B) {
 		if err := tk.db.Wipe(); err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuTime(b)
 		if err := tk.restore(ctx); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(e2eRecords)/time.Since(start).Seconds(), "records/s")
+		b.ReportMetric(float64(e2eRecords)/(cpuTime(b)-cpu0).Seconds(), "records/cpu-s")
 		tk.close()
 	}
 }

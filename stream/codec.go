@@ -10,9 +10,12 @@ import (
 // A Codec turns a key or value of type T into record bytes and back.
 //
 // Encode and Decode must be safe for concurrent use: one Codec value is shared
-// by every task of an App. Decode must not retain b (the buffer may be reused
-// by the client); it must return an error, never panic, on malformed input —
-// the record then goes to the dead-letter topic at once.
+// by every task of an App. The bytes Encode returns are retained (as a record
+// value until it is acknowledged, and by a store's cache): Encode must return
+// a new slice each time, never a buffer it reuses. Decode must not retain b
+// (the buffer may be reused by the client); it must return an error, never
+// panic, on malformed input — the record then goes to the dead-letter topic
+// at once.
 //
 // Avro, Protobuf or schema-registry codecs implement this interface outside
 // this package.

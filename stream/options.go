@@ -71,6 +71,7 @@ type config struct {
 	// maxTxnRecords: an ExactlyOnce transaction ends once it holds this
 	// many input records (tests lower it).
 	maxTxnRecords int
+	storeCache    int64 // bytes per task; see StoreCache (cache.go)
 }
 
 func defaultConfig() config {
@@ -87,6 +88,7 @@ func defaultConfig() config {
 		clock:          realClock{},
 		guarantee:      AtLeastOnce,
 		maxTxnRecords:  defaultMaxTxnRecords,
+		storeCache:     defaultStoreCache,
 	}
 }
 
@@ -118,6 +120,9 @@ func (c *config) validate() error {
 	}
 	if c.logger == nil || c.clock == nil {
 		errs = append(errs, errors.New("nil logger or clock"))
+	}
+	if c.storeCache < 0 {
+		errs = append(errs, fmt.Errorf("store cache %d bytes < 0", c.storeCache))
 	}
 	if c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce {
 		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v", ErrUnsupported, c.guarantee))

@@ -199,7 +199,9 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 			n++
 		})
 		if applyErr == nil {
-			applyErr = txn.Commit()
+			// Straight to the local database: a restore writes each key
+			// about once, so holding the writes in the cache saves nothing.
+			applyErr = txn.CommitThrough()
 		}
 		txn.Discard()
 		if applyErr != nil {
@@ -215,7 +217,9 @@ func applyChangelog(txn *state.Txn, store string, r *kgo.Record) error {
 	if r.Value == nil {
 		return txn.Delete(store, r.Key)
 	}
-	_, err := txn.Put(store, r.Key, r.Value, r.Timestamp.UnixMilli())
+	// The store retains the value: copy it out of the fetch buffer, which
+	// it would otherwise keep alive.
+	_, err := txn.Put(store, r.Key, append([]byte{}, r.Value...), r.Timestamp.UnixMilli())
 	return err
 }
 

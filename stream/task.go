@@ -99,7 +99,7 @@ func (a *App) newTask(id taskID) (*task, error) {
 	}
 	if len(t.stores) > 0 {
 		dir := a.taskDir(id)
-		db, err := state.Open(dir, a.cfg.logger.With("task", id.String()))
+		db, err := state.Open(dir, a.cfg.logger.With("task", id.String()), state.CacheBytes(a.cfg.storeCache))
 		if err != nil {
 			// The local store is a cache of the changelogs: drop an
 			// unopenable one and rebuild it.
@@ -108,7 +108,7 @@ func (a *App) newTask(id taskID) (*task, error) {
 			if rerr := os.RemoveAll(dir); rerr != nil {
 				return nil, fmt.Errorf("task %s: %w (and removing it: %v)", id, err, rerr)
 			}
-			if db, err = state.Open(dir, a.cfg.logger.With("task", id.String())); err != nil {
+			if db, err = state.Open(dir, a.cfg.logger.With("task", id.String()), state.CacheBytes(a.cfg.storeCache)); err != nil {
 				return nil, fmt.Errorf("task %s: %w", id, err)
 			}
 		}

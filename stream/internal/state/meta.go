@@ -113,9 +113,13 @@ func (d *DB) Checkpoint() (Checkpoint, error) {
 	return DecodeCheckpoint(v)
 }
 
-// WriteCheckpoint syncs every write made so far together with c. Call it only
-// once the changelog writes c covers are acknowledged.
+// WriteCheckpoint syncs every write committed so far (flushing the cache's
+// dirty entries to Pebble first) together with c. Call it only once the
+// changelog writes c covers are acknowledged.
 func (d *DB) WriteCheckpoint(c Checkpoint) error {
+	if err := d.flushDirty(); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", d.dir, err)
+	}
 	if err := d.db.Set(metaKey(metaCheckpoint), EncodeCheckpoint(c), pebble.Sync); err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", d.dir, err)
 	}

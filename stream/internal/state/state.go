@@ -9,6 +9,14 @@
 // contain at least every changelog write below the checkpointed offsets, and
 // a restore replays only the changelog from there.
 //
+// In front of Pebble sits a write-back cache (cache.go): reads of keys seen
+// before, and of new keys while every key fits, need no Pebble lookup; the
+// writes of a round are held in memory and reach Pebble in one key-ordered
+// batch at the next checkpoint (or when the cache is full, or before a
+// direct read of Pebble: Scan, MaxTS, an Expired scan that could see them).
+// A checkpoint still claims only what is synced: WriteCheckpoint flushes
+// first.
+//
 // Key layout (one ordered keyspace; a store, and a key prefix within a
 // store, is one contiguous range):
 //
@@ -48,21 +56,51 @@ const (
 	prefixMeta  = 'm'
 )
 
+// memTableSize is the size of a DB's Pebble memtable (up to two exist
+// while one is flushed).
+const memTableSize = 32 << 20
+
 // DB is one task's local state.
 type DB struct {
 	dir      string
 	db       *pebble.DB
 	fsCloser io.Closer
 	log      *slog.Logger
+	// cache answers reads of committed state (see readCache); Txn.Commit
+	// keeps it equal to the database.
+	cache stateCache
+	// freeTxn is the transaction last discarded, reused by Begin.
+	freeTxn *Txn
+	// scratch of writeBatch and flushDirty
+	writes                 []write
+	index                  []indexOp
+	idxBuf, keyBuf, valBuf []byte
+	dkBuf                  []byte // scratch of Expired
 }
 
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	cacheBytes int64
+}
+
+// CacheBytes sets the memory budget of the DB's cache (default
+// DefaultCacheBytes); 0 disables it.
+func CacheBytes(n int64) Option { return func(o *options) { o.cacheBytes = n } }
+
 // Open opens (or creates) the database in dir. A database of another format
-// version is wiped: it is a cache of the changelogs.
-func Open(dir string, logger *slog.Logger) (*DB, error) {
+// version is wiped: it is a cache of the changelogs. The cache of an existing
+// database is warmed with its keys, up to the cache's budget.
+func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d := &DB{dir: dir, log: logger}
+	o := options{cacheBytes: DefaultCacheBytes}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	d := &DB{dir: dir, log: logger, cache: newStateCache(o.cacheBytes)}
 	if err := d.open(); err != nil {
 		return nil, err
 	}
@@ -87,12 +125,19 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 		} else if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
 			d.closeDB()
 			return nil, fmt.Errorf("open state %s: %w", dir, err)
+		} else {
+			d.cache.reset(true)
 		}
 	case len(v) != 1 || v[0] != FormatVersion:
 		d.log.Warn("state: local store has another format version; wiping, it will be restored from the changelogs",
 			"dir", dir, "version", v)
 		if err := d.Wipe(); err != nil {
 			return nil, err
+		}
+	default:
+		if err := d.warm(); err != nil {
+			d.closeDB()
+			return nil, fmt.Errorf("open state %s: warm cache: %w", dir, err)
 		}
 	}
 	return d, nil
@@ -104,7 +149,14 @@ func (d *DB) open() error {
 	fs, closer := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, nil, func(info vfs.DiskSlowInfo) {
 		d.log.Warn("state: slow disk", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
 	})
-	opts := &pebble.Options{Logger: pebbleLogger{d.log}, FS: fs}
+	opts := &pebble.Options{Logger: pebbleLogger{d.log}, FS: fs,
+		// A larger memtable than Pebble's 4 MiB default: a key updated
+		// again before its memtable is flushed costs no sstable bytes,
+		// and the keyed-count workload (a memtable insert per key per
+		// round) flushes and compacts far less. Memtables grow from 256
+		// KiB to this size as they fill, so an idle task does not pay it.
+		MemTableSize: memTableSize,
+	}
 	// Bloom filters in every level: most reads of a keyed store look up
 	// a key the store does not hold yet (a new key), which the filter
 	// answers without reading data blocks.
@@ -140,10 +192,29 @@ func (d *DB) empty() (bool, error) {
 	return empty, it.Close()
 }
 
+// fresh reports whether the database holds nothing but its format key, of
+// the current version.
+func (d *DB) fresh() (bool, error) {
+	it, err := d.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	fresh := it.First() && string(it.Key()) == string(metaKey(metaFormat)) &&
+		len(it.Value()) == 1 && it.Value()[0] == FormatVersion && !it.Next()
+	return fresh, it.Close()
+}
+
 // Wipe deletes every store and the checkpoint, leaving an empty database of
 // the current format version.
 func (d *DB) Wipe() error {
+	d.cache.reset(false)
 	if d.db != nil {
+		if fresh, err := d.fresh(); err == nil && fresh {
+			// Nothing to delete (a new task's database): spare the
+			// close, removal and re-creation of the Pebble files.
+			d.cache.reset(true)
+			return nil
+		}
 		if err := d.closeDB(); err != nil {
 			return fmt.Errorf("wipe state %s: %w", d.dir, err)
 		}
@@ -154,17 +225,26 @@ func (d *DB) Wipe() error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync)
+	if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
+		return err
+	}
+	d.cache.reset(true)
+	return nil
 }
 
-// Close closes the database. Unsynced writes survive a process crash (they
-// are in the OS cache) but not necessarily a machine crash; the checkpoint
-// only ever claims synced data.
+// Close writes the cache's dirty entries to Pebble and closes the
+// database. Unsynced writes survive a process crash (they are in the OS
+// cache) but not necessarily a machine crash; the checkpoint only ever claims
+// synced data.
 func (d *DB) Close() error {
 	if d.db == nil {
 		return nil
 	}
-	return d.closeDB()
+	ferr := d.flushDirty()
+	if err := d.closeDB(); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // DiskSize is the database's size on disk in bytes.
@@ -172,7 +252,17 @@ func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 
 // Expired returns up to limit keys of store last updated before ts (ms),
 // oldest first.
+//
+// It reads Pebble's TTL index without flushing the cache when no dirty entry
+// can be expired (every dirty value is at or after before): an index entry of
+// a dirty key is then stale (the key was updated since, or deleted) and is
+// skipped.
 func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
+	if d.cache.minDirtyTS < before {
+		if err := d.flushDirty(); err != nil {
+			return nil, err
+		}
+	}
 	lo := storePrefix(prefixIndex, store)
 	hi := binary.BigEndian.AppendUint64(append([]byte(nil), lo...), encodeTS(before))
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -186,14 +276,24 @@ func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
 			it.Close()
 			return nil, &CorruptionError{Store: store, Key: append([]byte(nil), k...), Reason: "short index key"}
 		}
-		keys = append(keys, append([]byte(nil), k[len(lo)+8:]...))
+		key := k[len(lo)+8:]
+		if len(d.cache.dirty) > 0 {
+			d.dkBuf = dataKey(d.dkBuf[:0], store, key)
+			if d.cache.isDirty(d.dkBuf) {
+				continue
+			}
+		}
+		keys = append(keys, append([]byte(nil), key...))
 	}
 	return keys, it.Close()
 }
 
 // MaxTS returns the latest update time (ms) of any key in store, or false if
-// the store is empty.
+// the store is empty. It flushes the cache's dirty entries first.
 func (d *DB) MaxTS(store string) (int64, bool, error) {
+	if err := d.flushDirty(); err != nil {
+		return 0, false, err
+	}
 	lo := storePrefix(prefixIndex, store)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
@@ -212,8 +312,12 @@ func (d *DB) MaxTS(store string) (int64, bool, error) {
 }
 
 // Scan calls fn for every key of store in key order (from, to: optional
-// bounds, to exclusive). fn must not retain its arguments.
+// bounds, to exclusive). fn must not retain its arguments. It flushes the
+// cache's dirty entries first.
 func (d *DB) Scan(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {
+	if err := d.flushDirty(); err != nil {
+		return err
+	}
 	lo := dataKey(nil, store, from)
 	var hi []byte
 	if to != nil {
@@ -261,14 +365,6 @@ func storePrefix(kind byte, store string) []byte {
 func dataKey(dst []byte, store string, key []byte) []byte {
 	dst = append(dst, prefixData, byte(len(store)))
 	dst = append(dst, store...)
-	return append(dst, key...)
-}
-
-// appendIndexKey appends the index key of (store, ts, key) to dst.
-func appendIndexKey[B []byte | string](dst []byte, store string, ts int64, key B) []byte {
-	dst = append(dst, prefixIndex, byte(len(store)))
-	dst = append(dst, store...)
-	dst = binary.BigEndian.AppendUint64(dst, encodeTS(ts))
 	return append(dst, key...)
 }
 

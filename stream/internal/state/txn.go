@@ -1,9 +1,10 @@
 package state
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -15,23 +16,26 @@ import (
 //     undo log (the writes join the round) and Rollback replays it
 //     backwards — a task applies a record's writes only if the whole record
 //     succeeded, so a retried or dead-lettered record leaves no trace;
-//   - round level: Commit writes the written entries to the database in one
-//     atomic, unsynced batch (DB.WriteCheckpoint syncs).
+//   - round level: Commit hands the round's writes to the DB's cache (dirty,
+//     written to Pebble later in one batch; see stateCache), CommitThrough
+//     writes them to Pebble at once in one atomic, unsynced batch;
+//     DB.WriteCheckpoint syncs. Either way all of a round's writes, or
+//     none (Discard), become the DB's state.
 //
 // One map keyed by the encoded data key holds every key the round touched
 // (read or written), so the per-record cost is one map probe (none when a
 // Put follows a Get of the same key, the read-modify-write of every
-// aggregate) plus at most one database read per key per round. Entries come
-// from chunked slabs and the data key is built in a reused buffer: a key
-// seen before in the round costs no allocation. A Txn is not safe for
-// concurrent use.
+// aggregate) plus, for a key the DB's cache cannot answer, one database read
+// per round. Entries come from chunked slabs and the data key is built in a
+// reused buffer (or shared with the cache): a key seen before costs no
+// allocation. A Txn is not safe for concurrent use.
 type Txn struct {
 	d       *DB
 	entries map[string]*txnEntry
 	undo    []undoEntry
-	last    *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
-	kbuf    []byte    // scratch: data key of the current lookup
-	scratch []byte    // scratch: batch values and index keys in Commit
+	last    *txnEntry   // the entry of the latest lookup (nil after Commit/Discard)
+	kbuf    []byte      // scratch: data key of the current lookup
+	written []*txnEntry // scratch of CommitThrough
 	slabs   [][]txnEntry
 	slab    int // current slab
 	used    int // entries used in slabs[slab]
@@ -49,6 +53,9 @@ type txnEntry struct {
 
 	prevTS    int64
 	prevFound bool
+	// cached: the database state (prevTS, prevFound, and the value read)
+	// came from, and so is already in, the DB's read cache.
+	cached bool
 }
 
 func (e *txnEntry) key() string { return e.dk[2+len(e.store):] }
@@ -64,12 +71,19 @@ type undoEntry struct {
 
 const slabSize = 256
 
-// Begin starts a transaction.
+// Begin starts a transaction. The DB keeps the Txn last discarded and hands
+// it out again, with its map, slabs and buffers: a task begins one per
+// round.
 func (d *DB) Begin() *Txn {
+	if t := d.freeTxn; t != nil {
+		d.freeTxn = nil
+		return t
+	}
 	return &Txn{d: d, entries: map[string]*txnEntry{}}
 }
 
-// Get returns the value and timestamp (ms) of key in store.
+// Get returns the value and timestamp (ms) of key in store. The caller must
+// not modify value.
 func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool, err error) {
 	e, err := t.lookup(store, key)
 	if err != nil || e.deleted {
@@ -90,12 +104,27 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 		t.last = e
 		return e, nil
 	}
-	v, ts, found, err := t.get(store, key, t.kbuf)
-	if err != nil {
-		return nil, err
+	var v []byte
+	var ts int64
+	var found bool
+	c, cached := t.d.cache.get(t.kbuf)
+	dk := c.dk // set on a cache hit: no allocation for the key
+	if cached {
+		// A cached value is never modified in place (Commit replaces
+		// it, Put replaces e.value), so the entry may share it.
+		v, ts, found = c.value, c.ts, c.found
+	} else {
+		var err error
+		if v, ts, found, err = t.get(store, key, t.kbuf); err != nil {
+			return nil, err
+		}
+	}
+	if dk == "" {
+		dk = string(t.kbuf)
 	}
 	e := t.alloc()
-	*e = txnEntry{dk: string(t.kbuf), store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found}
+	*e = txnEntry{dk: dk, store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found,
+		cached: cached}
 	t.entries[e.dk] = e
 	t.last = e
 	return e, nil
@@ -117,6 +146,7 @@ func (t *Txn) alloc() *txnEntry {
 }
 
 func (t *Txn) get(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
+	t.d.cache.misses++
 	v, closer, err := t.d.db.Get(dk)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, 0, false, nil
@@ -138,7 +168,8 @@ func (t *Txn) save(e *txnEntry) {
 // Put sets key in store to value. The key's update time becomes the larger
 // of ts (ms) and its previous update time, so an out-of-order record does not
 // make a key look older; Put returns that update time. value is retained
-// until the round commits.
+// (after the round commits, by the DB's cache): the caller must not modify
+// it afterwards.
 func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
 	e, err := t.lookup(store, key)
 	if err != nil {
@@ -180,9 +211,11 @@ func (t *Txn) Rollback() {
 	t.undo = t.undo[:0]
 }
 
-// Commit applies pending record-level writes and writes the round to the
-// database in one batch (not synced: see WriteCheckpoint). The Txn stays
-// usable.
+// Commit applies pending record-level writes and commits the round: its
+// writes go to the DB's cache as dirty entries (written to Pebble by a later
+// flush, see stateCache), or, with the cache disabled, straight to Pebble in
+// one atomic, unsynced batch. DB.WriteCheckpoint makes them durable. The Txn
+// stays usable.
 func (t *Txn) Commit() error {
 	if err := t.Apply(); err != nil {
 		return err
@@ -190,49 +223,80 @@ func (t *Txn) Commit() error {
 	if len(t.entries) == 0 {
 		return nil
 	}
-	b := t.d.db.NewBatch()
-	defer b.Close()
-	for dk, e := range t.entries {
-		if !e.written {
-			continue
-		}
-		if e.prevFound {
-			t.scratch = appendIndexKey(t.scratch[:0], e.store, e.prevTS, e.key())
-			if err := b.Delete(t.scratch, nil); err != nil {
-				return err
-			}
-		}
-		t.kbuf = append(t.kbuf[:0], dk...)
-		if e.deleted {
-			if err := b.Delete(t.kbuf, nil); err != nil {
-				return err
-			}
-			continue
-		}
-		t.scratch = binary.BigEndian.AppendUint64(t.scratch[:0], encodeTS(e.ts))
-		t.scratch = append(t.scratch, e.value...)
-		if err := b.Set(t.kbuf, t.scratch, nil); err != nil {
-			return err
-		}
-		t.scratch = appendIndexKey(t.scratch[:0], e.store, e.ts, e.key())
-		if err := b.Set(t.scratch, nil, nil); err != nil {
-			return err
-		}
+	c := &t.d.cache
+	if !c.enabled() {
+		return t.CommitThrough()
 	}
-	if !b.Empty() {
-		if err := b.Commit(pebble.NoSync); err != nil {
-			return fmt.Errorf("state commit %s: %w", t.d.dir, err)
+	for _, e := range t.entries {
+		switch {
+		case e.written:
+			c.setDirty(e.dk, e.value, e.ts, !e.deleted, e.prevTS, e.prevFound)
+		case !e.cached:
+			// A read of Pebble: remember it for later rounds.
+			c.setClean(e.dk, e.value, e.ts, !e.deleted)
 		}
 	}
 	t.reset()
-	return nil
+	return t.d.fitCache()
 }
 
-// Discard drops every write not committed and ends the transaction.
+// CommitThrough is Commit writing the round straight to Pebble in one
+// sorted batch (after flushing the cache's dirty entries) and recording it in
+// the cache as clean. It suits bulk loads such as a restore, where a key is
+// rarely written in two rounds and holding writes dirty saves nothing.
+func (t *Txn) CommitThrough() error {
+	if err := t.Apply(); err != nil {
+		return err
+	}
+	if len(t.entries) == 0 {
+		return nil
+	}
+	d := t.d
+	// Once flushed, Pebble holds every key's state before this round:
+	// the entries' prev state.
+	if err := d.flushDirty(); err != nil {
+		return err
+	}
+	// Sorting the entries (pointers) is cheaper than sorting the writes.
+	written := t.written[:0]
+	for _, e := range t.entries {
+		if e.written {
+			written = append(written, e)
+		}
+	}
+	slices.SortFunc(written, func(a, b *txnEntry) int { return strings.Compare(a.dk, b.dk) })
+	ws := d.writes[:0]
+	for _, e := range written {
+		ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: !e.deleted,
+			dbTS: e.prevTS, dbFound: e.prevFound})
+	}
+	clear(written)
+	t.written = written[:0]
+	err := d.writeBatch(ws)
+	clear(ws)
+	d.writes = ws[:0]
+	if err != nil {
+		return err
+	}
+	for _, e := range t.entries {
+		switch {
+		case e.written:
+			d.cache.setWritten(e.dk, e.value, e.ts, !e.deleted)
+		case !e.cached:
+			d.cache.setClean(e.dk, e.value, e.ts, !e.deleted)
+		}
+	}
+	t.reset()
+	return d.fitCache()
+}
+
+// Discard drops every write not committed and ends the transaction: t must
+// not be used afterwards (Begin may hand it out again).
 func (t *Txn) Discard() {
 	clear(t.undo)
 	t.undo = t.undo[:0]
 	t.reset()
+	t.d.freeTxn = t
 }
 
 // reset forgets every entry; the slabs are zeroed for reuse.

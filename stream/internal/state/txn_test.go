@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -12,7 +13,16 @@ import (
 // and compares every read, the committed data and the TTL index with a
 // map model.
 func TestTxnRecordLevelModel(t *testing.T) {
-	d := open(t, t.TempDir())
+	for _, budget := range []int64{DefaultCacheBytes, 0, 500} {
+		t.Run(fmt.Sprintf("cache=%d", budget), func(t *testing.T) { txnRecordLevelModel(t, budget) })
+	}
+}
+
+func txnRecordLevelModel(t *testing.T, cache int64) {
+	d, err := Open(t.TempDir(), nil, CacheBytes(cache))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer d.Close()
 	type entry struct {
 		v  string

@@ -1,0 +1,25 @@
+package stream
+
+import "github.com/weirhq/weir/stream/internal/state"
+
+// defaultStoreCache is StoreCache's default: 10 MiB per task, Kafka Streams'
+// cache.max.bytes.buffering default.
+const defaultStoreCache = state.DefaultCacheBytes
+
+// StoreCache sets the memory budget, in bytes per task, of the cache in
+// front of the task's local stores. Default: 10 MiB. 0 disables it.
+//
+// The cache holds the latest state of the keys a task has seen. A read of a
+// cached key (the read-modify-write of every aggregate) needs no Pebble
+// lookup, and when every key of a store fits — a new or freshly restored
+// store, or one small enough to be loaded on open — a key not in the cache is
+// known to be new without a lookup either. Writes are held in the cache and
+// reach the local Pebble database once per commit (or when the cache is
+// full), so a key updated many times between commits is written once.
+//
+// The cache changes neither outputs nor the changelog: every record still
+// emits its update downstream and to the changelog at once, and a commit
+// makes the local store durable (with its checkpoint) only after the
+// changelog records it covers are acknowledged, so crash recovery is as
+// without it: the local store plus the changelog tail.
+func StoreCache(bytes int64) Opt { return optFunc(func(c *config) { c.storeCache = bytes }) }

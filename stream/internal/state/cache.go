@@ -1,0 +1,332 @@
+package state
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// stateCache is a write-back cache of a DB's data keys: the value and update
+// time of a key, or the fact that the key is absent.
+//
+// Reads: a key seen before is answered from the map, sparing the Pebble
+// lookup (a memtable skiplist seek, then bloom-filtered sstable probes) on the
+// read-modify-write of every aggregate.
+//
+// Writes: Txn.Commit (once per processing round) only marks the round's
+// writes dirty here; DB.flushDirty writes the dirty entries to Pebble in one
+// key-ordered batch, when the cache is over its budget and before anything
+// that reads Pebble directly (a checkpoint, Scan, MaxTS, an Expired scan that
+// could see a dirty key). A key updated in many rounds between two
+// checkpoints costs one Pebble write (data key and TTL index), not one per
+// round. The changelog is unaffected: it gets every update as before.
+//
+// Invariants:
+//   - an entry holds the key's latest committed state; a clean entry equals
+//     the key's state in Pebble, a dirty one records Pebble's state in
+//     dbTS/dbFound (the TTL index entry the flush must replace);
+//   - a key without an entry has no dirty state: Pebble holds its latest
+//     state. Dirty entries are never evicted (a flush comes first), and a
+//     dirty deletion stays as a negative entry until flushed;
+//   - complete means every key with state has an entry, so a key without one
+//     is absent. It is true for an empty database (new or wiped) and after a
+//     warm-up that loaded every data key; the first eviction clears it for
+//     good (until the next Wipe);
+//   - bytes, the estimated memory of the entries, is <= limit after every
+//     Txn.Commit: past the limit the dirty entries are flushed and a random
+//     tenth of the entries evicted (Go's randomised map iteration; no LRU
+//     bookkeeping on the hot path).
+//
+// A limit of 0 disables the cache: every Commit writes through to Pebble.
+// Not safe for concurrent use (a DB is used by one goroutine at a time).
+type stateCache struct {
+	entries  map[string]*cacheEntry // by encoded data key
+	bytes    int64
+	limit    int64
+	complete bool
+	// dirty lists the dirty entries (each once).
+	dirty []*cacheEntry
+	// free holds entries for reuse (evicted or deleted); slab the unused
+	// rest of the last chunk allocated. Entries are allocated in chunks:
+	// one allocation per cacheChunk keys, not one per key.
+	free []*cacheEntry
+	slab []cacheEntry
+	// minDirtyTS is a lower bound of the update time of every dirty entry
+	// holding a value (math.MaxInt64 when there is none).
+	minDirtyTS int64
+
+	evicted uint64 // entries evicted since open (for tests)
+	flushes uint64 // flushes of dirty entries since open (for tests)
+	misses  uint64 // reads the cache could not answer (Pebble lookups; for tests)
+}
+
+type cacheEntry struct {
+	dk    string // the map key, so a Txn can share it instead of allocating its own
+	value []byte // retained from Txn.Put or a read, never modified; nil with found == false
+	ts    int64
+	found bool
+
+	dirty   bool
+	dbTS    int64 // Pebble's state of the key, when dirty
+	dbFound bool
+	listed  bool // in stateCache.dirty (until the next flush); never removed while listed
+}
+
+// cacheEntryOverhead estimates the memory of one entry beyond its key and
+// value bytes: the map slot (string header and cacheEntry) plus the
+// allocation headers of the key and value.
+const cacheEntryOverhead = 128
+
+// DefaultCacheBytes is the default memory budget of a DB's cache, per task
+// (Kafka Streams' cache.max.bytes.buffering default is the same 10 MiB, for
+// all the threads of an instance).
+const DefaultCacheBytes = 10 << 20
+
+const cacheChunk = 256
+
+func newStateCache(limit int64) stateCache {
+	return stateCache{entries: map[string]*cacheEntry{}, limit: max(limit, 0), minDirtyTS: math.MaxInt64}
+}
+
+func (c *stateCache) newEntry() *cacheEntry {
+	if n := len(c.free); n > 0 {
+		e := c.free[n-1]
+		c.free = c.free[:n-1]
+		return e
+	}
+	if len(c.slab) == 0 {
+		c.slab = make([]cacheEntry, cacheChunk)
+	}
+	e := &c.slab[0]
+	c.slab = c.slab[1:]
+	return e
+}
+
+// remove deletes e's key and keeps e for reuse.
+func (c *stateCache) remove(e *cacheEntry) {
+	c.bytes -= entrySize(e.dk, e.value)
+	delete(c.entries, e.dk)
+	*e = cacheEntry{}
+	c.free = append(c.free, e)
+}
+
+func (c *stateCache) enabled() bool { return c.limit > 0 }
+
+// get returns the cached state of dk; ok is false when the cache cannot
+// answer (the key is not cached and the cache is not complete).
+func (c *stateCache) get(dk []byte) (e cacheEntry, ok bool) {
+	if !c.enabled() {
+		return cacheEntry{}, false
+	}
+	if e, ok := c.entries[string(dk)]; ok {
+		return *e, true
+	}
+	return cacheEntry{}, c.complete
+}
+
+// setClean records dk's state as read from Pebble. The key must not have
+// an entry. value is retained.
+func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
+	if !c.enabled() || (!found && c.complete) {
+		return // in a complete cache absence needs no entry
+	}
+	e := c.newEntry()
+	*e = cacheEntry{dk: dk, ts: ts, found: found}
+	if found {
+		e.value = value
+		if e.value == nil {
+			e.value = []byte{}
+		}
+	}
+	c.entries[dk] = e
+	c.bytes += entrySize(dk, e.value)
+}
+
+// setWritten records the state of dk just written to Pebble. The key's entry,
+// if any, must be clean. value is retained.
+func (c *stateCache) setWritten(dk string, value []byte, ts int64, found bool) {
+	if !c.enabled() {
+		return
+	}
+	e, ok := c.entries[dk]
+	if !ok {
+		c.setClean(dk, value, ts, found)
+		return
+	}
+	if !found && c.complete {
+		c.remove(e)
+		return
+	}
+	c.bytes -= entrySize(dk, e.value)
+	e.ts, e.found, e.value = ts, found, nil
+	if found {
+		e.value = value
+		if e.value == nil {
+			e.value = []byte{}
+		}
+	}
+	c.bytes += entrySize(dk, e.value)
+}
+
+// setDirty records a committed write of dk (found false: a deletion) not yet
+// in Pebble. prevTS/prevFound is the key's state before the write, used as
+// Pebble's state when the key has no entry. value is retained.
+func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, prevTS int64, prevFound bool) {
+	e, had := c.entries[dk]
+	if !had {
+		e = c.newEntry()
+		*e = cacheEntry{dk: dk, dbTS: prevTS, dbFound: prevFound}
+		c.entries[dk] = e
+	} else {
+		c.bytes -= entrySize(dk, e.value)
+		if !e.dirty {
+			e.dbTS, e.dbFound = e.ts, e.found
+		}
+	}
+	e.ts, e.found, e.value = ts, found, nil
+	if found {
+		// Retained, not copied: Txn.Put's caller hands value over.
+		e.value = value
+		if e.value == nil {
+			e.value = []byte{}
+		}
+		c.minDirtyTS = min(c.minDirtyTS, ts)
+	}
+	// Absent in Pebble and now: nothing to flush.
+	e.dirty = found || e.dbFound
+	c.bytes += entrySize(dk, e.value)
+	switch {
+	case e.dirty && !e.listed:
+		c.dirty = append(c.dirty, e)
+		e.listed = true
+	case !e.dirty && c.complete && !e.listed:
+		// In a complete cache absence needs no entry (a listed one goes
+		// at the flush).
+		c.remove(e)
+	}
+}
+
+func entrySize(dk string, v []byte) int64 { return int64(len(dk)+cap(v)) + cacheEntryOverhead }
+
+// isDirty reports whether dk has state not yet written to Pebble.
+func (c *stateCache) isDirty(dk []byte) bool {
+	e, ok := c.entries[string(dk)]
+	return ok && e.dirty
+}
+
+// markClean records that every dirty entry was written to Pebble.
+func (c *stateCache) markClean() {
+	for _, e := range c.dirty {
+		e.listed, e.dirty = false, false
+		e.dbTS, e.dbFound = 0, false
+		if !e.found && c.complete {
+			c.remove(e)
+		}
+	}
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+	c.minDirtyTS = math.MaxInt64
+	c.flushes++
+}
+
+// evict drops entries until the cache is at most nine tenths full. Call
+// only with no dirty entry.
+func (c *stateCache) evict() {
+	c.complete = false
+	target := c.limit - c.limit/10
+	for _, e := range c.entries {
+		if c.bytes <= target {
+			break
+		}
+		c.remove(e)
+		c.evicted++
+	}
+}
+
+// reset empties the cache, dropping dirty entries; complete says whether
+// the database is empty of data keys.
+func (c *stateCache) reset(complete bool) {
+	clear(c.entries)
+	c.bytes = 0
+	c.free, c.slab = nil, nil
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+	c.minDirtyTS = math.MaxInt64
+	c.complete = complete && c.enabled()
+}
+
+// flushDirty writes the cache's dirty entries to Pebble in one unsynced
+// batch. On error the entries stay dirty.
+func (d *DB) flushDirty() error {
+	c := &d.cache
+	if len(c.dirty) == 0 {
+		return nil
+	}
+	// Sorting the entries (pointers) is cheaper than sorting the writes.
+	slices.SortFunc(c.dirty, func(a, b *cacheEntry) int { return strings.Compare(a.dk, b.dk) })
+	ws := slices.Grow(d.writes[:0], len(c.dirty))
+	for _, e := range c.dirty {
+		if e.dirty {
+			ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: e.found, dbTS: e.dbTS, dbFound: e.dbFound})
+		}
+	}
+	err := d.writeBatch(ws)
+	clear(ws)
+	d.writes = ws[:0]
+	if err != nil {
+		return err
+	}
+	c.markClean()
+	return nil
+}
+
+// fitCache brings the cache back within its budget: dirty entries are
+// flushed, then entries evicted.
+func (d *DB) fitCache() error {
+	if d.cache.bytes <= d.cache.limit {
+		return nil
+	}
+	if err := d.flushDirty(); err != nil {
+		return err
+	}
+	d.cache.evict()
+	return nil
+}
+
+// warm loads data keys into the cache in key order up to nine tenths of the
+// budget (the eviction target: room is left for the keys processing reads
+// next); if every data key fits, the cache becomes complete. A value that
+// does not follow the format is left out (and the cache stays incomplete),
+// so reading it reports the corruption.
+func (d *DB) warm() error {
+	d.cache.reset(false)
+	if !d.cache.enabled() {
+		return nil
+	}
+	lo := []byte{prefixData}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return err
+	}
+	complete := true
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(v) < 8 {
+			complete = false
+			continue
+		}
+		if d.cache.bytes+int64(len(k)+len(v)-8)+cacheEntryOverhead > d.cache.limit-d.cache.limit/10 {
+			complete = false
+			break
+		}
+		d.cache.setClean(string(k), append([]byte{}, v[8:]...), decodeTS(v), true)
+	}
+	if err := it.Close(); err != nil {
+		d.cache.reset(false)
+		return err
+	}
+	d.cache.complete = complete
+	return nil
+}
