@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -61,6 +62,10 @@ type config struct {
 	registerer     prometheus.Registerer
 	clock          Clock
 	guarantee      Guarantee
+
+	// queryable state and standby replicas (query.go, standby.go)
+	query           queryConfig
+	standbyReplicas int
 }
 
 func defaultConfig() config {
@@ -76,6 +81,7 @@ func defaultConfig() config {
 		logger:         slog.New(slog.DiscardHandler),
 		clock:          realClock{},
 		guarantee:      AtLeastOnce,
+		query:          queryConfig{client: &http.Client{Timeout: 10 * time.Second}},
 	}
 }
 
@@ -111,6 +117,7 @@ func (c *config) validate() error {
 	if c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce {
 		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v", ErrUnsupported, c.guarantee))
 	}
+	errs = append(errs, c.validateQuery()...)
 	return errors.Join(errs...)
 }
 

@@ -66,6 +66,7 @@ type storeSpec struct {
 	ttl    time.Duration
 	source int // the only source whose tasks update this store
 	op     string
+	codecs *storeCodecs // key and value codecs, for queries (nil: bytes only)
 }
 
 // sinkSpec is an output topic.

@@ -1,0 +1,355 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The group view: which member of the App's consumer group owns which input
+// partition, and where each member answers queries. Queryable state routes
+// lookups with it and standby placement is computed from it.
+//
+// Each member advertises its query endpoint in the userData of its group
+// subscription (memberInfo below). The view is read with DescribeGroups after
+// every rebalance this instance takes part in, and periodically (a member
+// whose assignment did not change gets no callback), so it lags the group by
+// at most viewRefreshInterval.
+
+// viewRefreshInterval bounds how stale the group view gets between
+// rebalance callbacks.
+const viewRefreshInterval = time.Second
+
+// memberInfo is what an instance advertises to its group.
+type memberInfo struct {
+	// QueryEndpoint is host:port where the instance serves the query HTTP
+	// API ("" when it serves none).
+	QueryEndpoint string
+}
+
+// memberInfoVersion is the first byte of an encoded memberInfo.
+const memberInfoVersion = 1
+
+// errBadMemberInfo is returned (wrapped) for userData that does not decode.
+var errBadMemberInfo = errors.New("stream: bad member info")
+
+// encodeMemberInfo encodes m:
+//
+//	version u8 (=1) | len uvarint | query endpoint (UTF-8)
+//
+// Later versions may append fields; a decoder of version 1 ignores trailing
+// bytes of a higher version.
+func encodeMemberInfo(m memberInfo) []byte {
+	b := []byte{memberInfoVersion}
+	b = binary.AppendUvarint(b, uint64(len(m.QueryEndpoint)))
+	return append(b, m.QueryEndpoint...)
+}
+
+func decodeMemberInfo(b []byte) (memberInfo, error) {
+	if len(b) < 1 {
+		return memberInfo{}, fmt.Errorf("%w: empty", errBadMemberInfo)
+	}
+	if b[0] < memberInfoVersion {
+		return memberInfo{}, fmt.Errorf("%w: version %d", errBadMemberInfo, b[0])
+	}
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || n > uint64(len(b)-1-w) {
+		return memberInfo{}, fmt.Errorf("%w: bad endpoint length", errBadMemberInfo)
+	}
+	rest := b[1+w:]
+	if b[0] == memberInfoVersion && uint64(len(rest)) != n {
+		return memberInfo{}, fmt.Errorf("%w: trailing bytes", errBadMemberInfo)
+	}
+	return memberInfo{QueryEndpoint: string(rest[:n])}, nil
+}
+
+// memberUserData is the opaque per-member userData the App hands to its
+// group balancer.
+func (a *App) memberUserData() []byte {
+	return encodeMemberInfo(memberInfo{QueryEndpoint: a.queryEndpoint()})
+}
+
+// The interim balancer: kgo's cooperative-sticky balancer, with the App's
+// userData carried next to the sticky balancer's own in each member's
+// subscription. The envelope is
+//
+//	magic "weir" | version u8 (=1) | len uvarint | inner userData | app userData
+//
+// A subscription without the magic (another client in the group) carries no
+// app userData; its userData is passed to the inner balancer unchanged.
+//
+// TODO(merge): the task-aware balancer (balancer.go, topology branch) carries
+// the App's userData itself; then groupBalancer returns it fed with
+// a.memberUserData, and appUserData reads it back from its metadata.
+type userDataBalancer struct {
+	inner    kgo.GroupBalancer
+	userData func() []byte
+}
+
+var userDataMagic = []byte("weir")
+
+const userDataEnvelopeVersion = 1
+
+func (a *App) groupBalancer() kgo.GroupBalancer {
+	return userDataBalancer{inner: kgo.CooperativeStickyBalancer(), userData: a.memberUserData}
+}
+
+func wrapUserData(inner, app []byte) []byte {
+	b := append(append([]byte(nil), userDataMagic...), userDataEnvelopeVersion)
+	b = binary.AppendUvarint(b, uint64(len(inner)))
+	b = append(b, inner...)
+	return append(b, app...)
+}
+
+// unwrapUserData splits an envelope; ok is false when b is not one.
+func unwrapUserData(b []byte) (inner, app []byte, ok bool) {
+	if len(b) < len(userDataMagic)+1 || string(b[:len(userDataMagic)]) != string(userDataMagic) ||
+		b[len(userDataMagic)] != userDataEnvelopeVersion {
+		return nil, nil, false
+	}
+	rest := b[len(userDataMagic)+1:]
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || n > uint64(len(rest)-w) {
+		return nil, nil, false
+	}
+	return rest[w : w+int(n)], rest[w+int(n):], true
+}
+
+func (b userDataBalancer) ProtocolName() string { return b.inner.ProtocolName() }
+func (b userDataBalancer) IsCooperative() bool  { return b.inner.IsCooperative() }
+
+func (b userDataBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	return b.inner.ParseSyncAssignment(assignment)
+}
+
+func (b userDataBalancer) JoinGroupMetadata(topics []string, current map[string][]int32, generation int32) []byte {
+	raw := b.inner.JoinGroupMetadata(topics, current, generation)
+	var m kmsg.ConsumerMemberMetadata
+	if err := m.ReadFrom(raw); err != nil {
+		return raw // not consumer metadata: nothing to carry it in
+	}
+	m.UserData = wrapUserData(m.UserData, b.userData())
+	return m.AppendTo(nil)
+}
+
+func (b userDataBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	stripped := make([]kmsg.JoinGroupResponseMember, len(members))
+	for i, m := range members {
+		stripped[i] = m
+		var md kmsg.ConsumerMemberMetadata
+		if md.ReadFrom(m.ProtocolMetadata) != nil {
+			continue
+		}
+		if inner, _, ok := unwrapUserData(md.UserData); ok {
+			md.UserData = inner
+			stripped[i].ProtocolMetadata = md.AppendTo(nil)
+		}
+	}
+	return b.inner.MemberBalancer(stripped)
+}
+
+// appUserData returns the App's userData from a member's subscription, or
+// nil if it carries none.
+func appUserData(m *kmsg.ConsumerMemberMetadata) []byte {
+	_, app, ok := unwrapUserData(m.UserData)
+	if !ok {
+		return nil
+	}
+	return app
+}
+
+// topicPartition names one partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// viewMember is one member of the group as last described.
+type viewMember struct {
+	id       string
+	info     memberInfo
+	assigned []topicPartition
+}
+
+// groupView is an immutable snapshot of the group.
+type groupView struct {
+	// stable: the group was Stable when described; otherwise the view is
+	// only a hint and owners may be missing.
+	stable  bool
+	self    string       // this instance's member id ("" if not in the group)
+	members []viewMember // sorted by member id
+	owner   map[topicPartition]int
+}
+
+// newGroupView builds a view from a DescribeGroups answer. Members whose
+// metadata or assignment do not decode own nothing in it.
+func newGroupView(g kadm.DescribedGroup, self string, log func(msg string, args ...any)) *groupView {
+	v := &groupView{stable: g.State == "Stable", self: self, owner: map[topicPartition]int{}}
+	for _, m := range g.Members {
+		vm := viewMember{id: m.MemberID}
+		if md, ok := m.Join.AsConsumer(); ok {
+			if ud := appUserData(md); ud != nil {
+				info, err := decodeMemberInfo(ud)
+				if err != nil {
+					log("group member advertises undecodable info", "member", m.MemberID, "err", err)
+				}
+				vm.info = info
+			}
+		}
+		if as, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range as.Topics {
+				for _, p := range t.Partitions {
+					vm.assigned = append(vm.assigned, topicPartition{t.Topic, p})
+				}
+			}
+		}
+		v.members = append(v.members, vm)
+	}
+	slices.SortFunc(v.members, func(x, y viewMember) int {
+		switch {
+		case x.id < y.id:
+			return -1
+		case x.id > y.id:
+			return 1
+		}
+		return 0
+	})
+	for i, m := range v.members {
+		for _, tp := range m.assigned {
+			v.owner[tp] = i
+		}
+	}
+	return v
+}
+
+// ownerOf returns the member owning tp, if any.
+func (v *groupView) ownerOf(tp topicPartition) (viewMember, bool) {
+	i, ok := v.owner[tp]
+	if !ok {
+		return viewMember{}, false
+	}
+	return v.members[i], true
+}
+
+// standbysOf returns the members that keep standby copies of tp's task: the
+// n members following its owner in member-id order (wrapping around), never
+// the owner itself. The placement is a pure function of the view, so every
+// instance computes the same one.
+func (v *groupView) standbysOf(tp topicPartition, n int) []string {
+	i, ok := v.owner[tp]
+	if !ok || n <= 0 {
+		return nil
+	}
+	var out []string
+	for k := 1; k <= n && k < len(v.members); k++ {
+		out = append(out, v.members[(i+k)%len(v.members)].id)
+	}
+	return out
+}
+
+// viewTracker keeps the current group view of a running session.
+//
+// Goroutine-safe: current and invalidate are called from any goroutine; the
+// refresh goroutine started by run is the only writer.
+type viewTracker struct {
+	a       *App
+	mu      sync.Mutex
+	view    *groupView // nil: unknown (not joined, or a rebalance since)
+	refresh chan struct{}
+	// onView is called by the refresh goroutine with every new view.
+	onView func(*groupView)
+}
+
+func newViewTracker(a *App) *viewTracker {
+	return &viewTracker{a: a, refresh: make(chan struct{}, 1)}
+}
+
+// current returns the latest view, or nil while it is unknown.
+func (vt *viewTracker) current() *groupView {
+	vt.mu.Lock()
+	defer vt.mu.Unlock()
+	return vt.view
+}
+
+// invalidate forgets the view (a rebalance is under way) and asks for a
+// refresh.
+func (vt *viewTracker) invalidate() {
+	vt.mu.Lock()
+	vt.view = nil
+	vt.mu.Unlock()
+	vt.poke()
+}
+
+// poke asks for a refresh without forgetting the view.
+func (vt *viewTracker) poke() {
+	select {
+	case vt.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// run refreshes the view until ctx is done: at once, on every poke, and
+// every viewRefreshInterval. A group not Stable is described again after a
+// short backoff.
+func (vt *viewTracker) run(ctx context.Context, cl *kgo.Client) {
+	adm := kadm.NewClient(cl)
+	tick := time.NewTicker(viewRefreshInterval)
+	defer tick.Stop()
+	for {
+		v, err := vt.describe(ctx, adm, cl)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := viewRefreshInterval
+		if err != nil {
+			vt.a.cfg.logger.Debug("describe group failed", "err", err)
+			wait = 100 * time.Millisecond
+		} else if !v.stable {
+			wait = 100 * time.Millisecond
+		}
+		if v != nil {
+			vt.mu.Lock()
+			vt.view = v
+			vt.mu.Unlock()
+			if vt.onView != nil {
+				vt.onView(v)
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-vt.refresh:
+		case <-t.C:
+		case <-tick.C:
+		}
+		t.Stop()
+	}
+}
+
+func (vt *viewTracker) describe(ctx context.Context, adm *kadm.Client, cl *kgo.Client) (*groupView, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	gs, err := adm.DescribeGroups(ctx, vt.a.id)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := gs[vt.a.id]
+	if !ok {
+		return nil, fmt.Errorf("group %s not described", vt.a.id)
+	}
+	if g.Err != nil {
+		return nil, g.Err
+	}
+	self, _ := cl.GroupMetadata()
+	return newGroupView(g, self, vt.a.cfg.logger.Warn), nil
+}

@@ -1,0 +1,290 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+)
+
+// retryQuery runs fn until it succeeds or fails with a non-retriable error;
+// a retriable error past the deadline fails the test.
+func retryQuery[T any](t *testing.T, what string, fn func(context.Context) (T, error)) (T, error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, err := fn(ctx)
+		cancel()
+		if err == nil || !QueryRetriable(err) {
+			return v, err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after 30s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// localPartitions returns the partitions of store "counts" a serves.
+func localPartitions(a *App) []int32 {
+	a.query.mu.RLock()
+	defer a.query.mu.RUnlock()
+	var ps []int32
+	for id := range a.query.tasks {
+		ps = append(ps, id.partition)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// waitSplit waits until each instance serves some partitions and together
+// they serve all of them.
+func waitSplit(t *testing.T, parts int, apps ...*App) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		total, ok := 0, true
+		for _, a := range apps {
+			n := len(localPartitions(a))
+			total += n
+			ok = ok && n > 0
+		}
+		if ok && total == parts {
+			return
+		}
+		if time.Now().After(deadline) {
+			for i, a := range apps {
+				t.Logf("instance %d serves %v", i, localPartitions(a))
+			}
+			t.Fatal("partitions not split across the instances")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestQueryRoutesToOwner runs the keyed count on two instances that serve
+// queries, and looks every key up on both: each answer is the owner's value,
+// which equals the model. Ranges merge both instances' partitions in key
+// order.
+func TestQueryRoutesToOwner(t *testing.T) {
+	b := startBroker(t)
+	const parts, keys = 4, 40
+	b.createTopic("events", parts)
+	b.createTopic("counts", parts)
+	opts := func() []Opt {
+		return []Opt{testLogger(t), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), QueryServer("127.0.0.1:0")}
+	}
+	a1 := b.run("iq", countTopology, opts()...)
+	a2 := b.run("iq", countTopology, opts()...)
+	truth := map[string]int64{}
+	produceEvents(b, 0, 400, keys, truth)
+	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+	waitSplit(t, parts, a1.a, a2.a)
+
+	routedRemote := 0
+	for _, r := range []*runningApp{a1, a2} {
+		q, err := QueryStore[string, int64](r.a, "counts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := localPartitions(r.a)
+		for k, want := range truth {
+			got, err := retryQuery(t, "get "+k, func(ctx context.Context) (int64, error) {
+				v, found, err := q.Get(ctx, k)
+				if err == nil && !found {
+					err = fmt.Errorf("key %s not found", k)
+				}
+				return v, err
+			})
+			if err != nil {
+				t.Fatalf("get %s: %v", k, err)
+			}
+			if got != want {
+				t.Errorf("get %s on an instance = %d, want %d", k, got, want)
+			}
+			if !slices.Contains(local, keyPartition([]byte(k), parts)) {
+				routedRemote++
+			}
+		}
+		if _, found, err := q.Get(context.Background(), "absent"); found || err != nil {
+			// "absent" may live on either instance: both answer "not found".
+			if err == nil || !QueryRetriable(err) {
+				t.Errorf("get absent key: found %v err %v", found, err)
+			}
+		}
+
+		all, err := retryQuery(t, "all", func(ctx context.Context) ([]Entry[string, int64], error) { return q.All(ctx, 0) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEntries(t, all, truth, "", "\xff")
+		sub, err := retryQuery(t, "range", func(ctx context.Context) ([]Entry[string, int64], error) {
+			return q.Range(ctx, "k10", "k20", 0)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEntries(t, sub, truth, "k10", "k20")
+		lim, err := retryQuery(t, "range limit", func(ctx context.Context) ([]Entry[string, int64], error) { return q.All(ctx, 5) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lim) != 5 || lim[0].Key != "k00" || lim[4].Key != "k04" {
+			t.Errorf("All(limit 5) = %v, want k00..k04", lim)
+		}
+	}
+	if routedRemote == 0 {
+		t.Fatal("no lookup was routed to the other instance")
+	}
+
+	// The HTTP API, on either instance, for every key.
+	for _, r := range []*runningApp{a1, a2} {
+		ep := r.a.queryEndpoint()
+		for k, want := range truth {
+			var resp httpGetResponse
+			code := httpGetJSON(t, "http://"+ep+"/v1/stores/counts/get?key="+k, &resp)
+			if code != http.StatusOK {
+				t.Fatalf("GET %s on %s: status %d", k, ep, code)
+			}
+			var got int64
+			if err := json.Unmarshal(resp.Entry.Value, &got); err != nil || got != want {
+				t.Errorf("GET %s on %s: value %s (%v), want %d", k, ep, resp.Entry.Value, err, want)
+			}
+			var key string
+			if err := json.Unmarshal(resp.Entry.Key, &key); err != nil || key != k {
+				t.Errorf("GET %s: key %s", k, resp.Entry.Key)
+			}
+		}
+		var rr httpRangeResponse
+		if code := httpGetJSON(t, "http://"+ep+"/v1/stores/counts/range?from=k30&limit=100", &rr); code != http.StatusOK {
+			t.Fatalf("range on %s: status %d", ep, code)
+		}
+		if len(rr.Entries) != 10 {
+			t.Errorf("range from k30 on %s: %d entries, want 10", ep, len(rr.Entries))
+		}
+		var he httpError
+		if code := httpGetJSON(t, "http://"+ep+"/v1/stores/nope/get?key=a", &he); code != http.StatusNotFound || he.Code != "unknown_store" {
+			t.Errorf("unknown store: %d %+v", code, he)
+		}
+		if code := httpGetJSON(t, "http://"+ep+"/v1/stores/counts/get?key=absent", &he); code != http.StatusNotFound || he.Code != "not_found" {
+			t.Errorf("absent key: %d %+v", code, he)
+		}
+		if code := httpGetJSON(t, "http://"+ep+"/v1/stores/counts/get", &he); code != http.StatusBadRequest || he.Code != "bad_request" {
+			t.Errorf("no key: %d %+v", code, he)
+		}
+		if code := httpGetJSON(t, "http://"+ep+"/v1/stores/counts/range?limit=-1", &he); code != http.StatusBadRequest {
+			t.Errorf("bad limit: %d %+v", code, he)
+		}
+		var list struct {
+			Stores []httpStore `json:"stores"`
+		}
+		if code := httpGetJSON(t, "http://"+ep+"/v1/stores", &list); code != http.StatusOK || len(list.Stores) != 1 ||
+			list.Stores[0].Partitions != parts || !slices.Equal(list.Stores[0].Local, localPartitions(r.a)) {
+			t.Errorf("store list: %d %+v (local %v)", code, list, localPartitions(r.a))
+		}
+	}
+
+	if _, _, err := a1.a.Get(context.Background(), "nope", []byte("a")); !errors.Is(err, ErrUnknownStore) {
+		t.Errorf("Get on an unknown store: %v, want ErrUnknownStore", err)
+	}
+	if _, err := QueryStore[string, string](a1.a, "counts"); err == nil {
+		t.Error("QueryStore with the wrong value type succeeded")
+	}
+}
+
+// checkEntries: es are exactly the model's keys in [from, to), in order.
+func checkEntries(t *testing.T, es []Entry[string, int64], truth map[string]int64, from, to string) {
+	t.Helper()
+	var want []string
+	for k := range truth {
+		if k >= from && k < to {
+			want = append(want, k)
+		}
+	}
+	slices.Sort(want)
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Key)
+		if e.Value != truth[e.Key] {
+			t.Errorf("range entry %s = %d, want %d", e.Key, e.Value, truth[e.Key])
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("range [%q, %q) keys = %v, want %v", from, to, got, want)
+	}
+}
+
+func httpGetJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			resp.Body.Close()
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		err = json.NewDecoder(resp.Body).Decode(out)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("GET %s: decode: %v", url, err)
+		}
+		return resp.StatusCode
+	}
+}
+
+// TestQueryNoRoute: the owner of a key's partition advertises no endpoint,
+// so an instance that does not own it answers ErrNoRoute, while its own
+// keys still answer.
+func TestQueryNoRoute(t *testing.T) {
+	b := startBroker(t)
+	const parts, keys = 4, 40
+	b.createTopic("events", parts)
+	b.createTopic("counts", parts)
+	a1 := b.run("iq", countTopology, testLogger(t), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond), QueryServer("127.0.0.1:0"))
+	a2 := b.run("iq", countTopology, testLogger(t), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond))
+	truth := map[string]int64{}
+	produceEvents(b, 0, 200, keys, truth)
+	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+	waitSplit(t, parts, a1.a, a2.a)
+	local := localPartitions(a1.a)
+	var noRoute, served int
+	for k, want := range truth {
+		e, err := retryQuery(t, "get "+k, func(ctx context.Context) (StoreEntry, error) {
+			e, _, err := a1.a.Get(ctx, "counts", []byte(k))
+			return e, err
+		})
+		if slices.Contains(local, keyPartition([]byte(k), parts)) {
+			if n, _ := Int64().Decode(e.Value); err != nil || n != want {
+				t.Errorf("local key %s: %d, %v; want %d", k, n, err, want)
+			}
+			served++
+			continue
+		}
+		if !errors.Is(err, ErrNoRoute) {
+			t.Errorf("key %s owned by an instance without an endpoint: err %v, want ErrNoRoute", k, err)
+		}
+		noRoute++
+	}
+	if noRoute == 0 || served == 0 {
+		t.Fatalf("served %d, no route %d: want both > 0", served, noRoute)
+	}
+	// Through HTTP the same error is a 502 no_route.
+	for k := range truth {
+		if !slices.Contains(local, keyPartition([]byte(k), parts)) {
+			var he httpError
+			if code := httpGetJSON(t, "http://"+a1.a.queryEndpoint()+"/v1/stores/counts/get?key="+k, &he); code != http.StatusBadGateway || he.Code != "no_route" {
+				t.Errorf("HTTP get %s: %d %+v, want 502 no_route", k, code, he)
+			}
+			break
+		}
+	}
+}
