@@ -61,7 +61,7 @@ func decodeMemberInfo(b []byte) (memberInfo, error) {
 		return memberInfo{}, fmt.Errorf("%w: version %d", errBadMemberInfo, b[0])
 	}
 	n, w := binary.Uvarint(b[1:])
-	if w <= 0 || n > uint64(len(b)-1-w) {
+	if w <= 0 || w != uvarintLen(n) || n > uint64(len(b)-1-w) {
 		return memberInfo{}, fmt.Errorf("%w: bad endpoint length", errBadMemberInfo)
 	}
 	rest := b[1+w:]
@@ -70,6 +70,10 @@ func decodeMemberInfo(b []byte) (memberInfo, error) {
 	}
 	return memberInfo{QueryEndpoint: string(rest[:n])}, nil
 }
+
+// uvarintLen is the length of n's minimal uvarint encoding: decoders reject
+// longer ones, so every accepted input has exactly one encoding.
+func uvarintLen(n uint64) int { return len(binary.AppendUvarint(nil, n)) }
 
 // memberUserData is the opaque per-member userData the App hands to its
 // group balancer.
@@ -117,7 +121,7 @@ func unwrapUserData(b []byte) (inner, app []byte, ok bool) {
 	}
 	rest := b[len(userDataMagic)+1:]
 	n, w := binary.Uvarint(rest)
-	if w <= 0 || n > uint64(len(rest)-w) {
+	if w <= 0 || w != uvarintLen(n) || n > uint64(len(rest)-w) {
 		return nil, nil, false
 	}
 	return rest[w : w+int(n)], rest[w+int(n):], true
@@ -189,23 +193,45 @@ type groupView struct {
 	owner   map[topicPartition]int
 }
 
-// newGroupView builds a view from a DescribeGroups answer. Members whose
-// metadata or assignment do not decode own nothing in it.
-func newGroupView(g kadm.DescribedGroup, self string, log func(msg string, args ...any)) *groupView {
-	v := &groupView{stable: g.State == "Stable", self: self, owner: map[topicPartition]int{}}
-	for _, m := range g.Members {
-		vm := viewMember{id: m.MemberID}
+// describedMember is one member as DescribeGroups gives it (nil: did not
+// decode as the consumer protocol).
+type describedMember struct {
+	id       string
+	meta     *kmsg.ConsumerMemberMetadata
+	assigned *kmsg.ConsumerMemberAssignment
+}
+
+func describedMembers(g kadm.DescribedGroup) []describedMember {
+	out := make([]describedMember, len(g.Members))
+	for i, m := range g.Members {
+		out[i].id = m.MemberID
 		if md, ok := m.Join.AsConsumer(); ok {
-			if ud := appUserData(md); ud != nil {
+			out[i].meta = md
+		}
+		if as, ok := m.Assigned.AsConsumer(); ok {
+			out[i].assigned = as
+		}
+	}
+	return out
+}
+
+// newGroupView builds a view of the described members. A member whose
+// userData does not decode advertises no endpoint.
+func newGroupView(stable bool, self string, members []describedMember, log func(msg string, args ...any)) *groupView {
+	v := &groupView{stable: stable, self: self, owner: map[topicPartition]int{}}
+	for _, m := range members {
+		vm := viewMember{id: m.id}
+		if m.meta != nil {
+			if ud := appUserData(m.meta); ud != nil {
 				info, err := decodeMemberInfo(ud)
 				if err != nil {
-					log("group member advertises undecodable info", "member", m.MemberID, "err", err)
+					log("group member advertises undecodable info", "member", m.id, "err", err)
 				}
 				vm.info = info
 			}
 		}
-		if as, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range as.Topics {
+		if m.assigned != nil {
+			for _, t := range m.assigned.Topics {
 				for _, p := range t.Partitions {
 					vm.assigned = append(vm.assigned, topicPartition{t.Topic, p})
 				}
@@ -351,5 +377,5 @@ func (vt *viewTracker) describe(ctx context.Context, adm *kadm.Client, cl *kgo.C
 		return nil, g.Err
 	}
 	self, _ := cl.GroupMetadata()
-	return newGroupView(g, self, vt.a.cfg.logger.Warn), nil
+	return newGroupView(g.State == "Stable", self, describedMembers(g), vt.a.cfg.logger.Warn), nil
 }

@@ -1,0 +1,276 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestMemberInfoRoundTrip(t *testing.T) {
+	for _, ep := range []string{"", "127.0.0.1:8080", "https://q.example/prefix"} {
+		got, err := decodeMemberInfo(encodeMemberInfo(memberInfo{QueryEndpoint: ep}))
+		if err != nil || got.QueryEndpoint != ep {
+			t.Errorf("round trip of %q: %+v, %v", ep, got, err)
+		}
+	}
+	// A later version may append fields: the endpoint still decodes.
+	v2 := encodeMemberInfo(memberInfo{QueryEndpoint: "h:1"})
+	v2[0] = 2
+	if got, err := decodeMemberInfo(append(v2, 9, 9)); err != nil || got.QueryEndpoint != "h:1" {
+		t.Errorf("version 2 with more fields: %+v, %v", got, err)
+	}
+	for name, b := range map[string][]byte{
+		"empty":          nil,
+		"version 0":      {0, 0},
+		"length too big": {1, 5, 'a'},
+		"bad varint":     {1, 0x80},
+		"trailing v1":    {1, 1, 'a', 'b'},
+	} {
+		if _, err := decodeMemberInfo(b); !errors.Is(err, errBadMemberInfo) {
+			t.Errorf("%s: err %v, want errBadMemberInfo", name, err)
+		}
+	}
+}
+
+func FuzzDecodeMemberInfo(f *testing.F) {
+	f.Add(encodeMemberInfo(memberInfo{QueryEndpoint: "127.0.0.1:1"}))
+	f.Add([]byte{1, 0})
+	f.Add([]byte{3, 200, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeMemberInfo(b)
+		if err != nil {
+			return
+		}
+		if b[0] == memberInfoVersion && !bytes.Equal(encodeMemberInfo(m), b) {
+			t.Fatalf("decoded %x to %+v, which encodes differently", b, m)
+		}
+	})
+}
+
+func TestUserDataEnvelope(t *testing.T) {
+	for _, c := range []struct{ inner, app []byte }{{nil, nil}, {[]byte("sticky"), []byte{1, 2}}, {nil, []byte("x")}} {
+		inner, app, ok := unwrapUserData(wrapUserData(c.inner, c.app))
+		if !ok || !bytes.Equal(inner, c.inner) || !bytes.Equal(app, c.app) {
+			t.Errorf("round trip %q/%q: %q/%q ok %v", c.inner, c.app, inner, app, ok)
+		}
+	}
+	for _, b := range [][]byte{nil, []byte("weir"), []byte("wei"), []byte("weir\x02\x00"), []byte("weir\x01\x05ab"), {0, 0, 0, 1}} {
+		if _, _, ok := unwrapUserData(b); ok {
+			t.Errorf("unwrap %q: ok, want not an envelope", b)
+		}
+	}
+}
+
+func FuzzUnwrapUserData(f *testing.F) {
+	f.Add(wrapUserData([]byte("in"), []byte("app")))
+	f.Add([]byte("weir\x01\xff\xff\xff\xff\x0f"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		inner, app, ok := unwrapUserData(b)
+		if ok && !bytes.Equal(wrapUserData(inner, app), b) {
+			t.Fatalf("unwrapped %x to %x/%x, which wraps differently", b, inner, app)
+		}
+	})
+}
+
+// recordingBalancer captures the members its MemberBalancer is given.
+type recordingBalancer struct {
+	kgo.GroupBalancer
+	members []kmsg.JoinGroupResponseMember
+}
+
+func (r *recordingBalancer) MemberBalancer(ms []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	r.members = ms
+	return nil, nil, nil
+}
+
+// TestUserDataBalancer: the App's userData rides in the subscription next to
+// the sticky balancer's own; the inner balancer sees its own userData only,
+// and the view reads the App's back.
+func TestUserDataBalancer(t *testing.T) {
+	inner := kgo.CooperativeStickyBalancer()
+	wrapped := userDataBalancer{inner: inner, userData: func() []byte { return encodeMemberInfo(memberInfo{QueryEndpoint: "h:1"}) }}
+	current := map[string][]int32{"events": {0, 2}}
+	plain := inner.JoinGroupMetadata([]string{"events"}, current, 7)
+	withApp := wrapped.JoinGroupMetadata([]string{"events"}, current, 7)
+	if wrapped.ProtocolName() != inner.ProtocolName() || !wrapped.IsCooperative() {
+		t.Fatal("wrapper changes the protocol")
+	}
+	var pm, wm kmsg.ConsumerMemberMetadata
+	if err := pm.ReadFrom(plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := wm.ReadFrom(withApp); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := decodeMemberInfo(appUserData(&wm)); err != nil || info.QueryEndpoint != "h:1" {
+		t.Fatalf("app userData: %+v, %v", info, err)
+	}
+	if appUserData(&pm) != nil {
+		t.Fatal("plain sticky metadata yields app userData")
+	}
+
+	rec := &recordingBalancer{GroupBalancer: inner}
+	userDataBalancer{inner: rec}.MemberBalancer([]kmsg.JoinGroupResponseMember{
+		{MemberID: "a", ProtocolMetadata: withApp},
+		{MemberID: "b", ProtocolMetadata: plain}, // another client: passed unchanged
+		{MemberID: "c", ProtocolMetadata: []byte{0xff}},
+	})
+	if len(rec.members) != 3 {
+		t.Fatalf("inner saw %d members", len(rec.members))
+	}
+	var seen kmsg.ConsumerMemberMetadata
+	if err := seen.ReadFrom(rec.members[0].ProtocolMetadata); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(seen.UserData, pm.UserData) || !slices.Equal(seen.Topics, pm.Topics) {
+		t.Errorf("inner balancer saw userData %x, want its own %x", seen.UserData, pm.UserData)
+	}
+	if !bytes.Equal(rec.members[1].ProtocolMetadata, plain) || !bytes.Equal(rec.members[2].ProtocolMetadata, []byte{0xff}) {
+		t.Error("metadata without the envelope was changed")
+	}
+}
+
+func member(id, endpoint string, assigned map[string][]int32) describedMember {
+	m := describedMember{id: id, meta: &kmsg.ConsumerMemberMetadata{}, assigned: &kmsg.ConsumerMemberAssignment{}}
+	if endpoint != "-" {
+		m.meta.UserData = wrapUserData(nil, encodeMemberInfo(memberInfo{QueryEndpoint: endpoint}))
+	}
+	for topic, ps := range assigned {
+		m.assigned.Topics = append(m.assigned.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: topic, Partitions: ps})
+	}
+	return m
+}
+
+func TestGroupViewOwnersAndStandbys(t *testing.T) {
+	v := newGroupView(true, "b", []describedMember{
+		member("c", "c:3", map[string][]int32{"events": {2, 5}}),
+		member("a", "a:1", map[string][]int32{"events": {0, 3}}),
+		member("b", "-", map[string][]int32{"events": {1, 4}}),
+	}, tlog(t))
+	if m, ok := v.ownerOf(topicPartition{"events", 3}); !ok || m.id != "a" || m.info.QueryEndpoint != "a:1" {
+		t.Errorf("owner of events-3: %+v %v", m, ok)
+	}
+	if m, ok := v.ownerOf(topicPartition{"events", 4}); !ok || m.id != "b" || m.info.QueryEndpoint != "" {
+		t.Errorf("owner of events-4 (no endpoint): %+v %v", m, ok)
+	}
+	if _, ok := v.ownerOf(topicPartition{"events", 6}); ok {
+		t.Error("unassigned partition has an owner")
+	}
+	// Standbys: the next members in member-id order (a, b, c), wrapping.
+	for _, c := range []struct {
+		p    int32
+		n    int
+		want []string
+	}{
+		{0, 1, []string{"b"}}, {1, 1, []string{"c"}}, {2, 1, []string{"a"}},
+		{2, 2, []string{"a", "b"}}, {0, 5, []string{"b", "c"}}, {0, 0, nil}, {6, 1, nil},
+	} {
+		if got := v.standbysOf(topicPartition{"events", c.p}, c.n); !slices.Equal(got, c.want) {
+			t.Errorf("standbys of events-%d (n=%d) = %v, want %v", c.p, c.n, got, c.want)
+		}
+	}
+	// Every instance computes the same placement from the same group.
+	w := newGroupView(true, "a", []describedMember{
+		member("b", "-", map[string][]int32{"events": {1, 4}}),
+		member("a", "a:1", map[string][]int32{"events": {0, 3}}),
+		member("c", "c:3", map[string][]int32{"events": {2, 5}}),
+	}, tlog(t))
+	for p := range int32(6) {
+		tp := topicPartition{"events", p}
+		if !slices.Equal(v.standbysOf(tp, 1), w.standbysOf(tp, 1)) {
+			t.Errorf("placement of %v differs between instances", tp)
+		}
+	}
+	// A member whose userData does not decode routes nowhere.
+	bad := member("d", "-", map[string][]int32{"events": {9}})
+	bad.meta.UserData = wrapUserData(nil, []byte{1, 9})
+	v = newGroupView(true, "a", []describedMember{bad}, tlog(t))
+	if m, ok := v.ownerOf(topicPartition{"events", 9}); !ok || m.info.QueryEndpoint != "" {
+		t.Errorf("undecodable member: %+v %v", m, ok)
+	}
+}
+
+// TestQueryErrorsWithoutBroker: the routing decisions of a query on an App
+// whose group view and task state are set by the test.
+func TestQueryErrorsWithoutBroker(t *testing.T) {
+	b := NewBuilder()
+	countTopology(b)
+	a, err := NewApp("app", b, Brokers("127.0.0.1:1"), StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := a.Get(ctx, "counts", []byte("k")); !errors.Is(err, ErrNotRunning) || !QueryRetriable(err) {
+		t.Fatalf("before Run: %v, want ErrNotRunning (retriable)", err)
+	}
+	if _, err := a.Range(ctx, "nope", nil, nil, 0); !errors.Is(err, ErrUnknownStore) || QueryRetriable(err) {
+		t.Fatalf("unknown store: %v", err)
+	}
+	const parts = 4
+	a.query.partitions = map[string]int32{"counts": parts}
+	key := []byte("k07")
+	p := keyPartition(key, parts)
+	id := a.storeTask(a.stores["counts"], p)
+
+	// No view yet: rebalancing.
+	if _, _, err := a.Get(ctx, "counts", key); !errors.Is(err, ErrRebalancing) {
+		t.Errorf("no view: %v, want ErrRebalancing", err)
+	}
+	// Assigned here, not restored yet: restoring.
+	a.mu.Lock()
+	a.assigned[id] = true
+	a.mu.Unlock()
+	if _, _, err := a.Get(ctx, "counts", key); !errors.Is(err, ErrRestoring) || !QueryRetriable(err) {
+		t.Errorf("assigned, restoring: %v, want ErrRestoring", err)
+	}
+	a.mu.Lock()
+	delete(a.assigned, id)
+	a.mu.Unlock()
+
+	view := func(self string, ms ...describedMember) {
+		a.query.view.mu.Lock()
+		a.query.view.view = newGroupView(true, self, ms, tlog(t))
+		a.query.view.mu.Unlock()
+	}
+	view("me", member("me", "me:1", nil), member("other", "-", map[string][]int32{id.topic: {p}}))
+	if _, _, err := a.Get(ctx, "counts", key); !errors.Is(err, ErrNoRoute) || QueryRetriable(err) {
+		t.Errorf("owner without endpoint: %v, want ErrNoRoute", err)
+	}
+	view("me", member("me", "me:1", map[string][]int32{id.topic: {p}}))
+	if _, _, err := a.Get(ctx, "counts", key); !errors.Is(err, ErrRebalancing) {
+		t.Errorf("view names this instance, task not here: %v, want ErrRebalancing", err)
+	}
+	view("me", member("me", "me:1", nil))
+	if _, err := a.Range(ctx, "counts", nil, nil, 0); !errors.Is(err, ErrRebalancing) {
+		t.Errorf("partition without owner: %v, want ErrRebalancing", err)
+	}
+	// The owner's endpoint does not answer: owner unavailable (retriable).
+	view("me", member("me", "me:1", nil), member("other", "127.0.0.1:1", map[string][]int32{id.topic: {p}}))
+	if _, _, err := a.Get(ctx, "counts", key); !errors.Is(err, ErrOwnerUnavailable) || !QueryRetriable(err) {
+		t.Errorf("owner down: %v, want ErrOwnerUnavailable", err)
+	}
+}
+
+// TestKeyPartitionMatchesProducer: a key's partition is where the App's
+// partitioner (and the test producer) put it.
+func TestKeyPartitionMatchesProducer(t *testing.T) {
+	pt := appPartitioner{byKey: kgo.StickyKeyPartitioner(nil)}.ForTopic("x")
+	for i := range 200 {
+		k := []byte(key(i))
+		for _, n := range []int32{1, 3, 4, 16} {
+			if got, want := keyPartition(k, n), int32(pt.Partition(&kgo.Record{Key: k}, int(n))); got != want {
+				t.Fatalf("key %s over %d: %d, partitioner %d", k, n, got, want)
+			}
+		}
+	}
+}
+
+// tlog adapts t.Log to the slog-style log function newGroupView takes.
+func tlog(t *testing.T) func(msg string, args ...any) {
+	return func(msg string, args ...any) { t.Log(append([]any{msg}, args...)...) }
+}
