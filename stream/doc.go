@@ -78,10 +78,23 @@
 // ordered Pebble scan; a round ends by firing the timers the watermark
 // passed, inside the round's transaction under ExactlyOnce.
 //
+// # Queryable state and standby replicas
+//
+// A running App answers point lookups and key ranges on its stores (App.Get,
+// App.Range, the typed QueryStore, and the HTTP API of QueryHandler, served
+// on an address with QueryServer). A key's partition is murmur2 of its
+// encoded bytes, as the partitioner placed it; a partition another instance
+// owns is forwarded to the endpoint that instance advertises in its group
+// subscription (the group view, read with DescribeGroups after every
+// rebalance). Reads see what the task flushed: under ExactlyOnce, committed
+// transactions only. With StandbyReplicas(n), each task's next n members in
+// member-id order tail its changelog into the task's local directory and
+// checkpoint, so a takeover replays only the changelog tail.
+//
 // # Not yet
 //
 // Event-time windows, watermarks and timers (the task's stream time and the
 // per-record Origin are where they attach), tables and stream-table joins,
-// queryable state, standby replicas and co-partitioned task groups (a store
-// fed by several sources sits behind a repartition topic instead).
+// and co-partitioned task groups (a store fed by several sources sits behind
+// a repartition topic instead).
 package stream
