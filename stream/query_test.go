@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -285,6 +286,174 @@ func TestQueryNoRoute(t *testing.T) {
 				t.Errorf("HTTP get %s: %d %+v, want 502 no_route", k, code, he)
 			}
 			break
+		}
+	}
+}
+
+// TestRemoteErrorMapping: every error a query can answer over HTTP comes
+// back from a forwarded call as the same sentinel (and retriability).
+func TestRemoteErrorMapping(t *testing.T) {
+	b := NewBuilder()
+	countTopology(b)
+	a, err := NewApp("app", b, Brokers("127.0.0.1:1"), StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		sent, want error
+	}{
+		{fmt.Errorf("%w: x", ErrUnknownStore), ErrUnknownStore},
+		{fmt.Errorf("%w: x", ErrNoRoute), ErrNoRoute},
+		{fmt.Errorf("%w: x", ErrRebalancing), ErrRebalancing},
+		{fmt.Errorf("%w: x", ErrRestoring), ErrRestoring},
+		{ErrNotRunning, ErrNotRunning},
+		{fmt.Errorf("%w: x", ErrOwnerUnavailable), ErrOwnerUnavailable},
+		{errNotLocal, ErrRebalancing}, // the view sent us to a former owner
+		{errors.New("disk on fire"), ErrOwnerUnavailable},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeError(w, c.sent) }))
+		_, _, err := a.remoteGet(context.Background(), srv.Listener.Addr().String(), "counts", 0, []byte("k"))
+		srv.Close()
+		if !errors.Is(err, c.want) || QueryRetriable(err) != QueryRetriable(c.want) {
+			t.Errorf("owner answered %v: got %v, want %v", c.sent, err, c.want)
+		}
+	}
+	// Not found is an answer, not an error.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errKeyNotFound) }))
+	defer srv.Close()
+	if _, found, err := a.remoteGet(context.Background(), srv.URL, "counts", 0, []byte("k")); found || err != nil {
+		t.Errorf("remote not found: found %v err %v", found, err)
+	}
+	// A non-JSON error page is an unavailable owner.
+	srv2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "oops", 500) }))
+	defer srv2.Close()
+	if _, _, err := a.remoteGet(context.Background(), srv2.URL, "counts", 0, []byte("k")); !errors.Is(err, ErrOwnerUnavailable) {
+		t.Errorf("plain 500: %v", err)
+	}
+}
+
+// TestQueryDuringRebalance looks keys up continuously on the first of three
+// instances while the others join and leave (gracefully), with one standby
+// replica per task. Every answer is a count some owner held: per key, the
+// answers never go backwards and never exceed the model; only retriable
+// errors occur. With three members each task has exactly one standby, on
+// another instance than its owner.
+func TestQueryDuringRebalance(t *testing.T) {
+	b := startBroker(t)
+	const parts, keys = 6, 30
+	b.createTopic("events", parts)
+	b.createTopic("counts", parts)
+	opts := func() []Opt {
+		return []Opt{testLogger(t), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), MaxPollRecords(50),
+			QueryServer("127.0.0.1:0"), StandbyReplicas(1)}
+	}
+	a1 := b.run("iqr", countTopology, opts()...)
+	truth := map[string]int64{}
+	produceEvents(b, 0, 300, keys, truth)
+	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+
+	q, err := QueryStore[string, int64](a1.a, "counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	var answers, retried int
+	last := map[string]int64{} // the query goroutine's until done
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			k := key(i % keys)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			n, found, err := q.Get(ctx, k)
+			cancel()
+			switch {
+			case err != nil && QueryRetriable(err):
+				retried++
+				time.Sleep(5 * time.Millisecond)
+			case err != nil:
+				done <- fmt.Errorf("get %s: %w", k, err)
+				return
+			case !found:
+				done <- fmt.Errorf("get %s: not found", k)
+				return
+			case n < last[k]:
+				done <- fmt.Errorf("get %s: %d after %d", k, n, last[k])
+				return
+			default:
+				last[k] = n
+				answers++
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+
+	a2 := b.run("iqr", countTopology, opts()...)
+	produceEvents(b, 300, 300, keys, truth)
+	a3 := b.run("iqr", countTopology, opts()...)
+	waitSplit(t, parts, a1.a, a2.a, a3.a)
+	produceEvents(b, 600, 300, keys, truth)
+	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+
+	// One standby per task, never on its owner, once the view settled.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		standbyOf := map[int32][]int{}
+		for i, r := range []*runningApp{a1, a2, a3} {
+			for id := range r.a.standbys.positions() {
+				standbyOf[id.partition] = append(standbyOf[id.partition], i)
+			}
+		}
+		ok := len(standbyOf) == parts
+		for i, r := range []*runningApp{a1, a2, a3} {
+			for _, p := range localPartitions(r.a) {
+				ok = ok && len(standbyOf[p]) == 1 && standbyOf[p][0] != i
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standby placement: %v (owners %v %v %v)", standbyOf,
+				localPartitions(a1.a), localPartitions(a2.a), localPartitions(a3.a))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if err := a2.stop(); err != nil {
+		t.Fatal(err)
+	}
+	produceEvents(b, 900, 300, keys, truth)
+	if err := a3.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitSplit(t, parts, a1.a)
+	b.waitFor("counts", 30*time.Second, atLeast(t, truth))
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d answers, %d retriable errors during the rebalances", answers, retried)
+	if answers == 0 {
+		t.Fatal("no query answered")
+	}
+	for k, n := range last {
+		if n > truth[k] {
+			t.Errorf("key %s answered %d, more than the %d records produced", k, n, truth[k])
+		}
+	}
+	for k, want := range truth {
+		n, err := retryQuery(t, "get "+k, func(ctx context.Context) (int64, error) {
+			n, _, err := q.Get(ctx, k)
+			return n, err
+		})
+		if err != nil || n != want {
+			t.Errorf("final %s: %d, %v; want %d", k, n, err, want)
 		}
 	}
 }
