@@ -50,6 +50,7 @@ type standbyManager struct {
 
 	applied prometheus.Counter
 	count   prometheus.Gauge
+	lag     *prometheus.GaugeVec // by task: changelog records not applied yet
 
 	mu      sync.Mutex
 	ctx     context.Context // of the current session; nil when none
@@ -77,9 +78,12 @@ func newStandbyManager(a *App) (*standbyManager, error) {
 		count: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
 			Name: "standby_tasks", Help: "Standby tasks (warm copies of other instances' tasks) on this instance.",
 			ConstLabels: labels}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+			Name: "standby_lag_records", Help: "Changelog records a standby task has not applied yet (as of its last fetch).",
+			ConstLabels: labels}, []string{"task"}),
 	}
 	if r := a.cfg.registerer; r != nil && a.cfg.standbyReplicas > 0 {
-		for _, c := range []prometheus.Collector{m.applied, m.count} {
+		for _, c := range []prometheus.Collector{m.applied, m.count, m.lag} {
 			if err := r.Register(c); err != nil {
 				return nil, err
 			}
@@ -191,6 +195,7 @@ func (m *standbyManager) update(v *groupView) {
 		m.running[id] = st
 		go func() {
 			defer close(st.done)
+			defer m.lag.DeleteLabelValues(id.String())
 			if err := m.tail(ctx, st); err != nil && ctx.Err() == nil {
 				m.a.cfg.logger.Warn("standby task failed; retried at the next group view", "task", id.String(), "err", err)
 			}
@@ -268,6 +273,7 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	cl.AddConsumePartitions(from)
 
 	checkpointed := maps.Clone(pos)
+	lag := map[string]int64{}
 	writeCheckpoint := func() error {
 		if maps.Equal(pos, checkpointed) {
 			return nil
@@ -320,6 +326,20 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 			return fmt.Errorf("standby %s: %w", st.id, applyErr)
 		}
 		m.applied.Add(float64(n))
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			end := p.HighWatermark
+			if a.eos() {
+				end = p.LastStableOffset
+			}
+			if p.Partition == st.id.partition && end >= 0 {
+				lag[p.Topic] = max(0, end-pos[p.Topic])
+			}
+		})
+		var total int64
+		for _, l := range lag {
+			total += l
+		}
+		m.lag.WithLabelValues(st.id.String()).Set(float64(total))
 		st.mu.Lock()
 		st.pos = maps.Clone(pos)
 		st.mu.Unlock()

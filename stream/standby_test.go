@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -267,7 +269,8 @@ func TestStandbyTakeoverExactlyOnce(t *testing.T) {
 			}
 			for _, p := range own {
 				end, _ := lso.Lookup(changelog, p)
-				if pos[taskID{"events", p}][changelog] < end.Offset {
+				if pos[taskID{"events", p}][changelog] < end.Offset ||
+					gaugeValue(standby.standbys.lag.WithLabelValues(taskID{"events", p}.String())) != 0 {
 					ok = false
 				}
 			}
@@ -342,4 +345,12 @@ func TestStandbyTakeoverExactlyOnce(t *testing.T) {
 			t.Errorf("query %s after takeover: %d, %v; want %d", k, n, err, want)
 		}
 	}
+}
+
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetGauge().GetValue()
 }
