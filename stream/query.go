@@ -129,6 +129,9 @@ type queryState struct {
 	// (nil before: ErrNotRunning).
 	partitions map[string]int32
 	endpoint   string // advertised query endpoint ("" if none)
+	// openTask, set for a Driver (every partition is this process's),
+	// creates and restores a task not created yet.
+	openTask func(taskID) error
 }
 
 func newQueryState(a *App) *queryState {
@@ -163,6 +166,18 @@ func (a *App) startQuerySession(ctx context.Context, cl *kgo.Client) (stop func(
 		q.mu.Lock()
 		q.partitions = nil
 		q.mu.Unlock()
+	}
+}
+
+// driverQueries makes a Driver's App answer queries: every partition is
+// local, with the partition counts of the driver's topics.
+func (a *App) driverQueries(parts func(topic string) int32, open func(taskID) error) {
+	a.query.mu.Lock()
+	defer a.query.mu.Unlock()
+	a.query.openTask = open
+	a.query.partitions = map[string]int32{}
+	for name := range a.stores {
+		a.query.partitions[name] = parts(a.changelogTopic(name))
 	}
 }
 
@@ -220,8 +235,17 @@ func (a *App) readLocal(spec *storeSpec, p int32, fn func(*state.DB) error) erro
 	id := a.storeTask(spec, p)
 	q := a.query
 	q.mu.RLock()
+	t, ok := q.tasks[id]
+	if open := q.openTask; !ok && open != nil {
+		q.mu.RUnlock()
+		if err := open(id); err != nil {
+			return err
+		}
+		q.mu.RLock()
+		t, ok = q.tasks[id]
+	}
 	defer q.mu.RUnlock()
-	if t, ok := q.tasks[id]; ok {
+	if ok {
 		return fn(t.db)
 	}
 	a.mu.Lock()
