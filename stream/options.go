@@ -81,7 +81,8 @@ func defaultConfig() config {
 		logger:         slog.New(slog.DiscardHandler),
 		clock:          realClock{},
 		guarantee:      AtLeastOnce,
-		query:          queryConfig{client: &http.Client{Timeout: 10 * time.Second}},
+		query: queryConfig{client: &http.Client{Timeout: 10 * time.Second,
+			Transport: http.DefaultTransport.(*http.Transport).Clone()}},
 	}
 }
 

@@ -426,7 +426,10 @@ func (a *App) serveQueries() (stop func(), err error) {
 				srv.Close()
 			}
 			<-done
+			a.cfg.query.client.CloseIdleConnections()
 		}
+	} else {
+		stop = a.cfg.query.client.CloseIdleConnections
 	}
 	a.query.mu.Lock()
 	a.query.endpoint = ep
