@@ -204,6 +204,13 @@ func (a *App) storeTask(spec *storeSpec, p int32) taskID {
 	return taskID{a.topicOf(a.b.sources[spec.source]), p}
 }
 
+// storeInput is an input partition whose assignment carries partition p of
+// the store: the group member assigned it owns the store's task. Owners are
+// looked up in the group view by it.
+func (a *App) storeInput(spec *storeSpec, p int32) topicPartition {
+	return topicPartition{a.topicOf(a.b.sources[spec.source]), p}
+}
+
 // keyPartition is the partition of an encoded key among n: murmur2, as the
 // App's partitioner (and Java clients) place keyed records.
 func keyPartition(key []byte, n int32) int32 {
@@ -305,8 +312,7 @@ func (a *App) route(spec *storeSpec, p int32) (string, error) {
 	if v == nil {
 		return "", fmt.Errorf("%w: group view unknown", ErrRebalancing)
 	}
-	id := a.storeTask(spec, p)
-	m, ok := v.ownerOf(topicPartition{id.topic, id.partition})
+	m, ok := v.ownerOf(a.storeInput(spec, p))
 	if !ok {
 		return "", fmt.Errorf("%w: %s partition %d has no owner", ErrRebalancing, spec.name, p)
 	}
@@ -515,4 +521,62 @@ func (q *StoreQuery[K, V]) decode(es []StoreEntry, err error) ([]Entry[K, V], er
 		out[i] = Entry[K, V]{Key: k, Value: v, Timestamp: e.Timestamp}
 	}
 	return out, nil
+}
+
+// KeyMetadata says where a key of a store lives (Kafka Streams'
+// KeyQueryMetadata): for callers that route requests themselves.
+type KeyMetadata struct {
+	Partition int32
+	// Local: this instance serves the partition (its task is restored).
+	Local bool
+	// Active is the query endpoint of the owning member ("" if it
+	// advertises none, or for a local partition when this instance
+	// advertises none).
+	Active string
+	// Standbys are the endpoints of the members keeping standby copies,
+	// by this instance's StandbyReplicas setting (every instance of an App
+	// is expected to use the same).
+	Standbys []string
+}
+
+// KeyMetadata returns where an encoded key of store lives. Errors as Get's,
+// except that a partition owned elsewhere without an endpoint is not an
+// error (Active is "").
+func (a *App) KeyMetadata(store string, key []byte) (KeyMetadata, error) {
+	spec, n, err := a.queryTarget(store)
+	if err != nil {
+		return KeyMetadata{}, err
+	}
+	md := KeyMetadata{Partition: keyPartition(key, n)}
+	err = a.readLocal(spec, md.Partition, func(*state.DB) error { return nil })
+	if err != nil && !errors.Is(err, errNotLocal) {
+		return md, err
+	}
+	md.Local = err == nil
+	v := a.query.view.current()
+	if v == nil {
+		if md.Local {
+			md.Active = a.queryEndpoint()
+			return md, nil
+		}
+		return md, fmt.Errorf("%w: group view unknown", ErrRebalancing)
+	}
+	tp := a.storeInput(spec, md.Partition)
+	m, ok := v.ownerOf(tp)
+	switch {
+	case md.Local:
+		md.Active = a.queryEndpoint()
+	case !ok || m.id == v.self:
+		return md, fmt.Errorf("%w: %s partition %d is moving", ErrRebalancing, store, md.Partition)
+	default:
+		md.Active = m.info.QueryEndpoint
+	}
+	for _, id := range v.standbysOf(tp, a.cfg.standbyReplicas) {
+		for _, vm := range v.members {
+			if vm.id == id && vm.info.QueryEndpoint != "" {
+				md.Standbys = append(md.Standbys, vm.info.QueryEndpoint)
+			}
+		}
+	}
+	return md, nil
 }

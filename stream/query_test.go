@@ -112,6 +112,19 @@ func TestQueryRoutesToOwner(t *testing.T) {
 			if !slices.Contains(local, keyPartition([]byte(k), parts)) {
 				routedRemote++
 			}
+			md, err := retryQuery(t, "metadata "+k, func(context.Context) (KeyMetadata, error) {
+				return r.a.KeyMetadata("counts", []byte(k))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			owner := a1
+			if slices.Contains(localPartitions(a2.a), md.Partition) {
+				owner = a2
+			}
+			if md.Local != (owner == r) || md.Active != owner.a.queryEndpoint() || len(md.Standbys) != 0 {
+				t.Errorf("metadata of %s on an instance: %+v; owner endpoint %s", k, md, owner.a.queryEndpoint())
+			}
 		}
 		if _, found, err := q.Get(context.Background(), "absent"); found || err != nil {
 			// "absent" may live on either instance: both answer "not found".
@@ -414,6 +427,21 @@ func TestQueryDuringRebalance(t *testing.T) {
 		for i, r := range []*runningApp{a1, a2, a3} {
 			for _, p := range localPartitions(r.a) {
 				ok = ok && len(standbyOf[p]) == 1 && standbyOf[p][0] != i
+			}
+		}
+		if ok {
+			// KeyMetadata names the same standby.
+			apps := []*runningApp{a1, a2, a3}
+			for i := range keys {
+				k := []byte(key(i))
+				md, err := retryQuery(t, "metadata", func(context.Context) (KeyMetadata, error) { return a1.a.KeyMetadata("counts", k) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := []string{apps[standbyOf[md.Partition][0]].a.queryEndpoint()}
+				if !slices.Equal(md.Standbys, want) {
+					ok = false
+				}
 			}
 		}
 		if ok {

@@ -164,7 +164,7 @@ func (m *standbyManager) update(v *groupView) {
 	m.a.query.mu.RUnlock()
 	want := map[taskID][]*storeSpec{}
 	for id, stores := range tasks {
-		if slices.Contains(v.standbysOf(topicPartition{id.topic, id.partition}, n), v.self) {
+		if slices.Contains(v.standbysOf(m.a.storeInput(stores[0], id.partition), n), v.self) {
 			want[id] = stores
 		}
 	}
