@@ -89,7 +89,8 @@
 // rebalance). Reads see what the task flushed: under ExactlyOnce, committed
 // transactions only. With StandbyReplicas(n), each task's next n members in
 // member-id order tail its changelog into the task's local directory and
-// checkpoint, so a takeover replays only the changelog tail.
+// checkpoint, so a takeover replays only the changelog tail; queries with
+// AllowStale read those copies when the active task cannot answer.
 //
 // # Not yet
 //

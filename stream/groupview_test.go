@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -253,6 +258,42 @@ func TestQueryErrorsWithoutBroker(t *testing.T) {
 	view("me", member("me", "me:1", nil), member("other", "127.0.0.1:1", map[string][]int32{id.topic: {p}}))
 	if _, _, err := a.Get(ctx, "counts", key); !errors.Is(err, ErrOwnerUnavailable) || !QueryRetriable(err) {
 		t.Errorf("owner down: %v, want ErrOwnerUnavailable", err)
+	}
+
+	// With AllowStale, the member after the owner (its standby by the
+	// placement) answers instead; without, the error stands.
+	var asked atomic.Int32
+	standby := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		if r.URL.Query().Get("stale") != "1" || r.URL.Query().Get("local") != "1" {
+			writeError(w, fmt.Errorf("%w: not asked for a stale local read", errBadRequest))
+			return
+		}
+		v, _ := Int64().Encode(42)
+		if strings.HasSuffix(r.URL.Path, "/range") {
+			writeJSON(w, http.StatusOK, httpRangeResponse{Store: "counts", Entries: []httpEntry{{Key64: key, Value64: v, Partition: p, Stale: true}}})
+			return
+		}
+		writeJSON(w, http.StatusOK, httpGetResponse{Store: "counts", Entry: httpEntry{Key64: key, Value64: v, Partition: p, Stale: true}})
+	}))
+	defer standby.Close()
+	a.cfg.standbyReplicas = 1
+	view("me", member("me", "me:1", nil), member("o1", "127.0.0.1:1", map[string][]int32{id.topic: {p}}),
+		member("o2", standby.Listener.Addr().String(), nil))
+	e, found, err := a.Get(ctx, "counts", key, AllowStale())
+	if n, _ := Int64().Decode(e.Value); err != nil || !found || !e.Stale || n != 42 {
+		t.Errorf("stale get with the owner down: %+v found %v err %v", e, found, err)
+	}
+	if _, _, err := a.Get(ctx, "counts", key); !errors.Is(err, ErrOwnerUnavailable) {
+		t.Errorf("get without AllowStale, owner down: %v", err)
+	}
+	// Range: the owner of every partition is down (or unknown); only p
+	// has a standby copy, so the stale range fails as a whole.
+	if _, err := a.Range(ctx, "counts", nil, nil, 0, AllowStale()); !QueryRetriable(err) {
+		t.Errorf("stale range with partitions lacking copies: %v, want a retriable error", err)
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the standby instance was never asked")
 	}
 }
 

@@ -68,6 +68,33 @@ type StoreEntry struct {
 	Timestamp time.Time
 	// Partition is the store partition (the task's) holding the key.
 	Partition int32
+	// Stale: served by a standby copy (AllowStale), which may lag the
+	// active task by its standby lag.
+	Stale bool
+}
+
+// QueryOpt modifies one query.
+type QueryOpt interface{ applyQuery(*queryOpts) }
+
+type queryOpts struct{ stale bool }
+
+type queryOptFunc func(*queryOpts)
+
+func (f queryOptFunc) applyQuery(o *queryOpts) { f(o) }
+
+// AllowStale lets a standby copy (StandbyReplicas) answer when the active
+// task cannot: this instance's own copy first, then the instances keeping
+// copies. Such answers are marked Stale; they may lag the active task (see
+// the weir_stream_standby_lag_records gauge). Kafka Streams calls this
+// enableStaleStores.
+func AllowStale() QueryOpt { return queryOptFunc(func(o *queryOpts) { o.stale = true }) }
+
+func applyQueryOpts(opts []QueryOpt) queryOpts {
+	var o queryOpts
+	for _, opt := range opts {
+		opt.applyQuery(&o)
+	}
+	return o
 }
 
 // DefaultRangeLimit is the number of entries Range returns when called
@@ -132,10 +159,13 @@ type queryState struct {
 	// openTask, set for a Driver (every partition is this process's),
 	// creates and restores a task not created yet.
 	openTask func(taskID) error
+	// standbys are the databases of this instance's running standby
+	// tasks, readable by AllowStale queries under the same rule as tasks.
+	standbys map[taskID]*state.DB
 }
 
 func newQueryState(a *App) *queryState {
-	return &queryState{a: a, view: newViewTracker(a), tasks: map[taskID]*task{}}
+	return &queryState{a: a, view: newViewTracker(a), tasks: map[taskID]*task{}, standbys: map[taskID]*state.DB{}}
 }
 
 // queryEndpoint is the endpoint this instance advertises.
@@ -237,8 +267,9 @@ func (a *App) queryTarget(store string) (*storeSpec, int32, error) {
 
 // readLocal runs fn on the database of partition p of the store if this
 // instance serves it; errNotLocal if it does not, ErrRestoring if it owns
-// the partition and is restoring it.
-func (a *App) readLocal(spec *storeSpec, p int32, fn func(*state.DB) error) error {
+// the partition and is restoring it. With stale, a standby copy serves when
+// the active task does not (fn is told so).
+func (a *App) readLocal(spec *storeSpec, p int32, stale bool, fn func(db *state.DB, standby bool) error) error {
 	id := a.storeTask(spec, p)
 	q := a.query
 	q.mu.RLock()
@@ -253,7 +284,10 @@ func (a *App) readLocal(spec *storeSpec, p int32, fn func(*state.DB) error) erro
 	}
 	defer q.mu.RUnlock()
 	if ok {
-		return fn(t.db)
+		return fn(t.db, false)
+	}
+	if db, ok := q.standbys[id]; ok && stale {
+		return fn(db, true)
 	}
 	a.mu.Lock()
 	restoring := a.assigned[id]
@@ -266,16 +300,16 @@ func (a *App) readLocal(spec *storeSpec, p int32, fn func(*state.DB) error) erro
 }
 
 // getLocal reads key from partition p of the store on this instance.
-func (a *App) getLocal(spec *storeSpec, p int32, key []byte) (StoreEntry, bool, error) {
+func (a *App) getLocal(spec *storeSpec, p int32, key []byte, stale bool) (StoreEntry, bool, error) {
 	var e StoreEntry
 	var found bool
-	err := a.readLocal(spec, p, func(db *state.DB) error {
+	err := a.readLocal(spec, p, stale, func(db *state.DB, standby bool) error {
 		v, ts, ok, err := db.Get(spec.name, key)
 		if err != nil {
 			return err
 		}
 		found = ok
-		e = StoreEntry{Key: append([]byte(nil), key...), Value: v, Timestamp: time.UnixMilli(ts), Partition: p}
+		e = StoreEntry{Key: append([]byte(nil), key...), Value: v, Timestamp: time.UnixMilli(ts), Partition: p, Stale: standby}
 		return nil
 	})
 	return e, found, err
@@ -286,15 +320,15 @@ var errStopScan = errors.New("stop scan")
 
 // rangeLocal scans [from, to) of partition p of the store on this instance,
 // at most limit entries.
-func (a *App) rangeLocal(spec *storeSpec, p int32, from, to []byte, limit int) ([]StoreEntry, error) {
+func (a *App) rangeLocal(spec *storeSpec, p int32, from, to []byte, limit int, stale bool) ([]StoreEntry, error) {
 	var out []StoreEntry
-	err := a.readLocal(spec, p, func(db *state.DB) error {
+	err := a.readLocal(spec, p, stale, func(db *state.DB, standby bool) error {
 		err := db.Scan(spec.name, from, to, func(k, v []byte, ts int64) error {
 			if len(out) >= limit {
 				return errStopScan
 			}
 			out = append(out, StoreEntry{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...),
-				Timestamp: time.UnixMilli(ts), Partition: p})
+				Timestamp: time.UnixMilli(ts), Partition: p, Stale: standby})
 			return nil
 		})
 		if errors.Is(err, errStopScan) {
@@ -334,28 +368,64 @@ func (a *App) route(spec *storeSpec, p int32) (string, error) {
 // Get returns the entry of an encoded key in a store, from this instance or
 // the instance owning the key's partition. found is false when the store
 // has no such key.
-func (a *App) Get(ctx context.Context, store string, key []byte) (entry StoreEntry, found bool, err error) {
+func (a *App) Get(ctx context.Context, store string, key []byte, opts ...QueryOpt) (entry StoreEntry, found bool, err error) {
+	o := applyQueryOpts(opts)
 	spec, n, err := a.queryTarget(store)
 	if err != nil {
 		return StoreEntry{}, false, err
 	}
 	p := keyPartition(key, n)
-	e, found, err := a.getLocal(spec, p, key)
-	if !errors.Is(err, errNotLocal) {
+	e, found, err := a.getLocal(spec, p, key, o.stale)
+	if !errors.Is(err, errNotLocal) && !(o.stale && QueryRetriable(err)) {
 		return e, found, err
 	}
-	ep, err := a.route(spec, p)
-	if err != nil {
-		return StoreEntry{}, false, err
+	if errors.Is(err, errNotLocal) {
+		var ep string
+		if ep, err = a.route(spec, p); err == nil {
+			e, found, err = a.remoteGet(ctx, ep, store, p, key, false)
+		}
 	}
-	return a.remoteGet(ctx, ep, store, p, key)
+	if err == nil || !o.stale || !QueryRetriable(err) && !errors.Is(err, ErrNoRoute) {
+		return e, found, err
+	}
+	// The active task cannot answer: ask the standbys' instances.
+	for _, ep := range a.standbyEndpoints(spec, p) {
+		se, sfound, serr := a.remoteGet(ctx, ep, store, p, key, true)
+		if serr == nil {
+			return se, sfound, nil
+		}
+		if ctx.Err() != nil {
+			return StoreEntry{}, false, ctx.Err()
+		}
+	}
+	return StoreEntry{}, false, err
+}
+
+// standbyEndpoints are the query endpoints of the members keeping standby
+// copies of partition p of the store, by the current view.
+func (a *App) standbyEndpoints(spec *storeSpec, p int32) []string {
+	v := a.query.view.current()
+	if v == nil {
+		return nil
+	}
+	var out []string
+	self := a.queryEndpoint()
+	for _, id := range v.standbysOf(a.storeInput(spec, p), a.cfg.standbyReplicas) {
+		for _, m := range v.members {
+			if m.id == id && m.info.QueryEndpoint != "" && m.info.QueryEndpoint != self {
+				out = append(out, m.info.QueryEndpoint)
+			}
+		}
+	}
+	return out
 }
 
 // Range returns the entries of a store with from <= key < to (nil: no
 // bound) in encoded-key byte order, across all partitions (each owner is
 // asked for its own), at most limit (DefaultRangeLimit if limit <= 0). It
 // fails as a whole if any partition cannot be read.
-func (a *App) Range(ctx context.Context, store string, from, to []byte, limit int) ([]StoreEntry, error) {
+func (a *App) Range(ctx context.Context, store string, from, to []byte, limit int, opts ...QueryOpt) ([]StoreEntry, error) {
+	o := applyQueryOpts(opts)
 	spec, n, err := a.queryTarget(store)
 	if err != nil {
 		return nil, err
@@ -365,23 +435,43 @@ func (a *App) Range(ctx context.Context, store string, from, to []byte, limit in
 	}
 	var out []StoreEntry
 	remote := map[string][]int32{}
+	var fallback []int32 // partitions for the standbys (AllowStale)
 	for p := range n {
-		es, err := a.rangeLocal(spec, p, from, to, limit)
+		es, err := a.rangeLocal(spec, p, from, to, limit, o.stale)
 		if errors.Is(err, errNotLocal) {
 			ep, rerr := a.route(spec, p)
 			if rerr != nil {
+				if o.stale && (QueryRetriable(rerr) || errors.Is(rerr, ErrNoRoute)) {
+					fallback = append(fallback, p)
+					continue
+				}
 				return nil, rerr
 			}
 			remote[ep] = append(remote[ep], p)
 			continue
 		}
 		if err != nil {
+			if o.stale && QueryRetriable(err) {
+				fallback = append(fallback, p)
+				continue
+			}
 			return nil, err
 		}
 		out = append(out, es...)
 	}
 	for _, ep := range sortedKeys(remote) {
-		es, err := a.remoteRange(ctx, ep, store, remote[ep], from, to, limit)
+		es, err := a.remoteRange(ctx, ep, store, remote[ep], from, to, limit, false)
+		if err != nil {
+			if o.stale && QueryRetriable(err) {
+				fallback = append(fallback, remote[ep]...)
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	for _, p := range fallback {
+		es, err := a.rangeFromStandbys(ctx, spec, p, from, to, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -392,6 +482,22 @@ func (a *App) Range(ctx context.Context, store string, from, to []byte, limit in
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// rangeFromStandbys reads partition p from an instance keeping a standby
+// copy of it.
+func (a *App) rangeFromStandbys(ctx context.Context, spec *storeSpec, p int32, from, to []byte, limit int) ([]StoreEntry, error) {
+	err := fmt.Errorf("%w: %s partition %d: no standby copy", ErrRebalancing, spec.name, p)
+	for _, ep := range a.standbyEndpoints(spec, p) {
+		var es []StoreEntry
+		if es, err = a.remoteRange(ctx, ep, spec.name, []int32{p}, from, to, limit, true); err == nil {
+			return es, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return nil, err
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -468,12 +574,12 @@ func QueryStore[K, V any](app *App, store string) (*StoreQuery[K, V], error) {
 }
 
 // Get returns the value of key (found false if the store has none).
-func (q *StoreQuery[K, V]) Get(ctx context.Context, key K) (v V, found bool, err error) {
+func (q *StoreQuery[K, V]) Get(ctx context.Context, key K, opts ...QueryOpt) (v V, found bool, err error) {
 	kb, err := q.key.Encode(key)
 	if err != nil {
 		return v, false, fmt.Errorf("store %s: encode key: %w", q.name, err)
 	}
-	e, found, err := q.app.Get(ctx, q.name, kb)
+	e, found, err := q.app.Get(ctx, q.name, kb, opts...)
 	if err != nil || !found {
 		return v, false, err
 	}
@@ -486,7 +592,7 @@ func (q *StoreQuery[K, V]) Get(ctx context.Context, key K) (v V, found bool, err
 // Range returns the entries with from <= key < to in the order of the
 // encoded keys (for String, byte order; for Int64, numeric order of
 // non-negative keys), at most limit (DefaultRangeLimit if <= 0).
-func (q *StoreQuery[K, V]) Range(ctx context.Context, from, to K, limit int) ([]Entry[K, V], error) {
+func (q *StoreQuery[K, V]) Range(ctx context.Context, from, to K, limit int, opts ...QueryOpt) ([]Entry[K, V], error) {
 	fb, err := q.key.Encode(from)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: encode key: %w", q.name, err)
@@ -495,13 +601,13 @@ func (q *StoreQuery[K, V]) Range(ctx context.Context, from, to K, limit int) ([]
 	if err != nil {
 		return nil, fmt.Errorf("store %s: encode key: %w", q.name, err)
 	}
-	return q.decode(q.app.Range(ctx, q.name, fb, tb, limit))
+	return q.decode(q.app.Range(ctx, q.name, fb, tb, limit, opts...))
 }
 
 // All returns the store's entries in encoded-key order, at most limit
 // (DefaultRangeLimit if <= 0).
-func (q *StoreQuery[K, V]) All(ctx context.Context, limit int) ([]Entry[K, V], error) {
-	return q.decode(q.app.Range(ctx, q.name, nil, nil, limit))
+func (q *StoreQuery[K, V]) All(ctx context.Context, limit int, opts ...QueryOpt) ([]Entry[K, V], error) {
+	return q.decode(q.app.Range(ctx, q.name, nil, nil, limit, opts...))
 }
 
 func (q *StoreQuery[K, V]) decode(es []StoreEntry, err error) ([]Entry[K, V], error) {
@@ -548,7 +654,7 @@ func (a *App) KeyMetadata(store string, key []byte) (KeyMetadata, error) {
 		return KeyMetadata{}, err
 	}
 	md := KeyMetadata{Partition: keyPartition(key, n)}
-	err = a.readLocal(spec, md.Partition, func(*state.DB) error { return nil })
+	err = a.readLocal(spec, md.Partition, false, func(*state.DB, bool) error { return nil })
 	if err != nil && !errors.Is(err, errNotLocal) {
 		return md, err
 	}

@@ -33,9 +33,10 @@ import (
 //	400 bad_request · 404 unknown_store, not_found · 502 no_route ·
 //	503 rebalancing, restoring, not_running, owner_unavailable (retriable; Retry-After: 1)
 //
-// Internal parameters: local=1 serves only this instance's partitions (a
-// forwarded request never forwards again) and, for range, partitions=0,3
-// names them.
+// stale=1 is AllowStale: a standby copy may answer (the entry says
+// "stale": true). Internal parameters: local=1 serves only this instance's
+// partitions (a forwarded request never forwards again) and, for range,
+// partitions=0,3 names them.
 
 // httpEntry is a StoreEntry in JSON.
 type httpEntry struct {
@@ -45,6 +46,7 @@ type httpEntry struct {
 	Value64     []byte          `json:"value64"`
 	TimestampMs int64           `json:"timestamp_ms"`
 	Partition   int32           `json:"partition"`
+	Stale       bool            `json:"stale,omitempty"`
 }
 
 type httpGetResponse struct {
@@ -164,15 +166,20 @@ func (a *App) httpGet(w http.ResponseWriter, r *http.Request) {
 	}
 	var e StoreEntry
 	var found bool
+	stale := q.Get("stale") == "1"
 	if q.Get("local") == "1" {
 		_, n, terr := a.queryTarget(name)
 		if terr != nil {
 			writeError(w, terr)
 			return
 		}
-		e, found, err = a.getLocal(spec, keyPartition(key, n), key)
+		e, found, err = a.getLocal(spec, keyPartition(key, n), key, stale)
 	} else {
-		e, found, err = a.Get(r.Context(), name, key)
+		var opts []QueryOpt
+		if stale {
+			opts = append(opts, AllowStale())
+		}
+		e, found, err = a.Get(r.Context(), name, key, opts...)
 	}
 	if err == nil && !found {
 		err = fmt.Errorf("%w: store %s", errKeyNotFound, name)
@@ -210,6 +217,7 @@ func (a *App) httpRange(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var es []StoreEntry
+	stale := q.Get("stale") == "1"
 	if q.Get("local") == "1" {
 		ps, perr := parsePartitions(q.Get("partitions"))
 		if perr != nil {
@@ -217,14 +225,14 @@ func (a *App) httpRange(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, p := range ps {
-			pes, err := a.rangeLocal(spec, p, from, to, limit)
+			pes, err := a.rangeLocal(spec, p, from, to, limit, stale)
 			if err != nil {
 				writeError(w, err)
 				return
 			}
 			es = append(es, pes...)
 		}
-	} else if es, err = a.Range(r.Context(), name, from, to, limit); err != nil {
+	} else if es, err = a.Range(r.Context(), name, from, to, limit, staleOpt(stale)...); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -233,6 +241,13 @@ func (a *App) httpRange(w http.ResponseWriter, r *http.Request) {
 		out.Entries[i] = toHTTPEntry(spec, e)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func staleOpt(stale bool) []QueryOpt {
+	if stale {
+		return []QueryOpt{AllowStale()}
+	}
+	return nil
 }
 
 func parsePartitions(s string) ([]int32, error) {
@@ -251,7 +266,7 @@ func parsePartitions(s string) ([]int32, error) {
 }
 
 func toHTTPEntry(spec *storeSpec, e StoreEntry) httpEntry {
-	h := httpEntry{Key64: e.Key, Value64: e.Value, TimestampMs: e.Timestamp.UnixMilli(), Partition: e.Partition}
+	h := httpEntry{Key64: e.Key, Value64: e.Value, TimestampMs: e.Timestamp.UnixMilli(), Partition: e.Partition, Stale: e.Stale}
 	if h.Key64 == nil {
 		h.Key64 = []byte{}
 	}
@@ -352,8 +367,11 @@ func (a *App) remoteCall(ctx context.Context, ep, path string, params url.Values
 	return fmt.Errorf("%w: %s: %s (%s)", ErrOwnerUnavailable, ep, he.Error, he.Code)
 }
 
-func (a *App) remoteGet(ctx context.Context, ep, store string, p int32, key []byte) (StoreEntry, bool, error) {
+func (a *App) remoteGet(ctx context.Context, ep, store string, p int32, key []byte, stale bool) (StoreEntry, bool, error) {
 	params := url.Values{"key64": {base64.StdEncoding.EncodeToString(key)}}
+	if stale {
+		params.Set("stale", "1")
+	}
 	var resp httpGetResponse
 	err := a.remoteCall(ctx, ep, "/v1/stores/"+url.PathEscape(store)+"/get", params, &resp)
 	if errors.Is(err, errKeyNotFound) {
@@ -369,8 +387,11 @@ func (a *App) remoteGet(ctx context.Context, ep, store string, p int32, key []by
 	return e, true, nil
 }
 
-func (a *App) remoteRange(ctx context.Context, ep, store string, ps []int32, from, to []byte, limit int) ([]StoreEntry, error) {
+func (a *App) remoteRange(ctx context.Context, ep, store string, ps []int32, from, to []byte, limit int, stale bool) ([]StoreEntry, error) {
 	params := url.Values{"limit": {strconv.Itoa(limit)}}
+	if stale {
+		params.Set("stale", "1")
+	}
 	if from != nil {
 		params.Set("from64", base64.StdEncoding.EncodeToString(from))
 	}
@@ -394,7 +415,7 @@ func (a *App) remoteRange(ctx context.Context, ep, store string, ps []int32, fro
 }
 
 func fromHTTPEntry(h httpEntry) StoreEntry {
-	return StoreEntry{Key: h.Key64, Value: h.Value64, Timestamp: time.UnixMilli(h.TimestampMs), Partition: h.Partition}
+	return StoreEntry{Key: h.Key64, Value: h.Value64, Timestamp: time.UnixMilli(h.TimestampMs), Partition: h.Partition, Stale: h.Stale}
 }
 
 // serveQueries starts the QueryServer listener, if configured, and fixes the

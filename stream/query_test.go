@@ -326,7 +326,7 @@ func TestRemoteErrorMapping(t *testing.T) {
 		{errors.New("disk on fire"), ErrOwnerUnavailable},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeError(w, c.sent) }))
-		_, _, err := a.remoteGet(context.Background(), srv.Listener.Addr().String(), "counts", 0, []byte("k"))
+		_, _, err := a.remoteGet(context.Background(), srv.Listener.Addr().String(), "counts", 0, []byte("k"), false)
 		srv.Close()
 		if !errors.Is(err, c.want) || QueryRetriable(err) != QueryRetriable(c.want) {
 			t.Errorf("owner answered %v: got %v, want %v", c.sent, err, c.want)
@@ -335,13 +335,13 @@ func TestRemoteErrorMapping(t *testing.T) {
 	// Not found is an answer, not an error.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errKeyNotFound) }))
 	defer srv.Close()
-	if _, found, err := a.remoteGet(context.Background(), srv.URL, "counts", 0, []byte("k")); found || err != nil {
+	if _, found, err := a.remoteGet(context.Background(), srv.URL, "counts", 0, []byte("k"), false); found || err != nil {
 		t.Errorf("remote not found: found %v err %v", found, err)
 	}
 	// A non-JSON error page is an unavailable owner.
 	srv2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "oops", 500) }))
 	defer srv2.Close()
-	if _, _, err := a.remoteGet(context.Background(), srv2.URL, "counts", 0, []byte("k")); !errors.Is(err, ErrOwnerUnavailable) {
+	if _, _, err := a.remoteGet(context.Background(), srv2.URL, "counts", 0, []byte("k"), false); !errors.Is(err, ErrOwnerUnavailable) {
 		t.Errorf("plain 500: %v", err)
 	}
 }

@@ -260,6 +260,16 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	if err != nil {
 		return err
 	}
+	// Readable by AllowStale queries until it closes.
+	q := a.query
+	q.mu.Lock()
+	q.standbys[st.id] = db
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		delete(q.standbys, st.id)
+		q.mu.Unlock()
+	}()
 	store := map[string]string{}
 	from := map[string]map[int32]kgo.Offset{}
 	for _, s := range st.stores {

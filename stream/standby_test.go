@@ -3,8 +3,10 @@ package stream
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -289,6 +291,7 @@ func TestStandbyTakeoverExactlyOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	moved := localPartitions(a1.a)
+	checkStaleReads(t, a2.a, moved, truth)
 	var full int64 // the moved partitions' whole changelog
 	for _, p := range moved {
 		full += caughtUp[p]
@@ -353,4 +356,59 @@ func gaugeValue(g prometheus.Gauge) float64 {
 		panic(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// checkStaleReads: with AllowStale, an instance answers keys of the
+// partitions another instance owns from its own caught-up standby copies
+// (marked Stale), for Get, Range and HTTP; without it, from the owner.
+func checkStaleReads(t *testing.T, a *App, standbyParts []int32, truth map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	stale := 0
+	for k, want := range truth {
+		p := keyPartition([]byte(k), 4)
+		for _, allow := range []bool{false, true} {
+			var opts []QueryOpt
+			if allow {
+				opts = append(opts, AllowStale())
+			}
+			e, err := retryQuery(t, "get "+k, func(ctx context.Context) (StoreEntry, error) {
+				e, _, err := a.Get(ctx, "counts", []byte(k), opts...)
+				return e, err
+			})
+			n, _ := Int64().Decode(e.Value)
+			if err != nil || n != want {
+				t.Fatalf("get %s (stale allowed %v): %d, %v; want %d", k, allow, n, err, want)
+			}
+			if wantStale := allow && slices.Contains(standbyParts, p); e.Stale != wantStale {
+				t.Errorf("get %s (stale allowed %v): stale %v, want %v", k, allow, e.Stale, wantStale)
+			}
+			if e.Stale {
+				stale++
+			}
+		}
+	}
+	if stale == 0 {
+		t.Fatal("no answer came from a standby copy")
+	}
+	es, err := a.Range(ctx, "counts", nil, nil, 10_000, AllowStale())
+	if err != nil || len(es) != len(truth) {
+		t.Fatalf("stale range: %d entries, %v; want %d", len(es), err, len(truth))
+	}
+	for _, e := range es {
+		n, _ := Int64().Decode(e.Value)
+		if n != truth[string(e.Key)] || e.Stale != slices.Contains(standbyParts, e.Partition) {
+			t.Errorf("stale range entry %s: %d stale %v (partition %d)", e.Key, n, e.Stale, e.Partition)
+		}
+	}
+	for k := range truth {
+		if !slices.Contains(standbyParts, keyPartition([]byte(k), 4)) {
+			continue
+		}
+		var resp httpGetResponse
+		if code := httpGetJSON(t, "http://"+a.queryEndpoint()+"/v1/stores/counts/get?stale=1&key="+k, &resp); code != http.StatusOK || !resp.Entry.Stale {
+			t.Errorf("HTTP stale get %s: %d %+v", k, code, resp.Entry)
+		}
+		break
+	}
 }
