@@ -59,3 +59,28 @@ func TestQueryDriverStores(t *testing.T) {
 	d.Restart()
 	check("after a restart")
 }
+
+// TestQueryDriverRepartitionedStore: a store behind a repartition topic
+// (KeyBy) is queried by its new key.
+func TestQueryDriverRepartitionedStore(t *testing.T) {
+	b := stream.NewBuilder()
+	rides := stream.From(b, "rides", stream.String(), stream.String()) // key: rider, value: zone
+	byZone := stream.KeyBy(rides, func(r stream.Record[string, string]) (string, error) { return r.Value, nil })
+	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.String()), stream.StoreConfig{Name: "per-zone", TTL: time.Hour})
+	d := streamtest.New(t, "q", b, streamtest.Partitions("rides", 4))
+	in := streamtest.NewInput(d, "rides", stream.String(), stream.String())
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, zone := range []string{"north", "south", "north", "north", "east"} {
+		in.Pipe(string(rune('a'+i)), zone, t0)
+	}
+	d.Process()
+	q, err := stream.QueryStore[string, int64](d.App(), "per-zone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for zone, want := range map[string]int64{"north": 3, "south": 1, "east": 1} {
+		if got, found, err := q.Get(context.Background(), zone); err != nil || !found || got != want {
+			t.Errorf("%s = %d, %v, %v; want %d", zone, got, found, err, want)
+		}
+	}
+}
