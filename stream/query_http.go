@@ -23,6 +23,7 @@ import (
 //	GET /v1/stores/{store}/get?key=K        one key: 200 {"store","entry"}, 404 {"code":"not_found"} if absent
 //	GET /v1/stores/{store}/range?from=F&to=T&limit=N
 //	                                        entries from <= key < to in encoded-key order
+//	GET /v1/stores/{store}/metadata?key=K   where the key lives: {"partition","local","active","standbys"}
 //
 // Keys are given as text parsed by the store's key type (a string as is,
 // anything else as JSON: 42, {"zone":"a"}) or, with key64/from64/to64, as
@@ -103,6 +104,7 @@ func (a *App) QueryHandler() http.Handler {
 	mux.HandleFunc("GET /v1/stores", a.httpStores)
 	mux.HandleFunc("GET /v1/stores/{store}/get", a.httpGet)
 	mux.HandleFunc("GET /v1/stores/{store}/range", a.httpRange)
+	mux.HandleFunc("GET /v1/stores/{store}/metadata", a.httpMetadata)
 	return mux
 }
 
@@ -189,6 +191,40 @@ func (a *App) httpGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, httpGetResponse{Store: name, Entry: toHTTPEntry(spec, e)})
+}
+
+type httpMetadata struct {
+	Store     string   `json:"store"`
+	Partition int32    `json:"partition"`
+	Local     bool     `json:"local"`
+	Active    string   `json:"active"`
+	Standbys  []string `json:"standbys"`
+}
+
+func (a *App) httpMetadata(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("store")
+	spec, ok := a.stores[name]
+	if !ok {
+		writeError(w, fmt.Errorf("%w: %q", ErrUnknownStore, name))
+		return
+	}
+	key, err := a.keyParam(spec, r.URL.Query(), "key")
+	if err == nil && key == nil {
+		err = fmt.Errorf("%w: key or key64 required", errBadRequest)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	md, err := a.KeyMetadata(name, key)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if md.Standbys == nil {
+		md.Standbys = []string{}
+	}
+	writeJSON(w, http.StatusOK, httpMetadata{Store: name, Partition: md.Partition, Local: md.Local, Active: md.Active, Standbys: md.Standbys})
 }
 
 func (a *App) httpRange(w http.ResponseWriter, r *http.Request) {

@@ -175,6 +175,14 @@ func TestQueryRoutesToOwner(t *testing.T) {
 				t.Errorf("GET %s: key %s", k, resp.Entry.Key)
 			}
 		}
+		for k := range truth {
+			var md httpMetadata
+			if code := httpGetJSON(t, "http://"+ep+"/v1/stores/counts/metadata?key="+k, &md); code != http.StatusOK ||
+				md.Partition != keyPartition([]byte(k), parts) || md.Local != slices.Contains(localPartitions(r.a), md.Partition) ||
+				md.Local != (md.Active == ep) || md.Active == "" {
+				t.Errorf("metadata of %s on %s: %d %+v", k, ep, code, md)
+			}
+		}
 		var rr httpRangeResponse
 		if code := httpGetJSON(t, "http://"+ep+"/v1/stores/counts/range?from=k30&limit=100", &rr); code != http.StatusOK {
 			t.Fatalf("range on %s: status %d", ep, code)
@@ -497,6 +505,7 @@ func FuzzQueryHandler(f *testing.F) {
 	f.Add("counts", "range", "local=1&partitions=0,1,x")
 	f.Add("counts", "get", "key=k01&local=1")
 	f.Add("nope", "get", "key=1")
+	f.Add("counts", "metadata", "key=k01")
 	bl := NewBuilder()
 	countTopology(bl)
 	bl2 := NewBuilder()
