@@ -301,9 +301,21 @@ func TestQueryErrorsWithoutBroker(t *testing.T) {
 // partitioner (and the test producer) put it.
 func TestKeyPartitionMatchesProducer(t *testing.T) {
 	pt := appPartitioner{byKey: kgo.StickyKeyPartitioner(nil)}.ForTopic("x")
+	var ks [][]byte
 	for i := range 200 {
-		k := []byte(key(i))
-		for _, n := range []int32{1, 3, 4, 16} {
+		ks = append(ks, []byte(key(i)))
+	}
+	for l := range 12 { // every tail length, and bytes >= 0x80 (Java's signed bytes)
+		ks = append(ks, bytes.Repeat([]byte{0xff - byte(l)}, l))
+	}
+	for _, in := range []string{"21", "foobar", "a-little-bit-long-string", "a-little-bit-longer-string", "abc"} {
+		ks = append(ks, []byte(in))
+	}
+	for _, k := range ks {
+		if got, want := int32(murmur2Hash(k)), murmur2(k); got != want { // the test's independent Java port
+			t.Fatalf("murmur2Hash(%q) = %d, want %d", k, got, want)
+		}
+		for _, n := range []int32{1, 3, 4, 16, 1000} {
 			if got, want := keyPartition(k, n), int32(pt.Partition(&kgo.Record{Key: k}, int(n))); got != want {
 				t.Fatalf("key %s over %d: %d, partitioner %d", k, n, got, want)
 			}

@@ -241,13 +241,45 @@ func (a *App) storeInput(spec *storeSpec, p int32) topicPartition {
 	return topicPartition{a.topicOf(a.b.sources[spec.source]), p}
 }
 
-// keyPartition is the partition of an encoded key among n: murmur2, as the
-// App's partitioner (and Java clients) place keyed records.
+// keyPartition is the partition of an encoded key among n, as the App's
+// partitioner (and Java clients) place keyed records:
+// (murmur2(key) & 0x7fffffff) % n.
 func keyPartition(key []byte, n int32) int32 {
-	if key == nil {
-		key = []byte{} // the partitioner treats a nil key as unkeyed
+	return int32((murmur2Hash(key) & 0x7fffffff) % uint32(n))
+}
+
+// murmur2Hash is the 32-bit MurmurHash2 with Kafka's seed, as Java's
+// org.apache.kafka.common.utils.Utils.murmur2 computes it.
+func murmur2Hash(b []byte) uint32 {
+	const (
+		seed = 0x9747b28c
+		m    = 0x5bd1e995
+		r    = 24
+	)
+	h := uint32(seed) ^ uint32(len(b))
+	for ; len(b) >= 4; b = b[4:] {
+		k := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
 	}
-	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: key}, int(n)))
+	switch len(b) {
+	case 3:
+		h ^= uint32(b[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(b[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(b[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return h
 }
 
 // queryTarget resolves a store name and its partition count.
