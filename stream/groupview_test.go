@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -326,4 +328,28 @@ func TestKeyPartitionMatchesProducer(t *testing.T) {
 // tlog adapts t.Log to the slog-style log function newGroupView takes.
 func tlog(t *testing.T) func(msg string, args ...any) {
 	return func(msg string, args ...any) { t.Log(append([]any{msg}, args...)...) }
+}
+
+// TestQueryServerAddressTaken: Run fails at once, with a clear error, when
+// the query server's address is taken.
+func TestQueryServerAddressTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	b := NewBuilder()
+	countTopology(b)
+	a, err := NewApp("app", b, Brokers("127.0.0.1:1"), StateDir(t.TempDir()), QueryServer(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "query server") {
+		t.Fatalf("Run with the address taken: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run waited for its context instead of failing")
+	}
 }
