@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -365,8 +368,11 @@ func TestQueryDuringRebalance(t *testing.T) {
 	const parts, keys = 6, 30
 	b.createTopic("events", parts)
 	b.createTopic("counts", parts)
+	// A task and a standby never hold the same directory: the task would
+	// find it locked, delete it and restore in full.
+	unusable := &countingHandler{match: "local store unusable"}
 	opts := func() []Opt {
-		return []Opt{testLogger(t), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), MaxPollRecords(50),
+		return []Opt{Logger(slog.New(unusable)), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), MaxPollRecords(50),
 			QueryServer("127.0.0.1:0"), StandbyReplicas(1)}
 	}
 	a1 := b.run("iqr", countTopology, opts()...)
@@ -476,6 +482,9 @@ func TestQueryDuringRebalance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d answers, %d retriable errors during the rebalances", answers, retried)
+	if n := unusable.n.Load(); n > 0 {
+		t.Errorf("%d tasks found their directory unusable (held by a standby?)", n)
+	}
 	if answers == 0 {
 		t.Fatal("no query answered")
 	}
@@ -552,3 +561,19 @@ func FuzzQueryHandler(f *testing.F) {
 		}
 	})
 }
+
+// countingHandler counts log records whose message contains match.
+type countingHandler struct {
+	match string
+	n     atomic.Int64
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }

@@ -184,29 +184,36 @@ func (m *standbyManager) update(v *groupView) {
 		if _, ok := want[id]; !ok || finished {
 			stop = append(stop, st)
 			delete(m.running, id)
+			m.count.Set(float64(len(m.running)))
 		}
 	}
 	for id, stores := range want {
-		if _, ok := m.running[id]; ok || m.claimed[id] {
-			continue
-		}
-		ctx, cancel := context.WithCancel(m.ctx)
-		st := &standbyTask{id: id, stores: stores, cancel: cancel, done: make(chan struct{}), pos: map[string]int64{}}
-		m.running[id] = st
-		go func() {
-			defer close(st.done)
-			defer m.lag.DeleteLabelValues(id.String())
-			if err := m.tail(ctx, st); err != nil && ctx.Err() == nil {
-				m.a.cfg.logger.Warn("standby task failed; retried at the next group view", "task", id.String(), "err", err)
-			}
-		}()
+		m.startLocked(id, stores)
 	}
-	m.count.Set(float64(len(m.running)))
 	m.mu.Unlock()
 	for _, st := range stop {
 		st.cancel()
 		<-st.done
 	}
+}
+
+// startLocked starts a standby of id unless one runs or id is claimed.
+// m.mu must be held, with a session context set.
+func (m *standbyManager) startLocked(id taskID, stores []*storeSpec) {
+	if _, ok := m.running[id]; ok || m.claimed[id] {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	st := &standbyTask{id: id, stores: stores, cancel: cancel, done: make(chan struct{}), pos: map[string]int64{}}
+	m.running[id] = st
+	m.count.Set(float64(len(m.running)))
+	go func() {
+		defer close(st.done)
+		defer m.lag.DeleteLabelValues(id.String())
+		if err := m.tail(ctx, st); err != nil && ctx.Err() == nil {
+			m.a.cfg.logger.Warn("standby task failed; retried at the next group view", "task", id.String(), "err", err)
+		}
+	}()
 }
 
 func (st *standbyTask) positions() map[string]int64 {

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -410,5 +411,73 @@ func checkStaleReads(t *testing.T, a *App, standbyParts []int32, truth map[strin
 			t.Errorf("HTTP stale get %s: %d %+v", k, code, resp.Entry)
 		}
 		break
+	}
+}
+
+// TestClaimStopsStandby: when the task a standby copies becomes active on
+// the same instance, ensureTask stops the standby before opening the
+// directory (no "unusable" store deleted, no full restore) and restores only
+// the tail; once the task closes, a standby may start again, and while the
+// task is active none does.
+func TestClaimStopsStandby(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic("events", 1)
+	r := newRestoreRig(t, b, t.TempDir())
+	unusable := &countingHandler{match: "unusable"}
+	r.a.cfg.logger = slog.New(unusable)
+	b.createTopic(r.changelog, 1)
+	r.write(2000, 300)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := r.a.standbys
+	m.start(ctx)
+	m.mu.Lock()
+	m.startLocked(r.id(), []*storeSpec{r.spec()})
+	m.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for m.positions()[r.id()][r.changelog] < r.written {
+		if time.Now().After(deadline) {
+			t.Fatalf("standby at %v", m.positions())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.write(50, 300)
+
+	before := counterValue(r.a.metrics.restored)
+	tk, err := r.a.ensureTask(ctx, r.id())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, running := m.positions()[r.id()]; running {
+		t.Error("standby still running after its task became active")
+	}
+	if n := counterValue(r.a.metrics.restored) - before; n > 50 {
+		t.Errorf("takeover replayed %v records, want at most the 50 written after the standby caught up", n)
+	}
+	if v, _, found, err := tk.db.Get("counts", []byte("key-000007")); err != nil || !found {
+		t.Errorf("restored store lacks key-000007: %v %v", found, err)
+	} else if n, _ := Int64().Decode(v); n != r.model["key-000007"] {
+		t.Errorf("key-000007 = %d, want %d", n, r.model["key-000007"])
+	}
+	m.mu.Lock()
+	m.startLocked(r.id(), []*storeSpec{r.spec()}) // a stale view asks for it: claimed, so no
+	m.mu.Unlock()
+	if _, running := m.positions()[r.id()]; running {
+		t.Error("standby started for an active task")
+	}
+	if closed := r.a.takeTasks(map[string][]int32{r.id().topic: {r.id().partition}}); len(closed) != 1 || closed[0] != tk {
+		t.Fatalf("took %v, want the task", closed)
+	}
+	r.a.closeTasks([]*task{tk})
+	m.mu.Lock()
+	m.startLocked(r.id(), []*storeSpec{r.spec()})
+	m.mu.Unlock()
+	if _, running := m.positions()[r.id()]; !running {
+		t.Error("no standby after the task closed")
+	}
+	m.stopAll()
+	if n := unusable.n.Load(); n > 0 {
+		t.Errorf("%d local stores found unusable", n)
 	}
 }
