@@ -76,6 +76,9 @@ type App struct {
 	running    atomic.Bool
 	lastCommit time.Time // loop goroutine only
 
+	query    *queryState     // queryable state (query.go)
+	standbys *standbyManager // standby replicas (standby.go)
+
 	// crash is a test hook: when set, the App stops without committing or
 	// checkpointing anything more, as a killed process would.
 	crash atomic.Bool
@@ -126,6 +129,11 @@ func NewApp(appID string, b *Builder, opts ...Opt) (*App, error) {
 			a.subOf[s.idx] = st.idx
 		}
 	}
+	a.query = newQueryState(a)
+	if a.standbys, err = newStandbyManager(a); err != nil {
+		return nil, fmt.Errorf("stream: app %s: metrics: %w", appID, err)
+	}
+	a.query.view.onView = a.standbys.update
 	return a, nil
 }
 
@@ -203,6 +211,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return errors.New("stream: App.Run called twice")
 	}
+	stopQueries, err := a.serveQueries()
+	if err != nil {
+		return fmt.Errorf("stream: app %s: %w", a.id, err)
+	}
+	defer stopQueries()
 	if err := a.setupTopics(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before starting: nothing to flush or commit
@@ -243,6 +256,10 @@ func (a *App) session(ctx context.Context) error {
 		if !st.table {
 			manual[a.changelogTopic(st.name)] = true
 		}
+	}
+	if a.memberUserData == nil {
+		// Where this instance answers queries, for the group view.
+		a.memberUserData = a.advertisedUserData()
 	}
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(a.id),
@@ -309,7 +326,10 @@ func (a *App) session(ctx context.Context) error {
 		cl.Produce(context.Background(), r, promise)
 	}
 	a.lastCommit = a.cfg.clock.Now()
+	a.standbys.start(ctx)
+	stopQuerySession := a.startQuerySession(ctx, cl)
 	err := a.loop(ctx)
+	stopQuerySession()
 	a.shutdown(err)
 	return err
 }
@@ -524,21 +544,26 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 	if id.sub < 0 || id.sub >= len(a.subs) {
 		return nil, fmt.Errorf("task %s of an unknown sub-topology", id)
 	}
+	a.standbys.claim(id) // its standby copy, if any, closes the directory first
 	t, err := a.newTask(id)
 	if err != nil {
+		a.standbys.unclaim(id)
 		return nil, err
 	}
 	for _, s := range t.stores {
 		if n, ok := a.partitions[s.changelog]; ok && id.partition >= n {
 			t.close()
+			a.standbys.unclaim(id)
 			return nil, fmt.Errorf("%w: task %s: changelog %s has %d partitions (the input grew since it was created; "+
 				"reset the application to re-create its internal topics)", ErrPartitionMismatch, id, s.changelog, n)
 		}
 	}
 	if err := t.restore(ctx); err != nil {
 		t.close()
+		a.standbys.unclaim(id)
 		return nil, err
 	}
+	a.taskQueryable(t)
 	a.mu.Lock()
 	a.tasks[id] = t
 	delete(a.assigned, id)
@@ -661,6 +686,7 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 		}
 	}
 	a.cfg.logger.Info("partitions assigned", "partitions", assigned)
+	a.query.view.invalidate()
 }
 
 // onRevoked commits the progress of the revoked tasks and closes them. With
@@ -677,6 +703,7 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 		}
 	}
 	a.closeTasks(tasks)
+	a.query.view.invalidate()
 	if len(revoked) > 0 {
 		a.cfg.logger.Info("partitions revoked", "partitions", revoked)
 	}
@@ -687,6 +714,7 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	a.txn.stale.Store(true)
 	a.closeTasks(a.takeTasks(lost))
+	a.query.view.invalidate()
 	a.cfg.logger.Warn("partitions lost", "partitions", lost)
 }
 
@@ -716,9 +744,11 @@ func (a *App) takeTasks(tps map[string][]int32) []*task {
 func (a *App) closeTasks(ts []*task) {
 	for _, t := range ts {
 		a.metrics.tasksClosed.Inc()
+		a.taskUnqueryable(t)
 		if err := t.close(); err != nil {
 			a.cfg.logger.Warn("close task", "task", t.id.String(), "err", err)
 		}
+		a.standbys.unclaim(t.id)
 	}
 }
 

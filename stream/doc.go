@@ -104,12 +104,26 @@
 // ordered Pebble scan; a round ends by firing the timers the watermark
 // passed, inside the round's transaction under ExactlyOnce.
 //
+// # Queryable state and standby replicas
+//
+// A running App answers point lookups and key ranges on its stores (App.Get,
+// App.Range, the typed QueryStore, and the HTTP API of QueryHandler, served
+// on an address with QueryServer). A key's partition is murmur2 of its
+// encoded bytes, as the partitioner placed it; a partition another instance
+// owns is forwarded to the endpoint that instance advertises in its group
+// subscription (the group view, read with DescribeGroups after every
+// rebalance). Reads see what the task flushed: under ExactlyOnce, committed
+// transactions only. With StandbyReplicas(n), each task's next n members in
+// member-id order tail its changelog into the task's local directory and
+// checkpoint, so a takeover replays only the changelog tail; queries with
+// AllowStale read those copies when the active task cannot answer.
+//
 // # Not yet
 //
 // Event-time windows, watermarks and timers (the task's stream time and the
 // per-record Origin are where they attach), table-table and stream-stream
 // joins, global tables, waiting for a lagging input of a task before
-// processing (Kafka's max.task.idle.ms), queryable state, standby replicas.
+// processing (Kafka's max.task.idle.ms).
 // A keyed operator after a Merge of several sources still repartitions
 // first (merged topics need not be co-partitioned).
 package stream

@@ -70,6 +70,7 @@ func NewDriver(appID string, b *Builder, partitions map[string]int32, opts ...Op
 		}
 	}
 	a.producer = d.produce
+	a.driverQueries(d.partitions, func(id taskID) error { _, err := d.task(id); return err })
 	return d, nil
 }
 
@@ -201,6 +202,7 @@ func (d *Driver) task(id taskID) (*task, error) {
 		t.close()
 		return nil, err
 	}
+	d.a.taskQueryable(t)
 	d.tasks[id] = t
 	return t, nil
 }
@@ -288,6 +290,7 @@ func (d *Driver) App() *App { return d.a }
 func (d *Driver) Close() error {
 	var first error
 	for _, t := range d.tasks {
+		d.a.taskUnqueryable(t)
 		if err := t.close(); err != nil && first == nil {
 			first = err
 		}

@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -98,4 +99,50 @@ func ExampleLeftJoin() {
 	// bob: 12 (new)
 	// ann: 5 (new)
 	//   sub-topology 0 (tasks 0_0..0_1, inputs co-partitioned): customers (table tiers), orders
+}
+
+// Querying a store: QueryStore reads through the store's codecs. On a
+// running App the same calls route each key to the instance owning it, and
+// QueryHandler serves them over HTTP (QueryServer serves it on an address).
+func ExampleQueryStore() {
+	b := stream.NewBuilder()
+	rides := stream.From(b, "rides", stream.String(), stream.String()) // key: zone
+	stream.Count(stream.GroupByKey(rides, stream.String(), stream.String()),
+		stream.StoreConfig{Name: "rides-per-zone", TTL: time.Hour})
+
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	d, err := stream.NewDriver("surge", b, map[string]int32{"rides": 4}, stream.StateDir(dir))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	at := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
+	for i, zone := range []string{"north", "south", "north", "east", "north"} {
+		d.Pipe("rides", []byte(zone), []byte(fmt.Sprint("rider-", i)), at)
+	}
+	if err := d.Process(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	q, err := stream.QueryStore[string, int64](d.App(), "rides-per-zone")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	n, found, err := q.Get(ctx, "north")
+	fmt.Println(n, found, err)
+	_, found, _ = q.Get(ctx, "west")
+	fmt.Println(found)
+	all, _ := q.All(ctx, 0)
+	for _, e := range all {
+		fmt.Printf("%s=%d ", e.Key, e.Value)
+	}
+	fmt.Println()
+	// Output:
+	// 3 true <nil>
+	// false
+	// east=1 north=3 south=1
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,6 +73,10 @@ type config struct {
 	// many input records (tests lower it).
 	maxTxnRecords int
 	storeCache    int64 // bytes per task; see StoreCache (cache.go)
+
+	// queryable state and standby replicas (query.go, standby.go)
+	query           queryConfig
+	standbyReplicas int
 }
 
 func defaultConfig() config {
@@ -89,6 +94,8 @@ func defaultConfig() config {
 		guarantee:      AtLeastOnce,
 		maxTxnRecords:  defaultMaxTxnRecords,
 		storeCache:     defaultStoreCache,
+		query: queryConfig{client: &http.Client{Timeout: 10 * time.Second,
+			Transport: http.DefaultTransport.(*http.Transport).Clone()}},
 	}
 }
 
@@ -127,6 +134,7 @@ func (c *config) validate() error {
 	if c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce {
 		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v", ErrUnsupported, c.guarantee))
 	}
+	errs = append(errs, c.validateQuery()...)
 	return errors.Join(errs...)
 }
 

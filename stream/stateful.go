@@ -101,6 +101,7 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 		s = repartition(g, store.Name)
 	}
 	b.stores = append(b.stores, &storeSpec{name: store.Name, ttl: store.TTL, source: s.sources[0], op: op})
+	b.stores[len(b.stores)-1].codecs = newStoreCodecs(g.key, codec)
 	name := store.Name
 	return attach(s, op, false, func(t *task, next func(Record[K, A]) error) func(Record[K, V]) error {
 		st := t.store(name)

@@ -84,6 +84,7 @@ type storeSpec struct {
 	// decodes (tables only) reports whether a record of the table's topic
 	// decodes with the table's codecs.
 	decodes func(key, value []byte) bool
+	codecs  *storeCodecs // key and value codecs, for queries (nil: bytes only)
 }
 
 // sinkSpec is an output topic.

@@ -318,6 +318,11 @@ func (d *DB) Scan(store string, from, to []byte, fn func(key, value []byte, ts i
 	if err := d.flushDirty(); err != nil {
 		return err
 	}
+	return d.scanDB(store, from, to, fn)
+}
+
+// scanDB is Scan over what the database holds (the cache not flushed).
+func (d *DB) scanDB(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {
 	lo := dataKey(nil, store, from)
 	var hi []byte
 	if to != nil {

@@ -1,0 +1,41 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Reads for queries from other goroutines than the task's (queryable
+// state). Pebble serves reads concurrently with writes, so these may run
+// while the task writes. They see what the database holds: a task's writes
+// reach it when its cache is flushed, at each commit (checkpoint) or earlier
+// when the cache is full, so queries see the state at least as of the last
+// commit, and never uncommitted ExactlyOnce writes (those enter the cache
+// only once their transaction commits). They must not overlap Close or
+// Wipe: the caller excludes that.
+
+// Get returns key's value and last update time (ms) in store, or found false.
+// The returned value is a copy.
+func (d *DB) Get(store string, key []byte) (value []byte, ts int64, found bool, err error) {
+	v, closer, err := d.db.Get(dataKey(nil, store, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("state get %s: %w", store, err)
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return nil, 0, false, &CorruptionError{Store: store, Key: append([]byte(nil), key...), Reason: "value shorter than its timestamp"}
+	}
+	return append([]byte(nil), v[8:]...), decodeTS(v), true, nil
+}
+
+// ReadScan is Scan for queries from other goroutines: it reads what the
+// database holds, without flushing the task's cache (which only the task's
+// goroutine may touch), so it sees the same writes as Get.
+func (d *DB) ReadScan(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {
+	return d.scanDB(store, from, to, fn)
+}

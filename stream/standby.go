@@ -1,0 +1,421 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
+)
+
+// Standby replicas (Kafka Streams' num.standby.replicas): an instance keeps
+// warm copies of tasks owned by other instances by tailing their changelog
+// partitions into the same local directory the task would use, with the same
+// checkpoint (state.Checkpoint: the changelog offsets below which the local
+// store holds every write). When such a task moves to the instance, its
+// restore finds the checkpoint and replays only the changelog written since.
+//
+// Placement is a pure function of the group view (groupView.standbysOf): a
+// task's standbys are the StandbyReplicas members following its owner in
+// member-id order. Every instance computes it from the view it reads after
+// each rebalance and starts or stops its standbys to match.
+//
+// Invariant: a task directory is open by at most one of {the active task,
+// a standby} at a time. ensureTask claims the task (stopping its standby and
+// waiting for it to close the directory) before opening it; a standby starts
+// only for unclaimed tasks, and a task is unclaimed only after it closed.
+
+// StandbyReplicas sets how many other instances keep a warm copy of each
+// stateful task (Kafka Streams' num.standby.replicas). A copy costs the
+// instance a consumer of the task's changelog partitions and the disk of its
+// stores; it makes a takeover replay only the changelog tail instead of the
+// whole changelog. Default: 0.
+func StandbyReplicas(n int) Opt { return optFunc(func(c *config) { c.standbyReplicas = n }) }
+
+// standbyManager runs this instance's standby tasks.
+//
+// Goroutine-safe. Lock order: standbyManager.mu, then standbyTask.mu; it
+// never takes App.mu.
+type standbyManager struct {
+	a *App
+
+	applied prometheus.Counter
+	count   prometheus.Gauge
+	lag     *prometheus.GaugeVec // by task: changelog records not applied yet
+
+	mu      sync.Mutex
+	ctx     context.Context // of the current session; nil when none
+	claimed map[taskID]bool // active here (or being started): no standby
+	running map[taskID]*standbyTask
+}
+
+// standbyTask tails one task's changelog partitions.
+type standbyTask struct {
+	id     taskID
+	stores []*storeSpec
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu  sync.Mutex
+	pos map[string]int64 // changelog topic -> next offset to apply
+}
+
+func newStandbyManager(a *App) (*standbyManager, error) {
+	labels := prometheus.Labels{"app": a.id}
+	m := &standbyManager{a: a, claimed: map[taskID]bool{}, running: map[taskID]*standbyTask{},
+		applied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
+			Name: "standby_records_total", Help: "Changelog records applied to standby copies of other instances' tasks.",
+			ConstLabels: labels}),
+		count: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+			Name: "standby_tasks", Help: "Standby tasks (warm copies of other instances' tasks) on this instance.",
+			ConstLabels: labels}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+			Name: "standby_lag_records", Help: "Changelog records a standby task has not applied yet (as of its last fetch).",
+			ConstLabels: labels}, []string{"task"}),
+	}
+	if r := a.cfg.registerer; r != nil && a.cfg.standbyReplicas > 0 {
+		for _, c := range []prometheus.Collector{m.applied, m.count, m.lag} {
+			if err := r.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// start lets standbys run in ctx (one group session).
+func (m *standbyManager) start(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
+}
+
+// claim makes id active on this instance: its standby, if any, is stopped
+// and has closed the task directory when claim returns.
+func (m *standbyManager) claim(id taskID) {
+	m.mu.Lock()
+	m.claimed[id] = true
+	st := m.running[id]
+	delete(m.running, id)
+	m.count.Set(float64(len(m.running)))
+	m.mu.Unlock()
+	if st != nil {
+		st.cancel()
+		<-st.done
+		m.a.cfg.logger.Info("standby promoted to active task", "task", id.String(), "positions", st.positions())
+	}
+}
+
+// unclaim: id's active task on this instance closed its directory.
+func (m *standbyManager) unclaim(id taskID) {
+	m.mu.Lock()
+	delete(m.claimed, id)
+	m.mu.Unlock()
+}
+
+// stopAll stops every standby (the session ends) and waits for them.
+func (m *standbyManager) stopAll() {
+	m.mu.Lock()
+	sts := slices.Collect(maps.Values(m.running))
+	clear(m.running)
+	m.ctx = nil
+	m.count.Set(0)
+	m.mu.Unlock()
+	for _, st := range sts {
+		st.cancel()
+	}
+	for _, st := range sts {
+		<-st.done
+	}
+}
+
+// statefulTasks maps each task with stores to them, for a session's
+// partition counts.
+func (a *App) statefulTasks(partitions map[string]int32) map[taskID][]*storeSpec {
+	out := map[taskID][]*storeSpec{}
+	for _, name := range sortedKeys(a.stores) {
+		spec := a.stores[name]
+		for p := range partitions[name] {
+			id := a.storeTask(spec, p)
+			out[id] = append(out[id], spec)
+		}
+	}
+	return out
+}
+
+// update starts and stops standbys to match the placement of view. Only a
+// stable view places standbys; an unstable one changes nothing.
+func (m *standbyManager) update(v *groupView) {
+	n := m.a.cfg.standbyReplicas
+	if n <= 0 || !v.stable || v.self == "" {
+		return
+	}
+	m.a.query.mu.RLock()
+	tasks := m.a.statefulTasks(m.a.query.partitions)
+	m.a.query.mu.RUnlock()
+	want := map[taskID][]*storeSpec{}
+	for id, stores := range tasks {
+		if slices.Contains(v.standbysOf(m.a.storeInput(stores[0], id.partition), n), v.self) {
+			want[id] = stores
+		}
+	}
+	var stop []*standbyTask
+	m.mu.Lock()
+	if m.ctx == nil || m.ctx.Err() != nil {
+		m.mu.Unlock()
+		return
+	}
+	for id, st := range m.running {
+		finished := false
+		select {
+		case <-st.done:
+			finished = true // failed: restarted below if still wanted
+		default:
+		}
+		if _, ok := want[id]; !ok || finished {
+			stop = append(stop, st)
+			delete(m.running, id)
+			m.count.Set(float64(len(m.running)))
+		}
+	}
+	for id, stores := range want {
+		m.startLocked(id, stores)
+	}
+	m.mu.Unlock()
+	for _, st := range stop {
+		st.cancel()
+		<-st.done
+	}
+}
+
+// startLocked starts a standby of id unless one runs or id is claimed.
+// m.mu must be held, with a session context set.
+func (m *standbyManager) startLocked(id taskID, stores []*storeSpec) {
+	if _, ok := m.running[id]; ok || m.claimed[id] {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	st := &standbyTask{id: id, stores: stores, cancel: cancel, done: make(chan struct{}), pos: map[string]int64{}}
+	m.running[id] = st
+	m.count.Set(float64(len(m.running)))
+	go func() {
+		defer close(st.done)
+		defer m.lag.DeleteLabelValues(id.String())
+		if err := m.tail(ctx, st); err != nil && ctx.Err() == nil {
+			m.a.cfg.logger.Warn("standby task failed; retried at the next group view", "task", id.String(), "err", err)
+		}
+	}()
+}
+
+func (st *standbyTask) positions() map[string]int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.pos)
+}
+
+// positions returns each running standby's changelog positions.
+func (m *standbyManager) positions() map[taskID]map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[taskID]map[string]int64{}
+	for id, st := range m.running {
+		out[id] = st.positions()
+	}
+	return out
+}
+
+// tail keeps st's local stores up to date with their changelogs until ctx
+// is done, checkpointing every commit interval and when it stops.
+func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
+	a := m.a
+	logger := a.cfg.logger.With("standby", st.id.String())
+	dir := a.taskDir(st.id)
+	db, err := state.Open(dir, logger)
+	if err != nil {
+		logger.Warn("local store unusable; deleting it", "dir", dir, "err", err)
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			return fmt.Errorf("standby %s: %w (and removing it: %v)", st.id, err, rerr)
+		}
+		if db, err = state.Open(dir, logger); err != nil {
+			return fmt.Errorf("standby %s: %w", st.id, err)
+		}
+	}
+	defer db.Close()
+
+	opts := a.clientOpts()
+	if a.eos() {
+		// Committed changelog records only, as the restore reads; control
+		// records move the position past the markers.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("standby %s: client: %w", st.id, err)
+	}
+	defer cl.Close()
+
+	pos, err := m.startPositions(ctx, kadm.NewClient(cl), db, st)
+	if err != nil {
+		return err
+	}
+	// Readable by AllowStale queries until it closes.
+	q := a.query
+	q.mu.Lock()
+	q.standbys[st.id] = db
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		delete(q.standbys, st.id)
+		q.mu.Unlock()
+	}()
+	store := map[string]string{}
+	from := map[string]map[int32]kgo.Offset{}
+	for _, s := range st.stores {
+		cl := a.changelogTopic(s.name)
+		store[cl] = s.name
+		from[cl] = map[int32]kgo.Offset{st.id.partition: kgo.NewOffset().At(pos[cl])}
+	}
+	st.mu.Lock()
+	st.pos = maps.Clone(pos)
+	st.mu.Unlock()
+	cl.AddConsumePartitions(from)
+
+	checkpointed := maps.Clone(pos)
+	lag := map[string]int64{}
+	writeCheckpoint := func() error {
+		if maps.Equal(pos, checkpointed) {
+			return nil
+		}
+		cp := state.Checkpoint{}
+		for topic, off := range pos {
+			cp[store[topic]] = off
+		}
+		if err := db.WriteCheckpoint(cp); err != nil {
+			return err
+		}
+		checkpointed = maps.Clone(pos)
+		return nil
+	}
+	last := a.cfg.clock.Now()
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		var ferr error
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("standby %s: fetch %s-%d: %w", st.id, topic, p, err)
+			}
+		})
+		if ferr != nil {
+			writeCheckpoint()
+			return ferr
+		}
+		txn := db.Begin()
+		var applyErr error
+		n := 0
+		fetches.EachRecord(func(r *kgo.Record) {
+			if applyErr != nil || r.Partition != st.id.partition || r.Offset < pos[r.Topic] {
+				return
+			}
+			pos[r.Topic] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
+			applyErr = applyChangelog(txn, store[r.Topic], r)
+			n++
+		})
+		if applyErr == nil {
+			applyErr = txn.Commit()
+		}
+		txn.Discard()
+		if applyErr != nil {
+			return fmt.Errorf("standby %s: %w", st.id, applyErr)
+		}
+		m.applied.Add(float64(n))
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			end := p.HighWatermark
+			if a.eos() {
+				end = p.LastStableOffset
+			}
+			if p.Partition == st.id.partition && end >= 0 {
+				lag[p.Topic] = max(0, end-pos[p.Topic])
+			}
+		})
+		var total int64
+		for _, l := range lag {
+			total += l
+		}
+		m.lag.WithLabelValues(st.id.String()).Set(float64(total))
+		st.mu.Lock()
+		st.pos = maps.Clone(pos)
+		st.mu.Unlock()
+		if now := a.cfg.clock.Now(); now.Sub(last) >= a.cfg.commitInterval {
+			last = now
+			if err := writeCheckpoint(); err != nil {
+				return fmt.Errorf("standby %s: %w", st.id, err)
+			}
+		}
+	}
+	return writeCheckpoint()
+}
+
+// startPositions returns where st's changelogs are tailed from: the local
+// checkpoint if it covers every store and is not past a changelog's end;
+// otherwise the store is wiped and tailed from the start.
+func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, db *state.DB, st *standbyTask) (map[string]int64, error) {
+	a := m.a
+	cp, err := db.Checkpoint()
+	if err != nil {
+		a.cfg.logger.Warn("standby: unreadable checkpoint; tailing from the start", "task", st.id.String(), "err", err)
+		cp = nil
+	}
+	topics := make([]string, len(st.stores))
+	for i, s := range st.stores {
+		topics[i] = a.changelogTopic(s.name)
+	}
+	list := adm.ListEndOffsets
+	if a.eos() {
+		list = adm.ListCommittedOffsets
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ends, err := list(lctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("standby %s: changelog end offsets: %w", st.id, err)
+	}
+	pos := map[string]int64{}
+	full := cp == nil
+	for _, s := range st.stores {
+		topic := a.changelogTopic(s.name)
+		o, ok := ends.Lookup(topic, st.id.partition)
+		if !ok || o.Err != nil {
+			return nil, fmt.Errorf("standby %s: changelog %s-%d end offset: %v", st.id, topic, st.id.partition, o.Err)
+		}
+		c, ok := cp[s.name]
+		if !ok || c > o.Offset {
+			full = true
+		}
+		pos[topic] = c
+	}
+	if full {
+		if err := db.Wipe(); err != nil {
+			return nil, fmt.Errorf("standby %s: %w", st.id, err)
+		}
+		for topic := range pos {
+			pos[topic] = 0
+		}
+	}
+	a.cfg.logger.Info("standby task started", "task", st.id.String(), "from", pos, "full", full)
+	return pos, nil
+}
