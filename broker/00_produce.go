@@ -454,12 +454,9 @@ func (b *Broker) appendPartition(version int16, topicName string, l *wlog.Log, r
 	res, err := l.Append(rp.Records, false)
 	if err != nil {
 		_, exists := b.topics.get(topicName)
-		sp.ErrorCode = logErrorCode(err, !exists)
+		produceAppendError(version, topicName, rp.Partition, err, !exists, sp)
 		if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
 			b.logger.Error("append failed", "topic", topicName, "partition", rp.Partition, "err", err)
-		}
-		if version >= 8 {
-			sp.ErrorMessage = kmsg.StringPtr(err.Error())
 		}
 		return wlog.AppendResult{}
 	}
