@@ -151,6 +151,15 @@ func (d *Driver) Process() error {
 			}
 		}
 		if len(heads) == 0 {
+			// Processed writes sit in the tasks' caches until a commit;
+			// the Driver makes them readable (queries) once idle.
+			for _, t := range d.tasks {
+				if t.db != nil {
+					if err := t.db.Flush(); err != nil {
+						return err
+					}
+				}
+			}
 			return nil
 		}
 		for _, id := range slices.SortedFunc(maps.Keys(heads), compareTaskIDs) {

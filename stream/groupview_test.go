@@ -72,12 +72,11 @@ func TestAdvertisedUserData(t *testing.T) {
 	if info, err := decodeMemberInfo(appUserData(&wm)); err != nil || info.QueryEndpoint != "h:1" {
 		t.Fatalf("app userData: %+v, %v", info, err)
 	}
-	var pm kmsg.ConsumerMemberMetadata
-	if err := pm.ReadFrom(kgo.CooperativeStickyBalancer().JoinGroupMetadata([]string{"events"}, nil, 1)); err != nil {
-		t.Fatal(err)
+	if ud := appUserData(&kmsg.ConsumerMemberMetadata{UserData: []byte{7, 1, 2}}); ud != nil {
+		t.Fatalf("userData of an unknown version yields %q", ud)
 	}
-	if appUserData(&pm) != nil {
-		t.Fatal("plain sticky metadata yields app userData")
+	if ud := appUserData(&kmsg.ConsumerMemberMetadata{}); ud != nil {
+		t.Fatalf("a member without userData yields %q", ud)
 	}
 }
 

@@ -483,7 +483,7 @@ func TestQueryDuringRebalance(t *testing.T) {
 	}
 	t.Logf("%d answers, %d retriable errors during the rebalances", answers, retried)
 	if n := unusable.n.Load(); n > 0 {
-		t.Errorf("%d tasks found their directory unusable (held by a standby?)", n)
+		t.Errorf("%d tasks found their directory unusable (held by a standby?); last:%v", n, unusable.last.Load())
 	}
 	if answers == 0 {
 		t.Fatal("no query answered")
@@ -566,12 +566,16 @@ func FuzzQueryHandler(f *testing.F) {
 type countingHandler struct {
 	match string
 	n     atomic.Int64
+	last  atomic.Value // string: the attributes of the last match
 }
 
 func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 	if strings.Contains(r.Message, h.match) {
 		h.n.Add(1)
+		var b strings.Builder
+		r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+		h.last.Store(b.String())
 	}
 	return nil
 }

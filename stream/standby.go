@@ -336,7 +336,9 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 			n++
 		})
 		if applyErr == nil {
-			applyErr = txn.Commit()
+			// Straight to the database (as a restore): AllowStale queries
+			// read it from another goroutine.
+			applyErr = txn.CommitThrough()
 		}
 		txn.Discard()
 		if applyErr != nil {

@@ -39,3 +39,7 @@ func (d *DB) Get(store string, key []byte) (value []byte, ts int64, found bool, 
 func (d *DB) ReadScan(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {
 	return d.scanDB(store, from, to, fn)
 }
+
+// Flush writes the cache's dirty entries to the database (unsynced), so Get
+// and ReadScan see them. Task goroutine only.
+func (d *DB) Flush() error { return d.flushDirty() }

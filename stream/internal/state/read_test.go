@@ -65,6 +65,11 @@ func TestGetConcurrentWithWrites(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	// Committed writes sit in the cache until a flush (a checkpoint, in
+	// a task); readers see what the database holds.
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	v, ts, found, err := d.Get("s", []byte("k7"))
 	if err != nil || !found || string(v) != fmt.Sprint("v", rounds) || ts != rounds {
 		t.Fatalf("final k7 = %q ts %d found %v err %v, want v%d at %d", v, ts, found, err, rounds, rounds)
