@@ -410,6 +410,11 @@ func hasControlBatch(records []byte) bool {
 // (the records stay appended), the storage error if a failed fsync rolled
 // the append back.
 func (b *Broker) waitDurable(ctx context.Context, req *kmsg.ProduceRequest, targets []produceTarget, results []wlog.AppendResult) {
+	// Not the connection's context: a broker Close cancels it, yet the
+	// appended records still become durable (the logs sync on close) and
+	// their requests are answered with success. The wait ends with the
+	// fsync, a rollback, the log's close or the request's timeout.
+	ctx = context.WithoutCancel(ctx)
 	if req.TimeoutMillis > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
