@@ -2,8 +2,6 @@ package broker
 
 import (
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,56 +16,18 @@ import (
 	"github.com/weirhq/weir/vfs/errorfs"
 )
 
-// fsyncGate holds the fsyncs of segment files whose path contains a
-// substring while closed, and counts them.
-type fsyncGate struct {
-	path    string
-	mu      sync.Mutex
-	hold    bool
-	release chan struct{}
-	entered chan struct{}
-	syncs   atomic.Int64
+// fsyncGate is a gate on the fsyncs of the segment files whose path
+// contains path.
+type fsyncGate struct{ *errorfs.Gate }
+
+func newFsyncGate(path string) fsyncGate {
+	return fsyncGate{errorfs.NewGate(errorfs.And(errorfs.OnOps(errorfs.OpSync), errorfs.PathContains(path), errorfs.PathMatch("*.log")))}
 }
 
-func newFsyncGate(path string) *fsyncGate {
-	return &fsyncGate{path: path, release: make(chan struct{}), entered: make(chan struct{}, 64)}
-}
-
-func (g *fsyncGate) MaybeError(op errorfs.Op) error {
-	if op.Kind != errorfs.OpSync || !strings.Contains(op.Path, g.path) || !strings.HasSuffix(op.Path, ".log") {
-		return nil
-	}
-	g.syncs.Add(1)
-	g.mu.Lock()
-	hold, rel := g.hold, g.release
-	g.mu.Unlock()
-	if hold {
-		g.entered <- struct{}{}
-		<-rel
-	}
-	return nil
-}
-
-func (g *fsyncGate) close() {
-	g.mu.Lock()
-	g.hold = true
-	g.mu.Unlock()
-}
-
-func (g *fsyncGate) open() {
-	g.mu.Lock()
-	if g.hold {
-		g.hold = false
-		close(g.release)
-		g.release = make(chan struct{})
-	}
-	g.mu.Unlock()
-}
-
-func (g *fsyncGate) waitEntered(t *testing.T) {
+func (g fsyncGate) waitEntered(t *testing.T) {
 	t.Helper()
 	select {
-	case <-g.entered:
+	case <-g.Entered():
 	case <-time.After(10 * time.Second):
 		t.Fatal("no segment fsync started")
 	}
@@ -79,12 +39,12 @@ func (g *fsyncGate) waitEntered(t *testing.T) {
 func TestProduceTimeoutSlowFsync(t *testing.T) {
 	g := newFsyncGate("slow-0")
 	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, g) })
-	t.Cleanup(g.open) // Close must not hang on a held fsync
+	t.Cleanup(g.Release) // Close must not hang on a held fsync
 	ctx := testCtx(t)
 	mustCreate(t, ctx, b, "slow", 1)
 	c := dialRaw(t, b)
 
-	g.close()
+	g.Hold()
 	req := produceReq(9, -1, "slow", 0, makeBatch(1, "late"))
 	req.TimeoutMillis = 50
 	resp := c.roundTrip(req, 1).(*kmsg.ProduceResponse)
@@ -99,7 +59,7 @@ func TestProduceTimeoutSlowFsync(t *testing.T) {
 		t.Fatalf("acks=1 during the stuck fsync: code %d base %d, want 0 1", p.ErrorCode, p.BaseOffset)
 	}
 
-	g.open()
+	g.Release()
 	tp, _ := b.topics.get("slow")
 	l, _ := tp.partition(0)
 	deadline := time.After(10 * time.Second)
@@ -122,14 +82,14 @@ func TestProduceTimeoutSlowFsync(t *testing.T) {
 func TestProducePipelinedSharesFsync(t *testing.T) {
 	g := newFsyncGate("pipe-0")
 	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, g) })
-	t.Cleanup(g.open)
+	t.Cleanup(g.Release)
 	ctx := testCtx(t)
 	mustCreate(t, ctx, b, "pipe", 1)
 	tp, _ := b.topics.get("pipe")
 	l, _ := tp.partition(0)
 	c := dialRaw(t, b)
 
-	g.close()
+	g.Hold()
 	const n = 5
 	for i := range n {
 		c.send(produceReq(9, -1, "pipe", 0, makeBatch(1, "a", "b")), int32(10+i))
@@ -145,15 +105,15 @@ func TestProducePipelinedSharesFsync(t *testing.T) {
 	if hw := l.HighWatermark(); hw != 0 {
 		t.Fatalf("high watermark %d before any fsync finished", hw)
 	}
-	before := g.syncs.Load()
-	g.open()
+	before := g.Count()
+	g.Release()
 	for i := range n {
 		resp := c.readResp(produceReq(9, -1, "pipe", 0, nil), int32(10+i)).(*kmsg.ProduceResponse)
 		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != int64(2*i) {
 			t.Fatalf("response %d: code %d base %d, want 0 %d", i, p.ErrorCode, p.BaseOffset, 2*i)
 		}
 	}
-	if more := g.syncs.Load() - before; more > 1 {
+	if more := g.Count() - before; more > 1 {
 		t.Fatalf("%d more fsyncs for the %d requests written during the first, want 1", more, n-1)
 	}
 }
@@ -191,13 +151,13 @@ func TestProduceFsyncFailure(t *testing.T) {
 func TestProduceTimeoutIdempotentRetry(t *testing.T) {
 	g := newFsyncGate("retry-0")
 	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, g) })
-	t.Cleanup(g.open)
+	t.Cleanup(g.Release)
 	ctx := testCtx(t)
 	mustCreate(t, ctx, b, "retry", 1)
 	cl := newClient(t, b, kgo.DefaultProduceTopic("retry"), kgo.ProduceRequestTimeout(100*time.Millisecond),
 		kgo.RecordRetries(100), kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }))
 
-	g.close()
+	g.Hold()
 	done := make(chan error, 1)
 	go func() { done <- cl.ProduceSync(ctx, &kgo.Record{Value: []byte("once")}).FirstErr() }()
 	timedOut := b.metrics.requestErrors.WithLabelValues("Produce", errorName(kerr.RequestTimedOut.Code))
@@ -208,7 +168,7 @@ func TestProduceTimeoutIdempotentRetry(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	g.open()
+	g.Release()
 	select {
 	case err := <-done:
 		if err != nil {

@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,57 +14,15 @@ import (
 	"github.com/weirhq/weir/vfs/errorfs"
 )
 
-// syncGate holds every fsync of a segment (.log) file until released and
-// counts them; other operations pass.
-type syncGate struct {
-	mu      sync.Mutex
-	hold    bool
-	release chan struct{}
-	entered chan struct{} // one value per held fsync that started
-	syncs   atomic.Int64
-	fail    atomic.Pointer[error]
+// newSyncGate returns a gate on the fsyncs of segment (.log) files.
+func newSyncGate() *errorfs.Gate {
+	return errorfs.NewGate(errorfs.And(errorfs.OnOps(errorfs.OpSync), errorfs.PathMatch("*"+logSuffix)))
 }
 
-func newSyncGate() *syncGate {
-	return &syncGate{release: make(chan struct{}), entered: make(chan struct{}, 64)}
-}
-
-func (g *syncGate) MaybeError(op errorfs.Op) error {
-	if op.Kind != errorfs.OpSync || !strings.HasSuffix(op.Path, logSuffix) {
-		return nil
-	}
-	g.syncs.Add(1)
-	g.mu.Lock()
-	hold, rel := g.hold, g.release
-	g.mu.Unlock()
-	if hold {
-		g.entered <- struct{}{}
-		<-rel
-	}
-	if e := g.fail.Load(); e != nil {
-		return *e
-	}
-	return nil
-}
-
-func (g *syncGate) close() {
-	g.mu.Lock()
-	g.hold = true
-	g.mu.Unlock()
-}
-
-func (g *syncGate) open() {
-	g.mu.Lock()
-	g.hold = false
-	close(g.release)
-	g.release = make(chan struct{})
-	g.mu.Unlock()
-}
-
-func waitEntered(t *testing.T, g *syncGate) {
+func waitEntered(t *testing.T, g *errorfs.Gate) {
 	t.Helper()
 	select {
-	case <-g.entered:
+	case <-g.Entered():
 	case <-time.After(10 * time.Second):
 		t.Fatal("no fsync started")
 	}
@@ -81,7 +37,7 @@ func TestWaitDurableSharesOneSync(t *testing.T) {
 	defer l.Close()
 	ctx := context.Background()
 
-	g.close()
+	g.Hold()
 	first := mustAppend(t, l, testBatch{records: 2}.build(), false)
 	waitEntered(t, g) // the background fsync of the first append is running
 	var rest []AppendResult
@@ -91,8 +47,8 @@ func TestWaitDurableSharesOneSync(t *testing.T) {
 	if hw := l.HighWatermark(); hw != 0 {
 		t.Fatalf("high watermark %d before any fsync finished", hw)
 	}
-	before := g.syncs.Load()
-	g.open()
+	before := g.Count()
+	g.Release()
 	if err := l.WaitDurable(ctx, &first); err != nil {
 		t.Fatalf("wait first: %v", err)
 	}
@@ -105,7 +61,7 @@ func TestWaitDurableSharesOneSync(t *testing.T) {
 		t.Fatalf("high watermark %d after the waits, want 10", hw)
 	}
 	// The four appends written during the first fsync needed one more.
-	if n := g.syncs.Load() - before; n > 1 {
+	if n := g.Count() - before; n > 1 {
 		t.Fatalf("%d more segment fsyncs after the first, want at most 1", n)
 	}
 }
@@ -118,7 +74,7 @@ func TestWaitDurableContext(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	l := mustOpen(t, Options{FS: errorfs.Wrap(mem, g), Dir: "/d/p"})
 	defer l.Close()
-	g.close()
+	g.Hold()
 	r := mustAppend(t, l, testBatch{records: 3}.build(), false)
 	waitEntered(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -129,7 +85,7 @@ func TestWaitDurableContext(t *testing.T) {
 	if l.LogEndOffset() != 3 || l.HighWatermark() != 0 {
 		t.Fatalf("after the timeout: leo %d hw %d, want 3 0", l.LogEndOffset(), l.HighWatermark())
 	}
-	g.open()
+	g.Release()
 	if err := l.WaitDurable(context.Background(), &r); err != nil {
 		t.Fatalf("wait after release: %v", err)
 	}
@@ -148,13 +104,12 @@ func TestWaitDurableRollback(t *testing.T) {
 	l := mustOpen(t, Options{FS: errorfs.Wrap(vfs.NewCrashableMem(), g), Dir: "/d/p"})
 	defer l.Close()
 	ok := mustAppend(t, l, testBatch{records: 1}.build(), true)
-	g.close()
+	g.Hold()
 	a := mustAppend(t, l, testBatch{records: 2}.build(), false)
 	waitEntered(t, g)
 	b := mustAppend(t, l, testBatch{records: 2}.build(), false)
-	eio := error(syscall.EIO)
-	g.fail.Store(&eio)
-	g.open()
+	g.FailWith(syscall.EIO)
+	g.Release()
 	for i, r := range []*AppendResult{&a, &b} {
 		if err := l.WaitDurable(context.Background(), r); !errors.Is(err, ErrStorage) {
 			t.Fatalf("wait %d after a failed fsync: %v, want ErrStorage", i, err)
@@ -166,7 +121,7 @@ func TestWaitDurableRollback(t *testing.T) {
 	if l.LogEndOffset() != 1 || l.HighWatermark() != 1 {
 		t.Fatalf("after rollback: leo %d hw %d, want 1 1", l.LogEndOffset(), l.HighWatermark())
 	}
-	g.fail.Store(nil)
+	g.FailWith(nil)
 	c := mustAppend(t, l, testBatch{records: 2}.build(), false)
 	if c.BaseOffset != 1 {
 		t.Fatalf("append after rollback at %d, want 1", c.BaseOffset)
@@ -183,14 +138,14 @@ func TestWaitDurableClose(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	g := newSyncGate()
 	l := mustOpen(t, Options{FS: errorfs.Wrap(mem, g), Dir: "/d/p"})
-	g.close()
+	g.Hold()
 	r := mustAppend(t, l, testBatch{records: 2}.build(), false)
 	waitEntered(t, g)
 	errc := make(chan error, 1)
 	go func() { errc <- l.WaitDurable(context.Background(), &r) }()
 	closed := make(chan error, 1)
 	go func() { closed <- l.Close() }()
-	g.open()
+	g.Release()
 	if err := <-closed; err != nil {
 		t.Fatalf("close: %v", err)
 	}
