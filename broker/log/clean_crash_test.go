@@ -143,33 +143,22 @@ func TestCleanPowerCutManyGroups(t *testing.T) {
 		return m
 	}
 	before := read(mem.CrashClone(), "before")
-	counter := &powerCut{mem: mem.CrashClone(), n: -1}
-	run(errorfs.Wrap(counter.mem, counter))
-	after := read(counter.mem.CrashClone(), "after")
+	cleaned, ops := cutRun(mem, run)
+	after := read(cleaned, "after")
 	if len(after) >= len(before) {
 		t.Fatal("nothing cleaned")
 	}
-	for n := 1; n <= counter.seen+1; n++ {
-		for _, torn := range []bool{false, true} {
-			m := mem.CrashClone()
-			pc := &powerCut{mem: m, n: n, torn: torn, rng: rand.New(rand.NewPCG(uint64(n), 7))}
-			run(errorfs.Wrap(m, pc))
-			img := pc.img
-			if img == nil {
-				img = m.CrashClone()
-			}
-			where := fmt.Sprintf("cut at op %d/%d torn=%v", n, counter.seen, torn)
-			got := read(img, where)
-			for off, v := range after {
-				if got[off] != v {
-					t.Fatalf("%s: record %d (%s) lost", where, off, v)
-				}
-			}
-			for off, v := range got {
-				if before[off] != v {
-					t.Fatalf("%s: record %d = %s was never written there", where, off, v)
-				}
+	eachPowerCut(mem, ops, 7, run, func(img *vfs.MemFS, where string) {
+		got := read(img, where)
+		for off, v := range after {
+			if got[off] != v {
+				t.Fatalf("%s: record %d (%s) lost", where, off, v)
 			}
 		}
-	}
+		for off, v := range got {
+			if before[off] != v {
+				t.Fatalf("%s: record %d = %s was never written there", where, off, v)
+			}
+		}
+	})
 }

@@ -2,13 +2,11 @@ package log
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/vfs"
-	"github.com/weirhq/weir/vfs/errorfs"
 )
 
 // controlBatches lists the headers of l's control batches (gaps allowed).
@@ -308,9 +306,8 @@ func cleanTxnPowerCut(t *testing.T, retention int64) {
 			" lso ", l.LastStableOffset(), " hw ", l.HighWatermark())
 	}
 	before := image(mem.CrashClone(), "before")
-	counter := &powerCut{mem: mem.CrashClone(), n: -1}
-	run(errorfs.Wrap(counter.mem, counter))
-	after := image(counter.mem.CrashClone(), "after")
+	cleaned, ops := cutRun(mem, run)
+	after := image(cleaned, "after")
 	if !strings.Contains(before, "aborted [{") || !strings.Contains(after, "aborted []") {
 		t.Fatalf("the pass did not prune the aborted index:\nbefore %s\nafter %s", before, after)
 	}
@@ -318,30 +315,20 @@ func cleanTxnPowerCut(t *testing.T, retention int64) {
 		t.Fatalf("the pass stamped no marker:\n%s", after)
 	}
 	sawOld, sawNew := false, false
-	for n := 1; n <= counter.seen+1; n++ {
-		for _, torn := range []bool{false, true} {
-			m := mem.CrashClone()
-			pc := &powerCut{mem: m, n: n, torn: torn, rng: rand.New(rand.NewPCG(uint64(n), 11))}
-			run(errorfs.Wrap(m, pc))
-			img := pc.img
-			if img == nil {
-				img = m.CrashClone()
-			}
-			where := fmt.Sprintf("cut at op %d/%d torn=%v", n, counter.seen, torn)
-			got := image(img, where)
-			switch got {
-			case before:
-				sawOld = true
-			case after:
-				sawNew = true
-			default:
-				t.Fatalf("%s: a mix:\n%s\nbefore %s\nafter  %s", where, got, before, after)
-			}
-			if again := image(img, where+" (2nd open)"); again != got {
-				t.Fatalf("%s: second open differs", where)
-			}
+	eachPowerCut(mem, ops, 11, run, func(img *vfs.MemFS, where string) {
+		got := image(img, where)
+		switch got {
+		case before:
+			sawOld = true
+		case after:
+			sawNew = true
+		default:
+			t.Fatalf("%s: a mix:\n%s\nbefore %s\nafter  %s", where, got, before, after)
 		}
-	}
+		if again := image(img, where+" (2nd open)"); again != got {
+			t.Fatalf("%s: second open differs", where)
+		}
+	})
 	if !sawOld || !sawNew {
 		t.Fatalf("cuts never produced both states (old %v new %v)", sawOld, sawNew)
 	}

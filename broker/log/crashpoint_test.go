@@ -148,3 +148,29 @@ func TestPowerCutAtEveryOperation(t *testing.T) {
 		}
 	}
 }
+
+// cutRun runs run once on a crash clone of mem, counting its file
+// operations, and returns the image it leaves and the count.
+func cutRun(mem *vfs.MemFS, run func(vfs.FS)) (*vfs.MemFS, int) {
+	counter := &powerCut{mem: mem.CrashClone(), n: -1}
+	run(errorfs.Wrap(counter.mem, counter))
+	return counter.mem.CrashClone(), counter.seen
+}
+
+// eachPowerCut reruns run on a crash clone of mem with a power cut before
+// each of its ops file operations (and one past the last), plain and with a
+// torn last write, and calls check with the image each cut leaves.
+func eachPowerCut(mem *vfs.MemFS, ops int, seed uint64, run func(vfs.FS), check func(img *vfs.MemFS, where string)) {
+	for n := 1; n <= ops+1; n++ {
+		for _, torn := range []bool{false, true} {
+			m := mem.CrashClone()
+			pc := &powerCut{mem: m, n: n, torn: torn, rng: rand.New(rand.NewPCG(uint64(n), seed))}
+			run(errorfs.Wrap(m, pc))
+			img := pc.img
+			if img == nil {
+				img = m.CrashClone()
+			}
+			check(img, fmt.Sprintf("cut at op %d/%d torn=%v", n, ops, torn))
+		}
+	}
+}
