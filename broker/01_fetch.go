@@ -49,13 +49,17 @@ import (
 //   last stable offset or log start offset.
 // * v13+: topics are named by ID (UNKNOWN_TOPIC_ID if unknown); before,
 //   by name (UNKNOWN_TOPIC_OR_PARTITION).
-// * One broker: PreferredReadReplica is always -1, leader epochs 0, rack
-//   and replica state ignored.
+// * One broker: PreferredReadReplica is always -1, rack and replica state
+//   ignored.
+// * CurrentLeaderEpoch (v9+) is checked per partition named in the request
+//   (leader_epoch.go): -1 passes, older is FENCED_LEADER_EPOCH, newer
+//   UNKNOWN_LEADER_EPOCH; unknown topics and partitions are reported first.
 //
 // Version notes:
 // * v4: RecordBatch, IsolationLevel, LastStableOffset
 // * v5: LogStartOffset
 // * v7: fetch sessions
+// * v9: CurrentLeaderEpoch
 // * v11: rack, PreferredReadReplica
 // * v12: flexible
 // * v13: topic IDs
@@ -71,6 +75,7 @@ type fetchPart struct {
 	offset   int64
 	maxBytes int32
 	sp       *sessionPart // non-nil within a session
+	epochErr int16        // the CurrentLeaderEpoch check's error (leader_epoch.go); 0: passed
 
 	// answer
 	ec      int16
@@ -158,6 +163,7 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 			fp.t, _ = b.topics.get(fp.name)
 		}
 	}
+	setFetchEpochErrors(req, parts, keyOf)
 
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	var deadline <-chan time.Time
@@ -273,6 +279,11 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 		l, ok := fp.t.partition(fp.part)
 		if !ok {
 			fp.ec = kerr.UnknownTopicOrPartition.Code
+			anyErr = true
+			continue
+		}
+		if fp.epochErr != 0 {
+			fp.ec = fp.epochErr
 			anyErr = true
 			continue
 		}

@@ -20,12 +20,15 @@ import (
 // * Answered timestamps are -1 except for the timestamp lookups.
 // * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; a log I/O error:
 //   KAFKA_STORAGE_ERROR.
+// * CurrentLeaderEpoch (v4+) is checked after the partition lookup
+//   (leader_epoch.go): -1 passes, older is FENCED_LEADER_EPOCH, newer
+//   UNKNOWN_LEADER_EPOCH. Answers carry the leader epoch (0).
 // * A partition named twice in one request is INVALID_REQUEST for both.
 //
 // Version notes:
 // * v1: a single offset per partition (v0, with MaxNumOffsets, is not served)
 // * v2: IsolationLevel
-// * v4: LeaderEpoch
+// * v4: CurrentLeaderEpoch, LeaderEpoch in the response
 // * v6: flexible
 // * v7: -3 max timestamp
 // * v10: TimeoutMillis (remote storage; ignored)
@@ -52,7 +55,7 @@ func handleListOffsets(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request)
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Offset, sp.Timestamp = -1, -1
-			sp.LeaderEpoch = 0
+			sp.LeaderEpoch = leaderEpoch
 			if seen[tp{rt.Topic, rp.Partition}] > 1 {
 				sp.ErrorCode = kerr.InvalidRequest.Code
 				st.Partitions = append(st.Partitions, sp)
@@ -75,6 +78,14 @@ func handleListOffsets(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request)
 				b.metrics.partitionError("ListOffsets", sp.ErrorCode)
 				st.Partitions = append(st.Partitions, sp)
 				continue
+			}
+			if req.Version >= 4 {
+				if ec := currentLeaderEpochError(rp.CurrentLeaderEpoch); ec != 0 {
+					sp.ErrorCode = ec
+					b.metrics.partitionError("ListOffsets", sp.ErrorCode)
+					st.Partitions = append(st.Partitions, sp)
+					continue
+				}
 			}
 			switch ts := rp.Timestamp; {
 			case ts == -2 || ts == -4:

@@ -133,7 +133,7 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(p)
 		mp.Leader = b.cfg.NodeID
-		mp.LeaderEpoch = 0
+		mp.LeaderEpoch = leaderEpoch
 		mp.Replicas = []int32{b.cfg.NodeID}
 		mp.ISR = []int32{b.cfg.NodeID}
 		mp.OfflineReplicas = []int32{}

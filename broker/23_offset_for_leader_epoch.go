@@ -14,9 +14,11 @@ import (
 //   any lower epoch) answers epoch 0 ending at the high watermark, so a
 //   consumer validating its position after a restart truncates to what is
 //   durable. A requested epoch above 0 answers -1/-1 (UNDEFINED).
-// * CurrentLeaderEpoch (v2+) above 0 means the client knows a newer epoch
-//   than ours: UNKNOWN_LEADER_EPOCH; -1 and 0 pass.
-// * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+// * CurrentLeaderEpoch (v2+) is checked as Kafka does (leader_epoch.go):
+//   -1 and 0 pass, an older epoch is FENCED_LEADER_EPOCH, a newer one
+//   UNKNOWN_LEADER_EPOCH (both with -1/-1).
+// * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (checked before
+//   the epoch).
 //
 // Version notes:
 // * v1: LeaderEpoch in the response
@@ -44,10 +46,10 @@ func handleOffsetForLeaderEpoch(b *Broker, _ context.Context, _ *slot, kreq kmsg
 			switch {
 			case l == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case req.Version >= 2 && rp.CurrentLeaderEpoch > 0:
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			case rp.LeaderEpoch <= 0:
-				sp.LeaderEpoch, sp.EndOffset = 0, l.HighWatermark()
+			case req.Version >= 2 && currentLeaderEpochError(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = currentLeaderEpochError(rp.CurrentLeaderEpoch)
+			case rp.LeaderEpoch <= leaderEpoch:
+				sp.LeaderEpoch, sp.EndOffset = leaderEpoch, l.HighWatermark()
 			}
 			b.metrics.partitionError("OffsetForLeaderEpoch", sp.ErrorCode)
 			st.Partitions = append(st.Partitions, sp)

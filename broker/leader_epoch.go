@@ -1,0 +1,64 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Leader epochs (KIP-101, KIP-320).
+//
+// A partition's leader epoch counts its leadership changes. This broker is
+// the only replica of every partition and has led each one since it was
+// created, so every partition is in epoch leaderEpoch (0, Kafka's first
+// epoch) for its whole life, across restarts: a restart is not a change of
+// leader here (no other replica could have taken over and appended). The
+// log stamps the same epoch into every stored batch (PartitionLeaderEpoch
+// 0), Metadata answers it, and OffsetForLeaderEpoch answers the end of
+// epoch 0 as the high watermark, so a client's view of epochs is
+// consistent whichever of those it looks at. A deleted and re-created
+// topic starts again at epoch 0 under a new topic ID, as in Kafka.
+const leaderEpoch int32 = 0
+
+// currentLeaderEpochError checks a request's CurrentLeaderEpoch against
+// the partition's leader epoch as Kafka's Partition.checkCurrentLeaderEpoch
+// does: -1 (the client does not know or does not care) passes; an older
+// epoch is FENCED_LEADER_EPOCH (the client's metadata is stale: it
+// refreshes it); a newer one is UNKNOWN_LEADER_EPOCH (this broker is
+// behind the client's metadata: the client retries). It returns 0 if the
+// check passes.
+func currentLeaderEpochError(current int32) int16 {
+	switch {
+	case current == -1:
+		return 0
+	case current < leaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	case current > leaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
+
+// setFetchEpochErrors gives each partition the request names (v9+, where
+// Fetch carries CurrentLeaderEpoch) the result of its epoch check. A
+// partition of a fetch session that this request does not name keeps no
+// error: its epoch was checked when the client last named it, and a
+// partition's epoch never changes.
+func setFetchEpochErrors(req *kmsg.FetchRequest, parts []*fetchPart, keyOf func(string, [16]byte, int32) sessionKey) {
+	if req.Version < 9 {
+		return
+	}
+	var failed map[sessionKey]int16
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if ec := currentLeaderEpochError(rp.CurrentLeaderEpoch); ec != 0 {
+				if failed == nil {
+					failed = map[sessionKey]int16{}
+				}
+				failed[keyOf(rt.Topic, rt.TopicID, rp.Partition)] = ec
+			}
+		}
+	}
+	for _, fp := range parts {
+		fp.epochErr = failed[fp.key]
+	}
+}
