@@ -24,6 +24,11 @@ import (
 //   most TimeoutMillis (<= 0: not at all); one still running then is
 //   REQUEST_TIMED_OUT and completes anyway. (The checks are repeated, under
 //   the registry's lock, by the change itself.)
+// * The new partitions are opened without the registry's admin lock
+//   (topics.go), so other admin requests and Metadata go on meanwhile; a
+//   second growth or a deletion of the same topic waits for this one. The
+//   new partitions become visible together, once the new count is durable;
+//   a failed growth leaves the topic as it was and no directory behind.
 //
 // Version notes:
 // * v1: ThrottleMillis semantics

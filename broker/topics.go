@@ -77,11 +77,20 @@ func (t *topic) partition(p int32) (*wlog.Log, bool) {
 // registry is goroutine-safe. adminMu serialises changes (and their file
 // writes); mu guards the maps for readers. Lock order: adminMu, then mu.
 //
-// A new topic's partitions are opened without adminMu (a wide topic takes
-// a while, and other admin requests should not wait for it): its name is
-// reserved in pending first, so no other create, and no name collision,
-// can race with it; it is invisible (get, remove, addPartitions) until it
-// is installed and persisted.
+// Partitions are opened without adminMu (a wide topic takes a while, and
+// other admin requests should not wait for it):
+//   - a new topic's name is reserved in pending first, so no other create,
+//     and no name collision, can race with it; it is invisible (get,
+//     remove, addPartitions) until it is persisted and installed;
+//   - a growing topic is claimed in growing: remove and addPartitions of
+//     that topic wait for the claim to end (so no one removes the topic
+//     under the new partitions or opens the same partitions twice), while
+//     setConfigs proceeds (the growth applies the configs current when it
+//     installs). The new partitions are invisible until the new count is
+//     persisted and installed.
+//
+// A change is persisted before it is installed, so readers never see a
+// topic or partition that a restart would not have.
 type registry struct {
 	fs     vfs.FS
 	dir    string
@@ -92,6 +101,9 @@ type registry struct {
 	// pending holds the names being created; the channel is closed when
 	// the creation ends (installed or abandoned). adminMu guards it.
 	pending map[string]chan struct{}
+	// growing holds the topics whose partitions are being added; the
+	// channel is closed when the growth ends. adminMu guards it.
+	growing map[string]chan struct{}
 	// openSem bounds the partitions opened at once across the broker.
 	openSem chan struct{}
 	// maxPartitions bounds a topic's partition count (tests lower it).
@@ -117,7 +129,7 @@ func openRegistryLimited(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog
 // at once (benchmarks compare pool sizes).
 func openRegistryPool(fs vfs.FS, dir string, logs *wlog.Manager, logger *slog.Logger, maxPartitions int32, openPool int) (*registry, error) {
 	r := &registry{fs: fs, dir: dir, logs: logs, logger: logger, maxPartitions: maxPartitions,
-		pending: map[string]chan struct{}{}, openSem: make(chan struct{}, openPool),
+		pending: map[string]chan struct{}{}, growing: map[string]chan struct{}{}, openSem: make(chan struct{}, openPool),
 		byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
 	m, err := r.load()
 	if err != nil {
@@ -177,12 +189,25 @@ func (r *registry) load() (metaJSON, error) {
 
 // persist writes the registry to meta.json atomically.
 // adminMu must be held.
-func (r *registry) persist() error {
+func (r *registry) persist() error { return r.persistWith(nil) }
+
+// persistWith writes the registry with next in place of the installed
+// topic of its name (or added, if there is none), so that a change is
+// durable before readers see it. adminMu must be held.
+func (r *registry) persistWith(next *topic) error {
 	r.mu.RLock()
 	m := metaJSON{Magic: metaMagic, Version: metaVersion, ClusterID: r.clusterID}
-	for _, t := range r.byName {
+	add := func(t *topic) {
 		m.Topics = append(m.Topics, topicJSON{Name: t.name, ID: hex.EncodeToString(t.id[:]),
 			Partitions: int32(len(t.parts)), Configs: t.configs})
+	}
+	for _, t := range r.byName {
+		if next == nil || t.name != next.name {
+			add(t)
+		}
+	}
+	if next != nil {
+		add(next)
 	}
 	r.mu.RUnlock()
 	slices.SortFunc(m.Topics, func(a, b topicJSON) int { return strings.Compare(a.Name, b.Name) })
@@ -396,13 +421,8 @@ func (r *registry) finishCreate(t *topic, partitions int32) (err error) {
 	}
 	t.parts = parts
 	r.adminMu.Lock()
-	r.install(t)
-	err = r.persist()
-	if err != nil {
-		r.mu.Lock()
-		delete(r.byName, t.name)
-		delete(r.byID, t.id)
-		r.mu.Unlock()
+	if err = r.persistWith(t); err == nil {
+		r.install(t)
 	}
 	r.adminMu.Unlock()
 	if err != nil {
@@ -439,6 +459,7 @@ func (r *registry) collision(name string) string {
 func (r *registry) remove(name string, id [16]byte) (*topic, error) {
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
+	r.waitGrowthLocked(name)
 	t, ok := r.get(name)
 	if !ok || (id != [16]byte{} && t.id != id) {
 		return nil, kerr.UnknownTopicOrPartition
@@ -484,33 +505,73 @@ func (r *registry) checkGrowth(t *topic, total int32) error {
 	return nil
 }
 
-// addPartitions grows a topic to total partitions.
+// addPartitions grows a topic to total partitions. The new partitions are
+// opened without adminMu, under the topic's claim in growing; a failure
+// removes them (the claim is held until they are gone, so no other growth
+// opens them meanwhile) and leaves the topic as it was.
 func (r *registry) addPartitions(name string, total int32, validateOnly bool) error {
 	r.adminMu.Lock()
-	defer r.adminMu.Unlock()
+	r.waitGrowthLocked(name)
 	t, ok := r.get(name)
 	if !ok {
+		r.adminMu.Unlock()
 		return kerr.UnknownTopicOrPartition
 	}
 	if err := r.checkGrowth(t, total); err != nil || validateOnly {
+		r.adminMu.Unlock()
 		return err
 	}
+	done := make(chan struct{})
+	r.growing[name] = done
+	r.adminMu.Unlock()
+	defer func() {
+		r.adminMu.Lock()
+		delete(r.growing, name)
+		close(done)
+		r.adminMu.Unlock()
+	}()
+
 	have := int32(len(t.parts))
-	nt := *t
-	nt.parts = slices.Clip(slices.Clone(t.parts))
 	parts, err := r.openPartitions(name, have, total, logConfig(t.configs), true)
 	if err != nil {
 		return kerrMsg(kerr.KafkaStorageError, err.Error())
 	}
-	nt.parts = append(nt.parts, parts...)
-	r.install(&nt)
-	if err := r.persist(); err != nil {
-		r.install(t)
+	r.adminMu.Lock()
+	// The claim kept the topic and its partition count; its configs may
+	// have changed since the open.
+	cur, _ := r.get(name)
+	nt := *cur
+	nt.parts = append(slices.Clip(slices.Clone(cur.parts)), parts...)
+	if !maps.Equal(cur.configs, t.configs) {
+		cfg := logConfig(cur.configs)
+		for _, l := range parts {
+			l.SetConfig(cfg)
+		}
+	}
+	if err = r.persistWith(&nt); err == nil {
+		r.install(&nt)
+	}
+	r.adminMu.Unlock()
+	if err != nil {
 		r.removePartitions(name, have, total)
 		return kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist partitions: %v", err))
 	}
 	r.logger.Info("partitions added", "topic", name, "from", have, "to", total)
 	return nil
+}
+
+// waitGrowthLocked waits until no partitions are being added to name.
+// adminMu must be held; it is released while waiting.
+func (r *registry) waitGrowthLocked(name string) {
+	for {
+		ch, busy := r.growing[name]
+		if !busy {
+			return
+		}
+		r.adminMu.Unlock()
+		<-ch
+		r.adminMu.Lock()
+	}
 }
 
 // setConfigs replaces a topic's overrides and applies them to its logs.
@@ -523,11 +584,10 @@ func (r *registry) setConfigs(name string, configs map[string]string) error {
 	}
 	nt := *t
 	nt.configs = configs
-	r.install(&nt)
-	if err := r.persist(); err != nil {
-		r.install(t)
+	if err := r.persistWith(&nt); err != nil {
 		return kerrMsg(kerr.KafkaStorageError, fmt.Sprintf("persist configs: %v", err))
 	}
+	r.install(&nt)
 	cfg := logConfig(configs)
 	for _, l := range nt.parts {
 		l.SetConfig(cfg)
