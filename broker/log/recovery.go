@@ -30,8 +30,9 @@ import (
 
 // recover opens the directory, rebuilding state after a crash if needed.
 func (l *Log) recover() error {
-	if err := mkdirAllDurable(l.fs, l.dir); err != nil {
-		return storageErr("create log dir", err)
+	// A new partition (create.go).
+	if created, err := l.createIfMissing(); err != nil || created {
+		return err
 	}
 	// An interrupted compaction swap is finished or undone first
 	// (clean_swap.go).
@@ -142,7 +143,13 @@ func (l *Log) recover() error {
 	start, startPos, next := lastSeg, int64(0), l.segs[lastSeg].base
 	trusted := false
 	if ckpt == nil {
-		l.logger.Warn("no recovery point, scanning the last segment", "segment", l.segs[lastSeg].name())
+		if len(l.segs) == 1 && l.segs[0].size.Load() == 0 {
+			// A new partition that never got data: it has no recovery
+			// point yet (create.go).
+			l.logger.Debug("no recovery point in an empty log")
+		} else {
+			l.logger.Warn("no recovery point, scanning the last segment", "segment", l.segs[lastSeg].name())
+		}
 	} else {
 		i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base >= ckpt.segBase })
 		switch {
