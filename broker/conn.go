@@ -61,6 +61,9 @@ type conn struct {
 	// chains orders the appends of this connection's Produce requests
 	// per partition (see produceChain). Read loop only.
 	chains map[chainKey]chan struct{}
+	// commitChains orders this connection's OffsetCommit requests per
+	// group (commit_order.go). Read loop only.
+	commitChains map[string]chan struct{}
 }
 
 // slot is one request awaiting its response.
@@ -89,6 +92,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	}
 	c.ctx, c.cancel = context.WithCancel(b.ctx)
 	c.chains = map[chainKey]chan struct{}{}
+	c.commitChains = map[string]chan struct{}{}
 	return c
 }
 
@@ -354,6 +358,9 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 		cont = func(ctx context.Context) (kmsg.Response, error) {
 			return c.b.produce(ctx, pr, links)
 		}
+	}
+	if oc, isCommit := req.(*kmsg.OffsetCommitRequest); isCommit {
+		cont = c.commitChain(oc, cont)
 	}
 	go func() {
 		defer close(s.done)
