@@ -20,9 +20,30 @@ turn from this one thread, while the producer keeps producing:
      every record that was acknowledged;
   5. close: the first consumer closes (its partitions are revoked).
 
-Every consumed record is committed synchronously, by partition, as soon as
-it is read, and only when the offset advances the last commit of that
-partition. Output is JSON lines, one event per line, with "ev" one of
+Every consumed record is committed, by partition, as soon as it is read,
+and only when the offset advances the last commit of that partition; its
+"commit" event is emitted when the coordinator has accepted it. These
+commits are asynchronous: both members live in this one thread, and a
+synchronous commit can wait behind the member's own JoinGroup on the
+coordinator connection (a broker answers a connection's requests in order,
+as Kafka does) while that JoinGroup waits for the other member, whose
+rebalance callback only this blocked thread can run: a deadlock until the
+request times out. A commit refused with REBALANCE_IN_PROGRESS (as Kafka
+does while the group completes a rebalance) stays pending and is sent again.
+Before partitions are revoked, what was read from them is committed
+synchronously (no JoinGroup of the member is in flight then).
+
+Records are read with poll(), one at a time, not with consume(): with
+librdkafka before 2.1.0 (Debian ships 2.0.2), the batch API
+(rd_kafka_consume_batch_queue) intermittently skips an offset when a
+partition is paused and resumed, which the cooperative assignor does to
+every assigned partition at each incremental assignment: a record fetched
+just before the assignment is dropped from the queue while the consumer's
+position moves past it (librdkafka CHANGELOG v2.1.0, "Fixed
+rd_kafka_consume_batch() and rd_kafka_consume_batch_queue() intermittently
+skipping offsets when pause or resume was being used for a partition").
+The record is then never delivered, and the drain phase waits for it until
+the deadline. Output is JSON lines, one event per line, with "ev" one of
 produced, consumed, assign, revoke, commit, phase; the Go driver checks
 them. Any error exits non-zero with a message on stderr; every wait is
 bounded.
@@ -32,7 +53,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 DEADLINE_S = 60
 PER_ROUND = 3  # records produced per polling round while producing
@@ -56,6 +77,8 @@ class Member:
         self.owned = set()
         self.consumed = 0
         self.committed = committed  # shared: partition -> last committed offset
+        self.pending = {}  # partition -> offset read but not committed yet
+        self.inflight = {}  # partition -> offset of the last asynchronous commit sent
         self.closed = False
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap,
@@ -66,6 +89,7 @@ class Member:
             "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 300,
+            "on_commit": self.on_commit,
         })
 
     def subscribe(self):
@@ -82,6 +106,11 @@ class Member:
 
     def on_revoke(self, consumer, parts):
         ps = sorted(p.partition for p in parts)
+        # What was read from these partitions is committed before they go
+        # (the group is not completing a rebalance while a member runs its
+        # revoke callback, so the commit is not refused for that).
+        if not self.commit_sync(ps):
+            fail("%s: commit before revoking %s refused: rebalance in progress" % (self.name, ps))
         emit(ev="revoke", consumer=self.name, partitions=ps)
         self.owned.difference_update(ps)
 
@@ -91,29 +120,77 @@ class Member:
         self.owned.difference_update(ps)
 
     def poll(self, timeout):
-        """Poll once, commit what was read; return the number of records."""
-        msgs = self.consumer.consume(num_messages=100, timeout=timeout)
-        nexts = {}
+        """Poll for up to 100 records, commit what was read; return the count."""
         n = 0
-        for msg in msgs:
+        while n < 100:
+            msg = self.consumer.poll(timeout if n == 0 else 0)
+            if msg is None:
+                break
             if msg.error() is not None:
                 fail("%s: consume: %s" % (self.name, msg.error()))
             emit(ev="consumed", consumer=self.name, key=msg.key().decode("utf-8"),
                  value=msg.value().decode("utf-8"), partition=msg.partition(), offset=msg.offset())
-            nexts[msg.partition()] = msg.offset() + 1
+            self.pending[msg.partition()] = msg.offset() + 1
             n += 1
         self.consumed += n
-        tps = [TopicPartition(self.topic, p, o) for p, o in sorted(nexts.items())
-               if o > self.committed.get(p, -1)]
-        if tps:
-            res = self.consumer.commit(offsets=tps, asynchronous=False)
-            for tp in res or []:
-                if tp.error is not None:
-                    fail("%s: commit %d: %s" % (self.name, tp.partition, tp.error))
-            for tp in tps:
-                self.committed[tp.partition] = tp.offset
-                emit(ev="commit", consumer=self.name, partition=tp.partition, offset=tp.offset)
+        self.commit_async()
         return n
+
+    def commit_async(self):
+        """Send the pending offsets that no commit in flight covers."""
+        tps = [TopicPartition(self.topic, p, o) for p, o in sorted(self.pending.items())
+               if o > max(self.committed.get(p, -1), self.inflight.get(p, -1))]
+        if tps:
+            self.consumer.commit(offsets=tps, asynchronous=True)
+            for tp in tps:
+                self.inflight[tp.partition] = tp.offset
+
+    def on_commit(self, err, parts):
+        """Result of a commit, served by poll. Only the latest asynchronous
+        commit of a partition counts (a synchronous one is handled by
+        commit_sync; an older one is superseded)."""
+        for tp in parts:
+            p = tp.partition
+            if self.inflight.get(p) != tp.offset:
+                continue
+            del self.inflight[p]
+            e = tp.error if tp.error is not None else err
+            if e is not None:
+                if e.code() == KafkaError.REBALANCE_IN_PROGRESS:
+                    continue  # still pending: sent again by the next poll
+                fail("%s: commit %d: %s" % (self.name, p, e))
+            self.accepted(p, tp.offset)
+
+    def accepted(self, p, offset):
+        if offset > self.committed.get(p, -1):
+            self.committed[p] = offset
+            emit(ev="commit", consumer=self.name, partition=p, offset=offset)
+        if self.pending.get(p, -1) <= offset:
+            self.pending.pop(p, None)
+
+    def commit_sync(self, partitions):
+        """Commit the pending offsets of partitions synchronously. Returns
+        False if the coordinator refused with REBALANCE_IN_PROGRESS; any
+        other error fails the run."""
+        tps = [TopicPartition(self.topic, p, self.pending[p]) for p in partitions
+               if p in self.pending and self.pending[p] > self.committed.get(p, -1)]
+        if not tps:
+            return True
+        try:
+            res = self.consumer.commit(offsets=tps, asynchronous=False)
+        except KafkaException as e:
+            if e.args and e.args[0].code() == KafkaError.REBALANCE_IN_PROGRESS:
+                return False
+            raise
+        for tp in res or []:
+            if tp.error is not None:
+                if tp.error.code() == KafkaError.REBALANCE_IN_PROGRESS:
+                    return False
+                fail("%s: commit %d: %s" % (self.name, tp.partition, tp.error))
+        for tp in tps:
+            self.inflight.pop(tp.partition, None)
+            self.accepted(tp.partition, tp.offset)
+        return True
 
     def close(self):
         self.consumer.close()
@@ -216,7 +293,14 @@ def main():
         for p, o in produced:
             want[p] = max(want.get(p, 0), o + 1)
         while any(committed.get(p, 0) < o for p, o in want.items()):
-            check_deadline("drain")
+            if time.monotonic() > deadline:
+                try:
+                    pos = {tp.partition: tp.offset for tp in c1.consumer.position(c1.consumer.assignment())}
+                except KafkaException as e:
+                    pos = str(e)
+                fail("drain not done within %ds: c1 owns %s; per partition: acknowledged end %s, "
+                     "committed %s, c1 position %s" % (DEADLINE_S, sorted(c1.owned), sorted(want.items()),
+                                                       sorted(committed.items()), pos))
             c1.poll(0.1)
         emit(ev="phase", name="close")
         c1.close()
