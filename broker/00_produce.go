@@ -48,7 +48,9 @@ import (
 // * Control batches (transaction markers) are written by the broker only:
 //   INVALID_RECORD.
 // * The batches are appended straight from the request frame (the log
-//   rewrites base offsets in place): no copy.
+//   rewrites base offsets in place): no copy. The frame goes back to the
+//   broker's frame pool once every partition is appended, before the
+//   fsync wait, so requests waiting for the disk hold no frame.
 // * TimeoutMillis bounds the acks=-1 wait for the fsync: a partition not
 //   durable by then answers REQUEST_TIMED_OUT, and its records stay
 //   appended (they become durable and visible with a later fsync), as in
