@@ -48,7 +48,9 @@ import (
 // * Control batches (transaction markers) are written by the broker only:
 //   INVALID_RECORD.
 // * The batches are appended straight from the request frame (the log
-//   rewrites base offsets in place): no copy.
+//   rewrites base offsets in place): no copy. The frame goes back to the
+//   broker's frame pool once every partition is appended, before the
+//   fsync wait, so requests waiting for the disk hold no frame.
 // * TimeoutMillis bounds the acks=-1 wait for the fsync: a partition not
 //   durable by then answers REQUEST_TIMED_OUT, and its records stay
 //   appended (they become durable and visible with a later fsync), as in
@@ -135,7 +137,7 @@ func (c *conn) produceChain(req *kmsg.ProduceRequest) []chainLink {
 
 func handleProduce(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
-	return b.produce(ctx, req, nil)
+	return b.produce(ctx, req, nil, nil)
 }
 
 // produceTarget is one partition of a Produce request that passed the
@@ -150,7 +152,12 @@ type produceTarget struct {
 
 // produce handles a Produce request; links (from produceChain, or nil for
 // no ordering) are all closed when it returns, whatever happens.
-func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []chainLink) (kmsg.Response, error) {
+// appended, if not nil, is called once every partition is appended (or
+// refused): from then on the request's record bytes are not read again, so
+// the frame they alias can be reused while the request waits for its
+// fsyncs. This keeps the number of live frames near the number of requests
+// being appended, not the number waiting for the disk.
+func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []chainLink, appended func()) (kmsg.Response, error) {
 	once := make([]sync.Once, len(links))
 	done := func(i int) {
 		if i < len(links) {
@@ -255,6 +262,17 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []
 			}
 			results[i] = b.appendPartition(req.Version, tg.t.name, tg.l, tg.rp, tg.sp)
 		}()
+	}
+	if appended != nil {
+		// Nothing below reads a partition's Records (they alias the
+		// frame); dropping them makes a later use fail loudly instead of
+		// reading reused bytes.
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				req.Topics[i].Partitions[j].Records = nil
+			}
+		}
+		appended()
 	}
 	if durable {
 		b.waitDurable(ctx, req, targets, results)

@@ -74,6 +74,10 @@ type slot struct {
 	resp    kmsg.Response // nil: no response (acks=0 produce)
 	err     error         // non-nil: close the connection at this slot
 	release []func()      // called after the response is written (fetch buffers)
+	// frameDone returns the request's pooled frame (nil if not pooled).
+	// Idempotent. Produce calls it as soon as its appends are done; the
+	// write loop calls it after the response in any case.
+	frameDone func()
 	// clientID and host identify the requester (DescribeGroups shows
 	// them per member, as Kafka does).
 	clientID, host string
@@ -188,7 +192,8 @@ func (c *conn) readLoop() {
 			if s == nil || !ok {
 				c.b.frames.put(pooled)
 			} else {
-				s.onWritten(func() { c.b.frames.put(pooled) })
+				s.frameDone = sync.OnceFunc(func() { c.b.frames.put(pooled) })
+				s.onWritten(s.frameDone)
 			}
 		}
 		if s == nil {
@@ -356,7 +361,7 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 		}()
 		links := c.produceChain(pr)
 		cont = func(ctx context.Context) (kmsg.Response, error) {
-			return c.b.produce(ctx, pr, links)
+			return c.b.produce(ctx, pr, links, s.frameDone)
 		}
 	}
 	if oc, isCommit := req.(*kmsg.OffsetCommitRequest); isCommit {

@@ -1,43 +1,151 @@
 package broker
 
 import (
-	"math/bits"
 	"sync"
+	"time"
 )
 
 // Produce request frames are the bulk of the bytes a broker reads. They are
 // read into recycled buffers: a fresh 10 MiB allocation is zeroed by the
-// runtime and then overwritten by the read, and both cost as much as the
-// append itself. A frame returns to the pool once its request is finished
-// and its response written (the log does not keep references to the
-// appended bytes; the Produce response holds none).
+// runtime and then overwritten by the read, and on first use every page of
+// it is a page fault (on a VM whose idle memory went back to the host, a
+// host fault too, charged to the broker as system time). A frame returns to
+// the pool as soon as its request's appends are done (Produce calls
+// slot.frameDone) and at the latest once its response is written: the log
+// keeps no reference to the appended bytes and the Produce response holds
+// none.
+//
+// Unlike a sync.Pool, the free list survives garbage collections (a GC
+// would otherwise drop the buffers and the next requests would fault fresh
+// memory in again) and serves a request from any free buffer large enough
+// (best fit), so requests of varying sizes share a few buffers instead of
+// filling one size class each. It is bounded (framePoolMaxFree buffers,
+// framePoolMaxBytes of capacity) and given back to the runtime once unused
+// for framePoolIdle.
 const (
 	pooledFrameMin = 64 << 10
 	pooledFrameMax = 64 << 20
+
+	framePoolMaxFree  = 8
+	framePoolMaxBytes = 64 << 20
+	framePoolIdle     = 10 * time.Second
 )
 
-// framePool holds buffers in power-of-two size classes. Goroutine-safe.
+// framePool is a bounded free list of frame buffers. Goroutine-safe. The
+// zero value is ready to use.
 type framePool struct {
-	classes [bits.UintSize]sync.Pool // class k: *[]byte with cap 1<<k
+	mu    sync.Mutex
+	free  []freeFrame
+	bytes int // total capacity of free
+	// trim is armed while free is not empty: it drops buffers idle for
+	// framePoolIdle.
+	trim *time.Timer
+	// stats, for tests and metrics
+	allocs int
 }
 
-func frameClass(n int) int { return bits.Len(uint(n - 1)) }
+type freeFrame struct {
+	b    *[]byte
+	last time.Time // when it was put back
+}
 
-// get returns a buffer with capacity >= n.
+// frameSize is the capacity allocated for a frame of n bytes: a power of
+// two up to 1 MiB, then whole MiB (the pages past n are never touched, but
+// a reused buffer may be asked for more).
+func frameSize(n int) int {
+	const mib = 1 << 20
+	if n > mib {
+		return (n + mib - 1) / mib * mib
+	}
+	c := pooledFrameMin
+	for c < n {
+		c <<= 1
+	}
+	return c
+}
+
+// get returns a buffer with capacity >= n: the smallest free one that
+// fits, or a new one.
 func (p *framePool) get(n int) *[]byte {
-	k := frameClass(n)
-	if b, ok := p.classes[k].Get().(*[]byte); ok {
+	p.mu.Lock()
+	best := -1
+	for i, f := range p.free {
+		if c := cap(*f.b); c >= n && (best < 0 || c < cap(*p.free[best].b)) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		b := p.free[best].b
+		p.free = append(p.free[:best], p.free[best+1:]...)
+		p.bytes -= cap(*b)
+		p.mu.Unlock()
 		return b
 	}
-	b := make([]byte, 1<<k)
+	p.allocs++
+	p.mu.Unlock()
+	b := make([]byte, frameSize(n))
 	return &b
 }
 
-// put recycles b, which must come from get.
+// put returns b, which must come from get and no longer be used, to the
+// free list, evicting the smallest free buffers if the bounds require.
 func (p *framePool) put(b *[]byte) {
-	k := bits.Len(uint(cap(*b))) - 1
-	if cap(*b) != 1<<k {
-		return // not from get
+	p.putAt(b, time.Now())
+}
+
+func (p *framePool) putAt(b *[]byte, now time.Time) {
+	c := cap(*b)
+	if c > framePoolMaxBytes {
+		return
 	}
-	p.classes[k].Put(b)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.free) >= framePoolMaxFree || p.bytes+c > framePoolMaxBytes {
+		small := 0
+		for i, f := range p.free {
+			if cap(*f.b) < cap(*p.free[small].b) {
+				small = i
+			}
+		}
+		if cap(*p.free[small].b) > c {
+			return // b is the smallest: drop it instead
+		}
+		p.bytes -= cap(*p.free[small].b)
+		p.free = append(p.free[:small], p.free[small+1:]...)
+	}
+	p.free = append(p.free, freeFrame{b: b, last: now})
+	p.bytes += c
+	if p.trim == nil {
+		p.trim = time.AfterFunc(framePoolIdle, func() { p.trimIdle(time.Now()) })
+	}
+}
+
+// trimIdle drops the buffers put back before now-framePoolIdle, and
+// re-arms the trim while any remain.
+func (p *framePool) trimIdle(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.free[:0]
+	var oldest time.Time
+	for _, f := range p.free {
+		if now.Sub(f.last) >= framePoolIdle {
+			p.bytes -= cap(*f.b)
+			continue
+		}
+		if len(kept) == 0 || f.last.Before(oldest) {
+			oldest = f.last
+		}
+		kept = append(kept, f)
+	}
+	clear(p.free[len(kept):])
+	p.free = kept
+	if p.trim == nil {
+		return
+	}
+	if len(p.free) == 0 {
+		p.trim.Stop()
+		p.trim = nil
+		return
+	}
+	p.trim.Reset(oldest.Add(framePoolIdle).Sub(now))
 }

@@ -19,7 +19,8 @@ import (
 //	child   → harness   LISTEN <addr>            the broker accepts connections
 //	harness → child     cpu                      → CPU <user ns> <system ns>
 //	harness → child     profile <file>           start a CPU profile → OK | ERR <why>
-//	harness → child     profile-stop             stop it, write the file → OK | ERR <why>
+//	harness → child     profile-stop             stop it, write the file and an allocation
+//	                                             profile beside it (<name>.allocs.pprof) → OK | ERR <why>
 //	anything else                                → ERR <why>
 //	EOF on the child's stdin                     stop any profile, shut the broker down cleanly
 //
@@ -51,6 +52,13 @@ func serveControl(in io.Reader, out io.Writer) {
 		}
 		pprof.StopCPUProfile()
 		err := prof.Close()
+		// The allocations since the start (cumulative: diff two phases'
+		// files with pprof -base) next to the CPU profile.
+		if f, ferr := os.Create(strings.TrimSuffix(prof.Name(), ".pprof") + ".allocs.pprof"); ferr == nil {
+			err = errors.Join(err, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		} else {
+			err = errors.Join(err, ferr)
+		}
 		prof = nil
 		return err
 	}

@@ -108,6 +108,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		pos += int(h.size())
 		next = h.lastOffset() + 1
 	}
+	seg.preallocate(start+int64(len(batches)), cfg.SegmentBytes)
 	if _, err := seg.f.WriteAt(batches, start); err != nil {
 		// Roll back a partial write; if the truncate fails too, the garbage
 		// past start is overwritten by the next append (positions come
@@ -115,6 +116,8 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		if terr := seg.f.Truncate(start); terr != nil {
 			l.logger.Error("truncate after failed write", "segment", seg.name(), "pos", start, "err", terr)
 			seg.dirtyTail = true
+		} else {
+			seg.truncated(start)
 		}
 		l.mu.Unlock()
 		return AppendResult{}, storageErr(fmt.Sprintf("write %s", seg.name()), err)
@@ -250,6 +253,7 @@ func (l *Log) roll() error {
 	if err := l.syncAllLocked(); err != nil {
 		return err
 	}
+	old.releasePrealloc(l)
 	old.mu.Lock()
 	old.ix.addTimeEntry()
 	old.mu.Unlock()
@@ -360,5 +364,6 @@ func (l *Log) fixTailLocked() error {
 		return storageErr("truncate "+seg.name(), err)
 	}
 	seg.dirtyTail = false
+	seg.truncated(seg.size.Load())
 	return nil
 }

@@ -287,6 +287,9 @@ func Open(opts Options) (*Log, error) {
 		}
 		return nil, err
 	}
+	// A crash may have left blocks reserved past the end of the active
+	// segment (see prealloc.go): give them back at its roll or close.
+	l.active.pre.maybeBeyond = l.active.f.Fd() != invalidFd
 	go l.background()
 	return l, nil
 }
@@ -364,6 +367,7 @@ func (l *Log) Close() error {
 	}
 	act := l.active
 	if len(errs) == 0 {
+		act.releasePrealloc(l)
 		if err := act.flushIndexes(math.MaxInt64, math.MaxInt64); err != nil {
 			errs = append(errs, storageErr("flush index", err))
 		}

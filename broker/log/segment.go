@@ -56,6 +56,7 @@ type segment struct {
 	f    vfs.File // the .log file, read-write
 
 	size    atomic.Int64
+	pre     prealloc // guarded by Log.mu
 	refs    atomic.Int32
 	deleted atomic.Bool
 	// rollMs is the time (ms) age-based rolling counts from: creation, or

@@ -132,6 +132,8 @@ func (l *Log) rollbackLocked(cause error) {
 		if err := act.f.Truncate(pos); err != nil {
 			l.logger.Error("truncate after failed fsync", "segment", act.name(), "pos", pos, "err", err)
 			act.dirtyTail = true
+		} else {
+			act.truncated(pos)
 		}
 		act.mu.Lock()
 		act.ix.truncate(pos, next, maxTs, maxTsOff)
