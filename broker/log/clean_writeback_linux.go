@@ -1,0 +1,34 @@
+package log
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/weirhq/weir/vfs"
+)
+
+// writeBack writes the dirty pages of f in [off, off+n) to the disk and
+// waits for them (sync_file_range WAIT_BEFORE|WRITE|WAIT_AFTER). It does not
+// commit metadata and is no durability guarantee: the cleaned file is still
+// fdatasynced before the swap. It bounds the dirty data a later fdatasync
+// (the cleaner's, or an appender's whose journal commit must wait for the
+// cleaned file's ordered data) can find to one piece. ok is false if f has
+// no OS descriptor or the file system does not support it; the caller then
+// falls back to periodic syncs.
+func writeBack(f vfs.File, off, n int64) (ok bool, err error) {
+	fd := f.Fd()
+	if fd == vfs.InvalidFd {
+		return false, nil
+	}
+	err = unix.SyncFileRange(int(fd), off, n,
+		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EINVAL), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ESPIPE):
+		return false, nil
+	default:
+		return false, err
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package log
+
+import "github.com/weirhq/weir/vfs"
+
+// writeBack is not available: the cleaner falls back to periodic syncs.
+func writeBack(vfs.File, int64, int64) (bool, error) { return false, nil }
