@@ -328,9 +328,20 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			return res, errCleanAborted
 		}
 	}
+	// held[i]: plan.segs[i]'s reference is still held. A group's segments
+	// are released as soon as it is swapped: a replaced segment's files
+	// (and page cache) are freed then, one group at a time, not all at the
+	// end of the pass in one burst of unlinks that the appenders' journal
+	// commits would wait behind.
+	held := make([]bool, len(plan.segs))
+	for i := range held {
+		held[i] = true
+	}
 	defer func() {
-		for _, s := range plan.segs {
-			s.release(l)
+		for i, s := range plan.segs {
+			if held[i] {
+				s.release(l)
+			}
 		}
 	}()
 	thr := newThrottle(opts.BytesPerSec)
@@ -392,6 +403,11 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		res.Segments += j - i
 		if err != nil {
 			return res, err
+		}
+		for k := i; k < j; k++ {
+			dropCache(segs[k].f, segs[k].size.Load(), thr)
+			held[k] = false
+			segs[k].release(l)
 		}
 		i = j
 	}

@@ -159,6 +159,14 @@ func BenchmarkCleanLarge(b *testing.B) {
 				}
 			}
 		}
+		type sample struct{ lat, at time.Duration }
+		var worst []sample
+		for i, d := range dlat {
+			worst = append(worst, sample{d, dat[i].Sub(t0)})
+		}
+		slices.SortFunc(worst, func(a, b sample) int { return int(b.lat - a.lat) })
+		worst = worst[:min(len(worst), 5)]
+		b.Logf("slowest produces during the clean (latency, start after the clean's start): %v", worst)
 		var syncDurs []time.Duration
 		for _, e := range cleanerSyncs {
 			syncDurs = append(syncDurs, e.dur)

@@ -23,7 +23,7 @@ const (
 	// cleanIOChunk is the cleaner's read size and output write size.
 	cleanIOChunk = 256 << 10
 	// cleanBurstBytes caps the throttle's accumulated credit.
-	cleanBurstBytes = 1 << 20
+	cleanBurstBytes = 8 << 20
 )
 
 // throttle bounds a byte rate (nil-safe; rate 0 means unlimited). It uses
@@ -69,4 +69,14 @@ func (t *throttle) wait(n int64) {
 		return
 	}
 	runtime.Gosched()
+}
+
+// yield gives the processor to others between two steps of work that the
+// rate does not account for (dropping a replaced segment's cache).
+func (t *throttle) yield() {
+	if t == nil {
+		runtime.Gosched()
+		return
+	}
+	t.sleep(50 * time.Microsecond)
 }

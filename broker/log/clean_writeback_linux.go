@@ -32,3 +32,24 @@ func writeBack(f vfs.File, off, n int64) (ok bool, err error) {
 		return false, err
 	}
 }
+
+// dropCache drops the page cache of a replaced segment's file (the first
+// size bytes) in pieces, pacing between them, so that its freeing is spread
+// over time rather than done at once when the file is closed and unlinked.
+// Best effort: readers still holding the segment read from the disk.
+func dropCache(f vfs.File, size int64, thr *throttle) {
+	if f == nil {
+		return
+	}
+	fd := f.Fd()
+	if fd == vfs.InvalidFd {
+		return
+	}
+	const piece = 16 * cleanIOChunk
+	for off := int64(0); off < size; off += piece {
+		if unix.Fadvise(int(fd), off, min(piece, size-off), unix.FADV_DONTNEED) != nil {
+			return
+		}
+		thr.yield()
+	}
+}
