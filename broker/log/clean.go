@@ -405,7 +405,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			return res, err
 		}
 		for k := i; k < j; k++ {
-			dropCache(segs[k].f, segs[k].size.Load(), thr)
+			dropCache(segs[k].f, segs[k].size.Load())
 			held[k] = false
 			segs[k].release(l)
 		}

@@ -24,17 +24,27 @@ const (
 	cleanIOChunk = 256 << 10
 	// cleanBurstBytes caps the throttle's accumulated credit.
 	cleanBurstBytes = 8 << 20
+	// throttleMinSleep: shorter sleeps are deferred and merged (a timer
+	// sleep of well under a millisecond takes about one on a VM: sleeping
+	// for every piece would lose the rate).
+	throttleMinSleep = 2 * time.Millisecond
 )
 
 // throttle bounds a byte rate (nil-safe; rate 0 means unlimited). It uses
-// the wall clock: it paces real I/O. Invariant: over any interval, the
-// bytes let through are at most rate*interval + cleanBurstBytes.
+// the wall clock: it paces real I/O. Invariants: over any interval the
+// bytes let through are at most 2*rate*interval + cleanBurstBytes (a
+// cleaner that fell behind, descheduled or stalled, catches up at twice the
+// rate, never in one long burst); over a whole pass the average is the rate
+// (time lost is made up, so a loaded machine does not slow the cleaner
+// below its budget).
 type throttle struct {
 	rate int64
 	// paid is the time at which every byte let through so far is paid
-	// for at the rate; never earlier than now minus the burst allowance.
+	// for at the rate.
 	paid  time.Time
 	burst time.Duration
+	// owed is catch-up sleep not taken yet (below throttleMinSleep).
+	owed  time.Duration
 	now   func() time.Time
 	sleep func(time.Duration)
 }
@@ -60,23 +70,22 @@ func (t *throttle) wait(n int64) {
 		return
 	}
 	now := t.now()
-	if floor := now.Add(-t.burst); t.paid.Before(floor) {
-		t.paid = floor // unused credit beyond the burst is lost
+	cost := time.Duration(float64(n) / float64(t.rate) * float64(time.Second))
+	t.paid = t.paid.Add(cost)
+	if t.paid.Before(now.Add(-t.burst)) {
+		// Behind by more than the burst: catch up at twice the rate.
+		if t.owed += cost / 2; t.owed >= throttleMinSleep {
+			t.sleep(t.owed)
+			t.owed = 0
+			return
+		}
+		runtime.Gosched()
+		return
 	}
-	t.paid = t.paid.Add(time.Duration(float64(n) / float64(t.rate) * float64(time.Second)))
-	if d := t.paid.Sub(now); d > 0 {
+	t.owed = 0
+	if d := t.paid.Sub(now); d >= throttleMinSleep {
 		t.sleep(d)
 		return
 	}
 	runtime.Gosched()
-}
-
-// yield gives the processor to others between two steps of work that the
-// rate does not account for (dropping a replaced segment's cache).
-func (t *throttle) yield() {
-	if t == nil {
-		runtime.Gosched()
-		return
-	}
-	t.sleep(50 * time.Microsecond)
 }

@@ -47,7 +47,8 @@ const (
 	cleanFileVer    = 1
 	maxCleanPasses  = 32
 	maxSwapSegments = 1 << 16
-	// cleanSyncEvery: the cleaned segment is fsynced every this many
+	// cleanSyncEvery: where writeBack is unavailable (no OS descriptor,
+	// not Linux), the cleaned segment is fsynced every this many
 	// bytes written.
 	cleanSyncEvery = 1 << 20
 )

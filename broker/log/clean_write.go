@@ -2,6 +2,11 @@ package log
 
 import "github.com/weirhq/weir/vfs"
 
+// cleanWriteBackLag is how much of the cleaned segment's writeback may be in
+// flight: the cleaner waits only for pieces this far behind the one it
+// writes, which a disk keeping up has finished already.
+const cleanWriteBackLag = 1 << 20
+
 // cleanBufs are a pass's reusable buffers: after the first segment a pass
 // allocates nothing per batch or per record.
 type cleanBufs struct {
@@ -11,8 +16,8 @@ type cleanBufs struct {
 }
 
 // cleanWriter writes a cleaned segment's data in pieces of cleanIOChunk
-// bytes, paced by the throttle, and writes each piece back to the disk as
-// it goes (writeBack) so that the fdatasync before the swap has little left
+// bytes, paced by the throttle, and starts each piece's writeback as it
+// goes (writeBack, at most cleanWriteBackLag in flight) so that the fdatasync before the swap has little left
 // to flush. Where writeBack is unavailable (no OS descriptor, other
 // systems) it fdatasyncs every cleanSyncEvery bytes instead.
 //
@@ -72,7 +77,7 @@ func (w *cleanWriter) write(p []byte, off int64) error {
 	w.written += int64(len(p))
 	w.unsynced += int64(len(p))
 	if !w.noWriteBack {
-		ok, err := writeBack(w.f, off, int64(len(p)))
+		ok, err := writeBack(w.f, off, int64(len(p)), off-cleanWriteBackLag)
 		if err != nil {
 			return storageErr("write back "+w.name, err)
 		}

@@ -2,27 +2,31 @@ package log
 
 import (
 	"errors"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/weirhq/weir/vfs"
 )
 
-// writeBack writes the dirty pages of f in [off, off+n) to the disk and
-// waits for them (sync_file_range WAIT_BEFORE|WRITE|WAIT_AFTER). It does not
-// commit metadata and is no durability guarantee: the cleaned file is still
-// fdatasynced before the swap. It bounds the dirty data a later fdatasync
-// (the cleaner's, or an appender's whose journal commit must wait for the
-// cleaned file's ordered data) can find to one piece. ok is false if f has
-// no OS descriptor or the file system does not support it; the caller then
-// falls back to periodic syncs.
-func writeBack(f vfs.File, off, n int64) (ok bool, err error) {
+// writeBack starts the writeback of f's dirty pages in [off, off+n)
+// (sync_file_range WRITE) without waiting for it, then waits for the
+// writeback already started below waitTo (WAIT_BEFORE), so that at most
+// [waitTo, off+n) is in flight. It does not commit metadata and is no
+// durability guarantee: the cleaned file is still fdatasynced before the
+// swap. It bounds the dirty data a later fdatasync (the cleaner's, or an
+// appender's whose journal commit must wait for the cleaned file's ordered
+// data) can find. ok is false if f has no OS descriptor or the file system
+// does not support it; the caller then falls back to periodic syncs.
+func writeBack(f vfs.File, off, n, waitTo int64) (ok bool, err error) {
 	fd := f.Fd()
 	if fd == vfs.InvalidFd {
 		return false, nil
 	}
-	err = unix.SyncFileRange(int(fd), off, n,
-		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	err = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	if err == nil && waitTo > 0 {
+		err = unix.SyncFileRange(int(fd), 0, waitTo, unix.SYNC_FILE_RANGE_WAIT_BEFORE)
+	}
 	switch {
 	case err == nil:
 		return true, nil
@@ -34,10 +38,11 @@ func writeBack(f vfs.File, off, n int64) (ok bool, err error) {
 }
 
 // dropCache drops the page cache of a replaced segment's file (the first
-// size bytes) in pieces, pacing between them, so that its freeing is spread
-// over time rather than done at once when the file is closed and unlinked.
-// Best effort: readers still holding the segment read from the disk.
-func dropCache(f vfs.File, size int64, thr *throttle) {
+// size bytes) in pieces, yielding the processor between them, so that its
+// freeing is split rather than done at once when the file is closed and
+// unlinked. Best effort: readers still holding the segment read from the
+// disk.
+func dropCache(f vfs.File, size int64) {
 	if f == nil {
 		return
 	}
@@ -50,6 +55,6 @@ func dropCache(f vfs.File, size int64, thr *throttle) {
 		if unix.Fadvise(int(fd), off, min(piece, size-off), unix.FADV_DONTNEED) != nil {
 			return
 		}
-		thr.yield()
+		runtime.Gosched()
 	}
 }
