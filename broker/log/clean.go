@@ -328,9 +328,20 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			return res, errCleanAborted
 		}
 	}
+	// held[i]: plan.segs[i]'s reference is still held. A group's segments
+	// are released as soon as it is swapped: a replaced segment's files
+	// (and page cache) are freed then, one group at a time, not all at the
+	// end of the pass in one burst of unlinks that the appenders' journal
+	// commits would wait behind.
+	held := make([]bool, len(plan.segs))
+	for i := range held {
+		held[i] = true
+	}
 	defer func() {
-		for _, s := range plan.segs {
-			s.release(l)
+		for i, s := range plan.segs {
+			if held[i] {
+				s.release(l)
+			}
 		}
 	}()
 	thr := newThrottle(opts.BytesPerSec)
@@ -342,6 +353,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		mapBytes = 0 // nothing to map
 	}
 	om := newOffsetMap(mapBytes)
+	var bufs cleanBufs
 	res.FirstDirty = plan.checkpoint
 	if plan.firstDirty < len(plan.segs) {
 		res.FirstDirty = plan.segs[plan.firstDirty].base
@@ -349,7 +361,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	// Pass 1: the offset map over the dirty segments.
 	end := plan.firstDirty
 	for i := plan.firstDirty; i < len(plan.segs); i++ {
-		n, full, err := l.mapSegment(plan.segs[i], om, thr)
+		n, full, err := l.mapSegment(plan.segs[i], om, thr, &bufs)
 		res.BytesRead += n
 		if err != nil {
 			return res, err
@@ -382,7 +394,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 			size += segs[j].size.Load()
 			j++
 		}
-		st, err := l.cleanGroup(segs[i:j], nexts[j-1], om, horizon, tt, nowMs, thr, cfg)
+		st, err := l.cleanGroup(segs[i:j], nexts[j-1], om, horizon, tt, nowMs, thr, &bufs, cfg)
 		res.BytesRead += st.read
 		res.BytesWritten += st.written
 		res.RecordsRemoved += st.removed
@@ -391,6 +403,11 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		res.Segments += j - i
 		if err != nil {
 			return res, err
+		}
+		for k := i; k < j; k++ {
+			dropCache(segs[k].f, segs[k].size.Load())
+			held[k] = false
+			segs[k].release(l)
 		}
 		i = j
 	}
@@ -452,9 +469,18 @@ type segmentScanner struct {
 	read int64
 }
 
-func newSegmentScanner(l *Log, seg *segment, thr *throttle) *segmentScanner {
-	return &segmentScanner{l: l, seg: seg, buf: make([]byte, 1<<20), end: seg.size.Load(), thr: thr}
+// newSegmentScanner reads seg in pieces of cleanIOChunk bytes into buf
+// (grown if a batch is larger, else reused: the caller passes the buffer of
+// the previous scanner, see scanBuf).
+func newSegmentScanner(l *Log, seg *segment, thr *throttle, buf []byte) *segmentScanner {
+	if len(buf) < cleanIOChunk {
+		buf = make([]byte, cleanIOChunk)
+	}
+	return &segmentScanner{l: l, seg: seg, buf: buf, end: seg.size.Load(), thr: thr}
 }
+
+// scanBuf returns the scanner's buffer for the next scanner.
+func (s *segmentScanner) scanBuf() []byte { return s.buf }
 
 // next returns the next whole batch (valid until the following call), or
 // nil at the end of the segment.
@@ -492,7 +518,9 @@ func (s *segmentScanner) next() ([]byte, batchHeader, error) {
 		n := copy(s.buf, s.buf[s.r:s.w])
 		s.pos += int64(s.r)
 		s.r, s.w = 0, n
-		want := min(int64(len(s.buf)-s.w), s.end-filePos)
+		// One piece at a time (at most cleanIOChunk), however large
+		// the buffer grew for a large batch.
+		want := min(int64(len(s.buf)-s.w), s.end-filePos, cleanIOChunk)
 		got, err := readSome(s.seg.f, s.buf[s.w:s.w+int(want)], filePos)
 		if err != nil {
 			return nil, batchHeader{}, storageErr("read "+s.seg.name(), err)
@@ -511,8 +539,9 @@ func (s *segmentScanner) next() ([]byte, batchHeader, error) {
 // true if the segment did not fit (om is then unusable beyond the previous
 // segments: the caller stops before this segment, and the later entries
 // only make pass 2 keep less of what the map does not cover — see below).
-func (l *Log) mapSegment(seg *segment, om *offsetMap, thr *throttle) (int64, bool, error) {
-	sc := newSegmentScanner(l, seg, thr)
+func (l *Log) mapSegment(seg *segment, om *offsetMap, thr *throttle, bufs *cleanBufs) (int64, bool, error) {
+	sc := newSegmentScanner(l, seg, thr, bufs.read)
+	defer func() { bufs.read = sc.scanBuf() }()
 	for {
 		b, h, err := sc.next()
 		if err != nil || b == nil {
@@ -566,14 +595,17 @@ type groupStats struct {
 }
 
 // filterBatch decides what to keep of batch b. It returns b itself (keep
-// whole), nil (drop) or a re-encoded batch in out's storage.
+// whole), nil (drop) or a re-encoded batch in *scratch's storage, valid
+// until the next call (*scratch keeps the grown buffer: a pass allocates
+// nothing per batch once it holds the largest batch).
 // Control batches are decided by filterMarker, not here.
-func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, tt *txnTracker, out []byte) ([]byte, int64, error) {
+func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, tt *txnTracker, scratch *[]byte) ([]byte, int64, error) {
 	last, known := lastOfProducer[h.ProducerID]
 	isLast := h.ProducerID >= 0 && known && last == h.lastOffset()
 	if tt.onData(&h) {
 		if isLast {
-			return emptyBatch(b), int64(h.NumRecords), nil
+			*scratch = emptyBatch(*scratch, b)
+			return *scratch, int64(h.NumRecords), nil
 		}
 		return nil, int64(h.NumRecords), nil
 	}
@@ -582,7 +614,10 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 		// no longer needed (a group left empty keeps a neutral one).
 		return nil, 0, nil
 	}
-	keep := out[:0]
+	// The kept records are appended after a copy of the header; the
+	// header's fields are fixed up below if the batch is re-encoded.
+	nb := append((*scratch)[:0], b[:batchHeaderSize]...)
+	defer func() { *scratch = nb[:0] }()
 	var kept, dropped int32
 	maxTs := int64(-1)
 	err := forEachRecord(b, h, &l.codecs, func(body []byte) error {
@@ -607,8 +642,8 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 		}
 		kept++
 		maxTs = max(maxTs, h.FirstTimestamp+r.tsDelta)
-		keep = appendVarint(keep, int64(len(body)))
-		keep = append(keep, body...)
+		nb = appendVarint(nb, int64(len(body)))
+		nb = append(nb, body...)
 		return nil
 	})
 	if err != nil {
@@ -618,16 +653,14 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 	case dropped == 0:
 		return b, 0, nil
 	case kept == 0 && isLast:
-		return emptyBatch(b), int64(dropped), nil
+		nb = emptyBatch(nb, b)
+		return nb, int64(dropped), nil
 	case kept == 0:
 		return nil, int64(dropped), nil
 	}
 	// Re-encode: same header fields but records, count, length,
 	// uncompressed; maxTimestamp from the kept records (LogAppendTime
 	// batches keep theirs).
-	nb := make([]byte, batchHeaderSize, batchHeaderSize+len(keep))
-	copy(nb, b[:batchHeaderSize])
-	nb = append(nb, keep...)
 	be := binary.BigEndian
 	be.PutUint32(nb[offLength:], uint32(len(nb)-logOverhead))
 	attrs := uint16(h.Attributes) &^ attrCompression
@@ -641,11 +674,11 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 }
 
 // emptyBatch returns the header of batch b as a batch without records (as
-// Kafka's cleaner keeps for a producer's last batch): same base offset,
-// lastOffsetDelta, producer fields and timestamps, so the offsets it covers
-// and the producer's last sequence stay known.
-func emptyBatch(b []byte) []byte {
-	nb := append([]byte(nil), b[:batchHeaderSize]...)
+// Kafka's cleaner keeps for a producer's last batch), in dst's storage:
+// same base offset, lastOffsetDelta, producer fields and timestamps, so the
+// offsets it covers and the producer's last sequence stay known.
+func emptyBatch(dst, b []byte) []byte {
+	nb := append(dst[:0], b[:batchHeaderSize]...)
 	be := binary.BigEndian
 	be.PutUint32(nb[offLength:], uint32(batchHeaderSize-logOverhead))
 	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])&^attrCompression)
@@ -657,29 +690,3 @@ func emptyBatch(b []byte) []byte {
 // errCleanAborted: the log changed under a group being cleaned (retention
 // removed one of its segments); the pass stops, a later one retries.
 var errCleanAborted = errors.New("log: clean aborted: segments changed")
-
-// throttle bounds a byte rate (nil-safe; rate 0 means unlimited). It uses
-// the wall clock: it paces real I/O.
-type throttle struct {
-	rate  int64
-	start time.Time
-	bytes int64
-}
-
-func newThrottle(rate int64) *throttle {
-	if rate <= 0 {
-		return nil
-	}
-	return &throttle{rate: rate, start: time.Now()}
-}
-
-func (t *throttle) wait(n int64) {
-	if t == nil {
-		return
-	}
-	t.bytes += n
-	due := time.Duration(float64(t.bytes) / float64(t.rate) * float64(time.Second))
-	if d := due - time.Since(t.start); d > 0 {
-		time.Sleep(d)
-	}
-}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/vfs"
 )
 
 // BenchmarkCleanLarge (issue 6): builds a log of WEIR_CLEAN_BENCH_MB MiB
@@ -34,7 +36,8 @@ func BenchmarkCleanLarge(b *testing.B) {
 	for range b.N {
 		dir := b.TempDir()
 		cfg := Config{SegmentBytes: 128 << 20, Compact: true}
-		l, err := Open(Options{Dir: dir, Config: cfg})
+		tfs := &ioTraceFS{FS: vfs.Default}
+		l, err := Open(Options{Dir: dir, Config: cfg, FS: tfs})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -99,45 +102,77 @@ func BenchmarkCleanLarge(b *testing.B) {
 		}
 		time.Sleep(3 * time.Second)
 		idle := take()
+		tfs.take()
 		b.ResetTimer()
 		t0 := time.Now()
 		res, err := l.Clean(CleanOptions{Force: true, BytesPerSec: rate, MapBytes: 64 << 20})
 		took := time.Since(t0)
 		b.StopTimer()
 		mu.Lock()
-		type sample struct {
-			d  time.Duration
-			at time.Duration
-		}
-		var worst []sample
-		for i := range lat {
-			worst = append(worst, sample{lat[i], at[i].Sub(t0)})
-		}
-		at = nil
+		dlat, dat := slices.Clone(lat), slices.Clone(at)
 		mu.Unlock()
-		slices.SortFunc(worst, func(a, b sample) int { return int(b.d - a.d) })
-		if len(worst) > 6 {
-			worst = worst[:6]
-		}
-		b.Logf("slowest produces during the clean (latency, started after clean start): %v", worst)
 		during := take()
 		close(stop)
 		<-done
 		if err != nil || !res.Cleaned {
 			b.Fatalf("clean: %+v %v", res, err)
 		}
-		p := func(d []time.Duration, q float64) float64 {
+		events := tfs.take()
+		pct := func(d []time.Duration, q float64) float64 {
 			if len(d) == 0 {
 				return -1
 			}
 			slices.Sort(d)
 			return float64(d[int(q*float64(len(d)-1))]) / float64(time.Millisecond)
 		}
+		idleP99 := pct(idle, 0.99)
 		b.ReportMetric(float64(size)/(1<<20)/took.Seconds(), "cleaner_MB/s")
-		b.ReportMetric(p(idle, 0.5), "idle_p50_ms")
-		b.ReportMetric(p(idle, 0.99), "idle_p99_ms")
-		b.ReportMetric(p(during, 0.5), "during_p50_ms")
-		b.ReportMetric(p(during, 0.99), "during_p99_ms")
+		b.ReportMetric(pct(idle, 0.5), "idle_p50_ms")
+		b.ReportMetric(idleP99, "idle_p99_ms")
+		b.ReportMetric(pct(during, 0.5), "during_p50_ms")
+		b.ReportMetric(pct(during, 0.99), "during_p99_ms")
+		b.ReportMetric(pct(during, 0.99)/idleP99, "p99_during/idle")
+		b.Logf("produce latency ms  idle: p50 %.3f p90 %.3f p99 %.3f p99.9 %.3f max %.3f (%d)  during: p50 %.3f p90 %.3f p99 %.3f p99.9 %.3f max %.3f (%d)",
+			pct(idle, 0.5), pct(idle, 0.9), idleP99, pct(idle, 0.999), pct(idle, 1), len(idle),
+			pct(during, 0.5), pct(during, 0.9), pct(during, 0.99), pct(during, 0.999), pct(during, 1), len(during))
+		// Which slow produces (over twice the idle p99) overlap one of the
+		// cleaner's syncs, and how long those syncs took.
+		var cleanerSyncs []ioEvent
+		var syncTotal time.Duration
+		for _, e := range events {
+			if isCleanerIO(e) {
+				cleanerSyncs = append(cleanerSyncs, e)
+				syncTotal += e.dur
+			}
+		}
+		slow, overlapping := 0, 0
+		for i, d := range dlat {
+			if float64(d)/float64(time.Millisecond) <= 2*idleP99 {
+				continue
+			}
+			slow++
+			s0, s1 := dat[i], dat[i].Add(d)
+			for _, e := range cleanerSyncs {
+				if e.start.Before(s1) && e.start.Add(e.dur).After(s0) {
+					overlapping++
+					break
+				}
+			}
+		}
+		type sample struct{ lat, at time.Duration }
+		var worst []sample
+		for i, d := range dlat {
+			worst = append(worst, sample{d, dat[i].Sub(t0)})
+		}
+		slices.SortFunc(worst, func(a, b sample) int { return int(b.lat - a.lat) })
+		worst = worst[:min(len(worst), 5)]
+		b.Logf("slowest produces during the clean (latency, start after the clean's start): %v", worst)
+		var syncDurs []time.Duration
+		for _, e := range cleanerSyncs {
+			syncDurs = append(syncDurs, e.dur)
+		}
+		b.Logf("produces over 2x idle p99 during the clean: %d of %d, %d of them overlap a cleaner sync; cleaner syncs: %d, total %v, p50 %.3f ms, max %.3f ms",
+			slow, len(dlat), overlapping, len(cleanerSyncs), syncTotal, pct(syncDurs, 0.5), pct(syncDurs, 1))
 		b.Logf("log %d MiB, %d keys: clean %v (read %d MiB, wrote %d MiB, removed %d records), %d produces idle, %d during; size after %d MiB",
 			size>>20, keys, took, res.BytesRead>>20, res.BytesWritten>>20, res.RecordsRemoved, len(idle), len(during), l.Size()>>20)
 		l.Close()

@@ -61,7 +61,7 @@ func FuzzCleanRecords(f *testing.F) {
 		}
 		om := newOffsetMap(0)
 		_ = om.put([]byte("a"), h.BaseOffset+1)
-		out, _, err := l.filterBatch(b, h, om, h.BaseOffset+1, map[int64]int64{}, tt, nil)
+		out, _, err := l.filterBatch(b, h, om, h.BaseOffset+1, map[int64]int64{}, tt, new([]byte))
 		if err != nil || out == nil || bytes.Equal(out, b) {
 			return
 		}

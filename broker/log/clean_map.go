@@ -7,23 +7,34 @@ import (
 )
 
 // offsetMap is the cleaner's key -> latest offset map (Kafka's
-// SkimpyOffsetMap): fixed memory, open addressing over 128-bit key hashes
+// SkimpyOffsetMap): bounded memory, open addressing over 128-bit key hashes
 // (two independent 64-bit maphash values), 24 bytes per slot. Keys are
 // never stored: a collision of both 64-bit hashes (probability ~2^-128 per
 // pair) would make the cleaner drop an older key's records, the same
-// trade-off Kafka makes with MD5. It holds at most maxLoad of its slots so
-// probes stay short; put reports errMapFull beyond that.
+// trade-off Kafka makes with MD5. It holds at most maxLoad of its largest
+// table's slots so probes stay short; put reports errMapFull beyond that.
+//
+// The table starts small and doubles (rehashing the stored hashes) up to
+// the size the memory bound allows: a log with few keys neither allocates
+// and faults in the whole bound nor spreads its probes over it (the pass
+// shares the CPU caches and the cores with the appenders).
 type offsetMap struct {
 	s1, s2 maphash.Seed
 	slots  []uint64 // 3 words per slot: h1, h2, offset+1 (0: empty)
 	n      int      // used slots
-	limit  int      // max used slots
+	grow   int      // used slots at which the table doubles (limit at full size)
+	limit  int      // max used slots (maxLoad of maxSlots)
 	mask   uint64
+	// maxSlots is the slot count of the largest table (a power of two).
+	maxSlots uint64
 }
 
 const (
 	offsetMapSlotBytes = 24
 	offsetMapMaxLoad   = 0.9
+	// offsetMapMinSlots is the first table's slot count (1.5 MiB) when
+	// the bound allows more.
+	offsetMapMinSlots = 1 << 16
 	// DefaultCleanerMapBytes is the offset map memory per clean (Kafka's
 	// log.cleaner.dedupe.buffer.size is 128 MiB over all cleaner threads).
 	DefaultCleanerMapBytes = 32 << 20
@@ -31,17 +42,38 @@ const (
 
 var errMapFull = errors.New("cleaner offset map full")
 
-// newOffsetMap allocates a map of about bytes bytes (rounded down to a power
-// of two slots, at least 1024).
+// newOffsetMap returns a map of at most about bytes bytes (rounded down to a
+// power of two slots, at least 1024).
 func newOffsetMap(bytes int) *offsetMap {
 	n := uint64(1024)
 	for n*2*offsetMapSlotBytes <= uint64(max(bytes, 0)) {
 		n *= 2
 	}
-	return &offsetMap{
-		s1: maphash.MakeSeed(), s2: maphash.MakeSeed(),
-		slots: make([]uint64, 3*n), mask: n - 1,
-		limit: int(float64(n) * offsetMapMaxLoad),
+	m := &offsetMap{s1: maphash.MakeSeed(), s2: maphash.MakeSeed(), maxSlots: n, limit: int(float64(n) * offsetMapMaxLoad)}
+	m.alloc(min(n, offsetMapMinSlots))
+	return m
+}
+
+// alloc replaces the table by an empty one of n slots.
+func (m *offsetMap) alloc(n uint64) {
+	m.slots = make([]uint64, 3*n)
+	m.mask = n - 1
+	m.grow = int(float64(n) * offsetMapMaxLoad)
+}
+
+// double moves the entries to a table twice as large.
+func (m *offsetMap) double() {
+	old := m.slots
+	m.alloc(2 * (m.mask + 1))
+	for i := 0; i < len(old); i += 3 {
+		if old[i+2] == 0 {
+			continue
+		}
+		j := old[i] & m.mask
+		for m.slots[3*j+2] != 0 {
+			j = (j + 1) & m.mask
+		}
+		copy(m.slots[3*j:3*j+3], old[i:i+3])
 	}
 }
 
@@ -58,6 +90,10 @@ func (m *offsetMap) put(key []byte, offset int64) error {
 		if s[2] == 0 {
 			if m.n >= m.limit {
 				return errMapFull
+			}
+			if m.n >= m.grow {
+				m.double()
+				return m.put(key, offset)
 			}
 			s[0], s[1], s[2] = h1, h2, uint64(offset)+1
 			m.n++

@@ -47,7 +47,8 @@ const (
 	cleanFileVer    = 1
 	maxCleanPasses  = 32
 	maxSwapSegments = 1 << 16
-	// cleanSyncEvery: the cleaned segment is fsynced every this many
+	// cleanSyncEvery: where writeBack is unavailable (no OS descriptor,
+	// not Linux), the cleaned segment is fsynced every this many
 	// bytes written.
 	cleanSyncEvery = 1 << 20
 )
@@ -195,7 +196,7 @@ func compactPasses(ps []cleanPass, retentionMs, nowMs int64) []cleanPass {
 // cleanGroup rewrites the group segs (consecutive closed segments; next is
 // the base of the segment after the last) and swaps the result in.
 // cleaner.mu must be held.
-func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int64, tt *txnTracker, nowMs int64, thr *throttle, cfg *Config) (groupStats, error) {
+func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int64, tt *txnTracker, nowMs int64, thr *throttle, bufs *cleanBufs, cfg *Config) (groupStats, error) {
 	var st groupStats
 	base := segs[0].base
 	// Producers' last data batches (their headers are kept, as Kafka's
@@ -217,49 +218,27 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 		return st, storageErr("create "+logName, err)
 	}
 	ns.f = f
+	w := newCleanWriter(f, logName, thr, bufs.write)
 	fail := func(err error) (groupStats, error) {
+		st.written = w.written
 		f.Close()
 		l.removeCleaned(base)
 		return st, err
 	}
 	interval := int64(cfg.IndexIntervalBytes)
-	var pos int64
-	wbuf := make([]byte, 0, 1<<20)
-	var unsynced int64
-	flush := func() error {
-		if len(wbuf) == 0 {
-			return nil
-		}
-		if _, err := f.WriteAt(wbuf, pos-int64(len(wbuf))); err != nil {
-			return storageErr("write "+logName, err)
-		}
-		st.written += int64(len(wbuf))
-		thr.wait(int64(len(wbuf)))
-		wbuf = wbuf[:0]
-		// Sync as we go: a large fsync at the end would queue ahead of
-		// the appenders' group-commit fsyncs on the same disk.
-		if unsynced += int64(cap(wbuf)); unsynced >= cleanSyncEvery {
-			unsynced = 0
-			if err := f.Sync(); err != nil {
-				return storageErr("sync "+logName, err)
-			}
-		}
-		return nil
-	}
-	var scratch, lastDropped []byte
+	defer func() { bufs.write = w.buf[:0] }()
+	var lastDropped []byte
 	for _, s := range segs {
-		sc := newSegmentScanner(l, s, thr)
+		sc := newSegmentScanner(l, s, thr, bufs.read)
 		for {
 			b, h, err := sc.next()
 			if err != nil {
 				st.read += sc.read
+				bufs.read = sc.scanBuf()
 				return fail(err)
 			}
 			if b == nil {
 				break
-			}
-			if cap(scratch) < len(b) {
-				scratch = make([]byte, 0, len(b))
 			}
 			var out []byte
 			if h.Attributes&attrControl != 0 {
@@ -269,10 +248,11 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 				}
 			} else {
 				var removed int64
-				out, removed, err = l.filterBatch(b, h, om, horizon, lastOf, tt, scratch)
+				out, removed, err = l.filterBatch(b, h, om, horizon, lastOf, tt, &bufs.scratch)
 				st.removed += removed
 				if err != nil {
 					st.read += sc.read
+					bufs.read = sc.scanBuf()
 					return fail(err)
 				}
 			}
@@ -283,42 +263,32 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 				lastDropped = append(lastDropped[:0], b[:batchHeaderSize]...)
 				continue
 			}
-			if pos+int64(len(out)) > math.MaxInt32 {
+			if w.pos+int64(len(out)) > math.MaxInt32 {
 				st.read += sc.read
+				bufs.read = sc.scanBuf()
 				return fail(fmt.Errorf("log: cleaned segment %s would exceed 2 GiB", ns.name()))
 			}
 			oh := parseHeader(out)
-			ns.ix.note(pos, &oh, interval)
-			if len(wbuf)+len(out) > cap(wbuf) {
-				if err := flush(); err != nil {
-					st.read += sc.read
-					return fail(err)
-				}
+			ns.ix.note(w.pos, &oh, interval)
+			if err := w.add(out); err != nil {
+				st.read += sc.read
+				bufs.read = sc.scanBuf()
+				return fail(err)
 			}
-			pos += int64(len(out))
-			if len(out) > cap(wbuf) {
-				if _, err := f.WriteAt(out, pos-int64(len(out))); err != nil {
-					st.read += sc.read
-					return fail(storageErr("write "+logName, err))
-				}
-				st.written += int64(len(out))
-				continue
-			}
-			wbuf = append(wbuf, out...)
 		}
 		st.read += sc.read
+		bufs.read = sc.scanBuf()
 	}
-	if pos == 0 && lastDropped != nil {
+	if w.pos == 0 && lastDropped != nil {
 		// Keep the segment (and so the log start): one empty batch.
 		eb := neutralEmptyBatch(lastDropped)
 		oh := parseHeader(eb)
 		ns.ix.note(0, &oh, interval)
-		wbuf = append(wbuf, eb...)
-		pos = int64(len(eb))
+		if err := w.add(eb); err != nil {
+			return fail(err)
+		}
 	}
-	if err := flush(); err != nil {
-		return fail(err)
-	}
+	pos := w.pos
 	ns.ix.addTimeEntry()
 	ns.size.Store(pos)
 	kept := tt.takeKept()
@@ -329,13 +299,14 @@ func (l *Log) cleanGroup(segs []*segment, next int64, om *offsetMap, horizon int
 		ns.f = nil
 		_ = l.fs.Remove(logName)
 	} else {
-		if err := f.Sync(); err != nil {
-			return fail(storageErr("sync "+logName, err))
+		if err := w.sync(); err != nil {
+			return fail(err)
 		}
 		if err := l.writeCleanedIndexes(ns, kept); err != nil {
 			return fail(err)
 		}
 	}
+	st.written = w.written
 	pruned, err := l.swapGroup(segs, ns, newBase, kept)
 	if err != nil {
 		if ns.f != nil {

@@ -20,7 +20,7 @@ const DefaultCleanerInterval = 15 * time.Second
 // DefaultCleanerBytesPerSec is the cleaner's default I/O budget (reads of
 // both passes plus writes). Unlimited, a clean saturates a core and the
 // disk and multiplies the appenders' p99 latency (16x on the 2-vCPU build
-// VM, BenchmarkCleanLarge); at 250 MB/s it cleans ~113 MB of log per second
+// VM, BenchmarkCleanLarge); at 250 MB/s it cleans ~119 MB of log per second
 // with produce p99 within 2x of idle.
 const DefaultCleanerBytesPerSec = 250_000_000
 
