@@ -197,7 +197,9 @@ func (a *App) fatalErr() error {
 }
 
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := append([]kgo.Opt{}, a.cfg.clientOpts...)
+	// Defaults first: the user's ClientOpts override them (see ClientOpts).
+	opts := []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}
+	opts = append(opts, a.cfg.clientOpts...)
 	opts = append(opts, kgo.SeedBrokers(a.cfg.seeds...))
 	return append(opts, extra...)
 }
