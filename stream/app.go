@@ -55,6 +55,10 @@ type App struct {
 	// producer hands a record to the client (cl.Produce); unit tests
 	// replace it to run tasks without a broker.
 	producer func(r *kgo.Record, promise func(*kgo.Record, error))
+	// recycleRecords: producer is the client, which does not use a record
+	// after its promise ran, so tasks may reuse it (task.recycle). Set
+	// with producer, before any task exists.
+	recycleRecords atomic.Bool
 
 	mu       sync.Mutex
 	tasks    map[taskID]*task
@@ -322,6 +326,7 @@ func (a *App) session(ctx context.Context) error {
 	}
 	a.cl = cl
 	a.adm = kadm.NewClient(cl)
+	a.recycleRecords.Store(true)
 	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
 		// Not the Run context: records handed over before shutdown must
 		// still be sent by the final flush.
