@@ -55,6 +55,10 @@ type App struct {
 	// producer hands a record to the client (cl.Produce); unit tests
 	// replace it to run tasks without a broker.
 	producer func(r *kgo.Record, promise func(*kgo.Record, error))
+	// recycleRecords: producer is the client, which does not use a record
+	// after its promise ran, so tasks may reuse it (task.recycle). Set
+	// with producer, before any task exists.
+	recycleRecords atomic.Bool
 
 	mu       sync.Mutex
 	tasks    map[taskID]*task
@@ -197,7 +201,9 @@ func (a *App) fatalErr() error {
 }
 
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := append([]kgo.Opt{}, a.cfg.clientOpts...)
+	// Defaults first: the user's ClientOpts override them (see ClientOpts).
+	opts := []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}
+	opts = append(opts, a.cfg.clientOpts...)
 	opts = append(opts, kgo.SeedBrokers(a.cfg.seeds...))
 	return append(opts, extra...)
 }
@@ -320,6 +326,7 @@ func (a *App) session(ctx context.Context) error {
 	}
 	a.cl = cl
 	a.adm = kadm.NewClient(cl)
+	a.recycleRecords.Store(true)
 	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
 		// Not the Run context: records handed over before shutdown must
 		// still be sent by the final flush.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"testing"
@@ -20,20 +22,37 @@ import (
 // Both report events/s; the broker runs in the same process, so the numbers
 // compare the two paths, not absolute capacity.
 
+// e2eRecords is the input of the headline workload: every record a new key.
 const e2eRecords = 100000
 
-func e2eSetup(b testing.TB) *testBroker {
+// e2eSteadyRecords is the input of the steady-state workload: the same
+// 100k keys, each updated ten times, so start-up (stores, changelog topics,
+// group join) is amortised over ten times the records.
+const e2eSteadyRecords = 1_000_000
+
+const e2eKeys = 100_000
+
+func e2eSetup(b testing.TB) *testBroker { return e2eSetupN(b, e2eRecords) }
+
+// e2eSetupN starts a broker with n input records: ~200-byte JSON values,
+// key (i*7919) mod 100k (7919 is prime to 100k: the keys cycle through all
+// 100k in a scattered order, each once per 100k records).
+func e2eSetupN(b testing.TB, n int) *testBroker {
 	tb := startBrokerB(b)
 	tb.createTopic("in", 3)
 	tb.createTopic("out", 3)
-	recs := make([]*kgo.Record, 0, e2eRecords)
-	for i := range e2eRecords {
-		k := fmt.Sprintf("zone-%06d", (i*7919)%100_000)
+	const chunk = 100_000
+	recs := make([]*kgo.Record, 0, min(n, chunk))
+	for i := range n {
+		k := fmt.Sprintf("zone-%06d", (i*7919)%e2eKeys)
 		v, _ := json.Marshal(benchEvent{Zone: k, Rider: "rider-0001", N: int64(i),
 			Payload: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})
 		recs = append(recs, &kgo.Record{Topic: "in", Key: []byte(k), Value: v})
+		if len(recs) == chunk || i == n-1 {
+			tb.produce(recs...)
+			recs = recs[:0]
+		}
 	}
-	tb.produce(recs...)
 	return tb
 }
 
@@ -62,14 +81,16 @@ func BenchmarkE2EHandLoop(b *testing.B) {
 	}
 }
 
-// e2eRun is one measured run: wall time and the process's CPU time (the
-// broker runs in the process too, for both the baseline and the App).
+// e2eRun is one measured run of n records: wall time and the process's CPU
+// time (the broker runs in the process too, for both the baseline and the
+// App).
 type e2eRun struct {
+	n         int
 	wall, cpu time.Duration
 }
 
-func (r e2eRun) rate() float64      { return float64(e2eRecords) / r.wall.Seconds() }
-func (r e2eRun) perCPUSec() float64 { return float64(e2eRecords) / r.cpu.Seconds() }
+func (r e2eRun) rate() float64      { return float64(r.n) / r.wall.Seconds() }
+func (r e2eRun) perCPUSec() float64 { return float64(r.n) / r.cpu.Seconds() }
 
 func cpuTime(b *testing.B) time.Duration {
 	var ru syscall.Rusage
@@ -98,12 +119,15 @@ func (s *scopedTB) done() {
 // runHandLoop sets up a fresh broker (untimed) and times the floor: consume,
 // decode, produce one record per input record with franz-go directly, no
 // state, no commits.
-func runHandLoop(b *testing.B) e2eRun {
+func runHandLoop(b *testing.B) e2eRun { return runHandLoopN(b, e2eRecords) }
+
+func runHandLoopN(b *testing.B, n int) e2eRun {
 	b.StopTimer()
 	scope := &scopedTB{TB: b}
 	defer scope.done()
-	tb := e2eSetup(scope)
+	tb := e2eSetupN(scope, n)
 	b.StartTimer()
+	defer profWindow("hand")()
 	start, cpu0 := time.Now(), cpuTime(b)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.seeds...), kgo.ConsumerGroup("hand"), kgo.ConsumeTopics("in"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -112,7 +136,7 @@ func runHandLoop(b *testing.B) e2eRun {
 	}
 	ctx := context.Background()
 	seen := 0
-	for seen < e2eRecords {
+	for seen < n {
 		fs := cl.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
 			var ev benchEvent
@@ -128,7 +152,7 @@ func runHandLoop(b *testing.B) e2eRun {
 		b.Fatal(err)
 	}
 	cl.Close()
-	return e2eRun{wall: time.Since(start), cpu: cpuTime(b) - cpu0}
+	return e2eRun{n: n, wall: time.Since(start), cpu: cpuTime(b) - cpu0}
 }
 
 // BenchmarkE2ERatio runs the hand loop, the keyed count at-least-once and
@@ -137,20 +161,27 @@ func runHandLoop(b *testing.B) e2eRun {
 // of the same round (the machine is shared: ratios of neighbouring runs are
 // what is comparable), the medians of events/s, and events per CPU-second of
 // the whole process (broker included).
-func BenchmarkE2ERatio(b *testing.B) {
-	const rounds = 5
+func BenchmarkE2ERatio(b *testing.B) { benchE2ERatio(b, e2eRecords, 5) }
+
+// BenchmarkE2ERatioSteady is BenchmarkE2ERatio on the steady-state
+// workload (e2eSteadyRecords over the same 100k keys), three rounds.
+func BenchmarkE2ERatioSteady(b *testing.B) { benchE2ERatio(b, e2eSteadyRecords, 3) }
+
+func benchE2ERatio(b *testing.B, n, rounds int) {
 	for range b.N {
 		var hand, alo, eos []e2eRun
 		var rAlo, rEos, cAlo, cEos []float64
 		for range rounds {
-			h := runHandLoop(b)
-			a := runE2EApp(b, buildKeyedCount)
-			e := runE2EApp(b, buildKeyedCount, WithGuarantee(ExactlyOnce))
+			h := runHandLoopN(b, n)
+			a := runE2EAppN(b, n, buildKeyedCount)
+			e := runE2EAppN(b, n, buildKeyedCount, WithGuarantee(ExactlyOnce))
 			hand, alo, eos = append(hand, h), append(alo, a), append(eos, e)
 			rAlo = append(rAlo, a.rate()/h.rate())
 			rEos = append(rEos, e.rate()/h.rate())
 			cAlo = append(cAlo, a.perCPUSec()/h.perCPUSec())
 			cEos = append(cEos, e.perCPUSec()/h.perCPUSec())
+			b.Logf("round: alo/hand-cpu %.3f eos/hand-cpu %.3f (hand %.0f alo %.0f eos %.0f events/cpu-s)",
+				a.perCPUSec()/h.perCPUSec(), e.perCPUSec()/h.perCPUSec(), h.perCPUSec(), a.perCPUSec(), e.perCPUSec())
 		}
 		med := func(runs []e2eRun, f func(e2eRun) float64) float64 {
 			xs := make([]float64, len(runs))
@@ -210,10 +241,14 @@ func benchE2EApp(b *testing.B, build func(*Builder), opts ...Opt) {
 // runE2EApp sets up a fresh broker (untimed) and times an App processing
 // the e2eRecords inputs until all their outputs are written.
 func runE2EApp(b *testing.B, build func(*Builder), opts ...Opt) e2eRun {
+	return runE2EAppN(b, e2eRecords, build, opts...)
+}
+
+func runE2EAppN(b *testing.B, n int, build func(*Builder), opts ...Opt) e2eRun {
 	b.StopTimer()
 	scope := &scopedTB{TB: b}
 	defer scope.done()
-	tb := e2eSetup(scope)
+	tb := e2eSetupN(scope, n)
 	bl := NewBuilder()
 	build(bl)
 	a, err := NewApp("bench", bl, append([]Opt{Brokers(tb.seeds...), StateDir(b.TempDir())}, opts...)...)
@@ -223,9 +258,10 @@ func runE2EApp(b *testing.B, build func(*Builder), opts ...Opt) e2eRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.StartTimer()
+	defer profWindow("app")()
 	start, cpu0 := time.Now(), cpuTime(b)
 	go func() { done <- a.Run(ctx) }()
-	waitOut(b, tb, e2eRecords)
+	waitOut(b, tb, int64(n))
 	// The graceful stop is timed too: its final commit writes the state
 	// (and checkpoint) the run built up, as the hand loop's final Flush
 	// and Close are timed.
@@ -233,7 +269,7 @@ func runE2EApp(b *testing.B, build func(*Builder), opts ...Opt) e2eRun {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	return e2eRun{wall: time.Since(start), cpu: cpuTime(b) - cpu0}
+	return e2eRun{n: n, wall: time.Since(start), cpu: cpuTime(b) - cpu0}
 }
 
 // BenchmarkRestore measures a full restore of one task's store from a
@@ -278,4 +314,23 @@ func BenchmarkRestore(b *testing.B) {
 		b.ReportMetric(float64(e2eRecords)/(cpuTime(b)-cpu0).Seconds(), "records/cpu-s")
 		tk.close()
 	}
+}
+
+// profWindow writes a CPU profile of one timed run to a new file in
+// $E2E_PROF_DIR, if set: the timed window only (not the setup), for
+// comparing the App's profile with the hand loop's.
+func profWindow(kind string) func() {
+	dir := os.Getenv("E2E_PROF_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.CreateTemp(dir, kind+"-*.cpu")
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

@@ -150,7 +150,11 @@ func Brokers(seeds ...string) Opt {
 
 // ClientOpts adds franz-go options (TLS, SASL, client id, ...) to every client
 // the App creates. Options the App depends on (consumer group, balancer,
-// manual commits, partitioner) are applied after these and win.
+// manual commits, partitioner) are applied after these and win. The App's own
+// producer defaults, applied before these (so these override them): no
+// compression (Kafka's producer default; franz-go's is snappy), because the
+// App's outputs and changelog records are small and compressing them costs
+// CPU in the App and in the broker that validates every batch.
 func ClientOpts(opts ...kgo.Opt) Opt {
 	return optFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
 }

@@ -54,11 +54,16 @@ type task struct {
 	// partial effects.
 	txn     *state.Txn
 	pending []*kgo.Record
-	slab    []kgo.Record // unused records for emit
+	slab    []kgo.Record  // unused records for emit
+	free    []*kgo.Record // records the client is done with, for emit (see recycled)
 
 	m taskMetrics
 
 	clMu sync.Mutex
+	// recycled holds records whose produce promise has run (the client
+	// no longer uses a record after its promise), when the App's producer
+	// is the client (App.recycleRecords); emit takes them back in bulk.
+	recycled []*kgo.Record
 	// clEnd maps a changelog topic to one past the offset of the last
 	// acknowledged changelog record the task wrote (or restored up to).
 	clEnd map[string]int64
@@ -68,6 +73,10 @@ type task struct {
 
 // recordSlab is the number of output records emit allocates at once.
 const recordSlab = 64
+
+// maxRecycled bounds the records a task keeps for reuse (about the records
+// in flight at once; beyond it they are left to the garbage collector).
+const maxRecycled = 8192
 
 // taskStore is a task's handle on one declared store.
 type taskStore struct {
@@ -155,15 +164,7 @@ func (t *task) observe(ts time.Time) {
 // emit queues an output of the record being processed. partition -1 means
 // "by key" (murmur2, Java-compatible).
 func (t *task) emit(topic string, partition int32, key, value []byte, ts time.Time, headers []Header) {
-	// Records come from a slab: one allocation per recordSlab outputs
-	// instead of one per output. A slab is never reused (the client holds
-	// its records until they are acknowledged); it is freed when the last
-	// of them is.
-	if len(t.slab) == 0 {
-		t.slab = make([]kgo.Record, recordSlab)
-	}
-	r := &t.slab[0]
-	t.slab = t.slab[1:]
+	r := t.newRecord()
 	*r = kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value, Timestamp: ts}
 	if len(headers) > 0 {
 		r.Headers = make([]kgo.RecordHeader, len(headers))
@@ -183,20 +184,56 @@ func (t *task) produce(r *kgo.Record) {
 }
 
 func (t *task) onProduced(r *kgo.Record, err error) {
-	if errors.Is(err, kgo.ErrAborting) {
-		return // an aborted transaction's record (ExactlyOnce): redone, not lost
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, kgo.ErrAborting):
+		// an aborted transaction's record (ExactlyOnce): redone, not lost
+	case err != nil:
 		t.app.fail(fmt.Errorf("task %s: produce to %s: %w", t.id, r.Topic, err))
-		return
-	}
-	if r.Partition == t.id.partition && t.isChangelog(r.Topic) {
+	case r.Partition == t.id.partition && t.isChangelog(r.Topic):
 		t.clMu.Lock()
 		if r.Offset+1 > t.clEnd[r.Topic] {
 			t.clEnd[r.Topic] = r.Offset + 1
 		}
 		t.clMu.Unlock()
 	}
+	t.recycle(r)
+}
+
+// newRecord returns an unused record for emit: a recycled one, or one from a
+// slab (one allocation per recordSlab records). A slab is never reused as a
+// whole; its records are, one by one, once the client is done with them.
+func (t *task) newRecord() *kgo.Record {
+	if len(t.free) == 0 && t.app.recycleRecords.Load() {
+		t.clMu.Lock()
+		t.free, t.recycled = t.recycled, t.free[:0]
+		t.clMu.Unlock()
+	}
+	if n := len(t.free); n > 0 {
+		r := t.free[n-1]
+		t.free = t.free[:n-1]
+		return r
+	}
+	if len(t.slab) == 0 {
+		t.slab = make([]kgo.Record, recordSlab)
+	}
+	r := &t.slab[0]
+	t.slab = t.slab[1:]
+	return r
+}
+
+// recycle keeps r, whose promise has run, for newRecord. Only records of a
+// real client are recycled: a test producer or the Driver keeps the records
+// it is given.
+func (t *task) recycle(r *kgo.Record) {
+	if !t.app.recycleRecords.Load() {
+		return
+	}
+	t.clMu.Lock()
+	if len(t.recycled) < maxRecycled {
+		*r = kgo.Record{}
+		t.recycled = append(t.recycled, r)
+	}
+	t.clMu.Unlock()
 }
 
 // isChangelog reports whether topic is the changelog of one of the task's

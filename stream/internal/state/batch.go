@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -25,93 +24,184 @@ type write struct {
 // besides its key and value (kind and two varint lengths).
 const batchRecordOverhead = 11
 
-// indexOp is one TTL index write of a batch: the key is idxBuf[start:end].
-type indexOp struct {
-	start, end int
-	del        bool
+// keyOrder is a write's place in data-key order: the first 16 bytes of its
+// data key past the prefix every key of the batch shares, as two big-endian
+// integers (zero-padded), so that sorting compares integers held in the
+// slice instead of chasing two string pointers per comparison. Keys equal
+// in those bytes are compared in full.
+type keyOrder struct {
+	hi, lo uint64
+	w      int32 // index in the writes
 }
 
-// writeBatch writes ws to Pebble in one atomic, unsynced batch (sorting ws
-// unless it is sorted already).
+// indexOp is one TTL index write of a batch. Index keys order by store, then
+// update time, then key: run numbers the stores in data-key order (the same
+// order), pos is the write's rank in data-key order.
+type indexOp struct {
+	run int32
+	pos int32
+	ts  uint64 // encoded (encodeTS)
+	del bool
+}
+
+// writeBatch writes ws to Pebble in one atomic, unsynced batch; ws need not
+// be sorted.
 //
 // The batch holds the data keys in key order, then the index keys in key
 // order: Pebble inserts a batch into its memtable skiplist with a splice
 // remembered from the previous key, so ordered keys are found near it
-// instead of by a descent from the top.
+// instead of by a descent from the top. Both orders are established by
+// sorting fixed-size integer records (keyOrder, indexOp), the flush of a
+// large cache being dominated by its sorts otherwise.
 func (d *DB) writeBatch(ws []write) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	cmp := func(a, b write) int { return strings.Compare(a.dk, b.dk) }
-	if !slices.IsSortedFunc(ws, cmp) {
-		slices.SortFunc(ws, cmp)
-	}
-	// Size the batch up front: data key, ts and value, and up to two
-	// index keys (the data key plus a ts) per write, each with its record
-	// header; growing a large batch by doubling copies it each time.
+	order := d.sortWrites(ws)
+	ops := d.index[:0]
+	run := int32(0)
 	size := 0
-	for _, w := range ws {
-		size += 3*len(w.dk) + len(w.value) + 4*8 + 3*batchRecordOverhead
-	}
-	b := d.db.NewBatchWithSize(size)
-	defer b.Close()
-	d.index = d.index[:0]
-	d.idxBuf = d.idxBuf[:0]
-	addIndex := func(dk string, ts int64, del bool) {
-		start := len(d.idxBuf)
-		d.idxBuf = appendIndexKeyOf(d.idxBuf, dk, ts)
-		d.index = append(d.index, indexOp{start: start, end: len(d.idxBuf), del: del})
-	}
-	for _, w := range ws {
+	for pos, o := range order {
+		w := &ws[o.w]
+		if pos > 0 && !sameStore(ws[order[pos-1].w].dk, w.dk) {
+			run++
+		}
+		size += len(w.dk) + batchRecordOverhead
+		if w.found {
+			size += 8 + len(w.value)
+		}
 		// An index entry at an unchanged ts is left as it is.
 		unchanged := w.dbFound && w.found && w.dbTS == w.ts
 		if w.dbFound && !unchanged {
-			addIndex(w.dk, w.dbTS, true)
+			ops = append(ops, indexOp{run: run, pos: int32(pos), ts: encodeTS(w.dbTS), del: true})
+			size += len(w.dk) + 8 + batchRecordOverhead
 		}
-		d.keyBuf = append(d.keyBuf[:0], w.dk...)
+		if w.found && !unchanged {
+			ops = append(ops, indexOp{run: run, pos: int32(pos), ts: encodeTS(w.ts)})
+			size += len(w.dk) + 8 + batchRecordOverhead
+		}
+	}
+	// Index keys are distinct: a key's old and new entries differ in ts,
+	// and keys differ. ops is in pos order: a stable sort by (run, ts)
+	// orders it by (run, ts, pos).
+	ops = d.sortIndexOps(ops)
+	b := d.db.NewBatchWithSize(size)
+	defer b.Close()
+	for _, o := range order {
+		w := &ws[o.w]
 		if !w.found {
-			if err := b.Delete(d.keyBuf, nil); err != nil {
+			op := b.DeleteDeferred(len(w.dk))
+			copy(op.Key, w.dk)
+			if err := op.Finish(); err != nil {
 				return err
 			}
 			continue
 		}
-		d.valBuf = binary.BigEndian.AppendUint64(d.valBuf[:0], encodeTS(w.ts))
-		d.valBuf = append(d.valBuf, w.value...)
-		if err := b.Set(d.keyBuf, d.valBuf, nil); err != nil {
+		op := b.SetDeferred(len(w.dk), 8+len(w.value))
+		copy(op.Key, w.dk)
+		binary.BigEndian.PutUint64(op.Value, encodeTS(w.ts))
+		copy(op.Value[8:], w.value)
+		if err := op.Finish(); err != nil {
 			return err
 		}
-		if !unchanged {
-			addIndex(w.dk, w.ts, false)
-		}
 	}
-	// Index keys are distinct: a key's old and new entries differ in ts,
-	// and keys differ.
-	slices.SortFunc(d.index, func(a, b indexOp) int {
-		return bytes.Compare(d.idxBuf[a.start:a.end], d.idxBuf[b.start:b.end])
-	})
-	for _, op := range d.index {
-		k := d.idxBuf[op.start:op.end]
-		var err error
-		if op.del {
-			err = b.Delete(k, nil)
+	for _, x := range ops {
+		dk := ws[order[x.pos].w].dk
+		var op *pebble.DeferredBatchOp
+		if x.del {
+			op = b.DeleteDeferred(len(dk) + 8)
 		} else {
-			err = b.Set(k, nil, nil)
+			op = b.SetDeferred(len(dk)+8, 0)
 		}
-		if err != nil {
+		putIndexKeyOf(op.Key, dk, x.ts)
+		if err := op.Finish(); err != nil {
 			return err
 		}
 	}
+	clear(ops)
+	d.index = ops[:0]
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("state commit %s: %w", d.dir, err)
 	}
 	return nil
 }
 
-// appendIndexKeyOf appends the index key of the data key dk at ts to dst.
-func appendIndexKeyOf(dst []byte, dk string, ts int64) []byte {
+// sortWrites returns the writes' order by data key (d.order, reused).
+func (d *DB) sortWrites(ws []write) []keyOrder {
+	// The prefix every key shares (the store's, and more: "zone-0...").
+	first := ws[0].dk
+	p := len(first)
+	for i := 1; i < len(ws) && p > 0; i++ {
+		dk := ws[i].dk
+		n := min(p, len(dk))
+		j := 0
+		for j < n && dk[j] == first[j] {
+			j++
+		}
+		p = j
+	}
+	order := slices.Grow(d.order[:0], len(ws))
+	for i := range ws {
+		hi, lo := keyWords(ws[i].dk[p:])
+		order = append(order, keyOrder{hi: hi, lo: lo, w: int32(i)})
+	}
+	// Radix sort on the 16 bytes, then a comparison sort of each run of
+	// keys equal in them (keys longer than 16 bytes past the prefix).
+	order, d.orderTmp = radixSort(order, d.orderTmp, 16, func(x *keyOrder, i int) byte {
+		if i < 8 {
+			return byte(x.lo >> (8 * i))
+		}
+		return byte(x.hi >> (8 * (i - 8)))
+	})
+	for i := 0; i < len(order); {
+		j := i + 1
+		for j < len(order) && order[j].hi == order[i].hi && order[j].lo == order[i].lo {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(order[i:j], func(a, b keyOrder) int {
+				return strings.Compare(ws[a.w].dk[p:], ws[b.w].dk[p:])
+			})
+		}
+		i = j
+	}
+	d.order = order[:0]
+	return order
+}
+
+// sortIndexOps sorts ops, given in pos order, by (run, ts, pos): a stable
+// sort by (run, ts).
+func (d *DB) sortIndexOps(ops []indexOp) []indexOp {
+	ops, d.indexTmp = radixSort(ops, d.indexTmp, 12, func(x *indexOp, i int) byte {
+		if i < 8 {
+			return byte(x.ts >> (8 * i))
+		}
+		return byte(uint32(x.run) >> (8 * (i - 8)))
+	})
+	return ops
+}
+
+// keyWords returns the first 16 bytes of s as two big-endian integers,
+// zero-padded: comparing them orders keys as bytes.Compare does, except
+// that keys equal in them may still differ.
+func keyWords(s string) (hi, lo uint64) {
+	var buf [16]byte
+	copy(buf[:], s)
+	return binary.BigEndian.Uint64(buf[:8]), binary.BigEndian.Uint64(buf[8:])
+}
+
+// sameStore reports whether two data keys belong to the same store.
+func sameStore(a, b string) bool {
+	n := int(a[1])
+	return len(b) >= 2+n && a[:2+n] == b[:2+n]
+}
+
+// putIndexKeyOf writes the index key of the data key dk at the encoded ts
+// into dst, which has length len(dk)+8.
+func putIndexKeyOf(dst []byte, dk string, ts uint64) {
 	n := int(dk[1])
-	dst = append(dst, prefixIndex)
-	dst = append(dst, dk[1:2+n]...)
-	dst = binary.BigEndian.AppendUint64(dst, encodeTS(ts))
-	return append(dst, dk[2+n:]...)
+	dst[0] = prefixIndex
+	copy(dst[1:], dk[1:2+n])
+	binary.BigEndian.PutUint64(dst[2+n:], ts)
+	copy(dst[2+n+8:], dk[2+n:])
 }

@@ -3,7 +3,6 @@ package state
 import (
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -264,8 +263,6 @@ func (d *DB) flushDirty() error {
 	if len(c.dirty) == 0 {
 		return nil
 	}
-	// Sorting the entries (pointers) is cheaper than sorting the writes.
-	slices.SortFunc(c.dirty, func(a, b *cacheEntry) int { return strings.Compare(a.dk, b.dk) })
 	ws := slices.Grow(d.writes[:0], len(c.dirty))
 	for _, e := range c.dirty {
 		if e.dirty {

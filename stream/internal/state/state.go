@@ -72,10 +72,12 @@ type DB struct {
 	// freeTxn is the transaction last discarded, reused by Begin.
 	freeTxn *Txn
 	// scratch of writeBatch and flushDirty
-	writes                 []write
-	index                  []indexOp
-	idxBuf, keyBuf, valBuf []byte
-	dkBuf                  []byte // scratch of Expired
+	writes []write
+	// order, index and their radix-sort twins (which of each pair holds
+	// the previous sort's result varies)
+	order, orderTmp []keyOrder
+	index, indexTmp []indexOp
+	dkBuf           []byte // scratch of Expired
 }
 
 // Option configures Open.

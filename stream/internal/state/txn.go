@@ -3,8 +3,6 @@ package state
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -33,9 +31,8 @@ type Txn struct {
 	d       *DB
 	entries map[string]*txnEntry
 	undo    []undoEntry
-	last    *txnEntry   // the entry of the latest lookup (nil after Commit/Discard)
-	kbuf    []byte      // scratch: data key of the current lookup
-	written []*txnEntry // scratch of CommitThrough
+	last    *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
+	kbuf    []byte    // scratch: data key of the current lookup
 	slabs   [][]txnEntry
 	slab    int // current slab
 	used    int // entries used in slabs[slab]
@@ -257,21 +254,13 @@ func (t *Txn) CommitThrough() error {
 	if err := d.flushDirty(); err != nil {
 		return err
 	}
-	// Sorting the entries (pointers) is cheaper than sorting the writes.
-	written := t.written[:0]
+	ws := d.writes[:0]
 	for _, e := range t.entries {
 		if e.written {
-			written = append(written, e)
+			ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: !e.deleted,
+				dbTS: e.prevTS, dbFound: e.prevFound})
 		}
 	}
-	slices.SortFunc(written, func(a, b *txnEntry) int { return strings.Compare(a.dk, b.dk) })
-	ws := d.writes[:0]
-	for _, e := range written {
-		ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: !e.deleted,
-			dbTS: e.prevTS, dbFound: e.prevFound})
-	}
-	clear(written)
-	t.written = written[:0]
 	err := d.writeBatch(ws)
 	clear(ws)
 	d.writes = ws[:0]
