@@ -34,6 +34,8 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 	if offset >= upTo {
 		return res, nil
 	}
+	attempts := 0
+snapshot:
 	segs := l.segments()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
 	if i < 0 {
@@ -42,8 +44,17 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 	for ; i < len(segs) && segs[i].base < upTo; i++ {
 		seg := segs[i]
 		if !seg.acquire() {
-			// Deleted by retention since we looked: below the log start now.
-			return res, fmt.Errorf("%w: offset %d deleted by retention", ErrOffsetOutOfRange, offset)
+			// The segment left the list since the snapshot: deleted by
+			// retention (the offset is then below the log start) or replaced
+			// by a cleaner swap, whose new segments hold the offset's data
+			// (or the next offsets): take a fresh snapshot and read those.
+			if ls := l.logStart.Load(); offset < ls {
+				return res, fmt.Errorf("%w: offset %d deleted by retention, log start %d", ErrOffsetOutOfRange, offset, ls)
+			}
+			if attempts++; attempts < maxReadSnapshots {
+				goto snapshot
+			}
+			return res, fmt.Errorf("log: read of offset %d: the segment list changed %d times during the read", offset, attempts)
 		}
 		buf, n, err := l.readSegment(seg, offset, maxBytes, upTo)
 		seg.release(l)
@@ -66,6 +77,10 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 	}
 	return res, nil
 }
+
+// maxReadSnapshots bounds how often one Read takes a new snapshot of the
+// segment list after a segment of its snapshot was swapped out under it.
+const maxReadSnapshots = 64
 
 // segments returns a snapshot of the segment list.
 func (l *Log) segments() []*segment {
