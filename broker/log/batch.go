@@ -258,10 +258,13 @@ func checkRecord(rec []byte) (tsDelta, offDelta int64, _ *recordErr) {
 		return v, nil
 	}
 	bytesField := func(what string, nullable bool) *recordErr {
-		l, err := next(what + " length")
-		if err != nil {
-			return err
+		// The length's varint is read here rather than by next, so that a
+		// valid record builds no error text.
+		l, m := varint(rec[i:])
+		if m <= 0 {
+			return &recordErr{"bad varint in " + what + " length"}
 		}
+		i += m
 		if l == -1 && nullable {
 			return nil
 		}

@@ -325,3 +325,26 @@ func FuzzCompressedPayload(f *testing.F) {
 		recordTimestamps(b, nil, func(o, ts int64) bool { return true })
 	})
 }
+
+// TestCheckRecordFieldErrors: each malformed field of a record body is named
+// in the error, and a valid body passes.
+func TestCheckRecordFieldErrors(t *testing.T) {
+	for _, c := range []struct {
+		rec  []byte
+		want string
+	}{
+		{[]byte{0, 0, 0, 0x80}, "bad varint in key length"},
+		{[]byte{0, 0, 0, 0x01, 0x80}, "bad varint in value length"},
+		{[]byte{0, 0, 0, 0x01, 0x06, 'a'}, "bad value length"},
+		{[]byte{0, 0, 0, 0x01, 0x01, 0x02, 0x80}, "bad varint in header key length"},
+		{[]byte{0, 0, 0, 0x01, 0x01, 0x02, 0x02, 'h', 0x01}, ""},
+	} {
+		_, _, err := checkRecord(c.rec)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%x: %s", c.rec, err.reason)
+		case c.want != "" && (err == nil || err.reason != c.want):
+			t.Errorf("%x: got %v, want %q", c.rec, err, c.want)
+		}
+	}
+}
