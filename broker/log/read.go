@@ -257,6 +257,8 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, err error) 
 	if l.closed.Load() {
 		return -1, -1, ErrClosed
 	}
+	attempts := 0
+snapshot:
 	hw, ls := l.hw.Load(), l.logStart.Load()
 	segs := l.segments()
 	for i, seg := range segs {
@@ -267,7 +269,13 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, err error) 
 			break
 		}
 		if !seg.acquire() {
-			continue
+			// Swapped out by the cleaner or deleted by retention since the
+			// snapshot: skipping it could answer a later offset than the
+			// earliest; scan a fresh snapshot instead.
+			if attempts++; attempts < maxReadSnapshots {
+				goto snapshot
+			}
+			return -1, -1, fmt.Errorf("log: offset for timestamp %d: the segment list changed %d times during the scan", ts, attempts)
 		}
 		off, t, found, err := l.findTimestamp(seg, ts, ls, hw)
 		seg.release(l)
@@ -347,6 +355,8 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 	if l.closed.Load() {
 		return -1, -1
 	}
+	attempts := 0
+snapshot:
 	l.syncMu.Lock()
 	vis := l.synced
 	if l.policy == SyncInterval {
@@ -378,7 +388,15 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 			bestTs, bestOff, bestSeg = ts, off, seg
 		}
 	}
-	if bestSeg == nil || !bestSeg.acquire() {
+	if bestSeg == nil {
+		return -1, -1
+	}
+	if !bestSeg.acquire() {
+		// Swapped out by the cleaner or deleted by retention since the
+		// snapshot: look again rather than answer "no records".
+		if attempts++; attempts < maxReadSnapshots {
+			goto snapshot
+		}
 		return -1, -1
 	}
 	defer bestSeg.release(l)
