@@ -280,7 +280,7 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	store := map[string]string{}
 	from := map[string]map[int32]kgo.Offset{}
 	for _, s := range st.stores {
-		cl := a.changelogTopic(s.name)
+		cl := a.storeChangelog(s)
 		store[cl] = s.name
 		from[cl] = map[int32]kgo.Offset{st.id.partition: kgo.NewOffset().At(pos[cl])}
 	}
@@ -331,6 +331,9 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 			pos[r.Topic] = r.Offset + 1
 			if r.Attrs.IsControl() {
 				return
+			}
+			if spec := a.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
+				return // what processing the table's topic would skip (as a restore)
 			}
 			applyErr = applyChangelog(txn, store[r.Topic], r)
 			n++
@@ -384,7 +387,7 @@ func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, d
 	}
 	topics := make([]string, len(st.stores))
 	for i, s := range st.stores {
-		topics[i] = a.changelogTopic(s.name)
+		topics[i] = a.storeChangelog(s)
 	}
 	list := adm.ListEndOffsets
 	if a.eos() {
@@ -399,10 +402,13 @@ func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, d
 	pos := map[string]int64{}
 	full := cp == nil
 	for _, s := range st.stores {
-		topic := a.changelogTopic(s.name)
+		topic := a.storeChangelog(s)
 		o, ok := ends.Lookup(topic, st.id.partition)
-		if !ok || o.Err != nil {
-			return nil, fmt.Errorf("standby %s: changelog %s-%d end offset: %v", st.id, topic, st.id.partition, o.Err)
+		if !ok {
+			return nil, fmt.Errorf("standby %s: changelog %s-%d: no end offset (no such partition)", st.id, topic, st.id.partition)
+		}
+		if o.Err != nil {
+			return nil, fmt.Errorf("standby %s: changelog %s-%d end offset: %w", st.id, topic, st.id.partition, o.Err)
 		}
 		c, ok := cp[s.name]
 		if !ok || c > o.Offset {
