@@ -19,7 +19,13 @@ import (
 // Get returns key's value and last update time (ms) in store, or found false.
 // The returned value is a copy.
 func (d *DB) Get(store string, key []byte) (value []byte, ts int64, found bool, err error) {
-	v, closer, err := d.db.Get(dataKey(nil, store, key))
+	return d.getData(store, key, dataKey(nil, store, key))
+}
+
+// getData reads the data key dk (of key in store) from Pebble; the value is
+// a copy.
+func (d *DB) getData(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
+	v, closer, err := d.db.Get(dk)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, 0, false, nil
 	}

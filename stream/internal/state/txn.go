@@ -1,12 +1,5 @@
 package state
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
-)
-
 // Txn batches writes in two levels, both reading their own writes:
 //
 //   - record level: Put and Delete take effect at once, and each first
@@ -144,18 +137,7 @@ func (t *Txn) alloc() *txnEntry {
 
 func (t *Txn) get(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
 	t.d.cache.misses++
-	v, closer, err := t.d.db.Get(dk)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, 0, false, nil
-	}
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("state get %s: %w", store, err)
-	}
-	defer closer.Close()
-	if len(v) < 8 {
-		return nil, 0, false, &CorruptionError{Store: store, Key: append([]byte(nil), key...), Reason: "value shorter than its timestamp"}
-	}
-	return append([]byte(nil), v[8:]...), decodeTS(v), true, nil
+	return t.d.getData(store, key, dk)
 }
 
 func (t *Txn) save(e *txnEntry) {
