@@ -150,11 +150,20 @@ func (a *App) keyParam(spec *storeSpec, q url.Values, name string) ([]byte, erro
 	return b, nil
 }
 
-func (a *App) httpGet(w http.ResponseWriter, r *http.Request) {
+// pathStore returns the store named in the request's path, or answers
+// ErrUnknownStore and returns false.
+func (a *App) pathStore(w http.ResponseWriter, r *http.Request) (string, *storeSpec, bool) {
 	name := r.PathValue("store")
 	spec, ok := a.stores[name]
 	if !ok {
 		writeError(w, fmt.Errorf("%w: %q", ErrUnknownStore, name))
+	}
+	return name, spec, ok
+}
+
+func (a *App) httpGet(w http.ResponseWriter, r *http.Request) {
+	name, spec, ok := a.pathStore(w, r)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
@@ -202,10 +211,8 @@ type httpMetadata struct {
 }
 
 func (a *App) httpMetadata(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("store")
-	spec, ok := a.stores[name]
+	name, spec, ok := a.pathStore(w, r)
 	if !ok {
-		writeError(w, fmt.Errorf("%w: %q", ErrUnknownStore, name))
 		return
 	}
 	key, err := a.keyParam(spec, r.URL.Query(), "key")
@@ -228,10 +235,8 @@ func (a *App) httpMetadata(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *App) httpRange(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("store")
-	spec, ok := a.stores[name]
+	name, spec, ok := a.pathStore(w, r)
 	if !ok {
-		writeError(w, fmt.Errorf("%w: %q", ErrUnknownStore, name))
 		return
 	}
 	q := r.URL.Query()
