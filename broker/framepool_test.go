@@ -274,3 +274,69 @@ func TestProduceFrameSlots(t *testing.T) {
 		t.Fatalf("%d frames back in the pool, want %d", free, maxPooledFramesPerConn)
 	}
 }
+
+// A client that goes away while its connection holds both frame slots (the
+// appends held) and a third large request is on its way: the held requests
+// still finish their appends once the write goes through, their frames come
+// back to the pool, and nothing of the connection is left behind (goleak in
+// TestMain).
+func TestProduceFrameSlotsClientGone(t *testing.T) {
+	g := errorfs.NewGate(errorfs.And(errorfs.OnOps(errorfs.OpWrite), errorfs.PathContains("gone-0"), errorfs.PathMatch("*.log")))
+	b, _ := testBroker(t, func(c *Config) { c.FS = errorfs.Wrap(vfs.Default, g) })
+	t.Cleanup(g.Release)
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "gone", 1)
+	tp, _ := b.topics.get("gone")
+	l, ok := tp.partition(0)
+	if !ok {
+		t.Fatal("no partition 0")
+	}
+	c := dialRaw(t, b)
+	g.Hold()
+	var frames [][]byte
+	for i := range maxPooledFramesPerConn + 1 {
+		var vals []string
+		for r := range 8 {
+			vals = append(vals, fmt.Sprintf("%d/%d/", i, r)+string(bytes.Repeat([]byte{'g'}, 9000)))
+		}
+		frames = append(frames, frame(produceReq(9, -1, "gone", 0, makeBatch(1, vals...)), int32(i)))
+	}
+	for _, f := range frames[:maxPooledFramesPerConn] {
+		c.write(f)
+	}
+	// The last request: its size and API key only, so the read loop is
+	// waiting for a slot or for the rest of the frame when the client goes.
+	c.write(frames[maxPooledFramesPerConn][:6])
+	select {
+	case <-g.Entered():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first append did not reach its write")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, allocs := freeFrames(b); allocs == maxPooledFramesPerConn {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held requests were not read into pooled frames")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.nc.Close()
+	g.Release()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		free, allocs := freeFrames(b)
+		if free == maxPooledFramesPerConn && l.HighWatermark() == int64(8*maxPooledFramesPerConn) {
+			if allocs != maxPooledFramesPerConn {
+				t.Fatalf("%d frames allocated, want %d", allocs, maxPooledFramesPerConn)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the client left: %d frames back, %d allocated, high watermark %d (want %d, %d, %d)",
+				free, allocs, l.HighWatermark(), maxPooledFramesPerConn, maxPooledFramesPerConn, 8*maxPooledFramesPerConn)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
