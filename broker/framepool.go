@@ -39,7 +39,9 @@ import (
 // before reading further ahead. Requests waiting behind the append of the
 // same partitions would otherwise each hold a frame of fresh memory
 // (measured: 5 frames of up to 12 MiB in use at once by one franz-go
-// producer with 5 requests in flight).
+// producer with 5 requests in flight). Two appends of one connection can
+// still run at once (Kafka handles one request of a connection at a time),
+// and requests too small for the pool are not limited.
 const (
 	pooledFrameMin = 64 << 10
 	pooledFrameMax = 64 << 20
