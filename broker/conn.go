@@ -64,6 +64,10 @@ type conn struct {
 	// commitChains orders this connection's OffsetCommit requests per
 	// group (commit_order.go). Read loop only.
 	commitChains map[string]chan struct{}
+	// frameSlots bounds the pooled frames this connection holds (see
+	// framepool.go): the read loop takes a slot before it reads a pooled
+	// frame, and the frame's return to the pool gives it back.
+	frameSlots chan struct{}
 }
 
 // slot is one request awaiting its response.
@@ -97,6 +101,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	c.ctx, c.cancel = context.WithCancel(b.ctx)
 	c.chains = map[chainKey]chan struct{}{}
 	c.commitChains = map[string]chan struct{}{}
+	c.frameSlots = make(chan struct{}, maxPooledFramesPerConn)
 	return c
 }
 
@@ -190,9 +195,9 @@ func (c *conn) readLoop() {
 		s, req, ok := c.decode(frame)
 		if pooled != nil {
 			if s == nil || !ok {
-				c.b.frames.put(pooled)
+				c.putFrame(pooled)
 			} else {
-				s.frameDone = sync.OnceFunc(func() { c.b.frames.put(pooled) })
+				s.frameDone = sync.OnceFunc(func() { c.putFrame(pooled) })
 				s.onWritten(s.frameDone)
 			}
 		}
@@ -225,7 +230,8 @@ func (c *conn) readFrame(size int) (frame []byte, pooled *[]byte, err error) {
 	if _, err := io.ReadFull(c.nc, key[:]); err != nil {
 		return nil, nil, err
 	}
-	if int16(binary.BigEndian.Uint16(key[:])) == apiKeyProduce {
+	produce := int16(binary.BigEndian.Uint16(key[:])) == apiKeyProduce
+	if produce && c.takeFrameSlot() {
 		pooled = c.b.frames.get(size)
 		frame = (*pooled)[:size]
 	} else {
@@ -234,11 +240,51 @@ func (c *conn) readFrame(size int) (frame []byte, pooled *[]byte, err error) {
 	copy(frame, key[:])
 	if _, err := io.ReadFull(c.nc, frame[2:]); err != nil {
 		if pooled != nil {
-			c.b.frames.put(pooled)
+			c.putFrame(pooled)
 		}
 		return nil, nil, err
 	}
 	return frame, pooled, nil
+}
+
+// frameSlotWait bounds how long the read loop waits for a frame slot
+// before it reads the request into a buffer of its own. Held frames come
+// back within an append (milliseconds); the bound is for a request that
+// holds its frame longer (a transactional Produce whose verification the
+// coordinator retries for up to verifyRetryFor), so that it does not hold
+// up the other requests of the connection.
+const frameSlotWait = 50 * time.Millisecond
+
+// takeFrameSlot waits until this connection holds fewer than
+// maxPooledFramesPerConn pooled frames and takes a slot, or returns false
+// after frameSlotWait or when the connection ends (the caller then
+// allocates the frame). A held frame comes back once its request is
+// appended, or at the latest once its response is written or dropped,
+// neither of which needs the read loop. Read loop only.
+func (c *conn) takeFrameSlot() bool {
+	select {
+	case c.frameSlots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(frameSlotWait)
+	defer t.Stop()
+	select {
+	case c.frameSlots <- struct{}{}:
+		return true
+	case <-t.C:
+		c.b.frames.slotTimeouts.Add(1)
+		return false
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// putFrame returns a pooled frame read by this connection and its slot.
+// Once per frame.
+func (c *conn) putFrame(b *[]byte) {
+	c.b.frames.put(b)
+	<-c.frameSlots
 }
 
 // readFrame reads size bytes. Large frames are read in growing chunks, so

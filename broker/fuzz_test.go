@@ -72,6 +72,14 @@ func FuzzConnection(f *testing.F) {
 			f.Add(frame(r, int32(i)))
 		}
 	}
+	// Pipelined Produce requests large enough for pooled frames (more
+	// than a connection's frame slots), after the topic's creation.
+	big := frame(ct, 90)
+	for i := range maxPooledFramesPerConn + 2 {
+		val := string(bytes.Repeat([]byte{'v'}, pooledFrameMin))
+		big = append(big, frame(produceReq(9, []int16{-1, 1, 0}[i%3], "fz", 0, makeBatch(1, val)), int32(91+i))...)
+	}
+	f.Add(big)
 	f.Add([]byte{0, 0, 0, 10, 0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 0})

@@ -290,6 +290,14 @@ func Open(opts Options) (*Log, error) {
 	// A crash may have left blocks reserved past the end of the active
 	// segment (see prealloc.go): give them back at its roll or close.
 	l.active.pre.maybeBeyond = l.active.f.Fd() != invalidFd
+	// Checkpoint pacing counts from the open: the recovery point found or
+	// written by it is as recent as a checkpoint taken now, so the first
+	// periodic one is due after checkpointBytes or checkpointMaxAge like
+	// any other (not at the first tick after data arrives, when it would
+	// spare a crash recovery only the scan of that first second).
+	l.ckptFileMu.Lock()
+	l.lastCkptAt = time.Now()
+	l.ckptFileMu.Unlock()
 	go l.background()
 	return l, nil
 }
