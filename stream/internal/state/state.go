@@ -80,8 +80,11 @@ type DB struct {
 	// equal to its persisted one (bucket.go).
 	declared map[string]int64
 	widths   map[string]int64
-	// freeTxn is the transaction last discarded, reused by Begin.
+	// freeTxn is the transaction last discarded, reused by Begin; active
+	// the one last begun or with a round open (its entries are linked to
+	// the cache's).
 	freeTxn *Txn
+	active  *Txn
 	// scratch of writeBatch and flushDirty
 	writes []write
 	// order, index and their radix-sort twins (which of each pair holds
@@ -164,7 +167,7 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 			d.closeDB()
 			return nil, fmt.Errorf("open state %s: %w", dir, err)
 		} else {
-			d.cache.reset(true)
+			d.resetCache(true)
 		}
 	case len(v) != 1 || v[0] != FormatVersion:
 		d.log.Warn("state: local store has another format version; wiping, it will be restored from the changelogs",
@@ -259,12 +262,12 @@ func (d *DB) fresh() (bool, error) {
 // Wipe deletes every store and the checkpoint, leaving an empty database of
 // the current format version.
 func (d *DB) Wipe() error {
-	d.cache.reset(false)
+	d.resetCache(false)
 	if d.db != nil {
 		if fresh, err := d.fresh(); err == nil && fresh {
 			// Nothing to delete (a new task's database): spare the
 			// close, removal and re-creation of the Pebble files.
-			d.cache.reset(true)
+			d.resetCache(true)
 			return nil
 		}
 		clear(d.widths)
@@ -284,7 +287,7 @@ func (d *DB) Wipe() error {
 	if err := d.ensureWidths(); err != nil {
 		return err
 	}
-	d.cache.reset(true)
+	d.resetCache(true)
 	return nil
 }
 
