@@ -155,3 +155,51 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkRoundsSteady is the store's side of the steady keyed count: 33k
+// keys already in the cache, each record a Get and a Put of a key in a
+// scattered order, a Commit every 500 records and a checkpoint flush every
+// 33k. Per op: one record, the flushes included (the process's CPU too).
+func BenchmarkRoundsSteady(b *testing.B) {
+	const keys = 33_334 // one task's share of 100k keys over 3 partitions
+	d, err := Open(b.TempDir(), nil, StoreTTL("c", time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	ks := make([][]byte, keys)
+	for i := range ks {
+		ks[i] = fmt.Appendf(nil, "zone-%06d", i)
+	}
+	val := []byte{0, 0, 0, 0, 0, 0, 0, 1}
+	txn := d.Begin()
+	record := func(i int) {
+		k := ks[(i*7919)%keys]
+		if _, _, _, err := txn.Get("c", k); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := txn.Put("c", k, val, 1_700_000_000_000+int64(i)/100); err != nil {
+			b.Fatal(err)
+		}
+		txn.Apply()
+		if i%500 == 499 {
+			if err := txn.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%keys == keys-1 {
+			if err := d.WriteCheckpoint(Checkpoint{"c": int64(i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for i := range keys {
+		record(i)
+	}
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	for i := range b.N {
+		record(keys + i)
+	}
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
