@@ -62,20 +62,41 @@ func (d *DB) writeBatch(ws []write) error {
 	run := int32(0)
 	size := 0
 	var width int64
+	// The store's max time bound (maxts.go) and the run's largest write.
+	var bound *maxTSState
+	best, bestPos := int64(noMaxTS), 0
+	raises := d.raises[:0]
+	endRun := func() {
+		if bound != nil && bound.trusted && best != noMaxTS && (!bound.present || best > bound.ts) {
+			dk := ws[order[bestPos].w].dk
+			n := int(dk[1])
+			raises = append(raises, maxTSUpdate{st: bound, store: dk[2 : 2+n], ts: best, key: dk[2+n:]})
+			size += len(metaMaxTSPrefix) + 2*n + len(dk) + 8 + batchRecordOverhead
+		}
+		best = noMaxTS
+	}
 	for pos, o := range order {
 		w := &ws[o.w]
 		if pos == 0 || !sameStore(ws[order[pos-1].w].dk, w.dk) {
 			if pos > 0 {
 				run++
+				endRun()
 			}
+			store := w.dk[2 : 2+int(w.dk[1])]
 			var err error
-			if width, err = d.widthOf(w.dk[2 : 2+int(w.dk[1])]); err != nil {
+			if width, err = d.widthOf(store); err != nil {
+				return err
+			}
+			if bound, err = d.maxTSOf(store); err != nil {
 				return err
 			}
 		}
 		size += len(w.dk) + batchRecordOverhead
 		if w.found {
 			size += 8 + len(w.value)
+			if w.ts > best {
+				best, bestPos = w.ts, pos
+			}
 		}
 		// An index entry whose bucket is unchanged is left as it is:
 		// the write of a key updated within its bucket is the data key
@@ -97,6 +118,7 @@ func (d *DB) writeBatch(ws []write) error {
 			size += len(w.dk) + 8 + batchRecordOverhead
 		}
 	}
+	endRun()
 	// Index keys are distinct: a key's old and new entries differ in
 	// bucket, and keys differ. ops is in pos order: a stable sort by
 	// (run, end) orders it by (run, end, pos).
@@ -134,10 +156,27 @@ func (d *DB) writeBatch(ws []write) error {
 			return err
 		}
 	}
+	for _, r := range raises {
+		k := maxTSKey(r.store)
+		op := b.SetDeferred(len(k), 8+len(r.key))
+		copy(op.Key, k)
+		appendMaxTSValue(op.Value[:0], r.ts, r.key)
+		if err := op.Finish(); err != nil {
+			return err
+		}
+	}
 	n := len(ops)
 	clear(ops)
 	d.index = ops[:0]
-	if err := b.Commit(pebble.NoSync); err != nil {
+	err := b.Commit(pebble.NoSync)
+	if err == nil {
+		for _, r := range raises {
+			r.st.ts, r.st.key, r.st.present = r.ts, r.key, true
+		}
+	}
+	clear(raises)
+	d.raises = raises[:0]
+	if err != nil {
 		return fmt.Errorf("state commit %s: %w", d.dir, err)
 	}
 	d.indexWrites += uint64(n)

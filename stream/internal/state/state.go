@@ -80,6 +80,10 @@ type DB struct {
 	// equal to its persisted one (bucket.go).
 	declared map[string]int64
 	widths   map[string]int64
+	// maxTS holds each store's persisted max time bound (maxts.go) once
+	// read; raises is writeBatch's scratch.
+	maxTS  map[string]*maxTSState
+	raises []maxTSUpdate
 	// freeTxn is the transaction last discarded, reused by Begin; active
 	// the one last begun or with a round open (its entries are linked to
 	// the cache's).
@@ -135,7 +139,7 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 		opt(&o)
 	}
 	d := &DB{dir: dir, log: logger, cache: newStateCache(o.cacheBytes),
-		declared: map[string]int64{}, widths: map[string]int64{}}
+		declared: map[string]int64{}, widths: map[string]int64{}, maxTS: map[string]*maxTSState{}}
 	for store, ttl := range o.ttls {
 		d.declared[store] = BucketWidth(ttl)
 	}
@@ -263,6 +267,7 @@ func (d *DB) fresh() (bool, error) {
 // the current format version.
 func (d *DB) Wipe() error {
 	d.resetCache(false)
+	clear(d.maxTS)
 	if d.db != nil {
 		if fresh, err := d.fresh(); err == nil && fresh {
 			// Nothing to delete (a new task's database): spare the
@@ -359,10 +364,15 @@ func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
 
 // MaxTS returns the latest update time (ms) of any key in store, or false if
 // the store is empty. It flushes the cache's dirty entries first. It reads
-// the data keys of the index's last bucket (one for the exact width).
+// one key when the store's persisted max time bound is still held by the key
+// written with it (maxts.go), else the data keys of the index's last bucket
+// (one for the exact width).
 func (d *DB) MaxTS(store string) (int64, bool, error) {
 	if err := d.flushDirty(); err != nil {
 		return 0, false, err
+	}
+	if ts, ok, err := d.boundedMaxTS(store); err != nil || ok {
+		return ts, ok, err
 	}
 	lo := storePrefix(prefixIndex, store)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
@@ -398,6 +408,9 @@ func (d *DB) MaxTS(store string) (int64, bool, error) {
 		if maxTS >= e-1 {
 			break // the largest time the bucket can hold
 		}
+	}
+	if !found {
+		maxTS = 0
 	}
 	return maxTS, found, it.Close()
 }
