@@ -44,10 +44,9 @@ func (d *DB) maxTSOf(store string) (*maxTSState, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case len(v) >= 8:
-		st.ts, st.key, st.present, st.trusted = decodeTS(v), string(v[8:]), true, true
-	default:
+	if ts, key, ok := decodeMaxTSValue(v); ok {
+		st.ts, st.key, st.present, st.trusted = ts, key, true, true
+	} else {
 		// Absent (or unreadable): a bound only if the store is empty.
 		empty, err := d.storeEmpty(store)
 		if err != nil {
@@ -75,6 +74,15 @@ type maxTSUpdate struct {
 func appendMaxTSValue(dst []byte, ts int64, key string) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, encodeTS(ts))
 	return append(dst, key...)
+}
+
+// decodeMaxTSValue decodes what appendMaxTSValue wrote; ok is false for
+// anything shorter than the time (nil: no record).
+func decodeMaxTSValue(v []byte) (ts int64, key string, ok bool) {
+	if len(v) < 8 {
+		return 0, "", false
+	}
+	return decodeTS(v), string(v[8:]), true
 }
 
 // boundedMaxTS answers MaxTS from the persisted bound when the key written

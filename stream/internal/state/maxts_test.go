@@ -78,3 +78,21 @@ func TestMaxTSBound(t *testing.T) {
 	commitRound(t, d, func(txn *Txn) { txn.Put("s", []byte("e"), nil, 7) })
 	want(7, true, true)
 }
+
+func FuzzDecodeMaxTSValue(f *testing.F) {
+	f.Add(appendMaxTSValue(nil, 1_700_000_000_000, "zone-1"))
+	f.Add(appendMaxTSValue(nil, -5, ""))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, key, ok := decodeMaxTSValue(b)
+		if !ok {
+			if len(b) >= 8 {
+				t.Fatalf("refused %x", b)
+			}
+			return
+		}
+		if got := appendMaxTSValue(nil, ts, key); string(got) != string(b) {
+			t.Fatalf("re-encoding %x gives %x", b, got)
+		}
+	})
+}
