@@ -1,5 +1,7 @@
 package state
 
+import "errors"
+
 // Txn batches writes in two levels, both reading their own writes:
 //
 //   - record level: Put and Delete take effect at once, and each first
@@ -48,6 +50,7 @@ type Txn struct {
 
 // txnEntry is a key's state as seen by the round.
 type txnEntry struct {
+	owner   *Txn
 	ce      *cacheEntry // the key's cache entry: its committed state
 	dk      string      // encoded data key (ce.dk): 'd' | len(store) | store | key
 	store   string
@@ -61,6 +64,11 @@ type txnEntry struct {
 }
 
 func (e *txnEntry) key() string { return e.dk[2+len(e.store):] }
+
+// ErrConcurrentTxn is returned by a Txn reading or writing a key that
+// another Txn of the DB touched in its open round (the invariant above is
+// broken: the caller runs two rounds at once).
+var ErrConcurrentTxn = errors.New("state: another transaction has a round open on this key")
 
 // undoEntry is an entry's state before a write of the current record.
 type undoEntry struct {
@@ -108,6 +116,9 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 	c := &t.d.cache
 	ce, ok := c.entries[string(t.kbuf)]
 	if ok && ce.txn != nil {
+		if ce.txn.owner != t {
+			return nil, ErrConcurrentTxn
+		}
 		t.last = ce.txn
 		return ce.txn, nil
 	}
@@ -128,7 +139,7 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 	// The committed value is never modified in place (a commit replaces
 	// it, Put replaces e.value), so the entry may share it.
 	e := t.alloc()
-	*e = txnEntry{ce: ce, dk: ce.dk, store: store, value: ce.value, ts: ce.ts, deleted: !ce.found, inserted: inserted}
+	*e = txnEntry{owner: t, ce: ce, dk: ce.dk, store: store, value: ce.value, ts: ce.ts, deleted: !ce.found, inserted: inserted}
 	ce.txn = e
 	t.d.active = t
 	t.last = e

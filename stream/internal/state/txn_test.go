@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -201,4 +202,29 @@ func TestTxnSharesCacheEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two Txns with rounds open at once would share the cache's entries: the
+// second one's access to a key the first one touched is refused.
+func TestConcurrentTxnRefused(t *testing.T) {
+	d := open(t, t.TempDir())
+	defer d.Close()
+	a, b := d.Begin(), d.Begin()
+	if _, err := a.Put("s", []byte("k"), []byte("1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := b.Get("s", []byte("k")); !errors.Is(err, ErrConcurrentTxn) {
+		t.Fatalf("second txn's get: err %v, want ErrConcurrentTxn", err)
+	}
+	if _, err := b.Put("s", []byte("other"), []byte("2"), 1); err != nil {
+		t.Fatalf("a key the first txn did not touch: %v", err)
+	}
+	if err := a.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, ok, err := b.Get("s", []byte("k")); err != nil || !ok || string(v) != "1" {
+		t.Fatalf("after the first txn committed: %q %v %v", v, ok, err)
+	}
+	b.Discard()
+	a.Discard()
 }
