@@ -22,8 +22,9 @@ import (
 // key-ordered batch, when the cache is over its budget and before anything
 // that reads Pebble directly (a checkpoint, Scan, MaxTS, an Expired scan that
 // could see a dirty key). A key updated in many rounds between two
-// checkpoints costs one Pebble write (data key and TTL index), not one per
-// round. The changelog is unaffected: it gets every update as before.
+// checkpoints costs one Pebble write (its data key, and its TTL index entry
+// if the update moved it to another bucket), not one per round. The
+// changelog is unaffected: it gets every update as before.
 //
 // Invariants:
 //   - an entry holds the key's latest committed state; a clean entry equals

@@ -22,7 +22,7 @@
 //
 //	data:  'd' | len(store) u8 | store | key                -> ts u64 BE | value
 //	index: 'x' | len(store) u8 | store | end u64 BE | key   -> (empty)
-//	meta:  'm' | name                                        -> see meta.go, bucket.go
+//	meta:  'm' | name                                        -> see meta.go, bucket.go, maxts.go
 //
 // ts is the key's last update in event-time milliseconds, stored with the
 // sign bit flipped so that byte order is numeric order. end is the exclusive
