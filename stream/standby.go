@@ -239,13 +239,17 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	a := m.a
 	logger := a.cfg.logger.With("standby", st.id.String())
 	dir := a.taskDir(st.id)
-	db, err := state.Open(dir, logger)
+	var stateOpts []state.Option
+	for _, s := range st.stores {
+		stateOpts = append(stateOpts, storeTTL(s))
+	}
+	db, err := state.Open(dir, logger, stateOpts...)
 	if err != nil {
 		logger.Warn("local store unusable; deleting it", "dir", dir, "err", err)
 		if rerr := os.RemoveAll(dir); rerr != nil {
 			return fmt.Errorf("standby %s: %w (and removing it: %v)", st.id, err, rerr)
 		}
-		if db, err = state.Open(dir, logger); err != nil {
+		if db, err = state.Open(dir, logger, stateOpts...); err != nil {
 			return fmt.Errorf("standby %s: %w", st.id, err)
 		}
 	}

@@ -11,7 +11,9 @@ import (
 // time — measured against the task's stream time, the largest event
 // timestamp the task has seen — is removed from the store and a tombstone is
 // written to the store's changelog. Expiry is therefore deterministic: a
-// replay of the same input expires the same keys.
+// replay of the same input expires the same keys. A key is never removed
+// before its TTL has passed, and at most one TTL index bucket later: TTL/64,
+// at least 1 s (or the TTL itself if shorter); see state.BucketWidth.
 type StoreConfig struct {
 	// Name of the store, unique in the topology. It names the changelog
 	// topic "<app>-<name>-changelog" and, when the operator repartitions,

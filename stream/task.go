@@ -108,7 +108,11 @@ func (a *App) newTask(id taskID) (*task, error) {
 	}
 	if len(t.stores) > 0 {
 		dir := a.taskDir(id)
-		db, err := state.Open(dir, a.cfg.logger.With("task", id.String()), state.CacheBytes(a.cfg.storeCache))
+		opts := []state.Option{state.CacheBytes(a.cfg.storeCache)}
+		for _, s := range t.stores {
+			opts = append(opts, storeTTL(s.spec))
+		}
+		db, err := state.Open(dir, a.cfg.logger.With("task", id.String()), opts...)
 		if err != nil {
 			// The local store is a cache of the changelogs: drop an
 			// unopenable one and rebuild it.
@@ -117,13 +121,23 @@ func (a *App) newTask(id taskID) (*task, error) {
 			if rerr := os.RemoveAll(dir); rerr != nil {
 				return nil, fmt.Errorf("task %s: %w (and removing it: %v)", id, err, rerr)
 			}
-			if db, err = state.Open(dir, a.cfg.logger.With("task", id.String()), state.CacheBytes(a.cfg.storeCache)); err != nil {
+			if db, err = state.Open(dir, a.cfg.logger.With("task", id.String()), opts...); err != nil {
 				return nil, fmt.Errorf("task %s: %w", id, err)
 			}
 		}
 		t.db = db
 	}
 	return t, nil
+}
+
+// storeTTL declares a store's TTL to state.Open, which sizes the store's
+// TTL index buckets by it (a table's store has none: the exact index). A task
+// and a standby of it open the same directory with the same declarations.
+func storeTTL(spec *storeSpec) state.Option {
+	if spec.table {
+		return state.StoreTTL(spec.name, 0)
+	}
+	return state.StoreTTL(spec.name, spec.ttl)
 }
 
 // store returns the task's handle on the named store (called while the

@@ -35,12 +35,12 @@ type keyOrder struct {
 }
 
 // indexOp is one TTL index write of a batch. Index keys order by store, then
-// update time, then key: run numbers the stores in data-key order (the same
+// bucket end, then key: run numbers the stores in data-key order (the same
 // order), pos is the write's rank in data-key order.
 type indexOp struct {
 	run int32
 	pos int32
-	ts  uint64 // encoded (encodeTS)
+	end uint64 // bucket end, encoded (encodeTS)
 	del bool
 }
 
@@ -61,29 +61,67 @@ func (d *DB) writeBatch(ws []write) error {
 	ops := d.index[:0]
 	run := int32(0)
 	size := 0
+	var width int64
+	// The store's max time bound (maxts.go) and the run's largest write.
+	var bound *maxTSState
+	best, bestPos := int64(noMaxTS), 0
+	raises := d.raises[:0]
+	endRun := func() {
+		if bound != nil && bound.trusted && best != noMaxTS && (!bound.present || best > bound.ts) {
+			dk := ws[order[bestPos].w].dk
+			n := int(dk[1])
+			raises = append(raises, maxTSUpdate{st: bound, store: dk[2 : 2+n], ts: best, key: dk[2+n:]})
+			size += len(metaMaxTSPrefix) + 2*n + len(dk) + 8 + batchRecordOverhead
+		}
+		best = noMaxTS
+	}
 	for pos, o := range order {
 		w := &ws[o.w]
-		if pos > 0 && !sameStore(ws[order[pos-1].w].dk, w.dk) {
-			run++
+		if pos == 0 || !sameStore(ws[order[pos-1].w].dk, w.dk) {
+			if pos > 0 {
+				run++
+				endRun()
+			}
+			store := w.dk[2 : 2+int(w.dk[1])]
+			var err error
+			if width, err = d.widthOf(store); err != nil {
+				return err
+			}
+			if bound, err = d.maxTSOf(store); err != nil {
+				return err
+			}
 		}
 		size += len(w.dk) + batchRecordOverhead
 		if w.found {
 			size += 8 + len(w.value)
+			if w.ts > best {
+				best, bestPos = w.ts, pos
+			}
 		}
-		// An index entry at an unchanged ts is left as it is.
-		unchanged := w.dbFound && w.found && w.dbTS == w.ts
+		// An index entry whose bucket is unchanged is left as it is:
+		// the write of a key updated within its bucket is the data key
+		// alone.
+		var oldEnd, newEnd int64
+		if w.dbFound {
+			oldEnd = bucketEnd(w.dbTS, width)
+		}
+		if w.found {
+			newEnd = bucketEnd(w.ts, width)
+		}
+		unchanged := w.dbFound && w.found && oldEnd == newEnd
 		if w.dbFound && !unchanged {
-			ops = append(ops, indexOp{run: run, pos: int32(pos), ts: encodeTS(w.dbTS), del: true})
+			ops = append(ops, indexOp{run: run, pos: int32(pos), end: encodeTS(oldEnd), del: true})
 			size += len(w.dk) + 8 + batchRecordOverhead
 		}
 		if w.found && !unchanged {
-			ops = append(ops, indexOp{run: run, pos: int32(pos), ts: encodeTS(w.ts)})
+			ops = append(ops, indexOp{run: run, pos: int32(pos), end: encodeTS(newEnd)})
 			size += len(w.dk) + 8 + batchRecordOverhead
 		}
 	}
-	// Index keys are distinct: a key's old and new entries differ in ts,
-	// and keys differ. ops is in pos order: a stable sort by (run, ts)
-	// orders it by (run, ts, pos).
+	endRun()
+	// Index keys are distinct: a key's old and new entries differ in
+	// bucket, and keys differ. ops is in pos order: a stable sort by
+	// (run, end) orders it by (run, end, pos).
 	ops = d.sortIndexOps(ops)
 	b := d.db.NewBatchWithSize(size)
 	defer b.Close()
@@ -113,16 +151,35 @@ func (d *DB) writeBatch(ws []write) error {
 		} else {
 			op = b.SetDeferred(len(dk)+8, 0)
 		}
-		putIndexKeyOf(op.Key, dk, x.ts)
+		putIndexKeyOf(op.Key, dk, x.end)
 		if err := op.Finish(); err != nil {
 			return err
 		}
 	}
+	for _, r := range raises {
+		k := maxTSKey(r.store)
+		op := b.SetDeferred(len(k), 8+len(r.key))
+		copy(op.Key, k)
+		appendMaxTSValue(op.Value[:0], r.ts, r.key)
+		if err := op.Finish(); err != nil {
+			return err
+		}
+	}
+	n := len(ops)
 	clear(ops)
 	d.index = ops[:0]
-	if err := b.Commit(pebble.NoSync); err != nil {
+	err := b.Commit(pebble.NoSync)
+	if err == nil {
+		for _, r := range raises {
+			r.st.ts, r.st.key, r.st.present = r.ts, r.key, true
+		}
+	}
+	clear(raises)
+	d.raises = raises[:0]
+	if err != nil {
 		return fmt.Errorf("state commit %s: %w", d.dir, err)
 	}
+	d.indexWrites += uint64(n)
 	return nil
 }
 
@@ -169,12 +226,12 @@ func (d *DB) sortWrites(ws []write) []keyOrder {
 	return order
 }
 
-// sortIndexOps sorts ops, given in pos order, by (run, ts, pos): a stable
-// sort by (run, ts).
+// sortIndexOps sorts ops, given in pos order, by (run, end, pos): a stable
+// sort by (run, end).
 func (d *DB) sortIndexOps(ops []indexOp) []indexOp {
 	ops, d.indexTmp = radixSort(ops, d.indexTmp, 12, func(x *indexOp, i int) byte {
 		if i < 8 {
-			return byte(x.ts >> (8 * i))
+			return byte(x.end >> (8 * i))
 		}
 		return byte(uint32(x.run) >> (8 * (i - 8)))
 	})
@@ -196,12 +253,12 @@ func sameStore(a, b string) bool {
 	return len(b) >= 2+n && a[:2+n] == b[:2+n]
 }
 
-// putIndexKeyOf writes the index key of the data key dk at the encoded ts
-// into dst, which has length len(dk)+8.
-func putIndexKeyOf(dst []byte, dk string, ts uint64) {
+// putIndexKeyOf writes the index key of the data key dk at the encoded
+// bucket end into dst, which has length len(dk)+8.
+func putIndexKeyOf(dst []byte, dk string, end uint64) {
 	n := int(dk[1])
 	dst[0] = prefixIndex
 	copy(dst[1:], dk[1:2+n])
-	binary.BigEndian.PutUint64(dst[2+n:], ts)
+	binary.BigEndian.PutUint64(dst[2+n:], end)
 	copy(dst[2+n+8:], dk[2+n:])
 }

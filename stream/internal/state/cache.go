@@ -14,13 +14,17 @@ import (
 // lookup (a memtable skiplist seek, then bloom-filtered sstable probes) on the
 // read-modify-write of every aggregate.
 //
+// The map is also the Txn's: a key a round touches has an entry here (read
+// from Pebble if needed) linked to the round's state of the key (txn.go).
+//
 // Writes: Txn.Commit (once per processing round) only marks the round's
 // writes dirty here; DB.flushDirty writes the dirty entries to Pebble in one
 // key-ordered batch, when the cache is over its budget and before anything
 // that reads Pebble directly (a checkpoint, Scan, MaxTS, an Expired scan that
 // could see a dirty key). A key updated in many rounds between two
-// checkpoints costs one Pebble write (data key and TTL index), not one per
-// round. The changelog is unaffected: it gets every update as before.
+// checkpoints costs one Pebble write (its data key, and its TTL index entry
+// if the update moved it to another bucket), not one per round. The
+// changelog is unaffected: it gets every update as before.
 //
 // Invariants:
 //   - an entry holds the key's latest committed state; a clean entry equals
@@ -29,6 +33,8 @@ import (
 //   - a key without an entry has no dirty state: Pebble holds its latest
 //     state. Dirty entries are never evicted (a flush comes first), and a
 //     dirty deletion stays as a negative entry until flushed;
+//   - an entry linked to the open round (txn != nil) is never removed, and
+//     its fields are the committed state, not the round's;
 //   - complete means every key with state has an entry, so a key without one
 //     is absent. It is true for an empty database (new or wiped) and after a
 //     warm-up that loaded every data key; the first eviction clears it for
@@ -38,7 +44,8 @@ import (
 //     tenth of the entries evicted (Go's randomised map iteration; no LRU
 //     bookkeeping on the hot path).
 //
-// A limit of 0 disables the cache: every Commit writes through to Pebble.
+// A limit of 0 disables the cache: every Commit writes through to Pebble,
+// and the map holds only the keys of the open round.
 // Not safe for concurrent use (a DB is used by one goroutine at a time).
 type stateCache struct {
 	entries  map[string]*cacheEntry // by encoded data key
@@ -70,13 +77,14 @@ type cacheEntry struct {
 	dirty   bool
 	dbTS    int64 // Pebble's state of the key, when dirty
 	dbFound bool
-	listed  bool // in stateCache.dirty (until the next flush); never removed while listed
+	listed  bool      // in stateCache.dirty (until the next flush); never removed while listed
+	txn     *txnEntry // the open round's state of the key, if the round touched it
 }
 
 // cacheEntryOverhead estimates the memory of one entry beyond its key and
-// value bytes: the map slot (string header and cacheEntry) plus the
-// allocation headers of the key and value.
-const cacheEntryOverhead = 128
+// value bytes: the map slot (string header and pointer), the cacheEntry, and
+// the allocation headers of the key and value.
+const cacheEntryOverhead = 136
 
 // DefaultCacheBytes is the default memory budget of a DB's cache, per task
 // (Kafka Streams' cache.max.bytes.buffering default is the same 10 MiB, for
@@ -113,24 +121,9 @@ func (c *stateCache) remove(e *cacheEntry) {
 
 func (c *stateCache) enabled() bool { return c.limit > 0 }
 
-// get returns the cached state of dk; ok is false when the cache cannot
-// answer (the key is not cached and the cache is not complete).
-func (c *stateCache) get(dk []byte) (e cacheEntry, ok bool) {
-	if !c.enabled() {
-		return cacheEntry{}, false
-	}
-	if e, ok := c.entries[string(dk)]; ok {
-		return *e, true
-	}
-	return cacheEntry{}, c.complete
-}
-
-// setClean records dk's state as read from Pebble. The key must not have
-// an entry. value is retained.
-func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
-	if !c.enabled() || (!found && c.complete) {
-		return // in a complete cache absence needs no entry
-	}
+// insertClean adds an entry for dk, which has none, holding its state in
+// Pebble (found false: absent), and returns it. value is retained.
+func (c *stateCache) insertClean(dk string, value []byte, ts int64, found bool) *cacheEntry {
 	e := c.newEntry()
 	*e = cacheEntry{dk: dk, ts: ts, found: found}
 	if found {
@@ -141,24 +134,21 @@ func (c *stateCache) setClean(dk string, value []byte, ts int64, found bool) {
 	}
 	c.entries[dk] = e
 	c.bytes += entrySize(dk, e.value)
+	return e
 }
 
-// setWritten records the state of dk just written to Pebble. The key's entry,
-// if any, must be clean. value is retained.
-func (c *stateCache) setWritten(dk string, value []byte, ts int64, found bool) {
-	if !c.enabled() {
-		return
-	}
-	e, ok := c.entries[dk]
-	if !ok {
-		c.setClean(dk, value, ts, found)
-		return
-	}
-	if !found && c.complete {
+// dropAbsent removes e if it only says its key is absent, which a complete
+// cache knows without an entry. e must not be linked to the open round.
+func (c *stateCache) dropAbsent(e *cacheEntry) {
+	if c.complete && !e.found && !e.dirty && !e.listed {
 		c.remove(e)
-		return
 	}
-	c.bytes -= entrySize(dk, e.value)
+}
+
+// commitClean records in e the state just written to Pebble for its key. e
+// must be clean and not linked to the open round. value is retained.
+func (c *stateCache) commitClean(e *cacheEntry, value []byte, ts int64, found bool) {
+	c.bytes -= entrySize(e.dk, e.value)
 	e.ts, e.found, e.value = ts, found, nil
 	if found {
 		e.value = value
@@ -166,23 +156,19 @@ func (c *stateCache) setWritten(dk string, value []byte, ts int64, found bool) {
 			e.value = []byte{}
 		}
 	}
-	c.bytes += entrySize(dk, e.value)
+	c.bytes += entrySize(e.dk, e.value)
+	c.dropAbsent(e)
 }
 
-// setDirty records a committed write of dk (found false: a deletion) not yet
-// in Pebble. prevTS/prevFound is the key's state before the write, used as
-// Pebble's state when the key has no entry. value is retained.
-func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, prevTS int64, prevFound bool) {
-	e, had := c.entries[dk]
-	if !had {
-		e = c.newEntry()
-		*e = cacheEntry{dk: dk, dbTS: prevTS, dbFound: prevFound}
-		c.entries[dk] = e
-	} else {
-		c.bytes -= entrySize(dk, e.value)
-		if !e.dirty {
-			e.dbTS, e.dbFound = e.ts, e.found
-		}
+// commitDirty records in e a committed write of its key (found false: a
+// deletion) not yet in Pebble. e must not be linked to the open round. value
+// is retained.
+func (c *stateCache) commitDirty(e *cacheEntry, value []byte, ts int64, found bool) {
+	c.bytes -= entrySize(e.dk, e.value)
+	if !e.dirty {
+		// A clean entry holds Pebble's state: the index entry the
+		// flush replaces.
+		e.dbTS, e.dbFound = e.ts, e.found
 	}
 	e.ts, e.found, e.value = ts, found, nil
 	if found {
@@ -195,16 +181,12 @@ func (c *stateCache) setDirty(dk string, value []byte, ts int64, found bool, pre
 	}
 	// Absent in Pebble and now: nothing to flush.
 	e.dirty = found || e.dbFound
-	c.bytes += entrySize(dk, e.value)
-	switch {
-	case e.dirty && !e.listed:
+	c.bytes += entrySize(e.dk, e.value)
+	if e.dirty && !e.listed {
 		c.dirty = append(c.dirty, e)
 		e.listed = true
-	case !e.dirty && c.complete && !e.listed:
-		// In a complete cache absence needs no entry (a listed one goes
-		// at the flush).
-		c.remove(e)
 	}
+	c.dropAbsent(e)
 }
 
 func entrySize(dk string, v []byte) int64 { return int64(len(dk)+cap(v)) + cacheEntryOverhead }
@@ -220,8 +202,8 @@ func (c *stateCache) markClean() {
 	for _, e := range c.dirty {
 		e.listed, e.dirty = false, false
 		e.dbTS, e.dbFound = 0, false
-		if !e.found && c.complete {
-			c.remove(e)
+		if e.txn == nil {
+			c.dropAbsent(e)
 		}
 	}
 	clear(c.dirty)
@@ -239,9 +221,21 @@ func (c *stateCache) evict() {
 		if c.bytes <= target {
 			break
 		}
+		if e.txn != nil {
+			continue // not reached: eviction runs with no round open
+		}
 		c.remove(e)
 		c.evicted++
 	}
+}
+
+// resetCache empties the cache, dropping dirty entries and the open round's
+// state (see stateCache.reset).
+func (d *DB) resetCache(complete bool) {
+	if d.active != nil {
+		d.active.forget()
+	}
+	d.cache.reset(complete)
 }
 
 // reset empties the cache, dropping dirty entries; complete says whether
@@ -298,7 +292,7 @@ func (d *DB) fitCache() error {
 // does not follow the format is left out (and the cache stays incomplete),
 // so reading it reports the corruption.
 func (d *DB) warm() error {
-	d.cache.reset(false)
+	d.resetCache(false)
 	if !d.cache.enabled() {
 		return nil
 	}
@@ -318,10 +312,10 @@ func (d *DB) warm() error {
 			complete = false
 			break
 		}
-		d.cache.setClean(string(k), append([]byte{}, v[8:]...), decodeTS(v), true)
+		d.cache.insertClean(string(k), append([]byte{}, v[8:]...), decodeTS(v), true)
 	}
 	if err := it.Close(); err != nil {
-		d.cache.reset(false)
+		d.resetCache(false)
 		return err
 	}
 	d.cache.complete = complete

@@ -6,25 +6,30 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestCacheModel drives the DB through random rounds of puts, deletes,
-// discards, reopens (which warm the cache) and wipes, with cache budgets from
-// disabled to tiny (constant eviction) to ample, and checks after every round
-// that reads through a Txn (served by the cache when it can), the Pebble
-// contents and the TTL index all equal a map model.
+// discards, reopens (which warm the cache, and may change the store's TTL and
+// so its index bucket width) and wipes, with cache budgets from disabled to
+// tiny (constant eviction) to ample, and checks after every round that reads
+// through a Txn (served by the cache when it can), the Pebble contents and the
+// TTL index all equal a map model.
 func TestCacheModel(t *testing.T) {
 	for _, budget := range []int64{0, 600, 4 << 10, DefaultCacheBytes} {
 		t.Run(fmt.Sprintf("budget=%d", budget), func(t *testing.T) {
 			dir := t.TempDir()
-			d, err := Open(dir, nil, CacheBytes(budget))
+			rng := rand.New(rand.NewPCG(uint64(budget), 7))
+			// Widths 1 (exact), 37 and 100 ms over times in [-300, 700).
+			ttls := []time.Duration{0, 37 * time.Millisecond, 100 * time.Millisecond}
+			ttl := ttls[rng.IntN(len(ttls))]
+			d, err := Open(dir, nil, CacheBytes(budget), StoreTTL("s", ttl))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { d.Close() }()
-			rng := rand.New(rand.NewPCG(uint64(budget), 7))
 			type entry struct {
 				v  string
 				ts int64
@@ -38,7 +43,8 @@ func TestCacheModel(t *testing.T) {
 					if err := d.Close(); err != nil {
 						t.Fatal(err)
 					}
-					if d, err = Open(dir, nil, CacheBytes(budget)); err != nil {
+					ttl = ttls[rng.IntN(len(ttls))]
+					if d, err = Open(dir, nil, CacheBytes(budget), StoreTTL("s", ttl)); err != nil {
 						t.Fatal(err)
 					}
 				case 1:
@@ -67,7 +73,7 @@ func TestCacheModel(t *testing.T) {
 							t.Fatalf("round %d: get %s = %q %d %v %v, model %v %v", round, k, v, ts, ok, err, e, want)
 						}
 					default:
-						ts := rng.Int64N(1000)
+						ts := rng.Int64N(1000) - 300
 						v := fmt.Sprintf("v%d-%d", round, rng.IntN(1000))
 						got, err := txn.Put("s", []byte(k), []byte(v), ts)
 						if err != nil {
@@ -119,7 +125,7 @@ func TestCacheModel(t *testing.T) {
 				// The TTL index, read with the dirty entries unflushed
 				// when none of them can be expired.
 				flushes := d.cache.flushes
-				cut := rng.Int64N(1100)
+				cut := rng.Int64N(1100) - 400
 				exp, err := d.Expired("s", cut, 10*keys)
 				if err != nil {
 					t.Fatal(err)
@@ -129,8 +135,15 @@ func TestCacheModel(t *testing.T) {
 				}
 				gotExp := strs(exp)
 				var want []string
+				width := BucketWidth(ttl)
 				for k, e := range model {
-					if e.ts < cut {
+					// Removed once the cut passes the end of its bucket:
+					// never early, at most one width late.
+					due := bucketEnd(e.ts, width) <= cut
+					if (due && e.ts >= cut) || (!due && cut-e.ts >= width) {
+						t.Fatalf("key at %d: due %v at %d (width %d)", e.ts, due, cut, width)
+					}
+					if due {
 						want = append(want, k)
 					}
 				}
@@ -158,7 +171,9 @@ func TestCacheModel(t *testing.T) {
 						t.Fatalf("round %d: key %s: store %v, model %v", round, k, got[k], e)
 					}
 				}
-				// The TTL index holds exactly one entry per key, at its ts.
+				// The TTL index holds exactly one entry per key, at its
+				// bucket.
+				checkIndex(t, d, "s")
 				exp, err = d.Expired("s", 1<<40, 10*keys)
 				if err != nil {
 					t.Fatal(err)

@@ -60,12 +60,12 @@ func TestSortWritesMatchesSort(t *testing.T) {
 
 		ops := make([]indexOp, 0, n)
 		for pos := range n {
-			ops = append(ops, indexOp{run: int32(rng.IntN(3)), pos: int32(pos), ts: encodeTS(rng.Int64N(1<<40) - 1<<39)})
+			ops = append(ops, indexOp{run: int32(rng.IntN(3)), pos: int32(pos), end: encodeTS(rng.Int64N(1<<40) - 1<<39)})
 		}
 		slices.SortFunc(ops, func(a, b indexOp) int { return int(a.pos - b.pos) })
 		want2 := slices.Clone(ops)
 		slices.SortFunc(want2, func(a, b indexOp) int {
-			return strings.Compare(fmt.Sprintf("%08x%016x%08x", a.run, a.ts, a.pos), fmt.Sprintf("%08x%016x%08x", b.run, b.ts, b.pos))
+			return strings.Compare(fmt.Sprintf("%08x%016x%08x", a.run, a.end, a.pos), fmt.Sprintf("%08x%016x%08x", b.run, b.end, b.pos))
 		})
 		got2 := d.sortIndexOps(ops)
 		if !slices.Equal(got2, want2) {

@@ -20,15 +20,19 @@
 // Key layout (one ordered keyspace; a store, and a key prefix within a
 // store, is one contiguous range):
 //
-//	data:  'd' | len(store) u8 | store | key               -> ts u64 BE | value
-//	index: 'x' | len(store) u8 | store | ts u64 BE | key   -> (empty)
-//	meta:  'm' | name                                       -> see meta.go
+//	data:  'd' | len(store) u8 | store | key                -> ts u64 BE | value
+//	index: 'x' | len(store) u8 | store | end u64 BE | key   -> (empty)
+//	meta:  'm' | name                                        -> see meta.go, bucket.go, maxts.go
 //
 // ts is the key's last update in event-time milliseconds, stored with the
-// sign bit flipped so that byte order is numeric order. The index lets TTL
-// expiry scan only expired keys. These bytes are a persisted format: change
-// them only with a new FormatVersion (an old database is then wiped and
-// restored from the changelogs).
+// sign bit flipped so that byte order is numeric order. end is the exclusive
+// end of the time bucket holding ts (bucketEnd: the store's bucket width is
+// derived from its TTL and persisted, see bucket.go), encoded the same way.
+// The index lets TTL expiry scan only expired keys; being coarse, it is
+// rewritten only when an update moves a key to another bucket. These bytes
+// are a persisted format (docs/format/state.md): change them only with a new
+// FormatVersion (an old database is then wiped and restored from the
+// changelogs).
 //
 // A DB is used by one goroutine at a time (its task); it is not safe for
 // concurrent use.
@@ -39,6 +43,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -47,8 +52,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// FormatVersion is the version of the key layout above.
-const FormatVersion = 1
+// FormatVersion is the version of the key layout above. Version 1 indexed
+// the exact update time; 2 indexes the end of its bucket.
+const FormatVersion = 2
 
 const (
 	prefixData  = 'd'
@@ -69,8 +75,20 @@ type DB struct {
 	// cache answers reads of committed state (see readCache); Txn.Commit
 	// keeps it equal to the database.
 	cache stateCache
-	// freeTxn is the transaction last discarded, reused by Begin.
+	// declared holds the bucket width of every store given to Open
+	// (StoreTTL); widths the width in effect of every store seen since,
+	// equal to its persisted one (bucket.go).
+	declared map[string]int64
+	widths   map[string]int64
+	// maxTS holds each store's persisted max time bound (maxts.go) once
+	// read; raises is writeBatch's scratch.
+	maxTS  map[string]*maxTSState
+	raises []maxTSUpdate
+	// freeTxn is the transaction last discarded, reused by Begin; active
+	// the one last begun or with a round open (its entries are linked to
+	// the cache's).
 	freeTxn *Txn
+	active  *Txn
 	// scratch of writeBatch and flushDirty
 	writes []write
 	// order, index and their radix-sort twins (which of each pair holds
@@ -78,6 +96,8 @@ type DB struct {
 	order, orderTmp []keyOrder
 	index, indexTmp []indexOp
 	dkBuf           []byte // scratch of Expired
+	indexWrites     uint64 // index entries set or deleted by flushes since open (for tests)
+	rebuilds        uint64 // TTL index rebuilds since open (for tests)
 }
 
 // Option configures Open.
@@ -85,6 +105,22 @@ type Option func(*options)
 
 type options struct {
 	cacheBytes int64
+	ttls       map[string]time.Duration
+}
+
+// StoreTTL declares store's TTL: its TTL index uses buckets of
+// BucketWidth(ttl), so Expired(store, before) returns a key at most that
+// much after it expired (never before). A store opened before with another
+// width has its index rebuilt by Open (one scan of its data keys). A store
+// never declared keeps the width it was built with, or gets the exact index
+// (1 ms buckets) if new.
+func StoreTTL(store string, ttl time.Duration) Option {
+	return func(o *options) {
+		if o.ttls == nil {
+			o.ttls = map[string]time.Duration{}
+		}
+		o.ttls[store] = ttl
+	}
 }
 
 // CacheBytes sets the memory budget of the DB's cache (default
@@ -102,7 +138,11 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &DB{dir: dir, log: logger, cache: newStateCache(o.cacheBytes)}
+	d := &DB{dir: dir, log: logger, cache: newStateCache(o.cacheBytes),
+		declared: map[string]int64{}, widths: map[string]int64{}, maxTS: map[string]*maxTSState{}}
+	for store, ttl := range o.ttls {
+		d.declared[store] = BucketWidth(ttl)
+	}
 	if err := d.open(); err != nil {
 		return nil, err
 	}
@@ -127,8 +167,11 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 		} else if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
 			d.closeDB()
 			return nil, fmt.Errorf("open state %s: %w", dir, err)
+		} else if err := d.ensureWidths(); err != nil {
+			d.closeDB()
+			return nil, fmt.Errorf("open state %s: %w", dir, err)
 		} else {
-			d.cache.reset(true)
+			d.resetCache(true)
 		}
 	case len(v) != 1 || v[0] != FormatVersion:
 		d.log.Warn("state: local store has another format version; wiping, it will be restored from the changelogs",
@@ -137,6 +180,10 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 			return nil, err
 		}
 	default:
+		if err := d.ensureWidths(); err != nil {
+			d.closeDB()
+			return nil, fmt.Errorf("open state %s: %w", dir, err)
+		}
 		if err := d.warm(); err != nil {
 			d.closeDB()
 			return nil, fmt.Errorf("open state %s: warm cache: %w", dir, err)
@@ -195,28 +242,40 @@ func (d *DB) empty() (bool, error) {
 }
 
 // fresh reports whether the database holds nothing but its format key, of
-// the current version.
+// the current version, and the bucket widths of its stores.
 func (d *DB) fresh() (bool, error) {
 	it, err := d.db.NewIter(nil)
 	if err != nil {
 		return false, err
 	}
-	fresh := it.First() && string(it.Key()) == string(metaKey(metaFormat)) &&
-		len(it.Value()) == 1 && it.Value()[0] == FormatVersion && !it.Next()
-	return fresh, it.Close()
+	format, bucket := metaKey(metaFormat), metaKey(metaBucketPrefix)
+	sawFormat := false
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		switch {
+		case string(k) == string(format) && len(v) == 1 && v[0] == FormatVersion:
+			sawFormat = true
+		case len(k) > len(bucket) && string(k[:len(bucket)]) == string(bucket):
+		default:
+			return false, it.Close()
+		}
+	}
+	return sawFormat, it.Close()
 }
 
 // Wipe deletes every store and the checkpoint, leaving an empty database of
 // the current format version.
 func (d *DB) Wipe() error {
-	d.cache.reset(false)
+	d.resetCache(false)
+	clear(d.maxTS)
 	if d.db != nil {
 		if fresh, err := d.fresh(); err == nil && fresh {
 			// Nothing to delete (a new task's database): spare the
 			// close, removal and re-creation of the Pebble files.
-			d.cache.reset(true)
+			d.resetCache(true)
 			return nil
 		}
+		clear(d.widths)
 		if err := d.closeDB(); err != nil {
 			return fmt.Errorf("wipe state %s: %w", d.dir, err)
 		}
@@ -230,7 +289,10 @@ func (d *DB) Wipe() error {
 	if err := d.db.Set(metaKey(metaFormat), []byte{FormatVersion}, pebble.Sync); err != nil {
 		return err
 	}
-	d.cache.reset(true)
+	if err := d.ensureWidths(); err != nil {
+		return err
+	}
+	d.resetCache(true)
 	return nil
 }
 
@@ -252,8 +314,12 @@ func (d *DB) Close() error {
 // DiskSize is the database's size on disk in bytes.
 func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 
-// Expired returns up to limit keys of store last updated before ts (ms),
-// oldest first.
+// Expired returns up to limit keys of store last updated before `before`
+// (ms): the keys of the TTL index buckets that end at or before it, oldest
+// bucket first. Every key returned was updated before `before`; a key
+// updated before it but in the bucket holding it is returned by a later
+// call, once `before` reaches the bucket's end (at most one bucket width
+// later, see BucketWidth; exact for a store of the exact width).
 //
 // It reads Pebble's TTL index without flushing the cache when no dirty entry
 // can be expired (every dirty value is at or after before): an index entry of
@@ -266,7 +332,13 @@ func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
 		}
 	}
 	lo := storePrefix(prefixIndex, store)
-	hi := binary.BigEndian.AppendUint64(append([]byte(nil), lo...), encodeTS(before))
+	// Index keys up to and including bucket end `before`.
+	var hi []byte
+	if e := encodeTS(before); e != math.MaxUint64 {
+		hi = binary.BigEndian.AppendUint64(append([]byte(nil), lo...), e+1)
+	} else {
+		hi = prefixEnd(lo)
+	}
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, err
@@ -291,26 +363,56 @@ func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
 }
 
 // MaxTS returns the latest update time (ms) of any key in store, or false if
-// the store is empty. It flushes the cache's dirty entries first.
+// the store is empty. It flushes the cache's dirty entries first. It reads
+// one key when the store's persisted max time bound is still held by the key
+// written with it (maxts.go), else the data keys of the index's last bucket
+// (one for the exact width).
 func (d *DB) MaxTS(store string) (int64, bool, error) {
 	if err := d.flushDirty(); err != nil {
 		return 0, false, err
+	}
+	if ts, ok, err := d.boundedMaxTS(store); err != nil || ok {
+		return ts, ok, err
 	}
 	lo := storePrefix(prefixIndex, store)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		return 0, false, err
 	}
-	if !it.Last() {
-		return 0, false, it.Close()
+	var end int64
+	maxTS, found := int64(math.MinInt64), false
+	for ok := it.Last(); ok; ok = it.Prev() {
+		k := it.Key()
+		if len(k) < len(lo)+8 {
+			it.Close()
+			return 0, false, &CorruptionError{Store: store, Key: append([]byte(nil), k...), Reason: "short index key"}
+		}
+		e := decodeTS(k[len(lo):])
+		if found && e != end {
+			break // past the last bucket holding a key
+		}
+		key := k[len(lo)+8:]
+		d.dkBuf = dataKey(d.dkBuf[:0], store, key)
+		_, ts, ok, err := d.getData(store, key, d.dkBuf)
+		if err != nil {
+			it.Close()
+			return 0, false, err
+		}
+		if !ok {
+			continue // not indexed data: the invariant says there is none
+		}
+		if !found || ts > maxTS {
+			maxTS = ts
+		}
+		found, end = true, e
+		if maxTS >= e-1 {
+			break // the largest time the bucket can hold
+		}
 	}
-	k := it.Key()
-	if len(k) < len(lo)+8 {
-		it.Close()
-		return 0, false, &CorruptionError{Store: store, Key: append([]byte(nil), k...), Reason: "short index key"}
+	if !found {
+		maxTS = 0
 	}
-	ts := decodeTS(k[len(lo):])
-	return ts, true, it.Close()
+	return maxTS, found, it.Close()
 }
 
 // Scan calls fn for every key of store in key order (from, to: optional

@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 func open(t *testing.T, dir string) *DB {
@@ -309,5 +311,49 @@ func TestMaxTS(t *testing.T) {
 	txn.Discard()
 	if ts, ok, err := d.MaxTS("s"); !ok || err != nil || ts != 5 {
 		t.Fatalf("MaxTS = %d %v %v, want 5", ts, ok, err)
+	}
+}
+
+// checkIndex checks the TTL index invariant of store (bucket.go): exactly
+// one index entry per data key, at the end of its update time's bucket.
+func checkIndex(t *testing.T, d *DB, store string) {
+	t.Helper()
+	if err := d.flushDirty(); err != nil {
+		t.Fatal(err)
+	}
+	width, err := d.widthOf(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]int64{}
+	if err := d.scanDB(store, nil, nil, func(k, _ []byte, ts int64) error {
+		data[string(k)] = ts
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lo := storePrefix(prefixIndex, store)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	seen := map[string]bool{}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		end, key := decodeTS(k[len(lo):]), string(k[len(lo)+8:])
+		ts, ok := data[key]
+		switch {
+		case !ok:
+			t.Fatalf("index entry %s@%d without data", key, end)
+		case seen[key]:
+			t.Fatalf("second index entry %s@%d", key, end)
+		case end != bucketEnd(ts, width):
+			t.Fatalf("index entry %s@%d, ts %d: want bucket end %d (width %d)", key, end, ts, bucketEnd(ts, width), width)
+		}
+		seen[key] = true
+	}
+	if len(seen) != len(data) {
+		t.Fatalf("%d index entries for %d keys", len(seen), len(data))
 	}
 }

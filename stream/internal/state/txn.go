@@ -1,5 +1,7 @@
 package state
 
+import "errors"
+
 // Txn batches writes in two levels, both reading their own writes:
 //
 //   - record level: Put and Delete take effect at once, and each first
@@ -13,42 +15,60 @@ package state
 //     DB.WriteCheckpoint syncs. Either way all of a round's writes, or
 //     none (Discard), become the DB's state.
 //
-// One map keyed by the encoded data key holds every key the round touched
-// (read or written), so the per-record cost is one map probe (none when a
-// Put follows a Get of the same key, the read-modify-write of every
-// aggregate) plus, for a key the DB's cache cannot answer, one database read
-// per round. Entries come from chunked slabs and the data key is built in a
-// reused buffer (or shared with the cache): a key seen before costs no
-// allocation. A Txn is not safe for concurrent use.
+// One map holds every key: the DB cache's. A key the round touches (reads or
+// writes) gets a txnEntry holding its state as the round sees it, linked
+// from the key's cache entry (cacheEntry.txn) and listed in the Txn's slabs,
+// so the per-record cost is one map probe (none when a Put follows a Get of
+// the same key, the read-modify-write of every aggregate) plus, for a key the
+// cache cannot answer, one database read per round (the cache then holds
+// the key's Pebble state as a clean entry). Commit and Discard walk the
+// slabs, not a map. With the cache disabled the map holds only the keys of
+// the open round: their entries are removed at Commit and Discard.
+//
+// Invariants:
+//   - a cache entry linked to a txnEntry (touched by the open round) is
+//     never removed: not by eviction (which runs only after Commit, when
+//     nothing is linked), not by a flush (markClean), not by a commit;
+//   - the cache entry's own fields stay the committed state (what a flush
+//     writes, what Expired judges) until Commit: uncommitted writes live in
+//     the txnEntry only;
+//   - at most one Txn of a DB has a round open (entries linked) at a time:
+//     a task runs one Txn, a restore its own Txn only when the task's has
+//     none. Wipe forgets the open round's entries.
+//
+// Entries come from chunked slabs and the data key is the cache entry's (no
+// allocation for a key seen before). A Txn is not safe for concurrent use.
 type Txn struct {
-	d       *DB
-	entries map[string]*txnEntry
-	undo    []undoEntry
-	last    *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
-	kbuf    []byte    // scratch: data key of the current lookup
-	slabs   [][]txnEntry
-	slab    int // current slab
-	used    int // entries used in slabs[slab]
+	d     *DB
+	undo  []undoEntry
+	last  *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
+	kbuf  []byte    // scratch: data key of the current lookup
+	slabs [][]txnEntry
+	slab  int // current slab
+	used  int // entries used in slabs[slab]
 }
 
-// txnEntry is a key's state as seen by the transaction, and its state in the
-// database when the round began (prevTS/prevFound, for the TTL index).
+// txnEntry is a key's state as seen by the round.
 type txnEntry struct {
-	dk      string // encoded data key: 'd' | len(store) | store | key
+	owner   *Txn
+	ce      *cacheEntry // the key's cache entry: its committed state
+	dk      string      // encoded data key (ce.dk): 'd' | len(store) | store | key
 	store   string
 	value   []byte
 	ts      int64
 	deleted bool
-	written bool // false: a read remembered so a later write needs no lookup
-
-	prevTS    int64
-	prevFound bool
-	// cached: the database state (prevTS, prevFound, and the value read)
-	// came from, and so is already in, the DB's read cache.
-	cached bool
+	written bool // false: a read, remembered so a later write needs no lookup
+	// inserted: the round's lookup created the cache entry (a Discard
+	// removes it again, leaving the cache as it was).
+	inserted bool
 }
 
 func (e *txnEntry) key() string { return e.dk[2+len(e.store):] }
+
+// ErrConcurrentTxn is returned by a Txn reading or writing a key that
+// another Txn of the DB touched in its open round (the invariant above is
+// broken: the caller runs two rounds at once).
+var ErrConcurrentTxn = errors.New("state: another transaction has a round open on this key")
 
 // undoEntry is an entry's state before a write of the current record.
 type undoEntry struct {
@@ -62,14 +82,16 @@ type undoEntry struct {
 const slabSize = 256
 
 // Begin starts a transaction. The DB keeps the Txn last discarded and hands
-// it out again, with its map, slabs and buffers: a task begins one per
-// round.
+// it out again, with its slabs and buffers: a task begins one per round.
 func (d *DB) Begin() *Txn {
-	if t := d.freeTxn; t != nil {
+	t := d.freeTxn
+	if t != nil {
 		d.freeTxn = nil
-		return t
+	} else {
+		t = &Txn{d: d}
 	}
-	return &Txn{d: d, entries: map[string]*txnEntry{}}
+	d.active = t
+	return t
 }
 
 // Get returns the value and timestamp (ms) of key in store. The caller must
@@ -82,40 +104,44 @@ func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool,
 	return e.value, e.ts, true, nil
 }
 
-// lookup returns the key's entry, reading it from the database (and
-// remembering it) the first time the round sees the key.
+// lookup returns the key's entry, linking it to the key's cache entry the
+// first time the round sees the key (reading the database if the cache
+// cannot answer).
 func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 	if e := t.last; e != nil && e.store == store && len(e.dk) == 2+len(store)+len(key) &&
 		e.dk[2+len(store):] == string(key) {
 		return e, nil
 	}
 	t.kbuf = dataKey(t.kbuf[:0], store, key)
-	if e, ok := t.entries[string(t.kbuf)]; ok {
-		t.last = e
-		return e, nil
-	}
-	var v []byte
-	var ts int64
-	var found bool
-	c, cached := t.d.cache.get(t.kbuf)
-	dk := c.dk // set on a cache hit: no allocation for the key
-	if cached {
-		// A cached value is never modified in place (Commit replaces
-		// it, Put replaces e.value), so the entry may share it.
-		v, ts, found = c.value, c.ts, c.found
-	} else {
-		var err error
-		if v, ts, found, err = t.get(store, key, t.kbuf); err != nil {
-			return nil, err
+	c := &t.d.cache
+	ce, ok := c.entries[string(t.kbuf)]
+	if ok && ce.txn != nil {
+		if ce.txn.owner != t {
+			return nil, ErrConcurrentTxn
 		}
+		t.last = ce.txn
+		return ce.txn, nil
 	}
-	if dk == "" {
-		dk = string(t.kbuf)
+	if !ok {
+		var v []byte
+		var ts int64
+		var found bool
+		if !c.complete {
+			c.misses++
+			var err error
+			if v, ts, found, err = t.d.getData(store, key, t.kbuf); err != nil {
+				return nil, err
+			}
+		}
+		ce = c.insertClean(string(t.kbuf), v, ts, found)
 	}
+	inserted := !ok
+	// The committed value is never modified in place (a commit replaces
+	// it, Put replaces e.value), so the entry may share it.
 	e := t.alloc()
-	*e = txnEntry{dk: dk, store: store, value: v, ts: ts, deleted: !found, prevTS: ts, prevFound: found,
-		cached: cached}
-	t.entries[e.dk] = e
+	*e = txnEntry{owner: t, ce: ce, dk: ce.dk, store: store, value: ce.value, ts: ce.ts, deleted: !ce.found, inserted: inserted}
+	ce.txn = e
+	t.d.active = t
 	t.last = e
 	return e, nil
 }
@@ -133,11 +159,6 @@ func (t *Txn) alloc() *txnEntry {
 	e := &t.slabs[t.slab][t.used]
 	t.used++
 	return e
-}
-
-func (t *Txn) get(store string, key, dk []byte) (value []byte, ts int64, found bool, err error) {
-	t.d.cache.misses++
-	return t.d.getData(store, key, dk)
 }
 
 func (t *Txn) save(e *txnEntry) {
@@ -199,22 +220,22 @@ func (t *Txn) Commit() error {
 	if err := t.Apply(); err != nil {
 		return err
 	}
-	if len(t.entries) == 0 {
+	if t.slab == 0 && t.used == 0 {
 		return nil
 	}
 	c := &t.d.cache
 	if !c.enabled() {
 		return t.CommitThrough()
 	}
-	for _, e := range t.entries {
-		switch {
-		case e.written:
-			c.setDirty(e.dk, e.value, e.ts, !e.deleted, e.prevTS, e.prevFound)
-		case !e.cached:
-			// A read of Pebble: remember it for later rounds.
-			c.setClean(e.dk, e.value, e.ts, !e.deleted)
+	t.each(func(e *txnEntry) {
+		ce := e.ce
+		ce.txn = nil
+		if e.written {
+			c.commitDirty(ce, e.value, e.ts, !e.deleted)
+		} else {
+			c.dropAbsent(ce)
 		}
-	}
+	})
 	t.reset()
 	return t.d.fitCache()
 }
@@ -227,52 +248,90 @@ func (t *Txn) CommitThrough() error {
 	if err := t.Apply(); err != nil {
 		return err
 	}
-	if len(t.entries) == 0 {
+	if t.slab == 0 && t.used == 0 {
 		return nil
 	}
 	d := t.d
-	// Once flushed, Pebble holds every key's state before this round:
-	// the entries' prev state.
+	// Once flushed, every cache entry is clean: its committed state is
+	// Pebble's, the state the batch replaces.
 	if err := d.flushDirty(); err != nil {
 		return err
 	}
 	ws := d.writes[:0]
-	for _, e := range t.entries {
+	t.each(func(e *txnEntry) {
 		if e.written {
 			ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: !e.deleted,
-				dbTS: e.prevTS, dbFound: e.prevFound})
+				dbTS: e.ce.ts, dbFound: e.ce.found})
 		}
-	}
+	})
 	err := d.writeBatch(ws)
 	clear(ws)
 	d.writes = ws[:0]
 	if err != nil {
 		return err
 	}
-	for _, e := range t.entries {
+	c := &d.cache
+	t.each(func(e *txnEntry) {
+		ce := e.ce
+		ce.txn = nil
 		switch {
+		case !c.enabled():
+			c.remove(ce)
 		case e.written:
-			d.cache.setWritten(e.dk, e.value, e.ts, !e.deleted)
-		case !e.cached:
-			d.cache.setClean(e.dk, e.value, e.ts, !e.deleted)
+			c.commitClean(ce, e.value, e.ts, !e.deleted)
+		default:
+			c.dropAbsent(ce)
 		}
-	}
+	})
 	t.reset()
 	return d.fitCache()
 }
 
 // Discard drops every write not committed and ends the transaction: t must
-// not be used afterwards (Begin may hand it out again).
+// not be used afterwards (Begin may hand it out again). The cache is left as
+// it was before the round (entries the round added are removed: within its
+// budget).
 func (t *Txn) Discard() {
 	clear(t.undo)
 	t.undo = t.undo[:0]
+	c := &t.d.cache
+	t.each(func(e *txnEntry) {
+		ce := e.ce
+		ce.txn = nil
+		if e.inserted {
+			c.remove(ce)
+		}
+	})
 	t.reset()
+	if t.d.active == t {
+		t.d.active = nil
+	}
 	t.d.freeTxn = t
+}
+
+// forget drops the round's entries without touching the cache entries
+// (after the cache was emptied: Wipe).
+func (t *Txn) forget() {
+	clear(t.undo)
+	t.undo = t.undo[:0]
+	t.reset()
+}
+
+// each calls f for every entry of the round, in allocation order.
+func (t *Txn) each(f func(e *txnEntry)) {
+	for i := 0; i <= t.slab && i < len(t.slabs); i++ {
+		n := len(t.slabs[i])
+		if i == t.slab {
+			n = t.used
+		}
+		for j := range n {
+			f(&t.slabs[i][j])
+		}
+	}
 }
 
 // reset forgets every entry; the slabs are zeroed for reuse.
 func (t *Txn) reset() {
-	clear(t.entries)
 	t.last = nil
 	for i := 0; i <= t.slab && i < len(t.slabs); i++ {
 		clear(t.slabs[i])

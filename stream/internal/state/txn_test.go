@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -109,4 +110,121 @@ func txnRecordLevelModel(t *testing.T, cache int64) {
 			t.Fatalf("round %d: index keys %v, want %v", round, idx, want)
 		}
 	}
+}
+
+// The round's writes live in its entries, linked to the cache's, until
+// Commit: a flush in the middle of a round (Scan, Expired) writes the
+// committed state only and keeps the linked entries; a discarded round
+// leaves the cache as it was; a Wipe forgets the round.
+func TestTxnSharesCacheEntries(t *testing.T) {
+	for _, budget := range []int64{DefaultCacheBytes, 0} {
+		t.Run(fmt.Sprintf("cache=%d", budget), func(t *testing.T) {
+			d, err := Open(t.TempDir(), nil, CacheBytes(budget))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			scan := func() map[string]string {
+				t.Helper()
+				got := map[string]string{}
+				if err := d.Scan("s", nil, nil, func(k, v []byte, ts int64) error {
+					got[string(k)] = fmt.Sprintf("%s@%d", v, ts)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			txn := d.Begin()
+			txn.Put("s", []byte("a"), []byte("1"), 10)
+			txn.Put("s", []byte("c"), []byte("1"), 10)
+			if err := txn.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			txn.Delete("s", []byte("c")) // committed: a dirty deletion (with the cache)
+			if err := txn.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			entries := len(d.cache.entries)
+
+			// A round: a's update and c's re-creation pending, b read.
+			txn.Put("s", []byte("a"), []byte("2"), 20)
+			txn.Get("s", []byte("b"))
+			txn.Put("s", []byte("c"), []byte("2"), 20)
+			keys, err := d.Expired("s", 15, 10) // judged on committed state
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strs(keys); !slices.Equal(got, []string{"a"}) {
+				t.Fatalf("expired mid-round = %v, want [a] (its committed time is 10)", got)
+			}
+			if got := scan(); !maps.Equal(got, map[string]string{"a": "1@10"}) {
+				t.Fatalf("scan mid-round = %v, want the committed a=1@10 only", got)
+			}
+			if v, ts, ok, _ := txn.Get("s", []byte("c")); !ok || string(v) != "2" || ts != 20 {
+				t.Fatalf("the round's c after a flush = %q@%d %v, want its own write 2@20", v, ts, ok)
+			}
+			if err := txn.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if got := scan(); !maps.Equal(got, map[string]string{"a": "2@20", "c": "2@20"}) {
+				t.Fatalf("scan after commit = %v", got)
+			}
+			checkIndex(t, d, "s")
+
+			// A discarded round leaves the cache as it was.
+			entries = len(d.cache.entries)
+			bytes := d.cache.bytes
+			txn.Put("s", []byte("new"), []byte("x"), 30)
+			txn.Get("s", []byte("other"))
+			txn.Put("s", []byte("a"), []byte("3"), 30)
+			txn.Discard()
+			if len(d.cache.entries) != entries || d.cache.bytes != bytes {
+				t.Fatalf("after a discard: %d entries, %d bytes; before: %d, %d",
+					len(d.cache.entries), d.cache.bytes, entries, bytes)
+			}
+			if budget == 0 && entries != 0 {
+				t.Fatalf("no cache: %d entries left after rounds", entries)
+			}
+
+			// Wipe forgets the open round.
+			txn = d.Begin()
+			txn.Put("s", []byte("w"), []byte("x"), 40)
+			if err := d.Wipe(); err != nil {
+				t.Fatal(err)
+			}
+			if err := txn.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			txn.Discard()
+			if got := scan(); len(got) != 0 {
+				t.Fatalf("after a wipe mid-round: %v", got)
+			}
+		})
+	}
+}
+
+// Two Txns with rounds open at once would share the cache's entries: the
+// second one's access to a key the first one touched is refused.
+func TestConcurrentTxnRefused(t *testing.T) {
+	d := open(t, t.TempDir())
+	defer d.Close()
+	a, b := d.Begin(), d.Begin()
+	if _, err := a.Put("s", []byte("k"), []byte("1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := b.Get("s", []byte("k")); !errors.Is(err, ErrConcurrentTxn) {
+		t.Fatalf("second txn's get: err %v, want ErrConcurrentTxn", err)
+	}
+	if _, err := b.Put("s", []byte("other"), []byte("2"), 1); err != nil {
+		t.Fatalf("a key the first txn did not touch: %v", err)
+	}
+	if err := a.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, ok, err := b.Get("s", []byte("k")); err != nil || !ok || string(v) != "1" {
+		t.Fatalf("after the first txn committed: %q %v %v", v, ok, err)
+	}
+	b.Discard()
+	a.Discard()
 }
