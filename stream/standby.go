@@ -56,6 +56,10 @@ type standbyManager struct {
 	ctx     context.Context // of the current session; nil when none
 	claimed map[taskID]bool // active here (or being started): no standby
 	running map[taskID]*standbyTask
+
+	// checkpointed, if set (tests), is called by a standby's goroutine
+	// after each checkpoint it wrote.
+	checkpointed func(taskID, state.Checkpoint)
 }
 
 // standbyTask tails one task's changelog partitions.
@@ -65,8 +69,9 @@ type standbyTask struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu  sync.Mutex
-	pos map[string]int64 // changelog topic -> next offset to apply
+	mu   sync.Mutex
+	pos  map[string]int64 // changelog topic -> next offset to apply
+	seen map[string]int64 // changelog topic -> one past the last record fetched (applied or held)
 }
 
 func newStandbyManager(a *App) (*standbyManager, error) {
@@ -222,6 +227,14 @@ func (st *standbyTask) positions() map[string]int64 {
 	return maps.Clone(st.pos)
 }
 
+// fetched returns, per changelog, one past the last record fetched: past
+// positions() by the table records held back by a limit.
+func (st *standbyTask) fetched() map[string]int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.seen)
+}
+
 // positions returns each running standby's changelog positions.
 func (m *standbyManager) positions() map[taskID]map[string]int64 {
 	m.mu.Lock()
@@ -234,7 +247,9 @@ func (m *standbyManager) positions() map[taskID]map[string]int64 {
 }
 
 // tail keeps st's local stores up to date with their changelogs until ctx
-// is done, checkpointing every commit interval and when it stops.
+// is done, checkpointing every commit interval and when it stops. A table's
+// source topic is applied only below the group's committed offset of the
+// partition (standby_limit.go).
 func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	a := m.a
 	logger := a.cfg.logger.With("standby", st.id.String())
@@ -251,19 +266,22 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	}
 	defer db.Close()
 
-	opts := a.clientOpts()
+	// Control records (transaction markers) are kept so the position moves
+	// past them, as the group consumer's committed offsets do.
+	opts := append(a.clientOpts(), kgo.KeepControlRecords())
 	if a.eos() {
-		// Committed changelog records only, as the restore reads; control
-		// records move the position past the markers.
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		// Committed changelog records only, as the restore reads.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("standby %s: client: %w", st.id, err)
 	}
 	defer cl.Close()
+	adm := kadm.NewClient(cl)
 
-	pos, err := m.startPositions(ctx, kadm.NewClient(cl), db, st)
+	tables := m.standbyTables(st)
+	pos, limits, err := m.startPositions(ctx, adm, db, st, tables)
 	if err != nil {
 		return err
 	}
@@ -284,36 +302,58 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		store[cl] = s.name
 		from[cl] = map[int32]kgo.Offset{st.id.partition: kgo.NewOffset().At(pos[cl])}
 	}
-	st.mu.Lock()
-	st.pos = maps.Clone(pos)
-	st.mu.Unlock()
+	l := &limiter{cl: cl, partition: st.id.partition, limits: map[string]*sourceLimit{}, pos: pos, seen: maps.Clone(pos)}
+	for topic, limit := range limits {
+		l.limits[topic] = &sourceLimit{limit: limit}
+	}
+	st.publish(l)
 	cl.AddConsumePartitions(from)
 
 	checkpointed := maps.Clone(pos)
-	lag := map[string]int64{}
 	writeCheckpoint := func() error {
-		if maps.Equal(pos, checkpointed) {
+		if maps.Equal(l.pos, checkpointed) {
 			return nil
 		}
 		cp := state.Checkpoint{}
-		for topic, off := range pos {
+		for topic, off := range l.pos {
 			cp[store[topic]] = off
 		}
 		if err := db.WriteCheckpoint(cp); err != nil {
 			return err
 		}
-		checkpointed = maps.Clone(pos)
+		checkpointed = maps.Clone(l.pos)
+		if m.checkpointed != nil {
+			m.checkpointed(st.id, cp)
+		}
 		return nil
 	}
-	last := a.cfg.clock.Now()
+	var applied int
+	apply := func(txn *state.Txn, r *kgo.Record) error {
+		l.pos[r.Topic] = max(l.pos[r.Topic], r.Offset+1)
+		if r.Attrs.IsControl() {
+			return nil
+		}
+		if spec := a.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
+			return nil // what processing the table's topic would skip (as a restore)
+		}
+		applied++
+		return applyChangelog(txn, store[r.Topic], r)
+	}
+	ends := map[string]int64{} // of the changelogs, as of their last fetch
+	now := a.cfg.clock.Now()
+	lastCheckpoint, lastLimits := now, now
 	for {
-		fetches := cl.PollFetches(ctx)
+		// Bounded, so that limits are refreshed while nothing is fetched
+		// (a held table partition is not fetched at all).
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.commitInterval)
+		fetches := cl.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil {
 			break
 		}
 		var ferr error
 		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				ferr = fmt.Errorf("standby %s: fetch %s-%d: %w", st.id, topic, p, err)
 			}
 		})
@@ -323,21 +363,36 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		}
 		txn := db.Begin()
 		var applyErr error
-		n := 0
+		applied = 0
 		fetches.EachRecord(func(r *kgo.Record) {
-			if applyErr != nil || r.Partition != st.id.partition || r.Offset < pos[r.Topic] {
-				return
+			if applyErr == nil && l.admit(r) {
+				applyErr = apply(txn, r)
 			}
-			pos[r.Topic] = r.Offset + 1
-			if r.Attrs.IsControl() {
-				return
-			}
-			if spec := a.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
-				return // what processing the table's topic would skip (as a restore)
-			}
-			applyErr = applyChangelog(txn, store[r.Topic], r)
-			n++
 		})
+		l.pauseHeld()
+		if now := a.cfg.clock.Now(); applyErr == nil && len(tables) > 0 && now.Sub(lastLimits) >= a.cfg.commitInterval {
+			lastLimits = now
+			if lims, err := fetchLimits(ctx, adm, a.id, st.id.partition, tables); err != nil {
+				if ctx.Err() != nil {
+					txn.Discard()
+					break
+				}
+				logger.Warn("standby: committed offsets of the table sources; limits unchanged", "err", err)
+			} else {
+				ready, err := l.setLimits(lims)
+				if err != nil {
+					txn.Discard()
+					return fmt.Errorf("standby %s: %w", st.id, err)
+				}
+				for _, r := range ready {
+					if applyErr = apply(txn, r); applyErr != nil {
+						break
+					}
+				}
+				l.settle()
+				l.resumeDrained()
+			}
+		}
 		if applyErr == nil {
 			// Straight to the database (as a restore): AllowStale queries
 			// read it from another goroutine.
@@ -347,26 +402,24 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		if applyErr != nil {
 			return fmt.Errorf("standby %s: %w", st.id, applyErr)
 		}
-		m.applied.Add(float64(n))
+		m.applied.Add(float64(applied))
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			end := p.HighWatermark
 			if a.eos() {
 				end = p.LastStableOffset
 			}
 			if p.Partition == st.id.partition && end >= 0 {
-				lag[p.Topic] = max(0, end-pos[p.Topic])
+				ends[p.Topic] = end
 			}
 		})
-		var total int64
-		for _, l := range lag {
-			total += l
+		var lag int64
+		for topic, end := range ends {
+			lag += max(0, l.applicable(topic, end)-l.pos[topic])
 		}
-		m.lag.WithLabelValues(st.id.String()).Set(float64(total))
-		st.mu.Lock()
-		st.pos = maps.Clone(pos)
-		st.mu.Unlock()
-		if now := a.cfg.clock.Now(); now.Sub(last) >= a.cfg.commitInterval {
-			last = now
+		m.lag.WithLabelValues(st.id.String()).Set(float64(lag))
+		st.publish(l)
+		if now := a.cfg.clock.Now(); now.Sub(lastCheckpoint) >= a.cfg.commitInterval {
+			lastCheckpoint = now
 			if err := writeCheckpoint(); err != nil {
 				return fmt.Errorf("standby %s: %w", st.id, err)
 			}
@@ -375,10 +428,23 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	return writeCheckpoint()
 }
 
-// startPositions returns where st's changelogs are tailed from: the local
-// checkpoint if it covers every store and is not past a changelog's end;
-// otherwise the store is wiped and tailed from the start.
-func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, db *state.DB, st *standbyTask) (map[string]int64, error) {
+// publish copies the limiter's positions for readers on other goroutines.
+func (st *standbyTask) publish(l *limiter) {
+	st.mu.Lock()
+	st.pos = maps.Clone(l.pos)
+	st.seen = maps.Clone(l.seen)
+	st.mu.Unlock()
+}
+
+// startPositions returns where st's changelogs are tailed from, and the
+// limits of its table source topics (tables). The local checkpoint is used
+// if it covers every store, is not past a changelog's end (recreated topic)
+// and for a table not past the group's committed offset (a copy ahead of
+// it: see standby_limit.go); otherwise the stores are wiped and tailed from
+// the start.
+func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, db *state.DB, st *standbyTask,
+	tables []string,
+) (pos, limits map[string]int64, err error) {
 	a := m.a
 	cp, err := db.Checkpoint()
 	if err != nil {
@@ -397,33 +463,45 @@ func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, d
 	defer cancel()
 	ends, err := list(lctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("standby %s: changelog end offsets: %w", st.id, err)
+		return nil, nil, fmt.Errorf("standby %s: changelog end offsets: %w", st.id, err)
 	}
-	pos := map[string]int64{}
+	limits = map[string]int64{}
+	if len(tables) > 0 {
+		if limits, err = fetchLimits(ctx, adm, a.id, st.id.partition, tables); err != nil {
+			return nil, nil, fmt.Errorf("standby %s: %w", st.id, err)
+		}
+	}
+	pos = map[string]int64{}
 	full := cp == nil
 	for _, s := range st.stores {
 		topic := a.storeChangelog(s)
 		o, ok := ends.Lookup(topic, st.id.partition)
 		if !ok {
-			return nil, fmt.Errorf("standby %s: changelog %s-%d: no end offset (no such partition)", st.id, topic, st.id.partition)
+			return nil, nil, fmt.Errorf("standby %s: changelog %s-%d: no end offset (no such partition)", st.id, topic, st.id.partition)
 		}
 		if o.Err != nil {
-			return nil, fmt.Errorf("standby %s: changelog %s-%d end offset: %w", st.id, topic, st.id.partition, o.Err)
+			return nil, nil, fmt.Errorf("standby %s: changelog %s-%d end offset: %w", st.id, topic, st.id.partition, o.Err)
 		}
 		c, ok := cp[s.name]
 		if !ok || c > o.Offset {
+			full = true
+		}
+		if limit, table := limits[topic]; table && ok && c > limit {
+			a.cfg.logger.Warn("standby copy of a table is ahead of the group's committed offset "+
+				"(written by an older version, or the offsets were reset); wiping it and tailing from the start",
+				"task", st.id.String(), "topic", topic, "checkpoint", c, "committed", limit)
 			full = true
 		}
 		pos[topic] = c
 	}
 	if full {
 		if err := db.Wipe(); err != nil {
-			return nil, fmt.Errorf("standby %s: %w", st.id, err)
+			return nil, nil, fmt.Errorf("standby %s: %w", st.id, err)
 		}
 		for topic := range pos {
 			pos[topic] = 0
 		}
 	}
-	a.cfg.logger.Info("standby task started", "task", st.id.String(), "from", pos, "full", full)
-	return pos, nil
+	a.cfg.logger.Info("standby task started", "task", st.id.String(), "from", pos, "limits", limits, "full", full)
+	return pos, limits, nil
 }

@@ -2,64 +2,145 @@ package stream
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream/internal/state"
 )
 
-// TestStandbyOfTable: a standby of a task with a table store keeps its copy
-// from the table's source topic (a table has no changelog topic of its own)
-// and applies what processing would: a record without a key is skipped.
-func TestStandbyOfTable(t *testing.T) {
-	b := startBroker(t)
+// tableRig is an App of shopTopology that is not running, wired to a broker
+// with one partition per topic, so that a test can run a standby of the
+// table's task and restore it directly, moving the group's committed offset
+// of the table topic itself.
+type tableRig struct {
+	t  *testing.T
+	b  *testBroker
+	a  *App
+	id taskID
+
+	mu sync.Mutex
+	// bound is the committed offset of customers-0 a standby checkpoint may
+	// not pass; set before the test commits an offset.
+	bound       int64
+	checkpoints []int64 // the standbys' checkpoints of customers, in order
+}
+
+func newTableRig(t *testing.T, g Guarantee) *tableRig {
+	t.Helper()
+	b := startBrokerFor(t, g)
 	b.createTopic("orders", 1)
-	b.createTopic("customers", 1)
+	b.createTopic("customers", 1) // not compacted: it takes the record without a key
 	bl := NewBuilder()
 	shopTopology(bl)
-	a, err := NewApp("tbl", bl, Brokers(b.seeds...), StateDir(t.TempDir()), CommitInterval(time.Hour))
+	a, err := NewApp("tbl", bl, Brokers(b.seeds...), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond),
+		WithGuarantee(g), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.adm = b.adm
-	b.produce(
-		&kgo.Record{Topic: "customers", Key: []byte("c1"), Value: []byte("ann")},
-		&kgo.Record{Topic: "customers", Value: []byte("no key")},
-		&kgo.Record{Topic: "customers", Key: []byte("c2"), Value: []byte("bob")},
-	)
-	spec := a.stores["customers"]
+	r := &tableRig{t: t, b: b, a: a, id: a.storeTask(a.stores["customers"], 0)}
+	a.standbys.checkpointed = func(id taskID, cp state.Checkpoint) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.checkpoints = append(r.checkpoints, cp["customers"])
+		if cp["customers"] > r.bound {
+			t.Errorf("standby %s checkpointed customers at %d, past the group's committed offset %d", id, cp["customers"], r.bound)
+		}
+	}
+	return r
+}
+
+// commit sets the group's committed offset of customers-0 (as the active
+// task would).
+func (r *tableRig) commit(off int64) {
+	r.t.Helper()
+	r.mu.Lock()
+	r.bound = max(r.bound, off)
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "customers", Partition: 0, At: off, LeaderEpoch: -1})
+	resp, err := r.b.adm.CommitOffsets(ctx, "tbl", offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		r.t.Fatalf("commit customers-0 at %d: %v", off, err)
+	}
+}
+
+// lowerBound lets the test move the committed offset backwards.
+func (r *tableRig) lowerBound(off int64) {
+	r.mu.Lock()
+	r.bound = off
+	r.mu.Unlock()
+}
+
+// runningStandby is a standby of the rig's task run by the test.
+type runningStandby struct {
+	st   *standbyTask
+	errc chan error
+}
+
+func (r *tableRig) startStandby() *runningStandby {
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &standbyTask{id: a.storeTask(spec, 0), stores: []*storeSpec{spec}, cancel: cancel,
-		done: make(chan struct{}), pos: map[string]int64{}}
+	spec := r.a.stores["customers"]
+	st := &standbyTask{id: r.id, stores: []*storeSpec{spec}, cancel: cancel, done: make(chan struct{}), pos: map[string]int64{}}
 	errc := make(chan error, 1)
 	go func() {
 		defer close(st.done)
-		errc <- a.standbys.tail(ctx, st)
+		errc <- r.a.standbys.tail(ctx, st)
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for st.positions()["customers"] < 3 {
+	return &runningStandby{st: st, errc: errc}
+}
+
+// waitFor waits until the standby applied customers up to pos and fetched
+// it up to seen.
+func (s *runningStandby) waitFor(t *testing.T, pos, seen int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.st.positions()["customers"] != pos || s.st.fetched()["customers"] < seen {
 		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("standby at %v, source topic end 3", st.positions())
+			s.st.cancel()
+			t.Fatalf("standby applied %v, fetched %v; want applied %d, fetched %d", s.st.positions(), s.st.fetched(), pos, seen)
 		}
 		select {
-		case err := <-errc:
+		case err := <-s.errc:
 			t.Fatalf("standby stopped: %v", err)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	cancel()
-	<-st.done
-	if err := <-errc; err != nil {
+}
+
+func (s *runningStandby) stop(t *testing.T) {
+	t.Helper()
+	s.st.cancel()
+	<-s.st.done
+	if err := <-s.errc; err != nil {
 		t.Fatal(err)
 	}
-	db, err := state.Open(a.taskDir(st.id), nil)
+}
+
+// table returns the rig's local table (no task or standby may have it open).
+func (r *tableRig) table() map[string]string {
+	r.t.Helper()
+	db, err := state.Open(r.a.taskDir(r.id), nil)
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
 	defer db.Close()
+	return scanTable(r.t, db)
+}
+
+func scanTable(t *testing.T, db *state.DB) map[string]string {
+	t.Helper()
 	got := map[string]string{}
 	if err := db.Scan("customers", nil, nil, func(k, v []byte, _ int64) error {
 		got[string(k)] = string(v)
@@ -67,7 +148,186 @@ func TestStandbyOfTable(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["c1"] != "ann" || got["c2"] != "bob" {
-		t.Fatalf("standby copy %v, want c1=ann c2=bob", got)
+	return got
+}
+
+// produceTable writes the customers updates of the table tests: offsets 0-4.
+func produceTable(b *testBroker) {
+	b.produce(
+		&kgo.Record{Topic: "customers", Key: []byte("c1"), Value: []byte("ann")},
+		&kgo.Record{Topic: "customers", Value: []byte("no key")},
+		&kgo.Record{Topic: "customers", Key: []byte("c2"), Value: []byte("bob")},
+		&kgo.Record{Topic: "customers", Key: []byte("c1"), Value: []byte("ann2")},
+		&kgo.Record{Topic: "customers", Key: []byte("c3"), Value: []byte("cat")},
+	)
+}
+
+// TestStandbyOfTableStopsAtCommittedOffset: a standby of a task with a table
+// applies the table's source topic only below the group's committed offset
+// of the partition, holding back what it fetched past it, and follows the
+// offset as it moves (refreshed each commit interval); it skips what
+// processing skips (a record without a key). Its checkpoints never pass the
+// committed offset, and a restart resumes from its checkpoint.
+func TestStandbyOfTableStopsAtCommittedOffset(t *testing.T) {
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			r := newTableRig(t, g)
+			produceTable(r.b)
+			r.commit(2)
+			s := r.startStandby()
+			s.waitFor(t, 2, 5)
+			if lag := gaugeValue(r.a.standbys.lag.WithLabelValues(r.id.String())); lag != 0 {
+				t.Errorf("standby lag %v at the committed offset, want 0 (what is past it is not to be applied yet)", lag)
+			}
+			s.stop(t)
+			if got := r.table(); !maps.Equal(got, map[string]string{"c1": "ann"}) {
+				t.Fatalf("standby copy at committed offset 2: %v, want only c1=ann", got)
+			}
+
+			s = r.startStandby() // resumes from its checkpoint
+			s.waitFor(t, 2, 5)
+			r.commit(4)
+			s.waitFor(t, 4, 5)
+			r.commit(5)
+			s.waitFor(t, 5, 5)
+			// New records past the limit are fetched again once it moves.
+			r.b.produce(&kgo.Record{Topic: "customers", Key: []byte("c2"), Value: []byte("bob2")})
+			s.waitFor(t, 5, 6)
+			r.commit(6)
+			s.waitFor(t, 6, 6)
+			s.stop(t)
+			if got := r.table(); !maps.Equal(got, map[string]string{"c1": "ann2", "c2": "bob2", "c3": "cat"}) {
+				t.Fatalf("standby copy at committed offset 6: %v", got)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.checkpoints) == 0 || r.checkpoints[len(r.checkpoints)-1] != 6 {
+				t.Fatalf("standby checkpoints %v, want the last at 6", r.checkpoints)
+			}
+		})
+	}
+}
+
+// writeAheadCopy leaves in the rig's task directory what a standby of an
+// older version left: the table as of offset 5 (past the committed offset)
+// and a checkpoint saying so.
+func (r *tableRig) writeAheadCopy() {
+	r.t.Helper()
+	db, err := state.Open(r.a.taskDir(r.id), nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	txn := db.Begin()
+	for k, v := range map[string]string{"c1": "ann2", "c2": "bob", "c3": "cat"} {
+		if _, err := txn.Put("customers", []byte(k), []byte(v), 0); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if err := txn.CommitThrough(); err != nil {
+		r.t.Fatal(err)
+	}
+	txn.Discard()
+	if err := db.WriteCheckpoint(state.Checkpoint{"customers": 5}); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// TestTableCopyAheadOfCommittedOffset: a local table ahead of the group's
+// committed offset (a standby of an older version tailed the source topic to
+// its end) is never used past that offset: a takeover's restore wipes it and
+// restores the table up to the committed offset; a standby starting on it
+// wipes it and tails from the start up to the committed offset; a running
+// standby whose committed offset moves below its position stops with
+// errStandbyAhead.
+func TestTableCopyAheadOfCommittedOffset(t *testing.T) {
+	r := newTableRig(t, AtLeastOnce)
+	produceTable(r.b)
+	r.commit(2)
+
+	r.writeAheadCopy()
+	before := counterValue(r.a.metrics.restored)
+	tk, err := r.a.newTask(r.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := scanTable(t, tk.db)
+	cp, cerr := tk.db.Checkpoint()
+	tk.close()
+	if !maps.Equal(got, map[string]string{"c1": "ann"}) {
+		t.Errorf("restored table over a copy ahead of the committed offset: %v, want only c1=ann", got)
+	}
+	if n := counterValue(r.a.metrics.restored) - before; n != 1 {
+		t.Errorf("restore applied %v records, want 1 (offsets 0-1, one without a key)", n)
+	}
+	if cerr != nil || cp["customers"] != 2 {
+		t.Errorf("checkpoint after the restore %v (%v), want customers at 2", cp, cerr)
+	}
+
+	r.writeAheadCopy()
+	s := r.startStandby()
+	s.waitFor(t, 2, 5)
+	s.stop(t)
+	if got := r.table(); !maps.Equal(got, map[string]string{"c1": "ann"}) {
+		t.Errorf("standby over a copy ahead of the committed offset: %v, want only c1=ann", got)
+	}
+
+	r.commit(5)
+	s = r.startStandby()
+	s.waitFor(t, 5, 5)
+	r.lowerBound(3)
+	r.commit(3) // offsets reset backwards (the group is empty)
+	select {
+	case err := <-s.errc:
+		if !errors.Is(err, errStandbyAhead) {
+			t.Fatalf("standby stopped with %v, want errStandbyAhead", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("standby still running past a committed offset moved below its position")
+	}
+	s.st.cancel()
+	<-s.st.done
+}
+
+// TestRestoreTableEndsAfterTxnMarker: a table whose source topic is written
+// in transactions has committed offsets just past a commit marker, which the
+// restore must reach under at-least-once too (it reads read_uncommitted).
+func TestRestoreTableEndsAfterTxnMarker(t *testing.T) {
+	r := newTableRig(t, AtLeastOnce)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(r.b.seeds...), kgo.TransactionalID("tbl-writer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pcl.ProduceSync(ctx,
+		&kgo.Record{Topic: "customers", Key: []byte("c1"), Value: []byte("ann")},
+		&kgo.Record{Topic: "customers", Key: []byte("c2"), Value: []byte("bob")},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pcl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	r.commit(3) // past the marker at offset 2, as the App commits
+	tk, err := r.a.newTask(r.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.close()
+	if err := tk.restore(ctx); err != nil {
+		t.Fatalf("restore up to an offset just past a marker: %v", err)
+	}
+	if got := scanTable(t, tk.db); !maps.Equal(got, map[string]string{"c1": "ann", "c2": "bob"}) {
+		t.Fatalf("restored %v", got)
 	}
 }

@@ -1,0 +1,215 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Standby copies of tables.
+//
+// A table's changelog is its source topic, which the active task also
+// consumes as an input. The active task's table therefore stands at the
+// group's committed offset of that input partition when another instance
+// takes the task over: the new owner restores the table up to the committed
+// offset (task.tableRestoreEnds) and processes the source from there. A
+// standby copy that tailed the source topic to its end would hold table
+// values from the future of that position: a stream record re-processed
+// from the committed offset would be joined with them, and under
+// ExactlyOnce the replayed outputs would differ from the aborted run's.
+//
+// So a standby applies a table's source topic only below a limit: the group's
+// committed offset of the task's partition (Kafka Streams' "limit offset" of
+// a source-topic changelog in StoreChangelogReader). The limit is read with an
+// OffsetFetch of the App's group every commit interval; under ExactlyOnce an
+// offset staged in an open transaction is not returned until the transaction
+// commits, which is what the limit must be. Records fetched at or past the
+// limit are held (at most one fetch of the partition: its consumption is
+// paused until the limit passes them) and applied once the limit moves past
+// them.
+//
+// Invariant: every table record a standby applied lies below a committed
+// offset of its partition; its position, hence its checkpoint, is at most
+// that offset. Committed offsets only grow while the group is active, so a
+// takeover restores exactly [standby checkpoint, committed offset), the
+// records the active task committed since the standby's last limit.
+//
+// A copy that is ahead of the committed offset (written by an older version
+// that tailed to the end, or after the group's offsets were reset backwards)
+// cannot be rewound: the standby (at start, or when it sees the limit drop
+// below its position: errStandbyAhead) and the restore (checkpoint past the
+// committed offset) wipe the task's local stores and rebuild them from the
+// start. State written past a checkpoint that is not itself past the
+// committed offset is not detected (an older standby killed between its
+// applies and its next checkpoint).
+
+// errStandbyAhead: the group's committed offset of a table's partition is
+// below what the standby copy already applied.
+var errStandbyAhead = errors.New("standby copy of a table is ahead of the group's committed offset")
+
+// sourceLimit holds a standby's limit on one table source partition.
+type sourceLimit struct {
+	// limit is the group's committed offset of the partition (0 if none):
+	// records at or past it are not applied.
+	limit int64
+	// held are fetched records at or past limit, in offset order, not
+	// applied yet.
+	held []*kgo.Record
+	// paused: the partition is removed from the client's consumption while
+	// records are held; it resumes at resume, one past the last held
+	// record, once they are applied.
+	paused bool
+	resume int64
+}
+
+// fetchLimits returns the group's committed offsets of partition p of the
+// table source topics (0 where none is committed: the active task then
+// consumes from the start).
+func fetchLimits(ctx context.Context, adm *kadm.Client, group string, p int32, topics []string) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s: %w", group, err)
+	}
+	out := make(map[string]int64, len(topics))
+	for _, topic := range topics {
+		at := int64(0)
+		if o, ok := resp.Lookup(topic, p); ok {
+			if o.Err != nil {
+				return nil, fmt.Errorf("committed offset of %s-%d: %w", topic, p, o.Err)
+			}
+			at = max(0, o.At)
+		}
+		out[topic] = at
+	}
+	return out, nil
+}
+
+// standbyTables maps the table source topics of st's stores to their limit
+// state.
+func (m *standbyManager) standbyTables(st *standbyTask) []string {
+	var topics []string
+	for _, s := range st.stores {
+		if s.table {
+			topics = append(topics, m.a.storeChangelog(s))
+		}
+	}
+	return topics
+}
+
+// limiter applies a standby's fetched records to its stores, holding back
+// table records at or past their limit. It belongs to the standby's
+// goroutine.
+type limiter struct {
+	cl        *kgo.Client
+	partition int32
+	limits    map[string]*sourceLimit // by table source topic
+	// pos maps a topic to one past the last record applied (or skipped);
+	// seen to one past the last record fetched (applied, skipped or held).
+	pos  map[string]int64
+	seen map[string]int64
+}
+
+// admit decides for a fetched record r: apply it now (true), or not (held,
+// or already applied). It advances pos past records at or past a limit that
+// leave nothing unapplied below the limit.
+func (l *limiter) admit(r *kgo.Record) bool {
+	if r.Partition != l.partition || r.Offset < l.pos[r.Topic] {
+		return false
+	}
+	sl := l.limits[r.Topic]
+	if sl == nil {
+		l.seen[r.Topic] = max(l.seen[r.Topic], r.Offset+1)
+		return true
+	}
+	if sl.paused || (len(sl.held) > 0 && r.Offset <= sl.held[len(sl.held)-1].Offset) {
+		// Fetched before the pause took effect, or again: it is
+		// re-fetched (or held) from sl.resume on.
+		return false
+	}
+	l.seen[r.Topic] = max(l.seen[r.Topic], r.Offset+1)
+	if len(sl.held) > 0 || r.Offset >= sl.limit {
+		sl.held = append(sl.held, r)
+		// Every record below r.Offset was fetched: nothing left to apply
+		// below the limit.
+		l.pos[r.Topic] = max(l.pos[r.Topic], min(r.Offset, sl.limit))
+		return false
+	}
+	return true
+}
+
+// pauseHeld stops fetching the table partitions with held records: the
+// client drops what it buffered for them; fetching resumes after the held
+// records (resumeDrained).
+func (l *limiter) pauseHeld() {
+	for topic, sl := range l.limits {
+		if len(sl.held) == 0 || sl.paused {
+			continue
+		}
+		sl.paused = true
+		sl.resume = sl.held[len(sl.held)-1].Offset + 1
+		l.cl.RemoveConsumePartitions(map[string][]int32{topic: {l.partition}})
+	}
+}
+
+// setLimits installs newly fetched limits and returns, in order, the held
+// records now below them: apply them, then settle. A limit below a position
+// already applied is errStandbyAhead.
+func (l *limiter) setLimits(limits map[string]int64) ([]*kgo.Record, error) {
+	var ready []*kgo.Record
+	for topic, limit := range limits {
+		sl := l.limits[topic]
+		if sl == nil {
+			continue
+		}
+		if limit < l.pos[topic] {
+			return nil, fmt.Errorf("%w: %s-%d applied up to %d, committed offset %d",
+				errStandbyAhead, topic, l.partition, l.pos[topic], limit)
+		}
+		sl.limit = limit
+		n := 0
+		for n < len(sl.held) && sl.held[n].Offset < limit {
+			n++
+		}
+		ready = append(ready, sl.held[:n]...)
+		sl.held = append(sl.held[:0:0], sl.held[n:]...)
+	}
+	return ready, nil
+}
+
+// settle advances the position of each table partition whose first held
+// record is at or past its limit to the limit: every record below it was
+// applied (call after applying the records setLimits returned).
+func (l *limiter) settle() {
+	for topic, sl := range l.limits {
+		if len(sl.held) > 0 {
+			l.pos[topic] = max(l.pos[topic], min(sl.held[0].Offset, sl.limit))
+		}
+	}
+}
+
+// resumeDrained fetches again the paused partitions whose held records are
+// all applied, from one past the last of them.
+func (l *limiter) resumeDrained() {
+	for topic, sl := range l.limits {
+		if !sl.paused || len(sl.held) > 0 {
+			continue
+		}
+		sl.paused = false
+		l.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {l.partition: kgo.NewOffset().At(sl.resume)}})
+	}
+}
+
+// applicable is the offset up to which topic may be applied now: its end,
+// or for a table the smaller of its end and its limit.
+func (l *limiter) applicable(topic string, end int64) int64 {
+	if sl := l.limits[topic]; sl != nil {
+		return min(end, sl.limit)
+	}
+	return end
+}
