@@ -31,8 +31,10 @@ import (
 //
 // Invariant: a task directory is open by at most one of {the active task,
 // a standby} at a time. ensureTask claims the task (stopping its standby and
-// waiting for it to close the directory) before opening it; a standby starts
-// only for unclaimed tasks, and a task is unclaimed only after it closed.
+// waiting for it, or for one being stopped, to close the directory) before
+// opening it; a standby starts only for unclaimed tasks, and opens the
+// directory only once the previous standby of the task closed it; a task is
+// unclaimed only after it closed.
 
 // StandbyReplicas sets how many other instances keep a warm copy of each
 // stateful task (Kafka Streams' num.standby.replicas). A copy costs the
@@ -56,9 +58,14 @@ type standbyManager struct {
 	ctx     context.Context // of the current session; nil when none
 	claimed map[taskID]bool // active here (or being started): no standby
 	running map[taskID]*standbyTask
+	// stopping are standbys cancelled (no longer running) that may still
+	// hold their task directory: claim and a new standby of the same task
+	// wait for them.
+	stopping map[taskID]*standbyTask
 
 	// checkpointed, if set (tests), is called by a standby's goroutine
-	// after each checkpoint it wrote.
+	// with the checkpoint it starts from (zeros after a wipe) and after
+	// each checkpoint it writes.
 	checkpointed func(taskID, state.Checkpoint)
 }
 
@@ -77,6 +84,7 @@ type standbyTask struct {
 func newStandbyManager(a *App) (*standbyManager, error) {
 	labels := prometheus.Labels{"app": a.id}
 	m := &standbyManager{a: a, claimed: map[taskID]bool{}, running: map[taskID]*standbyTask{},
+		stopping: map[taskID]*standbyTask{},
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
 			Name: "standby_records_total", Help: "Changelog records applied to standby copies of other instances' tasks.",
 			ConstLabels: labels}),
@@ -105,19 +113,42 @@ func (m *standbyManager) start(ctx context.Context) {
 }
 
 // claim makes id active on this instance: its standby, if any, is stopped
-// and has closed the task directory when claim returns.
+// and has closed the task directory when claim returns (also one that was
+// being stopped already).
 func (m *standbyManager) claim(id taskID) {
 	m.mu.Lock()
 	m.claimed[id] = true
 	st := m.running[id]
-	delete(m.running, id)
-	m.count.Set(float64(len(m.running)))
-	m.mu.Unlock()
 	if st != nil {
-		st.cancel()
-		<-st.done
+		m.stopLocked(st)
+	}
+	prev := m.stopping[id]
+	m.mu.Unlock()
+	if prev != nil {
+		m.waitStopped(prev)
+	}
+	if st != nil {
 		m.a.cfg.logger.Info("standby promoted to active task", "task", id.String(), "positions", st.positions())
 	}
+}
+
+// stopLocked cancels a running standby and moves it to m.stopping; wait for
+// it with waitStopped. m.mu must be held.
+func (m *standbyManager) stopLocked(st *standbyTask) {
+	delete(m.running, st.id)
+	m.count.Set(float64(len(m.running)))
+	m.stopping[st.id] = st
+	st.cancel()
+}
+
+// waitStopped waits until st closed its directory.
+func (m *standbyManager) waitStopped(st *standbyTask) {
+	<-st.done
+	m.mu.Lock()
+	if m.stopping[st.id] == st {
+		delete(m.stopping, st.id)
+	}
+	m.mu.Unlock()
 }
 
 // unclaim: id's active task on this instance closed its directory.
@@ -130,16 +161,14 @@ func (m *standbyManager) unclaim(id taskID) {
 // stopAll stops every standby (the session ends) and waits for them.
 func (m *standbyManager) stopAll() {
 	m.mu.Lock()
-	sts := slices.Collect(maps.Values(m.running))
-	clear(m.running)
+	for _, st := range m.running {
+		m.stopLocked(st)
+	}
+	sts := slices.Collect(maps.Values(m.stopping))
 	m.ctx = nil
-	m.count.Set(0)
 	m.mu.Unlock()
 	for _, st := range sts {
-		st.cancel()
-	}
-	for _, st := range sts {
-		<-st.done
+		m.waitStopped(st)
 	}
 }
 
@@ -188,8 +217,7 @@ func (m *standbyManager) update(v *groupView) {
 		}
 		if _, ok := want[id]; !ok || finished {
 			stop = append(stop, st)
-			delete(m.running, id)
-			m.count.Set(float64(len(m.running)))
+			m.stopLocked(st)
 		}
 	}
 	for id, stores := range want {
@@ -197,8 +225,7 @@ func (m *standbyManager) update(v *groupView) {
 	}
 	m.mu.Unlock()
 	for _, st := range stop {
-		st.cancel()
-		<-st.done
+		m.waitStopped(st)
 	}
 }
 
@@ -212,9 +239,19 @@ func (m *standbyManager) startLocked(id taskID, stores []*storeSpec) {
 	st := &standbyTask{id: id, stores: stores, cancel: cancel, done: make(chan struct{}), pos: map[string]int64{}}
 	m.running[id] = st
 	m.count.Set(float64(len(m.running)))
+	prev := m.stopping[id] // still holding the directory, maybe
 	go func() {
 		defer close(st.done)
 		defer m.lag.DeleteLabelValues(id.String())
+		if prev != nil {
+			// Cancelled: it closes the directory promptly. Waited for
+			// even if this one is cancelled too, so that st.done implies
+			// prev.done (claim waits only for the latest).
+			<-prev.done
+			if ctx.Err() != nil {
+				return
+			}
+		}
 		if err := m.tail(ctx, st); err != nil && ctx.Err() == nil {
 			m.a.cfg.logger.Warn("standby task failed; retried at the next group view", "task", id.String(), "err", err)
 		}
@@ -310,6 +347,13 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	cl.AddConsumePartitions(from)
 
 	checkpointed := maps.Clone(pos)
+	if m.checkpointed != nil {
+		cp := state.Checkpoint{}
+		for topic, off := range pos {
+			cp[store[topic]] = off
+		}
+		m.checkpointed(st.id, cp) // the one it resumes from (zeros after a wipe)
+	}
 	writeCheckpoint := func() error {
 		if maps.Equal(l.pos, checkpointed) {
 			return nil
