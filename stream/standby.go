@@ -63,6 +63,8 @@ type standbyManager struct {
 	// wait for them.
 	stopping map[taskID]*standbyTask
 
+	cleaner *stateCleaner // deletes the directories of tasks unused here
+
 	// checkpointed, if set (tests), is called by a standby's goroutine
 	// with the checkpoint it starts from (zeros after a wipe) and after
 	// each checkpoint it writes.
@@ -102,14 +104,20 @@ func newStandbyManager(a *App) (*standbyManager, error) {
 			}
 		}
 	}
+	var err error
+	if m.cleaner, err = newStateCleaner(m); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-// start lets standbys run in ctx (one group session).
+// start lets standbys run in ctx (one group session), and the state
+// cleaner.
 func (m *standbyManager) start(ctx context.Context) {
 	m.mu.Lock()
 	m.ctx = ctx
 	m.mu.Unlock()
+	m.cleaner.start(ctx)
 }
 
 // claim makes id active on this instance: its standby, if any, is stopped
@@ -158,8 +166,10 @@ func (m *standbyManager) unclaim(id taskID) {
 	m.mu.Unlock()
 }
 
-// stopAll stops every standby (the session ends) and waits for them.
+// stopAll stops every standby (the session ends) and the state cleaner, and
+// waits for them.
 func (m *standbyManager) stopAll() {
+	m.cleaner.stop()
 	m.mu.Lock()
 	for _, st := range m.running {
 		m.stopLocked(st)
