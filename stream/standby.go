@@ -94,7 +94,8 @@ func newStandbyManager(a *App) (*standbyManager, error) {
 			Name: "standby_tasks", Help: "Standby tasks (warm copies of other instances' tasks) on this instance.",
 			ConstLabels: labels}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
-			Name: "standby_lag_records", Help: "Changelog records a standby task has not applied yet (as of its last fetch).",
+			Name: "standby_lag_records", Help: "Changelog records a standby task has not applied yet (as of its last fetch; " +
+				"for a table's source topic, up to the group's committed offset).",
 			ConstLabels: labels}, []string{"task"}),
 	}
 	if r := a.cfg.registerer; r != nil && a.cfg.standbyReplicas > 0 {

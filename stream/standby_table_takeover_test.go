@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -191,6 +192,36 @@ func standbyTableTakeoverRun(t *testing.T, g Guarantee) {
 	waitStandbys("caught up", func(p int32, _, applied map[string]int64) bool {
 		return applied["customers"] == frozen[p]
 	})
+
+	// The table is queryable: a2 answers keys of a1's tasks from its
+	// standby copies with AllowStale, else from a1.
+	checked := 0
+	for i := range customers {
+		k := fmt.Sprint("c", i)
+		if !slices.Contains(moved, keyPartition([]byte(k), parts)) {
+			continue
+		}
+		for _, stale := range []bool{true, false} {
+			var opts []QueryOpt
+			if stale {
+				opts = append(opts, AllowStale())
+			}
+			e, err := retryQuery(t, "get "+k, func(ctx context.Context) (StoreEntry, error) {
+				e, found, err := a2.a.Get(ctx, "customers", []byte(k), opts...)
+				if err == nil && !found {
+					err = fmt.Errorf("%s not found", k)
+				}
+				return e, err
+			})
+			if want := fmt.Sprint("name", i, "-v1"); err != nil || string(e.Value) != want || e.Stale != stale {
+				t.Errorf("get %s (stale allowed %v): %q stale %v, %v; want %q", k, stale, e.Value, e.Stale, err, want)
+			}
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no key of a1's tasks")
+	}
 
 	// a1 stalls on its next order: its committed offsets stop moving.
 	gate1.close()
