@@ -64,6 +64,7 @@ type standbyManager struct {
 	stopping map[taskID]*standbyTask
 
 	cleaner *stateCleaner // deletes the directories of tasks unused here
+	shared  sharedLimits  // committed offsets of the table source topics
 
 	// checkpointed, if set (tests), is called by a standby's goroutine
 	// with the checkpoint it starts from (zeros after a wipe) and after
@@ -118,6 +119,7 @@ func (m *standbyManager) start(ctx context.Context) {
 	m.mu.Lock()
 	m.ctx = ctx
 	m.mu.Unlock()
+	m.shared.reset()
 	m.cleaner.start(ctx)
 }
 
@@ -427,19 +429,14 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		l.pauseHeld()
 		if now := a.cfg.clock.Now(); applyErr == nil && len(tables) > 0 && now.Sub(lastLimits) >= a.cfg.commitInterval {
 			lastLimits = now
-			if lims, err := fetchLimits(ctx, adm, a.id, st.id.partition, tables); err != nil {
+			if lims, err := m.limits(ctx, adm, st.id.partition, tables, false); err != nil {
 				if ctx.Err() != nil {
 					txn.Discard()
 					break
 				}
 				logger.Warn("standby: committed offsets of the table sources; limits unchanged", "err", err)
 			} else {
-				ready, err := l.setLimits(lims)
-				if err != nil {
-					txn.Discard()
-					return fmt.Errorf("standby %s: %w", st.id, err)
-				}
-				for _, r := range ready {
+				for _, r := range l.setLimits(lims) {
 					if applyErr = apply(txn, r); applyErr != nil {
 						break
 					}
@@ -522,7 +519,7 @@ func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, d
 	}
 	limits = map[string]int64{}
 	if len(tables) > 0 {
-		if limits, err = fetchLimits(ctx, adm, a.id, st.id.partition, tables); err != nil {
+		if limits, err = m.limits(ctx, adm, st.id.partition, tables, true); err != nil {
 			return nil, nil, fmt.Errorf("standby %s: %w", st.id, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -24,10 +25,11 @@ import (
 //
 // So a standby applies a table's source topic only below a limit: the group's
 // committed offset of the task's partition (Kafka Streams' "limit offset" of
-// a source-topic changelog in StoreChangelogReader). The limit is read with an
-// OffsetFetch of the App's group every commit interval; under ExactlyOnce an
-// offset staged in an open transaction is not returned until the transaction
-// commits, which is what the limit must be. Records fetched at or past the
+// a source-topic changelog in StoreChangelogReader). The limits are read with
+// an OffsetFetch of the App's group (every partition of every table topic,
+// shared by the instance's standbys: one request per commit interval); under
+// ExactlyOnce an offset staged in an open transaction is not returned until
+// the transaction commits, which is what the limit must be. Records fetched at or past the
 // limit are held (at most one fetch of the partition: its consumption is
 // paused until the limit passes them) and applied once the limit moves past
 // them.
@@ -36,20 +38,78 @@ import (
 // offset of its partition; its position, hence its checkpoint, is at most
 // that offset. Committed offsets only grow while the group is active, so a
 // takeover restores exactly [standby checkpoint, committed offset), the
-// records the active task committed since the standby's last limit.
+// records the active task committed since the standby's last limit. Within a
+// session a limit never decreases (the shared offsets are merged by maximum,
+// so a stale answer cannot lower it): the group's offsets can be reset only
+// while it has no member, so not while this instance runs standbys.
 //
 // A copy that is ahead of the committed offset (written by an older version
-// that tailed to the end, or after the group's offsets were reset backwards)
-// cannot be rewound: the standby (at start, or when it sees the limit drop
-// below its position: errStandbyAhead) and the restore (checkpoint past the
-// committed offset) wipe the task's local stores and rebuild them from the
-// start. State written past a checkpoint that is not itself past the
-// committed offset is not detected (an older standby killed between its
-// applies and its next checkpoint).
+// that tailed to the end, or before the group's offsets were reset
+// backwards) cannot be rewound: the standby at its start (from a fresh
+// OffsetFetch) and the restore (checkpoint past the committed offset) wipe
+// the task's local stores and rebuild them from the start. State written
+// past a checkpoint that is not itself past the committed offset is not
+// detected (an older standby killed between its applies and its next
+// checkpoint).
 
-// errStandbyAhead: the group's committed offset of a table's partition is
-// below what the standby copy already applied.
-var errStandbyAhead = errors.New("standby copy of a table is ahead of the group's committed offset")
+// sharedLimits caches the group's committed offsets of the table source
+// topics for the instance's standbys. Goroutine-safe; its lock is taken
+// alone.
+type sharedLimits struct {
+	mu      sync.Mutex
+	at      time.Time                  // clock time of the last fetch
+	offsets map[string]map[int32]int64 // topic -> partition -> committed offset
+}
+
+// reset forgets the offsets (a new session: the group may have been reset).
+func (c *sharedLimits) reset() {
+	c.mu.Lock()
+	c.offsets = nil
+	c.mu.Unlock()
+}
+
+// limits returns the group's committed offsets of partition p of topics (0
+// where none is committed). fresh: from a fetch made now, replacing the
+// cached ones (a standby's start); else from one at most a commit interval
+// old, each offset the largest seen in the session.
+func (m *standbyManager) limits(ctx context.Context, adm *kadm.Client, p int32, topics []string, fresh bool) (map[string]int64, error) {
+	c := &m.shared
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := m.a
+	now := a.cfg.clock.Now()
+	if fresh || c.offsets == nil || now.Sub(c.at) >= a.cfg.commitInterval {
+		var all []string
+		for _, name := range sortedKeys(a.stores) {
+			if s := a.stores[name]; s.table {
+				all = append(all, a.storeChangelog(s))
+			}
+		}
+		got, err := fetchCommitted(ctx, adm, a.id, all)
+		if err != nil {
+			return nil, err
+		}
+		if c.offsets == nil {
+			c.offsets = map[string]map[int32]int64{}
+		}
+		for topic, ps := range got {
+			if c.offsets[topic] == nil {
+				c.offsets[topic] = map[int32]int64{}
+			}
+			for part, off := range ps {
+				if fresh || off > c.offsets[topic][part] {
+					c.offsets[topic][part] = off
+				}
+			}
+		}
+		c.at = now
+	}
+	out := make(map[string]int64, len(topics))
+	for _, topic := range topics {
+		out[topic] = c.offsets[topic][p]
+	}
+	return out, nil
+}
 
 // sourceLimit holds a standby's limit on one table source partition.
 type sourceLimit struct {
@@ -66,26 +126,30 @@ type sourceLimit struct {
 	resume int64
 }
 
-// fetchLimits returns the group's committed offsets of partition p of the
-// table source topics (0 where none is committed: the active task then
-// consumes from the start).
-func fetchLimits(ctx context.Context, adm *kadm.Client, group string, p int32, topics []string) (map[string]int64, error) {
+// fetchCommitted returns the group's committed offsets of every partition of
+// topics that has one (none: the active task consumes from the start, a
+// limit of 0).
+func fetchCommitted(ctx context.Context, adm *kadm.Client, group string, topics []string) (map[string]map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets of group %s: %w", group, err)
 	}
-	out := make(map[string]int64, len(topics))
-	for _, topic := range topics {
-		at := int64(0)
-		if o, ok := resp.Lookup(topic, p); ok {
-			if o.Err != nil {
-				return nil, fmt.Errorf("committed offset of %s-%d: %w", topic, p, o.Err)
-			}
-			at = max(0, o.At)
+	out := map[string]map[int32]int64{}
+	var errs []error
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil {
+			errs = append(errs, fmt.Errorf("committed offset of %s-%d: %w", o.Topic, o.Partition, o.Err))
+			return
 		}
-		out[topic] = at
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = max(0, o.At)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -157,19 +221,15 @@ func (l *limiter) pauseHeld() {
 	}
 }
 
-// setLimits installs newly fetched limits and returns, in order, the held
-// records now below them: apply them, then settle. A limit below a position
-// already applied is errStandbyAhead.
-func (l *limiter) setLimits(limits map[string]int64) ([]*kgo.Record, error) {
+// setLimits installs newly fetched limits (a lower one is ignored: limits
+// never decrease within a session) and returns, in order, the held records
+// now below them: apply them, then settle.
+func (l *limiter) setLimits(limits map[string]int64) []*kgo.Record {
 	var ready []*kgo.Record
 	for topic, limit := range limits {
 		sl := l.limits[topic]
-		if sl == nil {
+		if sl == nil || limit <= sl.limit {
 			continue
-		}
-		if limit < l.pos[topic] {
-			return nil, fmt.Errorf("%w: %s-%d applied up to %d, committed offset %d",
-				errStandbyAhead, topic, l.partition, l.pos[topic], limit)
 		}
 		sl.limit = limit
 		n := 0
@@ -179,7 +239,7 @@ func (l *limiter) setLimits(limits map[string]int64) ([]*kgo.Record, error) {
 		ready = append(ready, sl.held[:n]...)
 		sl.held = append(sl.held[:0:0], sl.held[n:]...)
 	}
-	return ready, nil
+	return ready
 }
 
 // settle advances the position of each table partition whose first held
