@@ -274,3 +274,19 @@ func (t *task) tableRestoreEnds(ctx context.Context, ends kadm.ListedOffsets) er
 	}
 	return nil
 }
+
+// tablesCommitted records, after an ExactlyOnce transaction of tasks
+// committed, that their table stores hold their source topics up to the
+// input offsets it committed (the tasks' next offsets): their checkpoints
+// then advance with each transaction, so a restart on the same state
+// replays only what was committed since, and the tables' writes reach the
+// database (where queries read them) at that checkpoint.
+func tablesCommitted(tasks []*task) {
+	for _, t := range tasks {
+		next := make(map[string]int64, len(t.next))
+		for topic, o := range t.next {
+			next[topic] = o.Offset
+		}
+		t.tablesCovered(next)
+	}
+}

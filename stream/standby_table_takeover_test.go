@@ -196,6 +196,7 @@ func standbyTableTakeoverRun(t *testing.T, g Guarantee) {
 	// The table is queryable: a2 answers keys of a1's tasks from its
 	// standby copies with AllowStale, else from a1.
 	checked := 0
+	queryDeadline := time.Now().Add(30 * time.Second)
 	for i := range customers {
 		k := fmt.Sprint("c", i)
 		if !slices.Contains(moved, keyPartition([]byte(k), parts)) {
@@ -206,13 +207,26 @@ func standbyTableTakeoverRun(t *testing.T, g Guarantee) {
 			if stale {
 				opts = append(opts, AllowStale())
 			}
-			e, err := retryQuery(t, "get "+k, func(ctx context.Context) (StoreEntry, error) {
-				e, found, err := a2.a.Get(ctx, "customers", []byte(k), opts...)
+			// Not found yet is retried too: an ExactlyOnce owner writes its
+			// table to its store (checkpoint) once its transaction
+			// committed, just after the committed offsets became visible.
+			var e StoreEntry
+			var err error
+			for {
+				var found bool
+				e, err = retryQuery(t, "get "+k, func(ctx context.Context) (StoreEntry, error) {
+					e, f, err := a2.a.Get(ctx, "customers", []byte(k), opts...)
+					found = f
+					return e, err
+				})
 				if err == nil && !found {
 					err = fmt.Errorf("%s not found", k)
 				}
-				return e, err
-			})
+				if err == nil || time.Now().After(queryDeadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			if want := fmt.Sprint("name", i, "-v1"); err != nil || string(e.Value) != want || e.Stale != stale {
 				t.Errorf("get %s (stale allowed %v): %q stale %v, %v; want %q", k, stale, e.Value, e.Stale, err, want)
 			}
