@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -433,4 +434,72 @@ func BenchmarkStandbyTableTakeover(bm *testing.B) {
 	bm.ReportMetric(coldD.Seconds()/float64(bm.N), "s-cold")
 	bm.ReportMetric(warmD.Seconds()/float64(bm.N), "s-standby")
 	bm.ReportMetric(float64(coldD)/float64(warmD), "cold/standby")
+}
+
+// TestLimiterHoldsAtCommittedOffset drives a standby's limiter on one table
+// partition by hand: records below the limit are applied, those at or past
+// it held (each once, also when fetched again) until a higher limit (a
+// lower one is ignored), and the position jumps gaps (compacted or aborted
+// offsets) up to the limit, never past it.
+func TestLimiterHoldsAtCommittedOffset(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")) // not consuming: pausing is a no-op
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const topic = "customers"
+	l := &limiter{cl: cl, partition: 0, limits: map[string]*sourceLimit{topic: {limit: 3}},
+		pos: map[string]int64{topic: 0}, seen: map[string]int64{}}
+	rec := func(off int64) *kgo.Record { return &kgo.Record{Topic: topic, Partition: 0, Offset: off} }
+	var applied []int64
+	apply := func(r *kgo.Record) {
+		applied = append(applied, r.Offset)
+		l.pos[topic] = max(l.pos[topic], r.Offset+1)
+	}
+	feed := func(offs ...int64) {
+		for _, off := range offs {
+			if r := rec(off); l.admit(r) {
+				apply(r)
+			}
+		}
+	}
+	check := func(what string, pos int64, appliedWant ...int64) {
+		t.Helper()
+		if l.pos[topic] != pos || !slices.Equal(applied, appliedWant) {
+			t.Fatalf("%s: position %d applied %v, want %d %v", what, l.pos[topic], applied, pos, appliedWant)
+		}
+	}
+
+	feed(0, 2, 5, 6) // 1 is gone; 5 and 6 are past the limit
+	check("first fetch", 3, 0, 2)
+	l.pauseHeld()
+	feed(5, 6, 7) // fetched before the pause took effect
+	check("fetched again", 3, 0, 2)
+	if sl := l.limits[topic]; !sl.paused || sl.resume != 7 || len(sl.held) != 2 {
+		t.Fatalf("held %v paused %v resume %d, want 5 and 6 held, resume at 7", len(sl.held), sl.paused, sl.resume)
+	}
+
+	for _, r := range l.setLimits(map[string]int64{topic: 6}) {
+		apply(r)
+	}
+	l.settle()
+	l.resumeDrained()
+	check("limit 6", 6, 0, 2, 5)
+	if len(l.setLimits(map[string]int64{topic: 4})) != 0 || l.limits[topic].limit != 6 {
+		t.Fatalf("a lower limit was taken: %d", l.limits[topic].limit)
+	}
+	for _, r := range l.setLimits(map[string]int64{topic: 10}) {
+		apply(r)
+	}
+	l.settle()
+	l.resumeDrained()
+	check("limit 10", 7, 0, 2, 5, 6)
+	if l.limits[topic].paused {
+		t.Fatal("still paused with nothing held")
+	}
+	feed(7, 12) // 8-11 are gone
+	check("gap up to the limit", 10, 0, 2, 5, 6, 7)
+	if l.seen[topic] != 13 {
+		t.Fatalf("fetched up to %d, want 13", l.seen[topic])
+	}
 }
