@@ -429,12 +429,12 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		l.pauseHeld()
 		if now := a.cfg.clock.Now(); applyErr == nil && len(tables) > 0 && now.Sub(lastLimits) >= a.cfg.commitInterval {
 			lastLimits = now
+			// On an error the limits stay; the records applied above are
+			// committed below either way (their positions are taken).
 			if lims, err := m.limits(ctx, adm, st.id.partition, tables, false); err != nil {
-				if ctx.Err() != nil {
-					txn.Discard()
-					break
+				if ctx.Err() == nil {
+					logger.Warn("standby: committed offsets of the table sources; limits unchanged", "err", err)
 				}
-				logger.Warn("standby: committed offsets of the table sources; limits unchanged", "err", err)
 			} else {
 				for _, r := range l.setLimits(lims) {
 					if applyErr = apply(txn, r); applyErr != nil {
