@@ -89,16 +89,15 @@ func (m *standbyManager) limits(ctx context.Context, adm *kadm.Client, p int32, 
 		if err != nil {
 			return nil, err
 		}
-		if c.offsets == nil {
-			c.offsets = map[string]map[int32]int64{}
-		}
-		for topic, ps := range got {
-			if c.offsets[topic] == nil {
-				c.offsets[topic] = map[int32]int64{}
-			}
-			for part, off := range ps {
-				if fresh || off > c.offsets[topic][part] {
-					c.offsets[topic][part] = off
+		if fresh || c.offsets == nil {
+			c.offsets = got
+		} else {
+			for topic, ps := range got {
+				if c.offsets[topic] == nil {
+					c.offsets[topic] = map[int32]int64{}
+				}
+				for part, off := range ps {
+					c.offsets[topic][part] = max(c.offsets[topic][part], off)
 				}
 			}
 		}
@@ -154,8 +153,8 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, group string, topics 
 	return out, nil
 }
 
-// standbyTables maps the table source topics of st's stores to their limit
-// state.
+// standbyTables returns the source topics of st's table stores (their
+// changelogs, applied below a limit).
 func (m *standbyManager) standbyTables(st *standbyTask) []string {
 	var topics []string
 	for _, s := range st.stores {
