@@ -116,7 +116,12 @@
 // transactions only. With StandbyReplicas(n), each task's next n members in
 // member-id order tail its changelog into the task's local directory and
 // checkpoint, so a takeover replays only the changelog tail; queries with
-// AllowStale read those copies when the active task cannot answer.
+// AllowStale read those copies when the active task cannot answer. A copy of
+// a table (whose changelog is its source topic) is kept only up to the
+// group's committed offset of its partition, where the new owner resumes
+// processing: a record replayed from there never sees table values from its
+// future. Directories of tasks an instance no longer runs or copies are
+// deleted after StateCleanupDelay (default 10 minutes).
 //
 // # Not yet
 //

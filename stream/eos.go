@@ -190,6 +190,7 @@ func (a *App) endTxn(commit bool) error {
 	if committed {
 		a.metrics.commits.Inc()
 		if err == nil {
+			tablesCommitted(tasks) // tables: their source offsets just committed
 			err = a.checkpoint(tasks)
 		}
 	} else {

@@ -77,6 +77,7 @@ type config struct {
 	// queryable state and standby replicas (query.go, standby.go)
 	query           queryConfig
 	standbyReplicas int
+	cleanupDelay    time.Duration // unused task directories are deleted after it (statecleaner.go)
 }
 
 func defaultConfig() config {
@@ -94,6 +95,7 @@ func defaultConfig() config {
 		guarantee:      AtLeastOnce,
 		maxTxnRecords:  defaultMaxTxnRecords,
 		storeCache:     defaultStoreCache,
+		cleanupDelay:   defaultStateCleanupDelay,
 		query: queryConfig{client: &http.Client{Timeout: 10 * time.Second,
 			Transport: http.DefaultTransport.(*http.Transport).Clone()}},
 	}

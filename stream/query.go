@@ -154,7 +154,7 @@ type queryState struct {
 	// leaves before it closes; readers hold mu (read) while they use a
 	// task's database, so a close waits for them.
 	tasks map[taskID]*task
-	// partitions of the store changelogs, copied when a session starts
+	// partitions of the store changelogs (a table's: its source topic), copied when a session starts
 	// (nil before: ErrNotRunning).
 	partitions map[string]int32
 	endpoint   string // advertised query endpoint ("" if none)
@@ -184,7 +184,7 @@ func (a *App) startQuerySession(ctx context.Context, cl *kgo.Client) (stop func(
 	q.mu.Lock()
 	q.partitions = map[string]int32{}
 	for name := range a.stores {
-		q.partitions[name] = a.partitions[a.changelogTopic(name)]
+		q.partitions[name] = a.partitions[a.storeChangelog(a.stores[name])] // a table: its source topic
 	}
 	q.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
@@ -209,7 +209,7 @@ func (a *App) driverQueries(parts func(topic string) int32, open func(taskID) er
 	a.query.openTask = open
 	a.query.partitions = map[string]int32{}
 	for name := range a.stores {
-		a.query.partitions[name] = parts(a.changelogTopic(name))
+		a.query.partitions[name] = parts(a.storeChangelog(a.stores[name]))
 	}
 }
 

@@ -63,7 +63,15 @@ func (t *task) restore(ctx context.Context) error {
 		}
 		end[s.changelog] = o.Offset
 		if c, ok := cp[s.spec.name]; !ok || c > o.Offset {
-			if ok {
+			switch {
+			case ok && s.spec.table:
+				// The local table holds updates past the group's committed
+				// offset, from which the task processes the topic again:
+				// they must not be seen (a standby of an older version
+				// tailed to the end; or the offsets were reset).
+				a.cfg.logger.Warn("local table is ahead of the group's committed offset; full restore",
+					"task", t.id.String(), "topic", s.changelog, "checkpoint", c, "committed", o.Offset)
+			case ok:
 				a.cfg.logger.Warn("changelog ends before the local checkpoint (recreated?); full restore",
 					"task", t.id.String(), "changelog", s.changelog, "checkpoint", c, "end", o.Offset)
 			}
@@ -134,14 +142,17 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 	for _, s := range t.stores {
 		store[s.changelog] = s.spec.name
 	}
+	// Control records (transaction markers) are kept so the position
+	// visibly reaches an end offset just past a marker (a table's committed
+	// offset steps over the markers of a transactional source topic).
 	opts := a.clientOpts(
 		kgo.ConsumePartitions(from),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(),
 	)
 	if a.eos() {
-		// Committed records only; control records (transaction markers)
-		// are kept so the position visibly reaches the end offset.
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		// Committed records only.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	rc, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -185,7 +196,13 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 		txn := t.db.Begin()
 		var applyErr error
 		fetches.EachRecord(func(r *kgo.Record) {
-			if applyErr != nil || r.Offset >= end[r.Topic] {
+			if applyErr != nil {
+				return
+			}
+			if r.Offset >= end[r.Topic] {
+				// Every record below the end was fetched (those not seen
+				// are gone: compacted away, or aborted).
+				pos[r.Topic] = max(pos[r.Topic], end[r.Topic])
 				return
 			}
 			pos[r.Topic] = r.Offset + 1
@@ -256,4 +273,20 @@ func (t *task) tableRestoreEnds(ctx context.Context, ends kadm.ListedOffsets) er
 		ends[topic][t.id.partition] = lo
 	}
 	return nil
+}
+
+// tablesCommitted records, after an ExactlyOnce transaction of tasks
+// committed, that their table stores hold their source topics up to the
+// input offsets it committed (the tasks' next offsets): their checkpoints
+// then advance with each transaction, so a restart on the same state
+// replays only what was committed since, and the tables' writes reach the
+// database (where queries read them) at that checkpoint.
+func tablesCommitted(tasks []*task) {
+	for _, t := range tasks {
+		next := make(map[string]int64, len(t.next))
+		for topic, o := range t.next {
+			next[topic] = o.Offset
+		}
+		t.tablesCovered(next)
+	}
 }

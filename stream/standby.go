@@ -31,8 +31,10 @@ import (
 //
 // Invariant: a task directory is open by at most one of {the active task,
 // a standby} at a time. ensureTask claims the task (stopping its standby and
-// waiting for it to close the directory) before opening it; a standby starts
-// only for unclaimed tasks, and a task is unclaimed only after it closed.
+// waiting for it, or for one being stopped, to close the directory) before
+// opening it; a standby starts only for unclaimed tasks, and opens the
+// directory only once the previous standby of the task closed it; a task is
+// unclaimed only after it closed.
 
 // StandbyReplicas sets how many other instances keep a warm copy of each
 // stateful task (Kafka Streams' num.standby.replicas). A copy costs the
@@ -56,6 +58,18 @@ type standbyManager struct {
 	ctx     context.Context // of the current session; nil when none
 	claimed map[taskID]bool // active here (or being started): no standby
 	running map[taskID]*standbyTask
+	// stopping are standbys cancelled (no longer running) that may still
+	// hold their task directory: claim and a new standby of the same task
+	// wait for them.
+	stopping map[taskID]*standbyTask
+
+	cleaner *stateCleaner // deletes the directories of tasks unused here
+	shared  sharedLimits  // committed offsets of the table source topics
+
+	// checkpointed, if set (tests), is called by a standby's goroutine
+	// with the checkpoint it starts from (zeros after a wipe) and after
+	// each checkpoint it writes.
+	checkpointed func(taskID, state.Checkpoint)
 }
 
 // standbyTask tails one task's changelog partitions.
@@ -65,13 +79,15 @@ type standbyTask struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu  sync.Mutex
-	pos map[string]int64 // changelog topic -> next offset to apply
+	mu   sync.Mutex
+	pos  map[string]int64 // changelog topic -> next offset to apply
+	seen map[string]int64 // changelog topic -> one past the last record fetched (applied or held)
 }
 
 func newStandbyManager(a *App) (*standbyManager, error) {
 	labels := prometheus.Labels{"app": a.id}
 	m := &standbyManager{a: a, claimed: map[taskID]bool{}, running: map[taskID]*standbyTask{},
+		stopping: map[taskID]*standbyTask{},
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
 			Name: "standby_records_total", Help: "Changelog records applied to standby copies of other instances' tasks.",
 			ConstLabels: labels}),
@@ -79,7 +95,8 @@ func newStandbyManager(a *App) (*standbyManager, error) {
 			Name: "standby_tasks", Help: "Standby tasks (warm copies of other instances' tasks) on this instance.",
 			ConstLabels: labels}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
-			Name: "standby_lag_records", Help: "Changelog records a standby task has not applied yet (as of its last fetch).",
+			Name: "standby_lag_records", Help: "Changelog records a standby task has not applied yet (as of its last fetch; " +
+				"for a table's source topic, up to the group's committed offset).",
 			ConstLabels: labels}, []string{"task"}),
 	}
 	if r := a.cfg.registerer; r != nil && a.cfg.standbyReplicas > 0 {
@@ -89,30 +106,60 @@ func newStandbyManager(a *App) (*standbyManager, error) {
 			}
 		}
 	}
+	var err error
+	if m.cleaner, err = newStateCleaner(m); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-// start lets standbys run in ctx (one group session).
+// start lets standbys run in ctx (one group session), and the state
+// cleaner.
 func (m *standbyManager) start(ctx context.Context) {
 	m.mu.Lock()
 	m.ctx = ctx
 	m.mu.Unlock()
+	m.shared.reset()
+	m.cleaner.start(ctx)
 }
 
 // claim makes id active on this instance: its standby, if any, is stopped
-// and has closed the task directory when claim returns.
+// and has closed the task directory when claim returns (also one that was
+// being stopped already).
 func (m *standbyManager) claim(id taskID) {
 	m.mu.Lock()
 	m.claimed[id] = true
 	st := m.running[id]
-	delete(m.running, id)
-	m.count.Set(float64(len(m.running)))
-	m.mu.Unlock()
 	if st != nil {
-		st.cancel()
-		<-st.done
+		m.stopLocked(st)
+	}
+	prev := m.stopping[id]
+	m.mu.Unlock()
+	if prev != nil {
+		m.waitStopped(prev)
+	}
+	if st != nil {
 		m.a.cfg.logger.Info("standby promoted to active task", "task", id.String(), "positions", st.positions())
 	}
+}
+
+// stopLocked cancels a running standby and moves it to m.stopping; wait for
+// it with waitStopped. m.mu must be held.
+func (m *standbyManager) stopLocked(st *standbyTask) {
+	delete(m.running, st.id)
+	m.count.Set(float64(len(m.running)))
+	m.stopping[st.id] = st
+	st.cancel()
+}
+
+// waitStopped waits until st closed its directory.
+func (m *standbyManager) waitStopped(st *standbyTask) {
+	<-st.done
+	m.mu.Lock()
+	if m.stopping[st.id] == st {
+		delete(m.stopping, st.id)
+	}
+	m.mu.Unlock()
 }
 
 // unclaim: id's active task on this instance closed its directory.
@@ -122,19 +169,19 @@ func (m *standbyManager) unclaim(id taskID) {
 	m.mu.Unlock()
 }
 
-// stopAll stops every standby (the session ends) and waits for them.
+// stopAll stops every standby (the session ends) and the state cleaner, and
+// waits for them.
 func (m *standbyManager) stopAll() {
+	m.cleaner.stop()
 	m.mu.Lock()
-	sts := slices.Collect(maps.Values(m.running))
-	clear(m.running)
+	for _, st := range m.running {
+		m.stopLocked(st)
+	}
+	sts := slices.Collect(maps.Values(m.stopping))
 	m.ctx = nil
-	m.count.Set(0)
 	m.mu.Unlock()
 	for _, st := range sts {
-		st.cancel()
-	}
-	for _, st := range sts {
-		<-st.done
+		m.waitStopped(st)
 	}
 }
 
@@ -183,8 +230,7 @@ func (m *standbyManager) update(v *groupView) {
 		}
 		if _, ok := want[id]; !ok || finished {
 			stop = append(stop, st)
-			delete(m.running, id)
-			m.count.Set(float64(len(m.running)))
+			m.stopLocked(st)
 		}
 	}
 	for id, stores := range want {
@@ -192,8 +238,7 @@ func (m *standbyManager) update(v *groupView) {
 	}
 	m.mu.Unlock()
 	for _, st := range stop {
-		st.cancel()
-		<-st.done
+		m.waitStopped(st)
 	}
 }
 
@@ -207,9 +252,19 @@ func (m *standbyManager) startLocked(id taskID, stores []*storeSpec) {
 	st := &standbyTask{id: id, stores: stores, cancel: cancel, done: make(chan struct{}), pos: map[string]int64{}}
 	m.running[id] = st
 	m.count.Set(float64(len(m.running)))
+	prev := m.stopping[id] // still holding the directory, maybe
 	go func() {
 		defer close(st.done)
 		defer m.lag.DeleteLabelValues(id.String())
+		if prev != nil {
+			// Cancelled: it closes the directory promptly. Waited for
+			// even if this one is cancelled too, so that st.done implies
+			// prev.done (claim waits only for the latest).
+			<-prev.done
+			if ctx.Err() != nil {
+				return
+			}
+		}
 		if err := m.tail(ctx, st); err != nil && ctx.Err() == nil {
 			m.a.cfg.logger.Warn("standby task failed; retried at the next group view", "task", id.String(), "err", err)
 		}
@@ -220,6 +275,14 @@ func (st *standbyTask) positions() map[string]int64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return maps.Clone(st.pos)
+}
+
+// fetched returns, per changelog, one past the last record fetched: past
+// positions() by the table records held back by a limit.
+func (st *standbyTask) fetched() map[string]int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.seen)
 }
 
 // positions returns each running standby's changelog positions.
@@ -234,7 +297,9 @@ func (m *standbyManager) positions() map[taskID]map[string]int64 {
 }
 
 // tail keeps st's local stores up to date with their changelogs until ctx
-// is done, checkpointing every commit interval and when it stops.
+// is done, checkpointing every commit interval and when it stops. A table's
+// source topic is applied only below the group's committed offset of the
+// partition (standby_limit.go).
 func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	a := m.a
 	logger := a.cfg.logger.With("standby", st.id.String())
@@ -255,19 +320,22 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	}
 	defer db.Close()
 
-	opts := a.clientOpts()
+	// Control records (transaction markers) are kept so the position moves
+	// past them, as the group consumer's committed offsets do.
+	opts := append(a.clientOpts(), kgo.KeepControlRecords())
 	if a.eos() {
-		// Committed changelog records only, as the restore reads; control
-		// records move the position past the markers.
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		// Committed changelog records only, as the restore reads.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("standby %s: client: %w", st.id, err)
 	}
 	defer cl.Close()
+	adm := kadm.NewClient(cl)
 
-	pos, err := m.startPositions(ctx, kadm.NewClient(cl), db, st)
+	tables := m.standbyTables(st)
+	pos, limits, err := m.startPositions(ctx, adm, db, st, tables)
 	if err != nil {
 		return err
 	}
@@ -288,36 +356,65 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		store[cl] = s.name
 		from[cl] = map[int32]kgo.Offset{st.id.partition: kgo.NewOffset().At(pos[cl])}
 	}
-	st.mu.Lock()
-	st.pos = maps.Clone(pos)
-	st.mu.Unlock()
+	l := &limiter{cl: cl, partition: st.id.partition, limits: map[string]*sourceLimit{}, pos: pos, seen: maps.Clone(pos)}
+	for topic, limit := range limits {
+		l.limits[topic] = &sourceLimit{limit: limit}
+	}
+	st.publish(l)
 	cl.AddConsumePartitions(from)
 
 	checkpointed := maps.Clone(pos)
-	lag := map[string]int64{}
+	if m.checkpointed != nil {
+		cp := state.Checkpoint{}
+		for topic, off := range pos {
+			cp[store[topic]] = off
+		}
+		m.checkpointed(st.id, cp) // the one it resumes from (zeros after a wipe)
+	}
 	writeCheckpoint := func() error {
-		if maps.Equal(pos, checkpointed) {
+		if maps.Equal(l.pos, checkpointed) {
 			return nil
 		}
 		cp := state.Checkpoint{}
-		for topic, off := range pos {
+		for topic, off := range l.pos {
 			cp[store[topic]] = off
 		}
 		if err := db.WriteCheckpoint(cp); err != nil {
 			return err
 		}
-		checkpointed = maps.Clone(pos)
+		checkpointed = maps.Clone(l.pos)
+		if m.checkpointed != nil {
+			m.checkpointed(st.id, cp)
+		}
 		return nil
 	}
-	last := a.cfg.clock.Now()
+	var applied int
+	apply := func(txn *state.Txn, r *kgo.Record) error {
+		l.pos[r.Topic] = max(l.pos[r.Topic], r.Offset+1)
+		if r.Attrs.IsControl() {
+			return nil
+		}
+		if spec := a.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
+			return nil // what processing the table's topic would skip (as a restore)
+		}
+		applied++
+		return applyChangelog(txn, store[r.Topic], r)
+	}
+	ends := map[string]int64{} // of the changelogs, as of their last fetch
+	now := a.cfg.clock.Now()
+	lastCheckpoint, lastLimits := now, now
 	for {
-		fetches := cl.PollFetches(ctx)
+		// Bounded, so that limits are refreshed while nothing is fetched
+		// (a held table partition is not fetched at all).
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.commitInterval)
+		fetches := cl.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil {
 			break
 		}
 		var ferr error
 		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				ferr = fmt.Errorf("standby %s: fetch %s-%d: %w", st.id, topic, p, err)
 			}
 		})
@@ -327,21 +424,31 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		}
 		txn := db.Begin()
 		var applyErr error
-		n := 0
+		applied = 0
 		fetches.EachRecord(func(r *kgo.Record) {
-			if applyErr != nil || r.Partition != st.id.partition || r.Offset < pos[r.Topic] {
-				return
+			if applyErr == nil && l.admit(r) {
+				applyErr = apply(txn, r)
 			}
-			pos[r.Topic] = r.Offset + 1
-			if r.Attrs.IsControl() {
-				return
-			}
-			if spec := a.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
-				return // what processing the table's topic would skip (as a restore)
-			}
-			applyErr = applyChangelog(txn, store[r.Topic], r)
-			n++
 		})
+		l.pauseHeld()
+		if now := a.cfg.clock.Now(); applyErr == nil && len(tables) > 0 && now.Sub(lastLimits) >= a.cfg.commitInterval {
+			lastLimits = now
+			// On an error the limits stay; the records applied above are
+			// committed below either way (their positions are taken).
+			if lims, err := m.limits(ctx, adm, st.id.partition, tables, false); err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("standby: committed offsets of the table sources; limits unchanged", "err", err)
+				}
+			} else {
+				for _, r := range l.setLimits(lims) {
+					if applyErr = apply(txn, r); applyErr != nil {
+						break
+					}
+				}
+				l.settle()
+				l.resumeDrained()
+			}
+		}
 		if applyErr == nil {
 			// Straight to the database (as a restore): AllowStale queries
 			// read it from another goroutine.
@@ -351,26 +458,24 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 		if applyErr != nil {
 			return fmt.Errorf("standby %s: %w", st.id, applyErr)
 		}
-		m.applied.Add(float64(n))
+		m.applied.Add(float64(applied))
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			end := p.HighWatermark
 			if a.eos() {
 				end = p.LastStableOffset
 			}
 			if p.Partition == st.id.partition && end >= 0 {
-				lag[p.Topic] = max(0, end-pos[p.Topic])
+				ends[p.Topic] = end
 			}
 		})
-		var total int64
-		for _, l := range lag {
-			total += l
+		var lag int64
+		for topic, end := range ends {
+			lag += max(0, l.applicable(topic, end)-l.pos[topic])
 		}
-		m.lag.WithLabelValues(st.id.String()).Set(float64(total))
-		st.mu.Lock()
-		st.pos = maps.Clone(pos)
-		st.mu.Unlock()
-		if now := a.cfg.clock.Now(); now.Sub(last) >= a.cfg.commitInterval {
-			last = now
+		m.lag.WithLabelValues(st.id.String()).Set(float64(lag))
+		st.publish(l)
+		if now := a.cfg.clock.Now(); now.Sub(lastCheckpoint) >= a.cfg.commitInterval {
+			lastCheckpoint = now
 			if err := writeCheckpoint(); err != nil {
 				return fmt.Errorf("standby %s: %w", st.id, err)
 			}
@@ -379,10 +484,23 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	return writeCheckpoint()
 }
 
-// startPositions returns where st's changelogs are tailed from: the local
-// checkpoint if it covers every store and is not past a changelog's end;
-// otherwise the store is wiped and tailed from the start.
-func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, db *state.DB, st *standbyTask) (map[string]int64, error) {
+// publish copies the limiter's positions for readers on other goroutines.
+func (st *standbyTask) publish(l *limiter) {
+	st.mu.Lock()
+	st.pos = maps.Clone(l.pos)
+	st.seen = maps.Clone(l.seen)
+	st.mu.Unlock()
+}
+
+// startPositions returns where st's changelogs are tailed from, and the
+// limits of its table source topics (tables). The local checkpoint is used
+// if it covers every store, is not past a changelog's end (recreated topic)
+// and for a table not past the group's committed offset (a copy ahead of
+// it: see standby_limit.go); otherwise the stores are wiped and tailed from
+// the start.
+func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, db *state.DB, st *standbyTask,
+	tables []string,
+) (pos, limits map[string]int64, err error) {
 	a := m.a
 	cp, err := db.Checkpoint()
 	if err != nil {
@@ -401,33 +519,45 @@ func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, d
 	defer cancel()
 	ends, err := list(lctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("standby %s: changelog end offsets: %w", st.id, err)
+		return nil, nil, fmt.Errorf("standby %s: changelog end offsets: %w", st.id, err)
 	}
-	pos := map[string]int64{}
+	limits = map[string]int64{}
+	if len(tables) > 0 {
+		if limits, err = m.limits(ctx, adm, st.id.partition, tables, true); err != nil {
+			return nil, nil, fmt.Errorf("standby %s: %w", st.id, err)
+		}
+	}
+	pos = map[string]int64{}
 	full := cp == nil
 	for _, s := range st.stores {
 		topic := a.storeChangelog(s)
 		o, ok := ends.Lookup(topic, st.id.partition)
 		if !ok {
-			return nil, fmt.Errorf("standby %s: changelog %s-%d: no end offset (no such partition)", st.id, topic, st.id.partition)
+			return nil, nil, fmt.Errorf("standby %s: changelog %s-%d: no end offset (no such partition)", st.id, topic, st.id.partition)
 		}
 		if o.Err != nil {
-			return nil, fmt.Errorf("standby %s: changelog %s-%d end offset: %w", st.id, topic, st.id.partition, o.Err)
+			return nil, nil, fmt.Errorf("standby %s: changelog %s-%d end offset: %w", st.id, topic, st.id.partition, o.Err)
 		}
 		c, ok := cp[s.name]
 		if !ok || c > o.Offset {
+			full = true
+		}
+		if limit, table := limits[topic]; table && ok && c > limit {
+			a.cfg.logger.Warn("standby copy of a table is ahead of the group's committed offset "+
+				"(written by an older version, or the offsets were reset); wiping it and tailing from the start",
+				"task", st.id.String(), "topic", topic, "checkpoint", c, "committed", limit)
 			full = true
 		}
 		pos[topic] = c
 	}
 	if full {
 		if err := db.Wipe(); err != nil {
-			return nil, fmt.Errorf("standby %s: %w", st.id, err)
+			return nil, nil, fmt.Errorf("standby %s: %w", st.id, err)
 		}
 		for topic := range pos {
 			pos[topic] = 0
 		}
 	}
-	a.cfg.logger.Info("standby task started", "task", st.id.String(), "from", pos, "full", full)
-	return pos, nil
+	a.cfg.logger.Info("standby task started", "task", st.id.String(), "from", pos, "limits", limits, "full", full)
+	return pos, limits, nil
 }

@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
 )
 
 // restoreRig is an App that is not running, wired to a broker so that a
@@ -480,4 +483,95 @@ func TestClaimStopsStandby(t *testing.T) {
 	if n := unusable.n.Load(); n > 0 {
 		t.Errorf("%d local stores found unusable", n)
 	}
+}
+
+// TestClaimWaitsForStoppingStandby: a standby stopped by a placement change
+// (update cancels it and waits outside the lock) may still hold the task
+// directory when the task becomes active here: claim waits for it, so the
+// task opens its store (no "unusable" store deleted) and restores only the
+// tail; a standby of the task started meanwhile waits for it too.
+func TestClaimWaitsForStoppingStandby(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic("events", 1)
+	r := newRestoreRig(t, b, t.TempDir())
+	unusable := &countingHandler{match: "unusable"}
+	r.a.cfg.logger = slog.New(unusable)
+	b.createTopic(r.changelog, 1)
+	r.write(2000, 300)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := r.a.standbys
+	// The stopping standby's last checkpoint (still holding the directory)
+	// waits for the test.
+	var hold atomic.Bool
+	holding, release := make(chan struct{}), make(chan struct{})
+	m.checkpointed = func(taskID, state.Checkpoint) {
+		if hold.CompareAndSwap(true, false) {
+			close(holding)
+			<-release
+		}
+	}
+	m.start(ctx)
+	m.mu.Lock()
+	m.startLocked(r.id(), []*storeSpec{r.spec()})
+	st := m.running[r.id()]
+	m.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for st.positions()[r.changelog] < r.written {
+		if time.Now().After(deadline) {
+			t.Fatalf("standby at %v", st.positions())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	hold.Store(true)
+	m.mu.Lock()
+	m.stopLocked(st) // as update does for a standby no longer placed here
+	m.startLocked(r.id(), []*storeSpec{r.spec()})
+	next := m.running[r.id()] // placed here again: waits for st
+	m.stopLocked(next)
+	m.mu.Unlock()
+	<-holding
+	r.write(50, 300) // not fetched by the stopping standby
+
+	before := counterValue(r.a.metrics.restored)
+	claimed := make(chan *task, 1)
+	go func() {
+		tk, err := r.a.ensureTask(ctx, r.id())
+		if err != nil {
+			t.Error(err)
+		}
+		claimed <- tk
+	}()
+	var tk *task
+	opened := false
+	select {
+	case tk = <-claimed:
+		opened = true
+		t.Error("the task was opened while a stopping standby held its directory")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if !opened {
+		select {
+		case tk = <-claimed:
+		case <-time.After(time.Minute):
+			t.Fatal("the task was not opened once the standby stopped")
+		}
+	}
+	if tk == nil {
+		return
+	}
+	if n := counterValue(r.a.metrics.restored) - before; n != 50 {
+		t.Errorf("takeover replayed %v records, want the 50 written after the standby caught up", n)
+	}
+	if n := unusable.n.Load(); n > 0 {
+		t.Errorf("%d local stores found unusable (opened while a standby held them)", n)
+	}
+	if closed := r.a.takeTasks(map[string][]int32{"events": {r.id().partition}}); len(closed) != 1 || closed[0] != tk {
+		t.Fatalf("took %v, want the task", closed)
+	}
+	r.a.closeTasks([]*task{tk})
+	m.stopAll()
 }
