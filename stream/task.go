@@ -58,6 +58,9 @@ type task struct {
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
 
 	m taskMetrics
+	// promise is onProduced, bound once (a method value made per produced
+	// record would be an allocation per record).
+	promise func(*kgo.Record, error)
 
 	clMu sync.Mutex
 	// recycled holds records whose produce promise has run (the client
@@ -89,6 +92,7 @@ func (a *App) newTask(id taskID) (*task, error) {
 	t := &task{app: a, id: id, entries: map[string]func(*kgo.Record) error{},
 		next: map[string]kgo.EpochOffset{}, committed: map[string]int64{},
 		streamTime: math.MinInt64, clEnd: map[string]int64{}, m: a.metrics.forTask(id.String())}
+	t.promise = t.onProduced
 	built := map[int]any{}
 	var build func(n *node) any
 	build = func(n *node) any {
@@ -178,7 +182,7 @@ func (t *task) emit(topic string, partition int32, key, value []byte, ts time.Ti
 // produce hands a record to the client. Errors are collected by the App:
 // a failed output is fatal, because its input must not be committed.
 func (t *task) produce(r *kgo.Record) {
-	t.app.producer(r, t.onProduced)
+	t.app.producer(r, t.promise)
 	t.app.metrics.recordsOut.Inc()
 	t.m.out.Inc()
 }
