@@ -79,6 +79,9 @@ type App struct {
 
 	running    atomic.Bool
 	lastCommit time.Time // loop goroutine only
+	// flushRequests counts tasks whose queries wait for a flush of their
+	// store cache (task.awaitFlush); the loop serves them between rounds.
+	flushRequests atomic.Int32
 
 	query    *queryState     // queryable state (query.go)
 	standbys *standbyManager // standby replicas (standby.go)
@@ -405,6 +408,9 @@ func (a *App) loop(ctx context.Context) error {
 				err = cerr
 			}
 		}
+		if err == nil && a.flushRequests.Load() > 0 {
+			err = a.serveFlushes()
+		}
 		if !a.txn.open {
 			a.allowRebalance()
 		}
@@ -422,6 +428,17 @@ func (a *App) loop(ctx context.Context) error {
 }
 
 func (a *App) eos() bool { return a.cfg.guarantee == ExactlyOnce }
+
+// serveFlushes flushes the store caches queries wait for (see
+// task.awaitFlush). Loop goroutine, between rounds.
+func (a *App) serveFlushes() error {
+	for _, t := range a.allTasks() {
+		if err := t.flushIfWanted(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // allowRebalance lets a waiting rebalance proceed. Under ExactlyOnce, never
 // call it with a transaction open.
@@ -621,7 +638,7 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 			}
 			t.tablesCovered(next)
 		}
-		return a.checkpoint(tasks)
+		return a.checkpoint(tasks, true)
 	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, t := range tasks {
@@ -658,17 +675,38 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 			t.tablesCovered(t.committed)
 		}
 	}
-	return a.checkpoint(tasks)
+	return a.checkpoint(tasks, true)
 }
 
-// checkpoint writes the tasks' local checkpoints; call only when every
-// record produced so far is acknowledged.
-func (a *App) checkpoint(tasks []*task) error {
-	var size uint64
+// checkpoint writes the tasks' local checkpoints: every task's if force
+// (each at-least-once commit, and every hand-over and shutdown), else those
+// due (task.checkpointDue: after an ExactlyOnce transaction). Call only when
+// every record produced so far is acknowledged (and under ExactlyOnce,
+// committed).
+func (a *App) checkpoint(tasks []*task, force bool) error {
+	wrote := false
 	for _, t := range tasks {
+		if !force && !t.checkpointDue() {
+			t.markUnflushed()
+			continue
+		}
+		before := t.lastCheckpointAt
 		if err := t.checkpoint(); err != nil {
 			return err
 		}
+		if t.lastCheckpointAt != before {
+			t.markFlushed() // WriteCheckpoint flushed the cache
+		} else {
+			t.markUnflushed() // nothing to claim: the cache may hold writes still
+		}
+		wrote = true
+	}
+	if !wrote {
+		return nil
+	}
+	// Sampled when something was written: Pebble's metrics are not free.
+	var size uint64
+	for _, t := range tasks {
 		if t.db != nil {
 			size += t.db.DiskSize()
 		}

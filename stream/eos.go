@@ -190,7 +190,7 @@ func (a *App) endTxn(commit bool) error {
 	if committed {
 		a.metrics.commits.Inc()
 		if err == nil {
-			err = a.checkpoint(tasks)
+			err = a.checkpoint(tasks, false)
 		}
 	} else {
 		a.metrics.txnAborts.Inc()

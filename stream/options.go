@@ -73,6 +73,8 @@ type config struct {
 	// many input records (tests lower it).
 	maxTxnRecords int
 	storeCache    int64 // bytes per task; see StoreCache (cache.go)
+	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
+	checkpointInterval time.Duration
 
 	// queryable state and standby replicas (query.go, standby.go)
 	query           queryConfig
@@ -81,19 +83,20 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		stateDir:       filepath.Join(os.TempDir(), "weir-stream"),
-		workers:        runtime.GOMAXPROCS(0),
-		commitInterval: time.Second,
-		maxAttempts:    3,
-		backoffMin:     100 * time.Millisecond,
-		backoffMax:     5 * time.Second,
-		maxPollRecords: 1000,
-		replication:    -1,
-		logger:         slog.New(slog.DiscardHandler),
-		clock:          realClock{},
-		guarantee:      AtLeastOnce,
-		maxTxnRecords:  defaultMaxTxnRecords,
-		storeCache:     defaultStoreCache,
+		stateDir:           filepath.Join(os.TempDir(), "weir-stream"),
+		workers:            runtime.GOMAXPROCS(0),
+		commitInterval:     time.Second,
+		maxAttempts:        3,
+		backoffMin:         100 * time.Millisecond,
+		backoffMax:         5 * time.Second,
+		maxPollRecords:     1000,
+		replication:        -1,
+		logger:             slog.New(slog.DiscardHandler),
+		clock:              realClock{},
+		guarantee:          AtLeastOnce,
+		maxTxnRecords:      defaultMaxTxnRecords,
+		storeCache:         defaultStoreCache,
+		checkpointInterval: defaultCheckpointInterval,
 		query: queryConfig{client: &http.Client{Timeout: 10 * time.Second,
 			Transport: http.DefaultTransport.(*http.Transport).Clone()}},
 	}
@@ -174,6 +177,13 @@ func Workers(n int) Opt { return optFunc(func(c *config) { c.workers = n }) }
 // the span of one transaction: outputs become visible to read_committed
 // readers at most this long after they are produced. Default: 1s, 100ms
 // under ExactlyOnce (as Kafka Streams).
+//
+// Each at-least-once commit also writes the tasks' local checkpoints (their
+// stores' cached writes go to the local database, synced). Under ExactlyOnce
+// a checkpoint follows a transaction at most once a second: a crash replays
+// the changelog written since, up to about a second's worth per task, over
+// the local store. Queries still see every committed transaction (a query
+// has the task flush its cached writes first).
 func CommitInterval(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.commitInterval, c.commitIntervalSet = d, true })
 }

@@ -70,8 +70,20 @@ type task struct {
 	// clEnd maps a changelog topic to one past the offset of the last
 	// acknowledged changelog record the task wrote (or restored up to).
 	clEnd map[string]int64
-	// lastCheckpoint is the checkpoint last written.
-	lastCheckpoint state.Checkpoint
+	// lastCheckpoint is the checkpoint last written, at lastCheckpointAt
+	// (processing clock).
+	lastCheckpoint   state.Checkpoint
+	lastCheckpointAt time.Time
+
+	// Queries read Pebble, not the store cache. Under ExactlyOnce a
+	// committed transaction's writes may sit in the cache until the next
+	// checkpoint (checkpointDue); a query of the task then asks the loop to
+	// flush them (awaitFlush, App.serveFlushes), so it still sees every
+	// committed transaction. flushMu guards the three fields.
+	flushMu     sync.Mutex
+	unflushed   bool          // committed writes in the cache, not in Pebble
+	flushWanted bool          // a query waits for them
+	flushDone   chan struct{} // closed by the next flush
 }
 
 // recordSlab is the number of output records emit allocates at once.
@@ -438,6 +450,89 @@ func (t *task) checkpoint() error {
 		return err
 	}
 	t.lastCheckpoint = cp
+	t.lastCheckpointAt = t.app.cfg.clock.Now()
+	return nil
+}
+
+// defaultCheckpointInterval is how often a task writes its local checkpoint
+// after ExactlyOnce transactions, at most. A checkpoint writes the store
+// cache's dirty keys to Pebble and syncs: after every 100ms transaction it
+// would write a key updated again a moment later once per transaction, and
+// sync ten times a second. So ExactlyOnce checkpoints at the at-least-once
+// commit cadence (an at-least-once commit always checkpoints; Kafka Streams
+// likewise skips checkpoints that would cover little:
+// OFFSET_DELTA_THRESHOLD_FOR_CHECKPOINT). The cost is a longer changelog
+// tail to replay after a crash: what a task wrote since its last
+// checkpoint, at most this long plus one transaction. A task's first
+// checkpoint (after its restore) and its checkpoint when it is handed over
+// or closed are always written.
+const defaultCheckpointInterval = time.Second
+
+// checkpointDue reports whether the task's local checkpoint should be
+// written after a transaction: checkpointInterval passed since the last
+// one, or it has none yet.
+func (t *task) checkpointDue() bool {
+	if t.db == nil {
+		return false
+	}
+	return len(t.lastCheckpoint) == 0 || t.app.cfg.clock.Now().Sub(t.lastCheckpointAt) >= t.app.cfg.checkpointInterval
+}
+
+// markUnflushed notes that committed writes sit in the task's store cache
+// (loop goroutine, after a transaction whose checkpoint was not due).
+func (t *task) markUnflushed() {
+	t.flushMu.Lock()
+	t.unflushed = true
+	t.flushMu.Unlock()
+}
+
+// markFlushed notes that Pebble holds every committed write (loop
+// goroutine, after a checkpoint or a flush) and releases waiting queries.
+func (t *task) markFlushed() {
+	t.flushMu.Lock()
+	if t.flushWanted {
+		t.app.flushRequests.Add(-1)
+	}
+	t.unflushed, t.flushWanted = false, false
+	if t.flushDone != nil {
+		close(t.flushDone)
+		t.flushDone = nil
+	}
+	t.flushMu.Unlock()
+}
+
+// awaitFlush returns nil if Pebble holds every committed write of the task,
+// else a channel closed once the loop has flushed them (requested here).
+// Any goroutine.
+func (t *task) awaitFlush() <-chan struct{} {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	if !t.unflushed {
+		return nil
+	}
+	if !t.flushWanted {
+		t.flushWanted = true
+		t.app.flushRequests.Add(1)
+	}
+	if t.flushDone == nil {
+		t.flushDone = make(chan struct{})
+	}
+	return t.flushDone
+}
+
+// flushIfWanted writes the cache's committed writes to Pebble if a query
+// waits for them. Loop goroutine, between rounds.
+func (t *task) flushIfWanted() error {
+	t.flushMu.Lock()
+	wanted := t.flushWanted
+	t.flushMu.Unlock()
+	if !wanted || t.db == nil {
+		return nil
+	}
+	if err := t.db.Flush(); err != nil {
+		return fmt.Errorf("task %s: flush for a query: %w", t.id, err)
+	}
+	t.markFlushed()
 	return nil
 }
 
@@ -480,6 +575,7 @@ func (t *task) tablesCovered(offsets map[string]int64) {
 
 func (t *task) close() error {
 	t.app.metrics.dropTask(t.id.String())
+	t.markFlushed() // releases waiting queries: they find the task gone
 	if t.db == nil {
 		return nil
 	}
