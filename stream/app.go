@@ -15,6 +15,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// defaultProducerLinger is how long the App's producer waits to fill a
+// batch (Kafka Streams sets its producer's linger.ms to 100; franz-go's
+// default is 10ms). A commit, and the end of every ExactlyOnce transaction,
+// flushes at once, so it delays nothing under ExactlyOnce (outputs are
+// visible at the commit) and at-least-once outputs by at most this much.
+// Measured on the keyed count (1M records, 2 shared cores, CPU per record,
+// two runs of three rounds): 100ms vs 10ms, 10-12k instead of ~2.5k records
+// per batch, 0.06 instead of 0.37 produce requests per 1,000 inputs, about
+// 10% more events per CPU-second at-least-once and exactly-once (noisy:
+// rounds spread +-10%); 0ms: 6.5 requests per 1,000 inputs and ~14% fewer.
+const defaultProducerLinger = 100 * time.Millisecond
+
 // commitTimeout bounds one flush-and-commit.
 const commitTimeout = 30 * time.Second
 
@@ -205,7 +217,7 @@ func (a *App) fatalErr() error {
 
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	// Defaults first: the user's ClientOpts override them (see ClientOpts).
-	opts := []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}
+	opts := []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(defaultProducerLinger)}
 	opts = append(opts, a.cfg.clientOpts...)
 	opts = append(opts, kgo.SeedBrokers(a.cfg.seeds...))
 	return append(opts, extra...)

@@ -331,6 +331,57 @@ func runE2EAppN(b *testing.B, n int, build func(*Builder), opts ...Opt) e2eRun {
 	return e2eRun{n: n, wall: time.Since(start), cpu: cpuTime(b) - cpu0, reqs: reqs.counts()}
 }
 
+// BenchmarkE2EStartup measures the fixed cost of starting the keyed count
+// App (3 partitions): CPU from Run until its three tasks are open (stores
+// opened and restored, changelog and dead-letter topics created, group
+// joined), then the graceful stop. One input record makes the first poll
+// return at once. It fails if a task's store was opened more than once.
+func BenchmarkE2EStartup(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		scope := &scopedTB{TB: b}
+		tb := startBrokerB(scope)
+		tb.createTopic("in", 3)
+		tb.createTopic("out", 3)
+		tb.produce(&kgo.Record{Topic: "in", Key: []byte("zone-000001"), Value: []byte(`{"n":1}`)})
+		bl := NewBuilder()
+		buildKeyedCount(bl)
+		a, err := NewApp("bench", bl, Brokers(tb.seeds...), StateDir(b.TempDir()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		b.StartTimer()
+		stopProf := profWindow("startup")
+		start, cpu0 := time.Now(), cpuTime(b)
+		go func() { done <- a.Run(ctx) }()
+		deadline := time.Now().Add(time.Minute)
+		for counterValue(a.metrics.tasksOpened) < 3 {
+			if time.Now().After(deadline) {
+				b.Fatal("tasks not opened within a minute")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		wallReady, cpuReady := time.Since(start), cpuTime(b)-cpu0
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		cpuAll := cpuTime(b) - cpu0
+		stopProf()
+		b.StopTimer()
+		if n := counterValue(a.metrics.tasksOpened); n != 3 {
+			b.Fatalf("%v tasks opened, want 3 (one per partition, once)", n)
+		}
+		scope.done()
+		b.StartTimer()
+		b.ReportMetric(float64(cpuReady.Microseconds())/1000, "cpu-ms-to-ready")
+		b.ReportMetric(float64(cpuAll.Microseconds())/1000, "cpu-ms-with-stop")
+		b.ReportMetric(float64(wallReady.Microseconds())/1000, "wall-ms-to-ready")
+	}
+}
+
 // BenchmarkRestore measures a full restore of one task's store from a
 // changelog of e2eRecords distinct keys (target: >= 200k records/s).
 func BenchmarkRestore(b *testing.B) {

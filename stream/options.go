@@ -157,7 +157,11 @@ func Brokers(seeds ...string) Opt {
 // producer defaults, applied before these (so these override them): no
 // compression (Kafka's producer default; franz-go's is snappy), because the
 // App's outputs and changelog records are small and compressing them costs
-// CPU in the App and in the broker that validates every batch.
+// CPU in the App and in the broker that validates every batch; and a linger
+// of 100ms (kgo.ProducerLinger; Kafka Streams' linger.ms for its producer,
+// franz-go's default is 10ms): fewer, fuller batches, while every commit
+// flushes at once, so at-least-once outputs wait at most that long and
+// ExactlyOnce outputs (visible at their transaction's commit) no longer.
 func ClientOpts(opts ...kgo.Opt) Opt {
 	return optFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
 }
