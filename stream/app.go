@@ -420,7 +420,9 @@ func (a *App) loop(ctx context.Context) error {
 				err = cerr
 			}
 		}
-		if err == nil && a.flushRequests.Load() > 0 {
+		if err == nil && !a.txn.open && a.flushRequests.Load() > 0 {
+			// Between transactions: no task has writes in a state.Txn,
+			// and a waiting query sees the transaction just committed.
 			err = a.serveFlushes()
 		}
 		if !a.txn.open {
@@ -442,7 +444,7 @@ func (a *App) loop(ctx context.Context) error {
 func (a *App) eos() bool { return a.cfg.guarantee == ExactlyOnce }
 
 // serveFlushes flushes the store caches queries wait for (see
-// task.awaitFlush). Loop goroutine, between rounds.
+// task.awaitFlush). Loop goroutine, between transactions.
 func (a *App) serveFlushes() error {
 	for _, t := range a.allTasks() {
 		if err := t.flushIfWanted(); err != nil {

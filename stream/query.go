@@ -353,9 +353,9 @@ func (a *App) readLocal(spec *storeSpec, p int32, stale bool, fn func(db *state.
 }
 
 // flushWaitMax bounds how long a query waits for the loop to flush a
-// task's committed writes (the loop serves it within a poll, at most one
-// commit interval, and a round); past it, the read sees the state as of the
-// last flush.
+// task's committed writes (the loop serves it after the open transaction,
+// at most a commit interval and a round); past it, the read sees the state
+// as of the last flush.
 func flushWaitMax(commitInterval time.Duration) time.Duration { return 2*commitInterval + time.Second }
 
 // getLocal reads key from partition p of the store on this instance.

@@ -521,7 +521,7 @@ func (t *task) awaitFlush() <-chan struct{} {
 }
 
 // flushIfWanted writes the cache's committed writes to Pebble if a query
-// waits for them. Loop goroutine, between rounds.
+// waits for them. Loop goroutine, between transactions.
 func (t *task) flushIfWanted() error {
 	t.flushMu.Lock()
 	wanted := t.flushWanted
