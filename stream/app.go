@@ -416,11 +416,17 @@ func (a *App) loop(ctx context.Context) error {
 			}
 		} else if now := a.cfg.clock.Now(); err == nil && now.Sub(a.lastCommit) >= a.cfg.commitInterval {
 			a.lastCommit = now
-			if cerr := a.commit(ctx, a.allTasks()); cerr != nil && ctx.Err() == nil {
+			cerr := a.commit(ctx, a.allTasks(), false)
+			if cerr != nil && ctx.Err() == nil {
 				err = cerr
 			}
+			if cerr == nil && a.flushRequests.Load() > 0 {
+				// Right after the commit the store caches hold only
+				// state whose outputs and changelog are acknowledged.
+				err = a.serveFlushes()
+			}
 		}
-		if err == nil && !a.txn.open && a.flushRequests.Load() > 0 {
+		if err == nil && a.sess != nil && !a.txn.open && a.flushRequests.Load() > 0 {
 			// Between transactions: no task has writes in a state.Txn,
 			// and a waiting query sees the transaction just committed.
 			err = a.serveFlushes()
@@ -627,10 +633,11 @@ func (a *App) allTasks() []*task {
 //     failure is fatal and nothing is committed);
 //  2. commit each task's input offset (one past its last handled record);
 //  3. write each task's local checkpoint (synced) naming the changelog
-//     offsets its stores cover.
+//     offsets its stores cover: every task's if force (hand-over,
+//     shutdown), else those due (task.checkpointDue).
 //
 // A crash between any two steps replays input (at-least-once); none loses it.
-func (a *App) commit(ctx context.Context, tasks []*task) error {
+func (a *App) commit(ctx context.Context, tasks []*task, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if err := a.cl.Flush(ctx); err != nil {
@@ -689,14 +696,13 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 			t.tablesCovered(t.committed)
 		}
 	}
-	return a.checkpoint(tasks, true)
+	return a.checkpoint(tasks, force)
 }
 
 // checkpoint writes the tasks' local checkpoints: every task's if force
-// (each at-least-once commit, and every hand-over and shutdown), else those
-// due (task.checkpointDue: after an ExactlyOnce transaction). Call only when
-// every record produced so far is acknowledged (and under ExactlyOnce,
-// committed).
+// (hand-over, shutdown), else those due (task.checkpointDue: after a
+// periodic commit or an ExactlyOnce transaction). Call only when every
+// record produced so far is acknowledged (and under ExactlyOnce, committed).
 func (a *App) checkpoint(tasks []*task, force bool) error {
 	wrote := false
 	for _, t := range tasks {
@@ -757,7 +763,7 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 	}
 	tasks := a.takeTasks(revoked)
 	if len(tasks) > 0 && a.fatalErr() == nil && !a.crash.Load() {
-		if err := a.commit(ctx, tasks); err != nil {
+		if err := a.commit(ctx, tasks, true); err != nil {
 			a.cfg.logger.Warn("commit on revoke failed; the new owner replays", "err", err)
 		}
 	}
@@ -815,7 +821,7 @@ func (a *App) closeTasks(ts []*task) {
 // closes every task.
 func (a *App) shutdown(loopErr error) {
 	if loopErr == nil && !a.crash.Load() {
-		if err := a.commit(context.Background(), a.allTasks()); err != nil {
+		if err := a.commit(context.Background(), a.allTasks(), true); err != nil {
 			a.cfg.logger.Warn("final commit failed; the next owner replays", "err", err)
 		}
 	}

@@ -182,12 +182,12 @@ func Workers(n int) Opt { return optFunc(func(c *config) { c.workers = n }) }
 // readers at most this long after they are produced. Default: 1s, 100ms
 // under ExactlyOnce (as Kafka Streams).
 //
-// Each at-least-once commit also writes the tasks' local checkpoints (their
-// stores' cached writes go to the local database, synced). Under ExactlyOnce
-// a checkpoint follows a transaction at most once a second: a crash replays
-// the changelog written since, up to about a second's worth per task, over
-// the local store. Queries still see every committed transaction (a query
-// has the task flush its cached writes first).
+// A commit (or transaction end) also writes the tasks' local checkpoints
+// (their stores' cached writes go to the local database, synced) when 2s
+// passed since the last: a crash replays the changelog written since, up to
+// about that much per task, over the local store. Hand-over and shutdown
+// always checkpoint. Queries still see every commit (a query has the task
+// flush its cached writes after the next commit first).
 func CommitInterval(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.commitInterval, c.commitIntervalSet = d, true })
 }
