@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -180,4 +182,45 @@ func TestQueryFlushesCommittedWritesBetweenCheckpoints(t *testing.T) {
 		t.Fatalf("still waiting after the flush (%d requests)", h.a.flushRequests.Load())
 	}
 	delete(h.a.tasks, tk.id)
+}
+
+// TestQuerySeesCommitsBetweenCheckpoints runs the keyed count with no
+// checkpoint after the restore's (a one-hour interval): every committed
+// write stays in the store cache, and only a query's flush request gets it
+// to Pebble, after the next commit (at-least-once) or transaction end
+// (ExactlyOnce). Once the outputs show the true counts, every query answers
+// them exactly.
+func TestQuerySeesCommitsBetweenCheckpoints(t *testing.T) {
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			b := startBrokerFor(t, g)
+			b.createTopic("events", 2)
+			b.createTopic("counts", 2)
+			const keys = 10
+			r := b.run("fresh", countTopology, testLogger(t), StateDir(t.TempDir()), WithGuarantee(g),
+				CommitInterval(20*time.Millisecond), optFunc(func(c *config) { c.checkpointInterval = time.Hour }))
+			truth := map[string]int64{}
+			produceEvents(b, 0, 200, keys, truth)
+			b.waitForIso("counts", g == ExactlyOnce, 30*time.Second, atLeast(t, truth))
+			q, err := QueryStore[string, int64](r.a, "counts")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range truth {
+				got, err := retryQuery(t, "get "+k, func(ctx context.Context) (int64, error) {
+					v, found, err := q.Get(ctx, k)
+					if err == nil && !found {
+						err = fmt.Errorf("key %s not found", k)
+					}
+					return v, err
+				})
+				if err != nil || got != want {
+					t.Fatalf("get %s = %d, %v; want %d", k, got, err, want)
+				}
+			}
+			if n := r.a.flushRequests.Load(); n != 0 {
+				t.Errorf("%d flush requests left after the queries", n)
+			}
+		})
+	}
 }
