@@ -15,6 +15,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// defaultProducerLinger is how long the App's producer waits to fill a
+// batch (Kafka Streams sets its producer's linger.ms to 100; franz-go's
+// default is 10ms). A commit, and the end of every ExactlyOnce transaction,
+// flushes at once, so it delays nothing under ExactlyOnce (outputs are
+// visible at the commit) and at-least-once outputs by at most this much.
+// Measured on the keyed count (1M records, 2 shared cores, CPU per record,
+// two runs of three rounds): 100ms vs 10ms, 10-12k instead of ~2.5k records
+// per batch, 0.06 instead of 0.37 produce requests per 1,000 inputs, about
+// 10% more events per CPU-second at-least-once and exactly-once (noisy:
+// rounds spread +-10%); 0ms: 6.5 requests per 1,000 inputs and ~14% fewer.
+const defaultProducerLinger = 100 * time.Millisecond
+
 // commitTimeout bounds one flush-and-commit.
 const commitTimeout = 30 * time.Second
 
@@ -79,6 +91,9 @@ type App struct {
 
 	running    atomic.Bool
 	lastCommit time.Time // loop goroutine only
+	// flushRequests counts tasks whose queries wait for a flush of their
+	// store cache (task.awaitFlush); the loop serves them between rounds.
+	flushRequests atomic.Int32
 
 	query    *queryState     // queryable state (query.go)
 	standbys *standbyManager // standby replicas (standby.go)
@@ -202,7 +217,7 @@ func (a *App) fatalErr() error {
 
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	// Defaults first: the user's ClientOpts override them (see ClientOpts).
-	opts := []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}
+	opts := []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(defaultProducerLinger)}
 	opts = append(opts, a.cfg.clientOpts...)
 	opts = append(opts, kgo.SeedBrokers(a.cfg.seeds...))
 	return append(opts, extra...)
@@ -401,9 +416,20 @@ func (a *App) loop(ctx context.Context) error {
 			}
 		} else if now := a.cfg.clock.Now(); err == nil && now.Sub(a.lastCommit) >= a.cfg.commitInterval {
 			a.lastCommit = now
-			if cerr := a.commit(ctx, a.allTasks()); cerr != nil && ctx.Err() == nil {
+			cerr := a.commit(ctx, a.allTasks(), false)
+			if cerr != nil && ctx.Err() == nil {
 				err = cerr
 			}
+			if cerr == nil && a.flushRequests.Load() > 0 {
+				// Right after the commit the store caches hold only
+				// state whose outputs and changelog are acknowledged.
+				err = a.serveFlushes()
+			}
+		}
+		if err == nil && a.sess != nil && !a.txn.open && a.flushRequests.Load() > 0 {
+			// Between transactions: no task has writes in a state.Txn,
+			// and a waiting query sees the transaction just committed.
+			err = a.serveFlushes()
 		}
 		if !a.txn.open {
 			a.allowRebalance()
@@ -422,6 +448,17 @@ func (a *App) loop(ctx context.Context) error {
 }
 
 func (a *App) eos() bool { return a.cfg.guarantee == ExactlyOnce }
+
+// serveFlushes flushes the store caches queries wait for (see
+// task.awaitFlush). Loop goroutine, between transactions.
+func (a *App) serveFlushes() error {
+	for _, t := range a.allTasks() {
+		if err := t.flushIfWanted(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // allowRebalance lets a waiting rebalance proceed. Under ExactlyOnce, never
 // call it with a transaction open.
@@ -596,10 +633,11 @@ func (a *App) allTasks() []*task {
 //     failure is fatal and nothing is committed);
 //  2. commit each task's input offset (one past its last handled record);
 //  3. write each task's local checkpoint (synced) naming the changelog
-//     offsets its stores cover.
+//     offsets its stores cover: every task's if force (hand-over,
+//     shutdown), else those due (task.checkpointDue).
 //
 // A crash between any two steps replays input (at-least-once); none loses it.
-func (a *App) commit(ctx context.Context, tasks []*task) error {
+func (a *App) commit(ctx context.Context, tasks []*task, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if err := a.cl.Flush(ctx); err != nil {
@@ -621,7 +659,7 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 			}
 			t.tablesCovered(next)
 		}
-		return a.checkpoint(tasks)
+		return a.checkpoint(tasks, true)
 	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, t := range tasks {
@@ -658,17 +696,37 @@ func (a *App) commit(ctx context.Context, tasks []*task) error {
 			t.tablesCovered(t.committed)
 		}
 	}
-	return a.checkpoint(tasks)
+	return a.checkpoint(tasks, force)
 }
 
-// checkpoint writes the tasks' local checkpoints; call only when every
-// record produced so far is acknowledged.
-func (a *App) checkpoint(tasks []*task) error {
-	var size uint64
+// checkpoint writes the tasks' local checkpoints: every task's if force
+// (hand-over, shutdown), else those due (task.checkpointDue: after a
+// periodic commit or an ExactlyOnce transaction). Call only when every
+// record produced so far is acknowledged (and under ExactlyOnce, committed).
+func (a *App) checkpoint(tasks []*task, force bool) error {
+	wrote := false
 	for _, t := range tasks {
+		if !force && !t.checkpointDue() {
+			t.markUnflushed()
+			continue
+		}
+		before := t.lastCheckpointAt
 		if err := t.checkpoint(); err != nil {
 			return err
 		}
+		if t.lastCheckpointAt != before {
+			t.markFlushed() // WriteCheckpoint flushed the cache
+		} else {
+			t.markUnflushed() // nothing to claim: the cache may hold writes still
+		}
+		wrote = true
+	}
+	if !wrote {
+		return nil
+	}
+	// Sampled when something was written: Pebble's metrics are not free.
+	var size uint64
+	for _, t := range tasks {
 		if t.db != nil {
 			size += t.db.DiskSize()
 		}
@@ -705,7 +763,7 @@ func (a *App) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][
 	}
 	tasks := a.takeTasks(revoked)
 	if len(tasks) > 0 && a.fatalErr() == nil && !a.crash.Load() {
-		if err := a.commit(ctx, tasks); err != nil {
+		if err := a.commit(ctx, tasks, true); err != nil {
 			a.cfg.logger.Warn("commit on revoke failed; the new owner replays", "err", err)
 		}
 	}
@@ -763,7 +821,7 @@ func (a *App) closeTasks(ts []*task) {
 // closes every task.
 func (a *App) shutdown(loopErr error) {
 	if loopErr == nil && !a.crash.Load() {
-		if err := a.commit(context.Background(), a.allTasks()); err != nil {
+		if err := a.commit(context.Background(), a.allTasks(), true); err != nil {
 			a.cfg.logger.Warn("final commit failed; the next owner replays", "err", err)
 		}
 	}

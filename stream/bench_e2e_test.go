@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -78,6 +79,7 @@ func BenchmarkE2EHandLoop(b *testing.B) {
 		r := runHandLoop(b)
 		b.ReportMetric(r.rate(), "events/s")
 		b.ReportMetric(r.perCPUSec(), "events/cpu-s")
+		r.reportReqs(b, "")
 	}
 }
 
@@ -87,6 +89,7 @@ func BenchmarkE2EHandLoop(b *testing.B) {
 type e2eRun struct {
 	n         int
 	wall, cpu time.Duration
+	reqs      reqCounts
 }
 
 func (r e2eRun) rate() float64      { return float64(r.n) / r.wall.Seconds() }
@@ -129,8 +132,9 @@ func runHandLoopN(b *testing.B, n int) e2eRun {
 	b.StartTimer()
 	defer profWindow("hand")()
 	start, cpu0 := time.Now(), cpuTime(b)
+	var reqs reqCounter
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.seeds...), kgo.ConsumerGroup("hand"), kgo.ConsumeTopics("in"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(&reqs))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -152,7 +156,7 @@ func runHandLoopN(b *testing.B, n int) e2eRun {
 		b.Fatal(err)
 	}
 	cl.Close()
-	return e2eRun{n: n, wall: time.Since(start), cpu: cpuTime(b) - cpu0}
+	return e2eRun{n: n, wall: time.Since(start), cpu: cpuTime(b) - cpu0, reqs: reqs.counts()}
 }
 
 // BenchmarkE2ERatio runs the hand loop, the keyed count at-least-once and
@@ -180,8 +184,10 @@ func benchE2ERatio(b *testing.B, n, rounds int) {
 			rEos = append(rEos, e.rate()/h.rate())
 			cAlo = append(cAlo, a.perCPUSec()/h.perCPUSec())
 			cEos = append(cEos, e.perCPUSec()/h.perCPUSec())
-			b.Logf("round: alo/hand-cpu %.3f eos/hand-cpu %.3f (hand %.0f alo %.0f eos %.0f events/cpu-s)",
-				a.perCPUSec()/h.perCPUSec(), e.perCPUSec()/h.perCPUSec(), h.perCPUSec(), a.perCPUSec(), e.perCPUSec())
+			b.Logf("round: alo/hand-cpu %.3f eos/hand-cpu %.3f (hand %.0f alo %.0f eos %.0f events/cpu-s; "+
+				"produce requests per 1k records: hand %.1f alo %.1f eos %.1f)",
+				a.perCPUSec()/h.perCPUSec(), e.perCPUSec()/h.perCPUSec(), h.perCPUSec(), a.perCPUSec(), e.perCPUSec(),
+				h.perK(h.reqs.produce), a.perK(a.reqs.produce), e.perK(e.reqs.produce))
 		}
 		med := func(runs []e2eRun, f func(e2eRun) float64) float64 {
 			xs := make([]float64, len(runs))
@@ -200,6 +206,56 @@ func benchE2ERatio(b *testing.B, n, rounds int) {
 		b.ReportMetric(med(hand, e2eRun.perCPUSec), "hand-events/cpu-s")
 		b.ReportMetric(med(alo, e2eRun.perCPUSec), "alo-events/cpu-s")
 		b.ReportMetric(med(eos, e2eRun.perCPUSec), "eos-events/cpu-s")
+	}
+}
+
+// reqCounter is a kgo hook counting the requests a client writes and the
+// record batches it produces, to compare how the App and the hand loop use
+// the broker.
+type reqCounter struct {
+	produce, fetch, other, batches, batchRecords atomic.Int64
+}
+
+// reqCounts is a snapshot of a reqCounter.
+type reqCounts struct {
+	produce, fetch, other, batches, batchRecords int64
+}
+
+func (c *reqCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	switch key {
+	case 0:
+		c.produce.Add(1)
+	case 1:
+		c.fetch.Add(1)
+	default:
+		c.other.Add(1)
+	}
+}
+
+func (c *reqCounter) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	c.batches.Add(1)
+	c.batchRecords.Add(int64(m.NumRecords))
+}
+
+func (c *reqCounter) counts() reqCounts {
+	return reqCounts{produce: c.produce.Load(), fetch: c.fetch.Load(), other: c.other.Load(),
+		batches: c.batches.Load(), batchRecords: c.batchRecords.Load()}
+}
+
+// perK is x per 1000 input records of the run.
+func (r e2eRun) perK(x int64) float64 { return float64(x) * 1000 / float64(r.n) }
+
+// reportReqs reports the run's requests per 1000 input records and the
+// mean records per produced batch.
+func (r e2eRun) reportReqs(b *testing.B, prefix string) {
+	b.ReportMetric(r.perK(r.reqs.produce), prefix+"produce-reqs/1k")
+	b.ReportMetric(r.perK(r.reqs.fetch), prefix+"fetch-reqs/1k")
+	b.ReportMetric(r.perK(r.reqs.other), prefix+"other-reqs/1k")
+	if r.reqs.batches > 0 {
+		b.ReportMetric(float64(r.reqs.batchRecords)/float64(r.reqs.batches), prefix+"records/batch")
 	}
 }
 
@@ -235,6 +291,7 @@ func benchE2EApp(b *testing.B, build func(*Builder), opts ...Opt) {
 		r := runE2EApp(b, build, opts...)
 		b.ReportMetric(r.rate(), "events/s")
 		b.ReportMetric(r.perCPUSec(), "events/cpu-s")
+		r.reportReqs(b, "")
 	}
 }
 
@@ -251,7 +308,9 @@ func runE2EAppN(b *testing.B, n int, build func(*Builder), opts ...Opt) e2eRun {
 	tb := e2eSetupN(scope, n)
 	bl := NewBuilder()
 	build(bl)
-	a, err := NewApp("bench", bl, append([]Opt{Brokers(tb.seeds...), StateDir(b.TempDir())}, opts...)...)
+	var reqs reqCounter
+	a, err := NewApp("bench", bl, append([]Opt{Brokers(tb.seeds...), StateDir(b.TempDir()),
+		ClientOpts(kgo.WithHooks(&reqs))}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -269,7 +328,58 @@ func runE2EAppN(b *testing.B, n int, build func(*Builder), opts ...Opt) e2eRun {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	return e2eRun{n: n, wall: time.Since(start), cpu: cpuTime(b) - cpu0}
+	return e2eRun{n: n, wall: time.Since(start), cpu: cpuTime(b) - cpu0, reqs: reqs.counts()}
+}
+
+// BenchmarkE2EStartup measures the fixed cost of starting the keyed count
+// App (3 partitions): CPU from Run until its three tasks are open (stores
+// opened and restored, changelog and dead-letter topics created, group
+// joined), then the graceful stop. One input record makes the first poll
+// return at once. It fails if a task's store was opened more than once.
+func BenchmarkE2EStartup(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		scope := &scopedTB{TB: b}
+		tb := startBrokerB(scope)
+		tb.createTopic("in", 3)
+		tb.createTopic("out", 3)
+		tb.produce(&kgo.Record{Topic: "in", Key: []byte("zone-000001"), Value: []byte(`{"n":1}`)})
+		bl := NewBuilder()
+		buildKeyedCount(bl)
+		a, err := NewApp("bench", bl, Brokers(tb.seeds...), StateDir(b.TempDir()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		b.StartTimer()
+		stopProf := profWindow("startup")
+		start, cpu0 := time.Now(), cpuTime(b)
+		go func() { done <- a.Run(ctx) }()
+		deadline := time.Now().Add(time.Minute)
+		for counterValue(a.metrics.tasksOpened) < 3 {
+			if time.Now().After(deadline) {
+				b.Fatal("tasks not opened within a minute")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		wallReady, cpuReady := time.Since(start), cpuTime(b)-cpu0
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		cpuAll := cpuTime(b) - cpu0
+		stopProf()
+		b.StopTimer()
+		if n := counterValue(a.metrics.tasksOpened); n != 3 {
+			b.Fatalf("%v tasks opened, want 3 (one per partition, once)", n)
+		}
+		scope.done()
+		b.StartTimer()
+		b.ReportMetric(float64(cpuReady.Microseconds())/1000, "cpu-ms-to-ready")
+		b.ReportMetric(float64(cpuAll.Microseconds())/1000, "cpu-ms-with-stop")
+		b.ReportMetric(float64(wallReady.Microseconds())/1000, "wall-ms-to-ready")
+	}
 }
 
 // BenchmarkRestore measures a full restore of one task's store from a

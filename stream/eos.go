@@ -191,7 +191,7 @@ func (a *App) endTxn(commit bool) error {
 		a.metrics.commits.Inc()
 		if err == nil {
 			tablesCommitted(tasks) // tables: their source offsets just committed
-			err = a.checkpoint(tasks)
+			err = a.checkpoint(tasks, false)
 		}
 	} else {
 		a.metrics.txnAborts.Inc()

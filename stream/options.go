@@ -73,6 +73,8 @@ type config struct {
 	// many input records (tests lower it).
 	maxTxnRecords int
 	storeCache    int64 // bytes per task; see StoreCache (cache.go)
+	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
+	checkpointInterval time.Duration
 
 	// queryable state and standby replicas (query.go, standby.go)
 	query           queryConfig
@@ -82,20 +84,21 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		stateDir:       filepath.Join(os.TempDir(), "weir-stream"),
-		workers:        runtime.GOMAXPROCS(0),
-		commitInterval: time.Second,
-		maxAttempts:    3,
-		backoffMin:     100 * time.Millisecond,
-		backoffMax:     5 * time.Second,
-		maxPollRecords: 1000,
-		replication:    -1,
-		logger:         slog.New(slog.DiscardHandler),
-		clock:          realClock{},
-		guarantee:      AtLeastOnce,
-		maxTxnRecords:  defaultMaxTxnRecords,
-		storeCache:     defaultStoreCache,
-		cleanupDelay:   defaultStateCleanupDelay,
+		stateDir:           filepath.Join(os.TempDir(), "weir-stream"),
+		workers:            runtime.GOMAXPROCS(0),
+		commitInterval:     time.Second,
+		maxAttempts:        3,
+		backoffMin:         100 * time.Millisecond,
+		backoffMax:         5 * time.Second,
+		maxPollRecords:     1000,
+		replication:        -1,
+		logger:             slog.New(slog.DiscardHandler),
+		clock:              realClock{},
+		guarantee:          AtLeastOnce,
+		maxTxnRecords:      defaultMaxTxnRecords,
+		storeCache:         defaultStoreCache,
+		checkpointInterval: defaultCheckpointInterval,
+		cleanupDelay:       defaultStateCleanupDelay,
 		query: queryConfig{client: &http.Client{Timeout: 10 * time.Second,
 			Transport: http.DefaultTransport.(*http.Transport).Clone()}},
 	}
@@ -156,7 +159,11 @@ func Brokers(seeds ...string) Opt {
 // producer defaults, applied before these (so these override them): no
 // compression (Kafka's producer default; franz-go's is snappy), because the
 // App's outputs and changelog records are small and compressing them costs
-// CPU in the App and in the broker that validates every batch.
+// CPU in the App and in the broker that validates every batch; and a linger
+// of 100ms (kgo.ProducerLinger; Kafka Streams' linger.ms for its producer,
+// franz-go's default is 10ms): fewer, fuller batches, while every commit
+// flushes at once, so at-least-once outputs wait at most that long and
+// ExactlyOnce outputs (visible at their transaction's commit) no longer.
 func ClientOpts(opts ...kgo.Opt) Opt {
 	return optFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
 }
@@ -176,6 +183,13 @@ func Workers(n int) Opt { return optFunc(func(c *config) { c.workers = n }) }
 // the span of one transaction: outputs become visible to read_committed
 // readers at most this long after they are produced. Default: 1s, 100ms
 // under ExactlyOnce (as Kafka Streams).
+//
+// A commit (or transaction end) also writes the tasks' local checkpoints
+// (their stores' cached writes go to the local database, synced) when 2s
+// passed since the last: a crash replays the changelog written since, up to
+// about that much per task, over the local store. Hand-over and shutdown
+// always checkpoint. Queries still see every commit (a query has the task
+// flush its cached writes after the next commit first).
 func CommitInterval(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.commitInterval, c.commitIntervalSet = d, true })
 }

@@ -316,6 +316,25 @@ func (a *App) readLocal(spec *storeSpec, p int32, stale bool, fn func(db *state.
 		q.mu.RLock()
 		t, ok = q.tasks[id]
 	}
+	if ok {
+		if done := t.awaitFlush(); done != nil {
+			// Committed writes sit in the task's cache: wait (bounded)
+			// for the loop to flush them, without holding the lock the
+			// loop takes to close tasks.
+			q.mu.RUnlock()
+			wait := time.NewTimer(flushWaitMax(a.cfg.commitInterval))
+			select {
+			case <-done:
+			case <-wait.C:
+			}
+			wait.Stop()
+			q.mu.RLock()
+			if t, ok = q.tasks[id]; !ok {
+				q.mu.RUnlock()
+				return fmt.Errorf("%w: %s partition %d moved while the read waited", ErrRebalancing, spec.name, p)
+			}
+		}
+	}
 	defer q.mu.RUnlock()
 	if ok {
 		return fn(t.db, false)
@@ -332,6 +351,12 @@ func (a *App) readLocal(spec *storeSpec, p int32, stale bool, fn func(db *state.
 	}
 	return errNotLocal
 }
+
+// flushWaitMax bounds how long a query waits for the loop to flush a
+// task's committed writes (the loop serves it after the open transaction,
+// at most a commit interval and a round); past it, the read sees the state
+// as of the last flush.
+func flushWaitMax(commitInterval time.Duration) time.Duration { return 2*commitInterval + time.Second }
 
 // getLocal reads key from partition p of the store on this instance.
 func (a *App) getLocal(spec *storeSpec, p int32, key []byte, stale bool) (StoreEntry, bool, error) {

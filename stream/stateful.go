@@ -105,10 +105,11 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 	b.stores = append(b.stores, &storeSpec{name: store.Name, ttl: store.TTL, source: s.sources[0], op: op})
 	b.stores[len(b.stores)-1].codecs = newStoreCodecs(g.key, codec)
 	name := store.Name
+	carriesKey, carriesValue := carries(g.key), carries(codec)
 	return attach(s, op, false, func(t *task, next func(Record[K, A]) error) func(Record[K, V]) error {
 		st := t.store(name)
 		return func(r Record[K, V]) error {
-			kb, err := g.key.Encode(r.Key)
+			kb, err := encodeCarried(g.key, carriesKey, r.keyEnc, r.Key)
 			if err != nil {
 				return fmt.Errorf("store %s: encode key: %w", name, err)
 			}
@@ -134,7 +135,11 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 			if err := st.put(kb, vb, r.Timestamp); err != nil {
 				return err
 			}
-			return next(Record[K, A]{Key: r.Key, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin})
+			// The output carries the stored bytes: a sink with the same
+			// codecs sends them as they are (the changelog record holds
+			// them too).
+			return next(Record[K, A]{Key: r.Key, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
+				keyEnc: carry(g.key, carriesKey, kb), valueEnc: carry(codec, carriesValue, vb)})
 		}
 	})
 }

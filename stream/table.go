@@ -202,10 +202,11 @@ func join[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], op string,
 		s = repartition(Grouped[K, V]{s: s, key: t.key, value: cfg.value}, name)
 	}
 	store, key, value := t.store, t.key, t.value
+	carriesKey := carries(key)
 	out := attach(s, op, false, func(tk *task, next func(Record[K, VR]) error) func(Record[K, V]) error {
 		st := tk.store(store)
 		return func(r Record[K, V]) error {
-			kb, err := key.Encode(r.Key)
+			kb, err := encodeCarried(key, carriesKey, r.keyEnc, r.Key)
 			if err != nil {
 				return fmt.Errorf("%s %s: encode key: %w", op, store, err)
 			}
@@ -223,7 +224,8 @@ func join[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], op string,
 			if err != nil || !emit {
 				return err
 			}
-			return next(Record[K, VR]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin})
+			return next(Record[K, VR]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
+				keyEnc: carry(key, carriesKey, kb)})
 		}
 	})
 	// The link puts the table's source in the stream's sub-topology; the

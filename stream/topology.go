@@ -197,6 +197,7 @@ func addSource[K, V any](b *Builder, topic string, internal bool, upstream []int
 	key Codec[K], value Codec[V], ts func(Record[K, V]) time.Time,
 ) Stream[K, V] {
 	src := &sourceNode{idx: len(b.sources), topic: topic, internal: internal, upstream: upstream}
+	carriesKey := carries(key)
 	src.node = b.addNode("source", func(t *task, children []any) any {
 		next := fanout[K, V](children)
 		return func(kr *kgo.Record) error {
@@ -209,7 +210,8 @@ func addSource[K, V any](b *Builder, topic string, internal bool, upstream []int
 				return &DecodeError{Part: "value", Err: err}
 			}
 			r := Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp,
-				Origin: Origin{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}}
+				Origin: Origin{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset},
+				keyEnc: carry(key, carriesKey, kr.Key)}
 			if len(kr.Headers) > 0 {
 				r.Headers = make([]Header, len(kr.Headers))
 				for i, h := range kr.Headers {
@@ -236,7 +238,8 @@ func Map[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error)) Stream
 			if err != nil {
 				return err
 			}
-			return next(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin})
+			return next(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
+				keyEnc: r.keyEnc})
 		}
 	})
 }
@@ -251,7 +254,8 @@ func FlatMap[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error)) 
 				return err
 			}
 			for _, v := range vs {
-				if err := next(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin}); err != nil {
+				if err := next(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers,
+					Origin: r.Origin, keyEnc: r.keyEnc}); err != nil {
 					return err
 				}
 			}
@@ -269,7 +273,8 @@ func KeyBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error)) Stre
 			if err != nil {
 				return err
 			}
-			return next(Record[K2, V]{Key: k, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin})
+			return next(Record[K2, V]{Key: k, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
+				valueEnc: r.valueEnc})
 		}
 	})
 }
@@ -367,14 +372,15 @@ func (s Stream[K, V]) To(topic string, key Codec[K], value Codec[V]) {
 }
 
 func sinkTo[K, V any](s Stream[K, V], op string, topic func(*task) string, key Codec[K], value Codec[V]) {
+	carriesKey, carriesValue := carries(key), carries(value)
 	n := s.b.addNode(op, func(t *task, _ []any) any {
 		tp := topic(t)
 		return func(r Record[K, V]) error {
-			kb, err := key.Encode(r.Key)
+			kb, err := encodeCarried(key, carriesKey, r.keyEnc, r.Key)
 			if err != nil {
 				return fmt.Errorf("encode key for %s: %w", tp, err)
 			}
-			vb, err := value.Encode(r.Value)
+			vb, err := encodeCarried(value, carriesValue, r.valueEnc, r.Value)
 			if err != nil {
 				return fmt.Errorf("encode value for %s: %w", tp, err)
 			}
