@@ -58,7 +58,8 @@ func (d *DB) writeBatch(ws []write) error {
 		return nil
 	}
 	order := d.sortWrites(ws)
-	ops := d.index[:0]
+	// At most two index writes per key; a flush of new keys makes one each.
+	ops := slices.Grow(d.index[:0], len(ws))
 	run := int32(0)
 	size := 0
 	var width int64
