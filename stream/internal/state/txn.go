@@ -53,7 +53,9 @@ type Txn struct {
 	used  int // entries used in slabs[slab]
 	// The current record: its number (txnEntry.rec of the entries it
 	// linked) and the slab position of its first entry. Entries from that
-	// position on are the record's own.
+	// position on are the record's own. rec wraps after 2^32 records; an
+	// entry lives one round, so a round must span fewer (a task's round
+	// is bounded by its commit interval and record limit).
 	rec              uint32
 	recSlab, recUsed int
 }
