@@ -58,7 +58,8 @@ func (d *DB) writeBatch(ws []write) error {
 		return nil
 	}
 	order := d.sortWrites(ws)
-	ops := d.index[:0]
+	// At most two index writes per key; a flush of new keys makes one each.
+	ops := slices.Grow(d.index[:0], len(ws))
 	run := int32(0)
 	size := 0
 	var width int64
@@ -198,13 +199,16 @@ func (d *DB) sortWrites(ws []write) []keyOrder {
 		p = j
 	}
 	order := slices.Grow(d.order[:0], len(ws))
+	orHi, andHi, orLo, andLo := uint64(0), ^uint64(0), uint64(0), ^uint64(0)
 	for i := range ws {
 		hi, lo := keyWords(ws[i].dk[p:])
 		order = append(order, keyOrder{hi: hi, lo: lo, w: int32(i)})
+		orHi, andHi, orLo, andLo = orHi|hi, andHi&hi, orLo|lo, andLo&lo
 	}
 	// Radix sort on the 16 bytes, then a comparison sort of each run of
 	// keys equal in them (keys longer than 16 bytes past the prefix).
-	order, d.orderTmp = radixSort(order, d.orderTmp, 16, func(x *keyOrder, i int) byte {
+	varying := varyingBytes(orLo^andLo) | varyingBytes(orHi^andHi)<<8
+	order, d.orderTmp = radixSort(order, d.orderTmp, 16, varying, func(x *keyOrder, i int) byte {
 		if i < 8 {
 			return byte(x.lo >> (8 * i))
 		}
@@ -229,13 +233,34 @@ func (d *DB) sortWrites(ws []write) []keyOrder {
 // sortIndexOps sorts ops, given in pos order, by (run, end, pos): a stable
 // sort by (run, end).
 func (d *DB) sortIndexOps(ops []indexOp) []indexOp {
-	ops, d.indexTmp = radixSort(ops, d.indexTmp, 12, func(x *indexOp, i int) byte {
+	// A flush of keys written within one bucket of one store has one end
+	// and one run: nothing to sort.
+	orEnd, andEnd, orRun, andRun := uint64(0), ^uint64(0), uint32(0), ^uint32(0)
+	for i := range ops {
+		orEnd, andEnd = orEnd|ops[i].end, andEnd&ops[i].end
+		orRun, andRun = orRun|uint32(ops[i].run), andRun&uint32(ops[i].run)
+	}
+	varying := varyingBytes(orEnd^andEnd) | varyingBytes(uint64(orRun^andRun))<<8
+	ops, d.indexTmp = radixSort(ops, d.indexTmp, 12, varying, func(x *indexOp, i int) byte {
 		if i < 8 {
 			return byte(x.end >> (8 * i))
 		}
 		return byte(uint32(x.run) >> (8 * (i - 8)))
 	})
 	return ops
+}
+
+// varyingBytes has bit i set if byte i (the least significant first) of
+// diff, the XOR of the OR and the AND of a set of words, is not zero: if
+// that byte differs between the words.
+func varyingBytes(diff uint64) uint32 {
+	var m uint32
+	for i := range 8 {
+		if byte(diff>>(8*i)) != 0 {
+			m |= 1 << i
+		}
+	}
+	return m
 }
 
 // keyWords returns the first 16 bytes of s as two big-endian integers,

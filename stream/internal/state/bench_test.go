@@ -160,7 +160,14 @@ func processCPU(b *testing.B) time.Duration {
 // keys already in the cache, each record a Get and a Put of a key in a
 // scattered order, a Commit every 500 records and a checkpoint flush every
 // 33k. Per op: one record, the flushes included (the process's CPU too).
-func BenchmarkRoundsSteady(b *testing.B) {
+func BenchmarkRoundsSteady(b *testing.B) { benchRoundsSteady(b, 500) }
+
+// BenchmarkRoundsSteadyEOS is BenchmarkRoundsSteady with the Txn an
+// exactly-once transaction holds: ~8k records (100 ms of one task's share)
+// between two Commits. Baseline in the same run: BenchmarkRoundsSteady.
+func BenchmarkRoundsSteadyEOS(b *testing.B) { benchRoundsSteady(b, 8000) }
+
+func benchRoundsSteady(b *testing.B, commitEvery int) {
 	const keys = 33_334 // one task's share of 100k keys over 3 partitions
 	d, err := Open(b.TempDir(), nil, StoreTTL("c", time.Hour))
 	if err != nil {
@@ -182,7 +189,7 @@ func BenchmarkRoundsSteady(b *testing.B) {
 			b.Fatal(err)
 		}
 		txn.Apply()
-		if i%500 == 499 {
+		if i%commitEvery == commitEvery-1 {
 			if err := txn.Commit(); err != nil {
 				b.Fatal(err)
 			}

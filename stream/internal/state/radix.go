@@ -7,23 +7,36 @@ package state
 // pass, so keys that differ only in their low bytes (the update times of one
 // flush, the tails of keys sharing a prefix) sort in a few linear passes
 // instead of n log n comparisons.
-func radixSort[T any](xs, tmp []T, nbytes int, byteAt func(x *T, i int) byte) (sorted, spare []T) {
+//
+// varying has bit i set for each byte i that may differ between elements;
+// the caller guarantees the bytes with a clear bit are equal in every
+// element (it finds them by OR and AND of its keys' words, inlined, instead
+// of the count of every byte through byteAt). They cost no pass and no
+// count.
+func radixSort[T any](xs, tmp []T, nbytes int, varying uint32, byteAt func(x *T, i int) byte) (sorted, spare []T) {
 	n := len(xs)
-	if n < 2 {
+	varying &= 1<<nbytes - 1
+	if n < 2 || varying == 0 {
 		return xs, tmp
 	}
 	if cap(tmp) < n {
 		tmp = make([]T, n)
 	}
 	tmp = tmp[:n]
+	bytes := make([]int, 0, nbytes)
+	for b := range nbytes {
+		if varying&(1<<b) != 0 {
+			bytes = append(bytes, b)
+		}
+	}
 	counts := make([][256]int, nbytes)
 	for i := range xs {
-		for b := range nbytes {
+		for _, b := range bytes {
 			counts[b][byteAt(&xs[i], b)]++
 		}
 	}
 	src, dst := xs, tmp
-	for b := range nbytes {
+	for _, b := range bytes {
 		c := &counts[b]
 		if c[byteAt(&src[0], b)] == n {
 			continue // the same byte everywhere

@@ -60,7 +60,14 @@ func TestSortWritesMatchesSort(t *testing.T) {
 
 		ops := make([]indexOp, 0, n)
 		for pos := range n {
-			ops = append(ops, indexOp{run: int32(rng.IntN(3)), pos: int32(pos), end: encodeTS(rng.Int64N(1<<40) - 1<<39)})
+			op := indexOp{run: int32(rng.IntN(3)), pos: int32(pos), end: encodeTS(rng.Int64N(1<<40) - 1<<39)}
+			switch round % 3 {
+			case 1: // one bucket: only the runs vary
+				op.end = encodeTS(1 << 30)
+			case 2: // one bucket of one store: nothing to sort
+				op.run, op.end = 1, encodeTS(7<<20)
+			}
+			ops = append(ops, op)
 		}
 		slices.SortFunc(ops, func(a, b indexOp) int { return int(a.pos - b.pos) })
 		want2 := slices.Clone(ops)

@@ -4,11 +4,16 @@ import "errors"
 
 // Txn batches writes in two levels, both reading their own writes:
 //
-//   - record level: Put and Delete take effect at once, and each first
-//     saves the entry's previous state in an undo log; Apply forgets the
-//     undo log (the writes join the round) and Rollback replays it
-//     backwards — a task applies a record's writes only if the whole record
-//     succeeded, so a retried or dead-lettered record leaves no trace;
+//   - record level: Put and Delete take effect at once; Apply makes the
+//     record's writes part of the round and Rollback undoes them — a task
+//     applies a record's writes only if the whole record succeeded, so a
+//     retried or dead-lettered record leaves no trace. An entry the record
+//     itself linked (its first lookup of the key in the round) needs no undo
+//     log: before the record it was the committed state, which its cache
+//     entry still holds, so Rollback resets it from there. Only a write to
+//     an entry of an earlier record of the round (a key updated twice in a
+//     round, common in an exactly-once transaction spanning many rounds)
+//     saves the entry's previous state in the undo log, replayed backwards;
 //   - round level: Commit hands the round's writes to the DB's cache (dirty,
 //     written to Pebble later in one batch; see stateCache), CommitThrough
 //     writes them to Pebble at once in one atomic, unsynced batch;
@@ -46,6 +51,13 @@ type Txn struct {
 	slabs [][]txnEntry
 	slab  int // current slab
 	used  int // entries used in slabs[slab]
+	// The current record: its number (txnEntry.rec of the entries it
+	// linked) and the slab position of its first entry. Entries from that
+	// position on are the record's own. rec wraps after 2^32 records; an
+	// entry lives one round, so a round must span fewer (a task's round
+	// is bounded by its commit interval and record limit).
+	rec              uint32
+	recSlab, recUsed int
 }
 
 // txnEntry is a key's state as seen by the round.
@@ -56,6 +68,7 @@ type txnEntry struct {
 	store   string
 	value   []byte
 	ts      int64
+	rec     uint32 // the record (Txn.rec) that linked the entry
 	deleted bool
 	written bool // false: a read, remembered so a later write needs no lookup
 	// inserted: the round's lookup created the cache entry (a Discard
@@ -139,7 +152,8 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 	// The committed value is never modified in place (a commit replaces
 	// it, Put replaces e.value), so the entry may share it.
 	e := t.alloc()
-	*e = txnEntry{owner: t, ce: ce, dk: ce.dk, store: store, value: ce.value, ts: ce.ts, deleted: !ce.found, inserted: inserted}
+	*e = txnEntry{owner: t, ce: ce, dk: ce.dk, store: store, value: ce.value, ts: ce.ts, rec: t.rec,
+		deleted: !ce.found, inserted: inserted}
 	ce.txn = e
 	t.d.active = t
 	t.last = e
@@ -161,7 +175,12 @@ func (t *Txn) alloc() *txnEntry {
 	return e
 }
 
+// save records e's state before a write of the current record, unless the
+// record linked e itself (Rollback resets those from the cache entry).
 func (t *Txn) save(e *txnEntry) {
+	if e.rec == t.rec {
+		return
+	}
 	t.undo = append(t.undo, undoEntry{e: e, value: e.value, ts: e.ts, deleted: e.deleted, written: e.written})
 }
 
@@ -196,8 +215,7 @@ func (t *Txn) Delete(store string, key []byte) error {
 
 // Apply moves the record-level writes to the round.
 func (t *Txn) Apply() error {
-	clear(t.undo)
-	t.undo = t.undo[:0]
+	t.nextRecord()
 	return nil
 }
 
@@ -207,8 +225,23 @@ func (t *Txn) Rollback() {
 		u := t.undo[i]
 		u.e.value, u.e.ts, u.e.deleted, u.e.written = u.value, u.ts, u.deleted, u.written
 	}
-	clear(t.undo)
-	t.undo = t.undo[:0]
+	// The record's own entries were the committed state before it.
+	t.eachFrom(t.recSlab, t.recUsed, func(e *txnEntry) {
+		ce := e.ce
+		e.value, e.ts, e.deleted, e.written = ce.value, ce.ts, !ce.found, false
+	})
+	t.nextRecord()
+}
+
+// nextRecord starts a new record: the entries linked so far belong to
+// earlier records.
+func (t *Txn) nextRecord() {
+	if len(t.undo) > 0 {
+		clear(t.undo)
+		t.undo = t.undo[:0]
+	}
+	t.rec++
+	t.recSlab, t.recUsed = t.slab, t.used
 }
 
 // Commit applies pending record-level writes and commits the round: its
@@ -292,8 +325,6 @@ func (t *Txn) CommitThrough() error {
 // it was before the round (entries the round added are removed: within its
 // budget).
 func (t *Txn) Discard() {
-	clear(t.undo)
-	t.undo = t.undo[:0]
 	c := &t.d.cache
 	t.each(func(e *txnEntry) {
 		ce := e.ce
@@ -312,29 +343,37 @@ func (t *Txn) Discard() {
 // forget drops the round's entries without touching the cache entries
 // (after the cache was emptied: Wipe).
 func (t *Txn) forget() {
-	clear(t.undo)
-	t.undo = t.undo[:0]
 	t.reset()
 }
 
 // each calls f for every entry of the round, in allocation order.
-func (t *Txn) each(f func(e *txnEntry)) {
-	for i := 0; i <= t.slab && i < len(t.slabs); i++ {
+func (t *Txn) each(f func(e *txnEntry)) { t.eachFrom(0, 0, f) }
+
+// eachFrom calls f for every entry from position used of slabs[slab] on,
+// in allocation order.
+func (t *Txn) eachFrom(slab, used int, f func(e *txnEntry)) {
+	for i := slab; i <= t.slab && i < len(t.slabs); i++ {
 		n := len(t.slabs[i])
 		if i == t.slab {
 			n = t.used
 		}
-		for j := range n {
+		j := 0
+		if i == slab {
+			j = used
+		}
+		for ; j < n; j++ {
 			f(&t.slabs[i][j])
 		}
 	}
 }
 
-// reset forgets every entry; the slabs are zeroed for reuse.
+// reset forgets every entry and the record-level state; the slabs are
+// zeroed for reuse.
 func (t *Txn) reset() {
 	t.last = nil
 	for i := 0; i <= t.slab && i < len(t.slabs); i++ {
 		clear(t.slabs[i])
 	}
 	t.slab, t.used = 0, 0
+	t.nextRecord()
 }

@@ -15,11 +15,14 @@ import (
 // map model.
 func TestTxnRecordLevelModel(t *testing.T) {
 	for _, budget := range []int64{DefaultCacheBytes, 0, 500} {
-		t.Run(fmt.Sprintf("cache=%d", budget), func(t *testing.T) { txnRecordLevelModel(t, budget) })
+		t.Run(fmt.Sprintf("cache=%d", budget), func(t *testing.T) { txnRecordLevelModel(t, budget, 10, 30) })
 	}
+	// Rounds of hundreds of keys: a record's own entries (Rollback resets
+	// them without an undo log) cross the Txn's slab boundaries.
+	t.Run("keys=700", func(t *testing.T) { txnRecordLevelModel(t, DefaultCacheBytes, 700, 400) })
 }
 
-func txnRecordLevelModel(t *testing.T, cache int64) {
+func txnRecordLevelModel(t *testing.T, cache int64, nkeys, maxRecords int) {
 	d, err := Open(t.TempDir(), nil, CacheBytes(cache))
 	if err != nil {
 		t.Fatal(err)
@@ -34,10 +37,10 @@ func txnRecordLevelModel(t *testing.T, cache int64) {
 	for round := range 60 {
 		txn := d.Begin()
 		roundModel := maps.Clone(db)
-		for range 1 + rng.IntN(30) {
+		for range 1 + rng.IntN(maxRecords) {
 			rec := maps.Clone(roundModel)
 			for range 1 + rng.IntN(4) {
-				k := string(rune('a' + rng.IntN(10)))
+				k := fmt.Sprint(rng.IntN(nkeys))
 				switch rng.IntN(3) {
 				case 0:
 					v, ts, found, err := txn.Get("s", []byte(k))
@@ -227,4 +230,80 @@ func TestConcurrentTxnRefused(t *testing.T) {
 	}
 	b.Discard()
 	a.Discard()
+}
+
+// A record's writes to keys it linked itself need no undo log (Rollback
+// resets them from the committed state); a write to a key an earlier record
+// of the round touched does, and Rollback restores that record's write.
+func TestTxnUndoOnlyForEarlierRecords(t *testing.T) {
+	d, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	txn := d.Begin()
+	if _, err := txn.Put("s", []byte("a"), []byte("1"), 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// Record 1: read-modify-write of a (committed) and of b (new).
+	for _, k := range []string{"a", "b"} {
+		if _, _, _, err := txn.Get("s", []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := txn.Put("s", []byte(k), []byte("2"), 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(txn.undo) != 0 {
+		t.Fatalf("undo log of a record writing only its own entries: %d entries", len(txn.undo))
+	}
+	if err := txn.Apply(); err != nil {
+		t.Fatal(err)
+	}
+	// Record 2 writes a again and c, then fails.
+	if _, err := txn.Put("s", []byte("a"), []byte("3"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Delete("s", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Put("s", []byte("c"), []byte("3"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if len(txn.undo) != 2 {
+		t.Fatalf("undo log: %d entries, want 2 (a and b, written by record 1)", len(txn.undo))
+	}
+	txn.Rollback()
+	want := map[string]string{"a": "2", "b": "2", "c": ""}
+	for k, v := range want {
+		got, _, found, err := txn.Get("s", []byte(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found != (v != "") || string(got) != v {
+			t.Fatalf("after rollback %s = %q (found %v), want %q", k, got, found, v)
+		}
+	}
+	// Record 3 fails after its own writes only: nothing of it remains.
+	if _, err := txn.Put("s", []byte("d"), []byte("4"), 8); err != nil {
+		t.Fatal(err)
+	}
+	txn.Rollback()
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	got := map[string]string{}
+	if err := d.Scan("s", nil, nil, func(k, v []byte, ts int64) error {
+		got[string(k)] = string(v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, map[string]string{"a": "2", "b": "2"}) {
+		t.Fatalf("committed %v", got)
+	}
 }
