@@ -147,27 +147,7 @@ func TestProduceFrameReusedBeforeFsync(t *testing.T) {
 		t.Fatalf("%d frames allocated for %d requests sent one after another, want 1", allocs, n)
 	}
 	g.Release()
-	for i := range n {
-		pr := kmsg.NewPtrProduceRequest()
-		pr.Version = 9
-		resp := c.readResp(pr, int32(i)).(*kmsg.ProduceResponse)
-		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != int64(8*i) {
-			t.Fatalf("request %d: base %d error %d", i, p.BaseOffset, p.ErrorCode)
-		}
-	}
-	var got []string
-	for off := int64(0); len(got) < len(want); {
-		fr := c.roundTrip(fetchReq(12, "fr", tp.id, 0, off, 0), 1000+int32(off)).(*kmsg.FetchResponse)
-		vals := batchValues(fr.Topics[0].Partitions[0].RecordBatches, off)
-		if len(vals) == 0 {
-			t.Fatalf("no records at offset %d", off)
-		}
-		got = append(got, vals...)
-		off += int64(len(vals))
-	}
-	if !slices.Equal(got, want) {
-		t.Fatal("records read back differ from those produced")
-	}
+	checkProducedInOrder(t, c, n, "fr", tp.id, want)
 }
 
 // A new buffer for a frame close to the largest handed out is as large as
@@ -249,27 +229,7 @@ func TestProduceFrameSlots(t *testing.T) {
 		t.Fatalf("%d pooled frames allocated with the appends held, want %d", allocs, maxPooledFramesPerConn)
 	}
 	g.Release()
-	for i := range n {
-		pr := kmsg.NewPtrProduceRequest()
-		pr.Version = 9
-		resp := c.readResp(pr, int32(i)).(*kmsg.ProduceResponse)
-		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != int64(8*i) {
-			t.Fatalf("request %d: base %d error %d", i, p.BaseOffset, p.ErrorCode)
-		}
-	}
-	var got []string
-	for off := int64(0); len(got) < len(want); {
-		fr := c.roundTrip(fetchReq(12, "slots", tp.id, 0, off, 0), 1000+int32(off)).(*kmsg.FetchResponse)
-		vals := batchValues(fr.Topics[0].Partitions[0].RecordBatches, off)
-		if len(vals) == 0 {
-			t.Fatalf("no records at offset %d", off)
-		}
-		got = append(got, vals...)
-		off += int64(len(vals))
-	}
-	if !slices.Equal(got, want) {
-		t.Fatal("records read back differ from those produced")
-	}
+	checkProducedInOrder(t, c, n, "slots", tp.id, want)
 	if free, _ := freeFrames(b); free != maxPooledFramesPerConn {
 		t.Fatalf("%d frames back in the pool, want %d", free, maxPooledFramesPerConn)
 	}
@@ -338,5 +298,34 @@ func TestProduceFrameSlotsClientGone(t *testing.T) {
 				free, allocs, l.HighWatermark(), maxPooledFramesPerConn, maxPooledFramesPerConn, 8*maxPooledFramesPerConn)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkProducedInOrder reads the answers to n pipelined Produce requests of
+// 8 records each (correlation ids 0..n-1), each of which must be appended
+// right after the previous one, then reads partition 0 of topic back and
+// compares it with want.
+func checkProducedInOrder(t *testing.T, c *rawConn, n int, topic string, id [16]byte, want []string) {
+	t.Helper()
+	for i := range n {
+		pr := kmsg.NewPtrProduceRequest()
+		pr.Version = 9
+		resp := c.readResp(pr, int32(i)).(*kmsg.ProduceResponse)
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != int64(8*i) {
+			t.Fatalf("request %d: base %d error %d", i, p.BaseOffset, p.ErrorCode)
+		}
+	}
+	var got []string
+	for off := int64(0); len(got) < len(want); {
+		fr := c.roundTrip(fetchReq(12, topic, id, 0, off, 0), 1000+int32(off)).(*kmsg.FetchResponse)
+		vals := batchValues(fr.Topics[0].Partitions[0].RecordBatches, off)
+		if len(vals) == 0 {
+			t.Fatalf("no records at offset %d", off)
+		}
+		got = append(got, vals...)
+		off += int64(len(vals))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("records read back differ from those produced")
 	}
 }
