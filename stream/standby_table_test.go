@@ -429,11 +429,7 @@ func BenchmarkStandbyTableTakeover(bm *testing.B) {
 		warmN, warmD = n, warmD+d
 	}
 	bm.StopTimer()
-	bm.ReportMetric(float64(coldN), "records-cold")
-	bm.ReportMetric(float64(warmN), "records-standby")
-	bm.ReportMetric(coldD.Seconds()/float64(bm.N), "s-cold")
-	bm.ReportMetric(warmD.Seconds()/float64(bm.N), "s-standby")
-	bm.ReportMetric(float64(coldD)/float64(warmD), "cold/standby")
+	reportTakeoverRestore(bm, coldN, warmN, coldD, warmD)
 }
 
 // TestLimiterHoldsAtCommittedOffset drives a standby's limiter on one table
