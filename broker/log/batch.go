@@ -3,8 +3,9 @@ package log
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"math"
+
+	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // RecordBatch v2 layout (Kafka's, big-endian). These offsets are Kafka's
@@ -49,9 +50,6 @@ const (
 	// maxCompressionCodec is zstd (4); 5..7 are undefined.
 	maxCompressionCodec = 4
 )
-
-// castagnoli is the CRC-32C table (immutable).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // batchHeader is the fixed part of a RecordBatch v2.
 type batchHeader struct {
@@ -120,7 +118,7 @@ func (h *batchHeader) checkFraming(avail int64) string {
 }
 
 // batchCRC computes the CRC-32C of a whole batch b (attributes to end).
-func batchCRC(b []byte) uint32 { return crc32.Checksum(b[offAttributes:], castagnoli) }
+func batchCRC(b []byte) uint32 { return crc32c.Checksum(b[offAttributes:]) }
 
 // validated is the outcome of validating one batch.
 type validated struct {

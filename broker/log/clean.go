@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // Compaction (cleanup.policy=compact).
@@ -669,7 +670,7 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 		be.PutUint64(nb[offMaxTimestamp:], uint64(maxTs))
 	}
 	be.PutUint32(nb[offNumRecords:], uint32(kept))
-	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
 	return nb, int64(dropped), nil
 }
 
@@ -683,7 +684,7 @@ func emptyBatch(dst, b []byte) []byte {
 	be.PutUint32(nb[offLength:], uint32(batchHeaderSize-logOverhead))
 	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])&^attrCompression)
 	be.PutUint32(nb[offNumRecords:], 0)
-	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
 	return nb
 }
 

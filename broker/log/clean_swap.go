@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"path/filepath"
 	"strings"
+
+	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // The swap of a cleaned group of segments, atomic with respect to a crash at
@@ -61,7 +62,7 @@ func encodeCleanSwap(newBase int64, old []int64) []byte {
 	for _, o := range old {
 		b = binary.BigEndian.AppendUint64(b, uint64(o))
 	}
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, crc32c.Checksum(b))
 }
 
 // decodeCleanSwap decodes the clean-swap file.
@@ -97,7 +98,7 @@ func encodeCleanCkpt(ps []cleanPass) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(p.End))
 		b = binary.BigEndian.AppendUint64(b, uint64(p.TimeMs))
 	}
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, crc32c.Checksum(b))
 }
 
 // decodeCleanCkpt decodes the cleaner checkpoint.

@@ -2,8 +2,9 @@ package log
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"sort"
+
+	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // Transactions in a cleaning pass (Kafka's CleanedTransactionMetadata and
@@ -182,7 +183,7 @@ func withDeleteHorizon(b []byte, horizon int64) []byte {
 	be := binary.BigEndian
 	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])|attrDeleteHorizon)
 	be.PutUint64(nb[offFirstTimestamp:], uint64(horizon))
-	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
 	return nb
 }
 
@@ -241,6 +242,6 @@ func neutralEmptyBatch(b []byte) []byte {
 	be.PutUint16(nb[offProducerEpoch:], ^uint16(0))
 	be.PutUint32(nb[offBaseSequence:], ^uint32(0))
 	be.PutUint32(nb[offNumRecords:], 0)
-	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
 	return nb
 }

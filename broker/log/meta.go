@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"path/filepath"
 
+	"github.com/weirhq/weir/internal/crc32c"
 	"github.com/weirhq/weir/vfs"
 )
 
@@ -71,7 +71,7 @@ func (c checkpoint) encode() []byte {
 	be.PutUint64(b[24:], uint64(c.next))
 	be.PutUint64(b[32:], uint64(c.maxTs))
 	be.PutUint64(b[40:], uint64(c.maxTsOff))
-	be.PutUint32(b[48:], crc32.Checksum(b[:48], castagnoli))
+	be.PutUint32(b[48:], crc32c.Checksum(b[:48]))
 	return b
 }
 
@@ -86,7 +86,7 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 		return checkpoint{}, fmt.Errorf("unsupported version %d", b[4])
 	}
 	be := binary.BigEndian
-	if c := crc32.Checksum(b[:48], castagnoli); c != be.Uint32(b[48:]) {
+	if c := crc32c.Checksum(b[:48]); c != be.Uint32(b[48:]) {
 		return checkpoint{}, errors.New("crc mismatch")
 	}
 	c := checkpoint{
@@ -108,7 +108,7 @@ func encodeLogStart(off int64) []byte {
 	copy(b, logStartMagic)
 	b[4] = metaVersion
 	binary.BigEndian.PutUint64(b[8:], uint64(off))
-	binary.BigEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
+	binary.BigEndian.PutUint32(b[16:], crc32c.Checksum(b[:16]))
 	return b
 }
 
@@ -122,7 +122,7 @@ func decodeLogStart(b []byte) (int64, error) {
 	if b[4] != metaVersion {
 		return 0, fmt.Errorf("unsupported version %d", b[4])
 	}
-	if c := crc32.Checksum(b[:16], castagnoli); c != binary.BigEndian.Uint32(b[16:]) {
+	if c := crc32c.Checksum(b[:16]); c != binary.BigEndian.Uint32(b[16:]) {
 		return 0, errors.New("crc mismatch")
 	}
 	off := int64(binary.BigEndian.Uint64(b[8:]))

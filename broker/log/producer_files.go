@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"path/filepath"
 	"sort"
+
+	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // Producer-state files. Layouts and constants are part of the on-disk
@@ -85,7 +86,7 @@ func encodeSnapshot(s *psSnapshot) []byte {
 		}
 	}
 	b = appendAborted(b, s.aborted)
-	return be.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return be.AppendUint32(b, crc32c.Checksum(b))
 }
 
 func appendAborted(b []byte, as []AbortedTxn) []byte {
@@ -134,7 +135,7 @@ func checkFile(b []byte, magic string) (*decoder, error) {
 		return nil, fmt.Errorf("unsupported version %d", b[4])
 	}
 	n := len(b) - 4
-	if c := crc32.Checksum(b[:n], castagnoli); c != binary.BigEndian.Uint32(b[n:]) {
+	if c := crc32c.Checksum(b[:n]); c != binary.BigEndian.Uint32(b[n:]) {
 		return nil, errors.New("crc mismatch")
 	}
 	return &decoder{b: b[8:n]}, nil
@@ -201,7 +202,7 @@ func encodeTxnIndex(base int64, as []AbortedTxn) []byte {
 	b = append(b, producerVersion, 0, 0, 0)
 	b = binary.BigEndian.AppendUint64(b, uint64(base))
 	b = appendAborted(b, as)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, crc32c.Checksum(b))
 }
 
 func decodeTxnIndex(b []byte, base int64) ([]AbortedTxn, error) {

@@ -26,10 +26,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // Batch attribute bits (RecordBatch v2).
@@ -45,8 +46,6 @@ const headerLen = 61
 
 // ErrCorrupt is wrapped by every framing error Walk returns.
 var ErrCorrupt = errors.New("recbatch: corrupt record batch")
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Record is one key/value pair to encode; a nil Value is a tombstone.
 type Record struct{ Key, Value []byte }
@@ -79,7 +78,7 @@ func Encode(recs []Record, tsMs int64, pid int64, epoch int16, attrs int16) []by
 	}
 	out := b.AppendTo(nil)
 	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:21], crc32.Checksum(out[21:], castagnoli))
+	binary.BigEndian.PutUint32(out[17:21], crc32c.Checksum(out[21:]))
 	return out
 }
 
@@ -175,7 +174,7 @@ func Walk(data []byte, fn func(b *Batch) error) (next int64, consumed int, err e
 		if rb.Magic != 2 {
 			return next, consumed, fmt.Errorf("%w: batch magic %d", ErrCorrupt, rb.Magic)
 		}
-		if crc32.Checksum(buf[21:size], castagnoli) != uint32(rb.CRC) {
+		if crc32c.Checksum(buf[21:size]) != uint32(rb.CRC) {
 			return next, consumed, fmt.Errorf("%w: batch at offset %d: crc mismatch", ErrCorrupt, rb.FirstOffset)
 		}
 		consumed += size

@@ -1,0 +1,38 @@
+// Package crc32c computes CRC-32C (Castagnoli), the checksum of Kafka's v2
+// record batches, and returns exactly what hash/crc32 returns with the
+// Castagnoli table.
+//
+// It exists for speed on the broker's produce path, where every batch a
+// client sends is checksummed once: hash/crc32 uses the SSE 4.2 CRC32
+// instruction on three interleaved streams, which runs at ~30 GB/s on data
+// in cache but at ~13 GB/s on data that has left it (each stream waits on
+// its own cache misses), and a broker checksums a request that was read off
+// the socket megabytes earlier. On CPUs with AVX-512 VPCLMULQDQ this package
+// folds 256 bytes per step with carry-less multiplication instead (four
+// independent 64-byte accumulators, one linear read), which keeps up with
+// memory: ~2.3x hash/crc32 on cold data here (BenchmarkCold in this package).
+// Elsewhere, and for inputs shorter than minCLMUL bytes, it calls hash/crc32.
+package crc32c
+
+import "hash/crc32"
+
+var table = crc32.MakeTable(crc32.Castagnoli)
+
+// minCLMUL is the shortest input the folding path takes: below it the setup
+// (constant loads, the final reduction) costs more than it saves.
+const minCLMUL = 512
+
+// Checksum returns the CRC-32C of p.
+func Checksum(p []byte) uint32 { return Update(0, p) }
+
+// Update returns the CRC-32C of the data whose CRC-32C is crc followed by p,
+// as crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), p) does.
+func Update(crc uint32, p []byte) uint32 {
+	if n := len(p) &^ 63; useCLMUL && n >= minCLMUL {
+		// updateCLMUL works on the register value, which is the
+		// complement of the CRC (the initial and final XOR of CRC-32C).
+		crc = ^updateCLMUL(^crc, p[:n])
+		p = p[n:]
+	}
+	return crc32.Update(crc, table, p)
+}
