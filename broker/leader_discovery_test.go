@@ -240,6 +240,17 @@ func TestLeaderDiscoveryFetchNotLeader(t *testing.T) {
 		t.Fatalf("session not opened: %+v", r)
 	}
 	check("fetch opening a session", 17, r)
+	// An incremental fetch naming no partition: the session's error
+	// partitions are listed again, with the hint.
+	inc := kmsg.NewPtrFetchRequest()
+	inc.Version, inc.ReplicaID, inc.MaxBytes = 17, -1, 1<<20
+	id := r.SessionID
+	inc.SessionID, inc.SessionEpoch = id, 1
+	r = c.roundTrip(inc, next()).(*kmsg.FetchResponse)
+	if r.ErrorCode != 0 || r.SessionID != id {
+		t.Fatalf("incremental fetch: %+v", r)
+	}
+	check("incremental fetch", 17, r)
 
 	cl := newClient(t, b)
 	kr, err := cl.Request(ctx, fetchParts(new(kmsg.FetchRequest).MaxVersion(), "ldn", tp.id, 3, -1))
