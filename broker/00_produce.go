@@ -72,12 +72,22 @@ import (
 //   (20 ms backoff doubling to 100 ms, for up to 2 s, as Kafka's
 //   add.partitions.to.txn.retry.backoff.*) before answering the retriable
 //   NOT_ENOUGH_REPLICAS: clients retry that only after a metadata refresh.
+// * Leader discovery (KIP-951, v10+, leader_epoch.go): a partition answered
+//   NOT_LEADER_OR_FOLLOWER carries CurrentLeader (this node, epoch 0) and
+//   the response's NodeEndpoints list this broker as Metadata does. Every
+//   other partition keeps CurrentLeader at -1/-1 and NodeEndpoints stays
+//   empty, as in Kafka (Produce has no leader epoch to fence, so Kafka
+//   names the leader for NOT_LEADER_OR_FOLLOWER only).
+//   NOT_LEADER_OR_FOLLOWER comes only from a partition log closed under a
+//   live topic (an append racing the topic's deletion and re-creation), so
+//   on this broker the fields are filled in that race only.
 //
 // Version notes:
 // * v3: RecordBatch v2 only (the log's format), TransactionalID
 // * v5: LogStartOffset in the response
 // * v8: per-record errors and ErrorMessage
 // * v9: flexible
+// * v10: CurrentLeader and NodeEndpoints (KIP-951)
 // * v13: topics by ID
 
 // chainKey names a partition for ordering: by topic name, or by ID when
@@ -282,9 +292,16 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []
 	failed := false
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
-			ec := resp.Topics[i].Partitions[j].ErrorCode
+			sp := &resp.Topics[i].Partitions[j]
+			ec := sp.ErrorCode
 			b.metrics.partitionError("Produce", ec)
 			failed = failed || ec != 0
+			if req.Version >= 10 && produceNamesLeader(ec) {
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = b.cfg.NodeID, leaderEpoch
+				if len(resp.Brokers) == 0 {
+					resp.Brokers = []kmsg.ProduceResponseBroker{b.produceLeaderEndpoint()}
+				}
+			}
 		}
 	}
 	if req.Acks == 0 {

@@ -52,8 +52,19 @@ import (
 // * One broker: PreferredReadReplica is always -1, rack and replica state
 //   ignored.
 // * CurrentLeaderEpoch (v9+) is checked per partition named in the request
-//   (leader_epoch.go): -1 passes, older is FENCED_LEADER_EPOCH, newer
+//   (leader_epoch.go): any negative epoch passes (Kafka reads it as "no
+//   epoch" in Fetch), 0 (every partition's epoch) passes, newer is
 //   UNKNOWN_LEADER_EPOCH; unknown topics and partitions are reported first.
+//   An older epoch cannot be sent, so FENCED_LEADER_EPOCH is never answered.
+// * Leader discovery (KIP-951, v16+, leader_epoch.go): a partition answered
+//   NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries CurrentLeader
+//   (this node, epoch 0) and the response's NodeEndpoints list this broker
+//   as Metadata does. Every other partition keeps CurrentLeader at -1/-1
+//   and NodeEndpoints stays empty, as in Kafka; UNKNOWN_LEADER_EPOCH names
+//   no leader. NOT_LEADER_OR_FOLLOWER comes only from a partition log
+//   closed under a live topic (a read racing the topic's deletion and
+//   re-creation), so on this broker the fields are filled in that race
+//   only.
 //
 // Version notes:
 // * v4: RecordBatch, IsolationLevel, LastStableOffset
@@ -64,6 +75,8 @@ import (
 // * v12: flexible
 // * v13: topic IDs
 // * v15-18: replica-only fields, ignored
+// * v16: CurrentLeader and NodeEndpoints filled (KIP-951); the tagged
+//   CurrentLeader exists from v12 but Kafka fills it from v16 only
 
 // fetchPart is one partition of a fetch: its request and its answer.
 type fetchPart struct {
@@ -200,6 +213,7 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 
 	// Build the response in partition order, grouping consecutive
 	// partitions of one topic.
+	namedLeader := false
 	if sess != nil {
 		sess.mu.Lock()
 		defer sess.mu.Unlock()
@@ -227,6 +241,10 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition = fp.part
 		rp.ErrorCode = fp.ec
+		if req.Version >= 16 && fetchNamesLeader(fp.ec) {
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = b.cfg.NodeID, leaderEpoch
+			namedLeader = true
+		}
 		rp.HighWatermark = fp.hw
 		rp.LastStableOffset = fp.lso
 		rp.LogStartOffset = fp.start
@@ -245,6 +263,9 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 		b.metrics.fetchedBytes.Add(float64(len(fp.records)))
 		b.metrics.partitionError("Fetch", fp.ec)
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, rp)
+	}
+	if namedLeader {
+		resp.Brokers = []kmsg.FetchResponseBroker{b.fetchLeaderEndpoint()}
 	}
 	return resp, nil
 }

@@ -43,6 +43,11 @@ func currentLeaderEpochError(current int32) int16 {
 // partition of a fetch session that this request does not name keeps no
 // error: its epoch was checked when the client last named it, and a
 // partition's epoch never changes.
+//
+// Fetch reads every negative CurrentLeaderEpoch as "no epoch" (Kafka's
+// FetchRequest.optionalEpoch), unlike ListOffsets and OffsetForLeaderEpoch,
+// where only -1 is: a Fetch can therefore never be answered
+// FENCED_LEADER_EPOCH while every partition is in epoch 0.
 func setFetchEpochErrors(req *kmsg.FetchRequest, parts []*fetchPart, keyOf func(string, [16]byte, int32) sessionKey) {
 	if req.Version < 9 {
 		return
@@ -50,7 +55,7 @@ func setFetchEpochErrors(req *kmsg.FetchRequest, parts []*fetchPart, keyOf func(
 	var failed map[sessionKey]int16
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if ec := currentLeaderEpochError(rp.CurrentLeaderEpoch); ec != 0 {
+			if ec := currentLeaderEpochError(max(rp.CurrentLeaderEpoch, -1)); ec != 0 {
 				if failed == nil {
 					failed = map[sessionKey]int16{}
 				}
@@ -61,4 +66,52 @@ func setFetchEpochErrors(req *kmsg.FetchRequest, parts []*fetchPart, keyOf func(
 	for _, fp := range parts {
 		fp.epochErr = failed[fp.key]
 	}
+}
+
+// Leader discovery (KIP-951). A Fetch (v16+) partition answered
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, and a Produce (v10+)
+// partition answered NOT_LEADER_OR_FOLLOWER, carries the partition's
+// current leader and epoch, and the response lists that leader's endpoint,
+// so the client can move the partition without a Metadata round trip.
+// Every other partition keeps CurrentLeader at its default (-1, -1) and a
+// response without such a partition lists no endpoint, as in Kafka
+// (KafkaApis.handleFetchRequest / handleProduceRequest). Produce carries no
+// leader epoch, so Kafka names the leader there for NOT_LEADER_OR_FOLLOWER
+// only.
+//
+// On this broker the leader of every partition is this node, in epoch
+// leaderEpoch, and its endpoint is the one Metadata answers (node ID,
+// advertised host and port, no rack). NOT_LEADER_OR_FOLLOWER is answered
+// only when a partition's log is closed under a topic that still exists
+// (logErrorCode): a request racing the topic's deletion and re-creation
+// under the same name. The hint then names this node again, at the epoch
+// the client already knows: clients (franz-go, the Java client) move a
+// partition only for a newer epoch, so they retry here or refresh Metadata.
+
+// fetchNamesLeader reports whether a Fetch partition error carries
+// CurrentLeader (v16+).
+func fetchNamesLeader(ec int16) bool {
+	return ec == kerr.NotLeaderForPartition.Code || ec == kerr.FencedLeaderEpoch.Code
+}
+
+// produceNamesLeader reports whether a Produce partition error carries
+// CurrentLeader (v10+).
+func produceNamesLeader(ec int16) bool {
+	return ec == kerr.NotLeaderForPartition.Code
+}
+
+// fetchLeaderEndpoint is this broker as a Fetch response's NodeEndpoints
+// entry: the broker Metadata lists.
+func (b *Broker) fetchLeaderEndpoint() kmsg.FetchResponseBroker {
+	e := kmsg.NewFetchResponseBroker()
+	e.NodeID, e.Host, e.Port = b.cfg.NodeID, b.host, b.port
+	return e
+}
+
+// produceLeaderEndpoint is this broker as a Produce response's
+// NodeEndpoints entry: the broker Metadata lists.
+func (b *Broker) produceLeaderEndpoint() kmsg.ProduceResponseBroker {
+	e := kmsg.NewProduceResponseBroker()
+	e.NodeID, e.Host, e.Port = b.cfg.NodeID, b.host, b.port
+	return e
 }

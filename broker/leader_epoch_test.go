@@ -12,18 +12,21 @@ import (
 )
 
 // epochCase is one CurrentLeaderEpoch a client may send and the error code
-// Kafka answers for it against a partition in epoch 0.
+// Kafka answers for it against a partition in epoch 0: code for
+// ListOffsets and OffsetForLeaderEpoch, fetchCode for Fetch (which reads
+// every negative epoch as "no epoch").
 type epochCase struct {
-	current int32
-	code    int16
+	current   int32
+	code      int16
+	fetchCode int16
 }
 
 var epochCases = []epochCase{
-	{-1, 0}, // no check
-	{0, 0},  // the partition's epoch
-	{1, kerr.UnknownLeaderEpoch.Code},
-	{7, kerr.UnknownLeaderEpoch.Code},
-	{-2, kerr.FencedLeaderEpoch.Code}, // older than epoch 0
+	{-1, 0, 0}, // no check
+	{0, 0, 0},  // the partition's epoch
+	{1, kerr.UnknownLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code},
+	{7, kerr.UnknownLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code},
+	{-2, kerr.FencedLeaderEpoch.Code, 0}, // older than epoch 0; no epoch for Fetch
 }
 
 func epochFetch(version int16, topic string, id [16]byte, part int32, current int32) *kmsg.FetchRequest {
@@ -69,8 +72,9 @@ func epochOffsetForLeaderEpoch(version int16, topic string, part int32, current 
 
 // Fetch (v9+), ListOffsets (v4+) and OffsetForLeaderEpoch (v2+) check the
 // client's CurrentLeaderEpoch: -1 and the partition's epoch pass, a newer
-// one is UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH; a failed
-// check returns no data. Versions without the field are not checked, and an
+// one is UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH (except in
+// Fetch, where any negative epoch means none); a failed check returns no
+// data. Versions without the field are not checked, and an
 // unknown partition is reported as such whatever the epoch.
 func TestCurrentLeaderEpochChecks(t *testing.T) {
 	b, _ := testBroker(t)
@@ -86,14 +90,14 @@ func TestCurrentLeaderEpochChecks(t *testing.T) {
 		for _, v := range []int16{9, 12, 13, 16} {
 			r := c.roundTrip(epochFetch(v, "le", tp.id, 0, x.current), next()).(*kmsg.FetchResponse)
 			p := r.Topics[0].Partitions[0]
-			if p.ErrorCode != x.code {
-				t.Errorf("fetch v%d current %d: error %d, want %d", v, x.current, p.ErrorCode, x.code)
+			if p.ErrorCode != x.fetchCode {
+				t.Errorf("fetch v%d current %d: error %d, want %d", v, x.current, p.ErrorCode, x.fetchCode)
 			}
-			if x.code == 0 && len(p.RecordBatches) == 0 {
+			if x.fetchCode == 0 && len(p.RecordBatches) == 0 {
 				t.Errorf("fetch v%d current %d: no records", v, x.current)
 			}
-			if x.code != 0 && len(p.RecordBatches) != 0 {
-				t.Errorf("fetch v%d current %d: records with error %d", v, x.current, x.code)
+			if x.fetchCode != 0 && len(p.RecordBatches) != 0 {
+				t.Errorf("fetch v%d current %d: records with error %d", v, x.current, x.fetchCode)
 			}
 		}
 		for _, v := range []int16{4, 6, 10} {
