@@ -309,6 +309,11 @@ func checkRecord(rec []byte) (tsDelta, offDelta int64, _ *recordErr) {
 // varint decodes a zig-zag varint (up to 64 bits). It returns the value and
 // the bytes consumed, or m <= 0 if b does not hold a valid varint.
 func varint(b []byte) (int64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		// One byte: most fields of a record (attributes, small deltas, a
+		// null key, the header count).
+		return int64(b[0]>>1) ^ -int64(b[0]&1), 1
+	}
 	u, m := binary.Uvarint(b)
 	if m <= 0 {
 		return 0, m
