@@ -14,7 +14,10 @@
 // Elsewhere, and for inputs shorter than minCLMUL bytes, it calls hash/crc32.
 package crc32c
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"math/bits"
+)
 
 var table = crc32.MakeTable(crc32.Castagnoli)
 
@@ -35,4 +38,19 @@ func Update(crc uint32, p []byte) uint32 {
 		p = p[n:]
 	}
 	return crc32.Update(crc, table, p)
+}
+
+// reflectedXPow returns x^n mod P, P the CRC-32C polynomial, bit-reflected
+// into the upper half of a quadword: the coefficient of x^d is bit 63-d.
+func reflectedXPow(n int) uint64 {
+	const poly = 0x1EDC6F41 // P without its x^32 term
+	r := uint32(1)
+	for range n {
+		carry := r & (1 << 31)
+		r <<= 1
+		if carry != 0 {
+			r ^= poly
+		}
+	}
+	return uint64(bits.Reverse32(r)) << 32
 }

@@ -1,10 +1,6 @@
 package crc32c
 
-import (
-	"math/bits"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // useCLMUL reports whether updateCLMUL can run: AVX-512 with the 512-bit
 // VPCLMULQDQ, and SSE 4.2 for the final CRC32 instructions.
@@ -46,19 +42,4 @@ func init() {
 	fold(8, 48)
 	fold(10, 32)
 	fold(12, 16)
-}
-
-// reflectedXPow returns x^n mod P, P the CRC-32C polynomial, bit-reflected
-// into the upper half of a quadword: the coefficient of x^d is bit 63-d.
-func reflectedXPow(n int) uint64 {
-	const poly = 0x1EDC6F41 // P without its x^32 term
-	r := uint32(1)
-	for range n {
-		carry := r & (1 << 31)
-		r <<= 1
-		if carry != 0 {
-			r ^= poly
-		}
-	}
-	return uint64(bits.Reverse32(r)) << 32
 }
