@@ -46,6 +46,12 @@ func BenchmarkCold(b *testing.B) {
 			off = (off + piece) % len(big)
 		}
 	}
-	b.Run("crc32c", func(b *testing.B) { run(b, Checksum) })
-	b.Run("hash-crc32", func(b *testing.B) { run(b, func(p []byte) uint32 { return crc32.Checksum(p, stdTable) }) })
+	for _, off := range []int{0, 21} { // 21: where a record batch's checksummed bytes start
+		b.Run(fmt.Sprintf("offset=%d/crc32c", off), func(b *testing.B) {
+			run(b, func(p []byte) uint32 { return Checksum(p[off:]) })
+		})
+		b.Run(fmt.Sprintf("offset=%d/hash-crc32", off), func(b *testing.B) {
+			run(b, func(p []byte) uint32 { return crc32.Checksum(p[off:], stdTable) })
+		})
+	}
 }
