@@ -560,7 +560,7 @@ func (a *App) round(ctx context.Context, fetches kgo.Fetches) (touched []*task, 
 					break
 				}
 			}
-			if err := b.t.expire(1000); err != nil {
+			if err := b.t.endRound(); err != nil {
 				a.fail(err)
 				incomplete.Store(true)
 				return

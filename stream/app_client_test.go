@@ -15,12 +15,12 @@ func TestProducerCompressionDefault(t *testing.T) {
 	b.createTopic("counts", 1)
 	build := func(bl *Builder) {
 		in := From(bl, "events", String(), String())
-		Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Hour}).To("counts", String(), Int64())
+		Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour}).ToStream().To("counts", String(), Int64())
 	}
 	truth := map[string]int64{}
 	produceEvents(b, 0, 20, 5, truth)
 	app := b.run("plain", build, testLogger(t), StateDir(t.TempDir()), CommitInterval(50*time.Millisecond))
-	b.waitFor("counts", 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= 20 })
+	b.waitFor("counts", 30*time.Second, counted(t, 20))
 	if err := app.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +39,11 @@ func TestProducerCompressionDefault(t *testing.T) {
 	b.createTopic("counts2", 1)
 	build2 := func(bl *Builder) {
 		in := From(bl, "events", String(), String())
-		Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Hour}).To("counts2", String(), Int64())
+		Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour}).ToStream().To("counts2", String(), Int64())
 	}
 	app2 := b.run("snappy", build2, testLogger(t), StateDir(t.TempDir()), CommitInterval(50*time.Millisecond),
 		ClientOpts(kgo.ProducerBatchCompression(kgo.SnappyCompression())))
-	recs := b.waitFor("counts2", 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= 20 })
+	recs := b.waitFor("counts2", 30*time.Second, counted(t, 20))
 	if err := app2.stop(); err != nil {
 		t.Fatal(err)
 	}

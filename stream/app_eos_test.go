@@ -33,7 +33,7 @@ func exactlyOnceKillRun(t *testing.T, kind brokerKind) {
 
 	app1 := b.run("exact", countTopology, opts...)
 	produceEvents(b, 0, 600, keys, truth)
-	b.waitForIso("counts", true, 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= 150 })
+	b.waitForIso("counts", true, 30*time.Second, counted(t, 150))
 	if err := app1.kill(); err != nil {
 		t.Fatalf("killed app: %v", err)
 	}

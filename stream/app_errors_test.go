@@ -35,13 +35,13 @@ func poisonRun(t *testing.T, g Guarantee) {
 		in := From(bl, "orders", String(), JSON[order]())
 		Map(in, func(r Record[string, order]) (order, error) {
 			if r.Value.Note == "poison" {
-				return order{}, errors.New("note is poison")
+				return order{}, Retriable(errors.New("note is poison"))
 			}
 			if r.Value.Amount < 0 {
 				panic("negative amount")
 			}
 			return r.Value, nil
-		}).To("valid", String(), JSON[order]())
+		}, Named("validate")).To("valid", String(), JSON[order]())
 	}, WithGuarantee(g), StateDir(t.TempDir()), MaxAttempts(3), RetryBackoff(time.Millisecond, 4*time.Millisecond),
 		CommitInterval(20*time.Millisecond))
 
@@ -54,7 +54,7 @@ func poisonRun(t *testing.T, g Guarantee) {
 		&kgo.Record{Topic: "orders", Key: []byte("e"), Value: []byte(`{"id":5,"amount":7}`)},
 	)
 	valid := b.waitForIso("valid", committed, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 2 })
-	dlq := b.waitForIso("orders.dlq", committed, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3 })
+	dlq := b.waitForIso("shop.dlq", committed, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3 })
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,18 +62,19 @@ func poisonRun(t *testing.T, g Guarantee) {
 		t.Fatalf("valid = %v", values(valid))
 	}
 	want := []struct {
-		key, kind, attempts, offset, reason string
+		key, kind, attempts, offset, reason, op string
 	}{
-		{"b", "decode", "1", "1", "decode value"},
-		{"c", "error", "3", "2", "note is poison"},
-		{"d", "panic", "3", "3", "negative amount"},
+		{"b", "decode", "1", "1", "decode value", "source"},
+		{"c", "error", "3", "2", "note is poison", "validate"}, // retriable: retried
+		{"d", "panic", "1", "3", "negative amount", "validate"}, // a panic is not retried
 	}
 	for i, w := range want {
 		r := dlq[i]
 		h := func(k string) string { v, _ := header(r, k); return v }
 		if string(r.Key) != w.key || h(HeaderDLQKind) != w.kind || h(HeaderDLQAttempts) != w.attempts ||
 			h(HeaderDLQOffset) != w.offset || !strings.Contains(h(HeaderDLQReason), w.reason) ||
-			h(HeaderDLQTopic) != "orders" || h(HeaderDLQPartition) != "0" || h(HeaderDLQApp) != "shop" {
+			h(HeaderDLQTopic) != "orders" || h(HeaderDLQPartition) != "0" || h(HeaderDLQApp) != "shop" ||
+			h(HeaderDLQOperator) != w.op {
 			t.Errorf("dlq[%d]: key %q headers %v, want %+v", i, r.Key, r.Headers, w)
 		}
 		first, err1 := time.Parse(time.RFC3339Nano, h(HeaderDLQFirstFailure))
@@ -147,12 +148,12 @@ func TestRepartitionKeepsPerKeyOrder(t *testing.T) {
 			return strings.Split(r.Value, ":")[0], nil
 		})
 		// The aggregate is the list of "user:seq" seen for the page, in order.
-		Aggregate(GroupByKey(byPage, String(), String()), StoreConfig{Name: "seen", TTL: time.Hour}, String(),
+		Aggregate(GroupByKey(byPage), StoreConfig{Name: "seen", TTL: time.Hour},
 			func() string { return "" },
 			func(r Record[string, string], agg string) (string, error) {
 				_, rest, _ := strings.Cut(r.Value, ":")
-				return rest, nil
-			}).To("sessions", String(), String())
+				return agg + " " + rest, nil
+			}).ToStream().To("sessions", String(), String())
 	}, StateDir(t.TempDir()), CommitInterval(20*time.Millisecond), MaxPollRecords(50))
 
 	const users, perUser, pages = 12, 40, 5
@@ -165,20 +166,34 @@ func TestRepartitionKeepsPerKeyOrder(t *testing.T) {
 		}
 	}
 	b.produce(recs...)
-	out := b.waitFor("sessions", 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= users*perUser })
+	seen := func(r []*kgo.Record) map[string][]string {
+		m := map[string][]string{}
+		for _, r := range r {
+			m[string(r.Key)] = strings.Fields(string(r.Value))
+		}
+		return m
+	}
+	out := b.waitFor("sessions", 30*time.Second, func(r []*kgo.Record) bool {
+		n := 0
+		for _, l := range seen(r) {
+			n += len(l)
+		}
+		return n >= users*perUser
+	})
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
 	// Per (page, user): sequence numbers strictly increase.
-	last := map[string]int{}
-	for _, r := range out {
-		user, seq, _ := strings.Cut(string(r.Value), ":")
-		n, _ := strconv.Atoi(seq)
-		k := string(r.Key) + "/" + user
-		if prev, ok := last[k]; ok && n <= prev {
-			t.Fatalf("page %s user %s: seq %d after %d", r.Key, user, n, prev)
+	for page, l := range seen(out) {
+		last := map[string]int{}
+		for _, us := range l {
+			user, seq, _ := strings.Cut(us, ":")
+			n, _ := strconv.Atoi(seq)
+			if prev, ok := last[user]; ok && n <= prev {
+				t.Fatalf("page %s user %s: seq %d after %d", page, user, n, prev)
+			}
+			last[user] = n
 		}
-		last[k] = n
 	}
 	rep := b.readAll("order-seen-repartition")
 	if len(rep) != users*perUser {

@@ -30,10 +30,10 @@ func TestPropertyExactlyOnce(t *testing.T) {
 
 func sumTopology(b *Builder) {
 	in := From(b, "nums", String(), Int64())
-	g := GroupByKey(in, String(), Int64())
+	g := GroupByKey(in, Codecs(String(), Int64()))
 	Reduce(g, StoreConfig{Name: "sum", TTL: 24 * time.Hour}, func(a, v int64) (int64, error) { return a + v, nil }).
-		To("sums", String(), Int64())
-	Count(g, StoreConfig{Name: "count", TTL: 24 * time.Hour}).To("counts", String(), Int64())
+		ToStream().To("sums", String(), Int64())
+	Count(g, StoreConfig{Name: "count", TTL: 24 * time.Hour}).ToStream().To("counts", String(), Int64())
 }
 
 func propertyRun(t *testing.T, seed uint64, g Guarantee, extra ...Opt) {

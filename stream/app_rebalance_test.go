@@ -97,14 +97,16 @@ func rebalanceRun(t *testing.T, g Guarantee) {
 	checkPerKeyMonotonic(t, recs)
 }
 
-// checkPerKeyMonotonic: each key's emitted counts increase by one at a time
-// (no lost or repeated update across handoffs).
+// checkPerKeyMonotonic: each key's emitted counts increase (no repeated
+// update across handoffs; lost ones show in the final counts).
 func checkPerKeyMonotonic(t *testing.T, recs []*kgo.Record) {
 	t.Helper()
 	last := map[string]int64{}
 	for _, r := range recs {
 		n, _ := Int64().Decode(r.Value)
-		if n != last[string(r.Key)]+1 {
+		// Strictly increasing: a table's updates are collapsed per
+		// round (gaps), a replayed record would repeat or lower a count.
+		if n <= last[string(r.Key)] {
 			t.Errorf("key %s: count %d follows %d", r.Key, n, last[string(r.Key)])
 		}
 		last[string(r.Key)] = n

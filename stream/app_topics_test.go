@@ -80,11 +80,11 @@ func TestChangelogRecreatedForcesFullRestore(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let deletion settle before recreating
 	b.createTopic("counts", 1)
 	app = b.run("reset", countTopology, StateDir(dir), CommitInterval(10*time.Millisecond))
-	recs := b.waitFor("counts", 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 50 })
+	recs := b.waitFor("counts", 20*time.Second, counted(t, 50))
 	if err := app.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if got := latest(t, recs[:50])[key(0)]; got != 50 {
+	if got := latest(t, recs)[key(0)]; got != 50 {
 		t.Fatalf("count after reset = %d, want 50 (a fresh count, not stale local state + 50)", got)
 	}
 }
@@ -97,19 +97,19 @@ func TestRepartitionTopicTakesLargestUpstreamCount(t *testing.T) {
 	a := b.run("merge", func(bl *Builder) {
 		s := From(bl, "small", String(), String())
 		l := From(bl, "large", String(), String())
-		Count(GroupByKey(s.Merge(l), String(), String()), StoreConfig{Name: "m", TTL: time.Hour}).
-			To("out", String(), Int64())
+		Count(GroupByKey(s.Merge(l), Codecs(String(), String())), StoreConfig{Name: "m", TTL: time.Hour}).
+			ToStream().To("out", String(), Int64())
 	}, StateDir(t.TempDir()), CommitInterval(10*time.Millisecond))
 	b.produce(&kgo.Record{Topic: "small", Key: []byte("k"), Value: []byte("1")},
 		&kgo.Record{Topic: "large", Key: []byte("k"), Value: []byte("2")})
-	recs := b.waitFor("out", 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 2 })
+	recs := b.waitFor("out", 20*time.Second, counted(t, 2))
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := Int64().Decode(recs[len(recs)-1].Value); n != 2 {
 		t.Fatalf("merged count = %d, want 2 (both sources' records meet in one task)", n)
 	}
-	td, err := b.adm.ListTopics(t.Context(), "merge-m-repartition", "merge-m-changelog", "merge-m-repartition.dlq")
+	td, err := b.adm.ListTopics(t.Context(), "merge-m-repartition", "merge-m-changelog", "merge.dlq")
 	if err != nil {
 		t.Fatal(err)
 	}

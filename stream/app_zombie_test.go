@@ -33,8 +33,8 @@ func TestExactlyOnceFencesZombie(t *testing.T) {
 				<-release
 			}
 		})
-		Count(GroupByKey(in, String(), String()), StoreConfig{Name: "counts", TTL: time.Hour}).
-			To("counts", String(), Int64())
+		Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "counts", TTL: time.Hour}).
+			ToStream().To("counts", String(), Int64())
 	}
 	groupOpts := ClientOpts(kgo.RebalanceTimeout(time.Second), kgo.SessionTimeout(6*time.Second),
 		kgo.TransactionTimeout(2*time.Second))

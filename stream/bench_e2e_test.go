@@ -266,8 +266,8 @@ func median(xs []float64) float64 {
 
 func buildKeyedCount(bl *Builder) {
 	in := From(bl, "in", String(), JSON[benchEvent]())
-	Count(GroupByKey(in, String(), JSON[benchEvent]()), StoreConfig{Name: "c", TTL: time.Hour}).
-		To("out", String(), Int64())
+	Count(GroupByKey(in, Codecs(String(), JSON[benchEvent]())), StoreConfig{Name: "c", TTL: time.Hour}).
+		ToStream().To("out", String(), Int64())
 }
 
 func BenchmarkE2EKeyedCount(b *testing.B) { benchE2EApp(b, buildKeyedCount) }
@@ -390,7 +390,7 @@ func BenchmarkRestore(b *testing.B) {
 	tb.createTopic("out", 1)
 	bl := NewBuilder()
 	in := From(bl, "in", String(), String())
-	Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Hour}).To("out", String(), Int64())
+	Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour}).ToStream().To("out", String(), Int64())
 	a, err := NewApp("rs", bl, Brokers(tb.seeds...), StateDir(b.TempDir()))
 	if err != nil {
 		b.Fatal(err)

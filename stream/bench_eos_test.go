@@ -31,8 +31,8 @@ func benchEOSRun(b *testing.B, txnPerRound bool) (eventsPerSec, txnPerSec float6
 	tb := e2eSetup(b)
 	bl := NewBuilder()
 	in := From(bl, "in", String(), JSON[benchEvent]())
-	Count(GroupByKey(in, String(), JSON[benchEvent]()), StoreConfig{Name: "c", TTL: time.Hour}).
-		To("out", String(), Int64())
+	Count(GroupByKey(in, Codecs(String(), JSON[benchEvent]())), StoreConfig{Name: "c", TTL: time.Hour}).
+		ToStream().To("out", String(), Int64())
 	a, err := NewApp("bench", bl, Brokers(tb.seeds...), StateDir(b.TempDir()), WithGuarantee(ExactlyOnce),
 		optFunc(func(c *config) { c.txnPerRound = txnPerRound }))
 	if err != nil {

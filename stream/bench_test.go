@@ -16,8 +16,8 @@ import (
 func BenchmarkTaskKeyedCount(b *testing.B) {
 	bl := NewBuilder()
 	in := From(bl, "in", String(), JSON[benchEvent]())
-	Count(GroupByKey(in, String(), JSON[benchEvent]()), StoreConfig{Name: "c", TTL: time.Hour}).
-		To("out", String(), Int64())
+	Count(GroupByKey(in, Codecs(String(), JSON[benchEvent]())), StoreConfig{Name: "c", TTL: time.Hour}).
+		ToStream().To("out", String(), Int64())
 	benchTask(b, bl)
 }
 

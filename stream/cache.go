@@ -17,8 +17,9 @@ const defaultStoreCache = state.DefaultCacheBytes
 // reach the local Pebble database once per commit (or when the cache is
 // full), so a key updated many times between commits is written once.
 //
-// The cache changes neither outputs nor the changelog: every record still
-// emits its update downstream and to the changelog at once, and a commit
+// This cache only spares Pebble reads and writes: what a table forwards
+// downstream and to its changelog (its latest value per key per processing
+// round, see Table) does not depend on it. A commit
 // makes the local store durable (with its checkpoint) only after the
 // changelog records it covers are acknowledged, so crash recovery is as
 // without it: the local store plus the changelog tail.

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/weirhq/weir/stream/internal/state"
 )
 
@@ -72,7 +70,7 @@ func TestExactlyOnceCrashReplaysTailOverNewerStore(t *testing.T) {
 
 	app1 := b.run("ahead", countTopology, append(opts, optFunc(func(c *config) { c.checkpointInterval = time.Hour }))...)
 	produceEvents(b, 0, 300, keys, truth)
-	b.waitForIso("counts", true, 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= 100 })
+	b.waitForIso("counts", true, 30*time.Second, counted(t, 100))
 	if err := app1.kill(); err != nil {
 		t.Fatalf("killed app: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // A Codec turns a key or value of type T into record bytes and back.
@@ -92,4 +93,76 @@ func (jsonCodec[T]) Decode(b []byte) (T, error) {
 	}
 	err := json.Unmarshal(b, &v)
 	return v, err
+}
+
+// InferCodec returns the codec the operators use for T when none is given:
+// String for string, Bytes for []byte, Int64 for int64, and JSON for a
+// struct, map, slice, array or pointer type. Any other type (int, a named
+// string type, an interface, ...) has no inferred codec: the operator's
+// declaration fails and asks for one (see Codecs).
+func InferCodec[T any]() (Codec[T], error) {
+	var zero T
+	var c any
+	switch any(zero).(type) {
+	case string:
+		c = String()
+	case []byte:
+		c = Bytes()
+	case int64:
+		c = Int64()
+	}
+	if c != nil {
+		return c.(Codec[T]), nil
+	}
+	t := reflect.TypeFor[T]()
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map, reflect.Slice, reflect.Array, reflect.Pointer:
+		return JSON[T](), nil
+	}
+	return nil, fmt.Errorf("%w for %v: pass one with stream.Codecs", errNoCodec, t)
+}
+
+// errNoCodec is the declaration error of an operator that needs a codec for
+// a type it cannot infer one for.
+var errNoCodec = errors.New("no codec inferred")
+
+// CodecOpt gives an operator the key and value codecs of its records (see
+// Codecs). It configures GroupByKey, GroupBy, Stream.ToTable and Aggregate.
+type CodecOpt[K, V any] struct {
+	key   Codec[K]
+	value Codec[V]
+}
+
+// Codecs gives the key and value codecs an operator writes its records with
+// (to a repartition topic, a store and its changelog), overriding the
+// inferred ones (InferCodec). A nil codec keeps the inferred one.
+func Codecs[K, V any](key Codec[K], value Codec[V]) CodecOpt[K, V] {
+	return CodecOpt[K, V]{key: key, value: value}
+}
+
+// resolveCodecs returns the codecs opts give, else the inferred ones; an
+// error names what is missing.
+func resolveCodecs[K, V any](opts []CodecOpt[K, V]) (Codec[K], Codec[V], error) {
+	var key Codec[K]
+	var value Codec[V]
+	for _, o := range opts {
+		if o.key != nil {
+			key = o.key
+		}
+		if o.value != nil {
+			value = o.value
+		}
+	}
+	var errs []error
+	if key == nil {
+		c, err := InferCodec[K]()
+		key = c
+		errs = append(errs, err)
+	}
+	if value == nil {
+		c, err := InferCodec[V]()
+		value = c
+		errs = append(errs, err)
+	}
+	return key, value, errors.Join(errs...)
 }

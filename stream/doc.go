@@ -6,13 +6,16 @@
 //
 //	b := stream.NewBuilder()
 //	rides := stream.From(b, "rides", stream.String(), stream.JSON[Ride]())
-//	byZone := stream.KeyBy(rides, func(r stream.Record[string, Ride]) (string, error) { return r.Value.Zone, nil })
-//	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.JSON[Ride]()),
-//		stream.StoreConfig{Name: "rides-per-zone", TTL: 24 * time.Hour}).
-//		To("rides-per-zone", stream.String(), stream.Int64())
+//	perZone := stream.Count(stream.GroupBy(rides, func(r stream.Record[string, Ride]) (string, error) { return r.Value.Zone, nil }),
+//		stream.StoreConfig{Name: "rides-per-zone", TTL: 24 * time.Hour})
+//	perZone.ToStream().To("rides-per-zone", stream.String(), stream.Int64())
 //	app, err := stream.NewApp("surge", b, stream.Brokers("127.0.0.1:9092"))
 //	...
 //	err = app.Run(ctx) // until ctx is done; then flush, commit, leave the group
+//
+// Declaring a topology never panics: an operator whose declaration fails
+// records the error and returns an invalid stream (or table); every operator
+// applied to it does nothing more, and NewApp returns the errors.
 //
 // # Processing model
 //
@@ -52,25 +55,37 @@
 // ErrPartitionMismatch naming the topics and their counts). A stream whose
 // key changed (KeyBy) is first repartitioned to the table's partition count.
 //
-// Stateful operators (Count, Reduce, Aggregate) keep a Pebble store per task
-// backed by the compacted topic "<app>-<store>-changelog" (partition = the
-// task's partition). A keyed operator after KeyBy, or after a Merge of
-// several sources, first writes its input to "<app>-<store>-repartition"
-// (partitioned by murmur2 of the key, like Java clients), so each key lives
-// in exactly one task. Every store declares a TTL in event time; expired keys
-// are deleted with a changelog tombstone. On assignment a task restores its
-// stores from the local checkpoint plus the changelog tail (or the whole
-// changelog if there is no usable local copy) before processing.
+// Stateful operators (Count, Reduce, Aggregate, Stream.ToTable) return a
+// Table (Kafka Streams' KTable): joinable like a topic's table, queryable by
+// its store name, turned back into a stream of updates with ToStream. They
+// keep a Pebble store per task backed by the compacted topic
+// "<app>-<store>-changelog" (partition = the task's partition). A keyed
+// operator after KeyBy/GroupBy, or after a Merge of several sources, first
+// writes its input to "<app>-<store>-repartition" (partitioned by murmur2 of
+// the key, like Java clients), so each key lives in exactly one task. Codecs
+// are inferred (InferCodec: string, []byte, int64, JSON for structs, maps and
+// slices) or given with Codecs. Every store states its bound: a TTL in event
+// time (expired keys are deleted with a changelog tombstone), or NoExpiry
+// with its reason, which Describe reports as a risk. A table's updates are
+// collapsed per processing round (Kafka Streams' record cache): the changelog
+// and ToStream carry the latest value per key per round (EveryUpdate
+// forwards each). On assignment a task restores its stores from the local
+// checkpoint plus the changelog tail (or the whole changelog if there is no
+// usable local copy) before processing.
 //
 // # Errors
 //
-// A record whose key or value does not decode goes to "<topic>.dlq" at once.
-// A record whose processing returns an error or panics is retried
-// (MaxAttempts, RetryBackoff) — a failed attempt leaves no store writes and
-// no outputs — then goes to the dead-letter topic with the HeaderDLQ*
-// headers. The partition goes on either way. Failures of the runtime itself
-// (a produce the cluster rejects, a local store I/O error) stop Run with an
-// error and commit nothing past them.
+// A record that fails goes to the App's dead-letter topic "<app>.dlq"
+// (DLQPerTopic: "<input>.dlq") with the HeaderDLQ* headers: the failing
+// operator (Named), the reason, and the original input record's topic,
+// partition and offset, also after a repartition. A record whose key or value
+// does not decode, that panics, or whose error is not worth retrying (see
+// IsRetriable, RetryIf, Permanent) goes there at once; a retriable error is
+// retried in place (MaxAttempts, RetryBackoff; an operator's Retry
+// overrides) — a failed attempt leaves no store writes and no outputs. The
+// partition goes on either way. Failures of the runtime itself (a produce
+// the cluster rejects, a local store I/O error) stop Run with an error and
+// commit nothing past them.
 //
 // # Delivery
 //

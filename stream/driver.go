@@ -178,7 +178,7 @@ func (d *Driver) Process() error {
 			if err := t.handle(ctx, r); err != nil {
 				return err
 			}
-			if err := t.expire(1000); err != nil {
+			if err := t.endRound(); err != nil {
 				return err
 			}
 			if err := t.flushState(); err != nil {

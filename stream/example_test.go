@@ -17,9 +17,9 @@ func ExampleNewDriver() {
 	b := stream.NewBuilder()
 	rides := stream.From(b, "rides", stream.String(), stream.String()) // key: rider, value: zone
 	byZone := stream.KeyBy(rides, func(r stream.Record[string, string]) (string, error) { return r.Value, nil })
-	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.String()),
+	stream.Count(stream.GroupByKey(byZone, stream.Codecs(stream.String(), stream.String())),
 		stream.StoreConfig{Name: "per-zone", TTL: time.Hour}).
-		To("per-zone", stream.String(), stream.Int64())
+		ToStream().To("per-zone", stream.String(), stream.Int64())
 
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
@@ -48,12 +48,13 @@ func ExampleNewDriver() {
 	// north=1 south=1 north=2 north=3
 	// app surge (at-least-once)
 	//   sub-topology 0 (tasks 0_0..0_2): rides
+	//     operators: source-0(rides)>1 keyby-1>2 repartition-2(per-zone-repartition)
 	//   sub-topology 1 (tasks 1_0..1_2): surge-per-zone-repartition
+	//     operators: source-3(surge-per-zone-repartition)>4 count-per-zone>5 to-5(per-zone)
 	//   repartition surge-per-zone-repartition: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; order: per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)
 	//   output      per-zone: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; order: per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)
 	//   changelog   surge-per-zone-changelog: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; the store may count a replayed record twice (state >= true state); order: per key; written to the task's partition
-	//   dead-letter rides.dlq: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; decode failures at once, processing failures after 3 attempts; order: none across keys; headers carry the original topic/partition/offset
-	//   dead-letter surge-per-zone-repartition.dlq: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; decode failures at once, processing failures after 3 attempts; order: none across keys; headers carry the original topic/partition/offset
+	//   dead-letter surge.dlq: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; permanent failures (decode errors, panics, errors not worth retrying) at once, retriable ones after 3 attempts; order: none across keys; headers name the failing operator and the original topic/partition/offset
 	//   store per-zone: TTL 1h0m0s (event time), changelog surge-per-zone-changelog; local Pebble store per task; on assignment replays the changelog from the local checkpoint (written at each commit), or from the start if there is none
 }
 
@@ -107,7 +108,7 @@ func ExampleLeftJoin() {
 func ExampleQueryStore() {
 	b := stream.NewBuilder()
 	rides := stream.From(b, "rides", stream.String(), stream.String()) // key: zone
-	stream.Count(stream.GroupByKey(rides, stream.String(), stream.String()),
+	stream.Count(stream.GroupByKey(rides, stream.Codecs(stream.String(), stream.String())),
 		stream.StoreConfig{Name: "rides-per-zone", TTL: time.Hour})
 
 	dir, _ := os.MkdirTemp("", "example")

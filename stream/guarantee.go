@@ -2,7 +2,9 @@ package stream
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,7 +53,10 @@ type StoreBound struct {
 	Store     string
 	Changelog string
 	TTL       time.Duration
-	Recovery  string
+	// NoExpiry is the reason a store declared StoreConfig.NoExpiry gave:
+	// its keys are never expired, a risk Describe reports.
+	NoExpiry string
+	Recovery string
 }
 
 const (
@@ -98,10 +103,10 @@ func (a *App) Guarantees() []TopicGuarantee {
 			Ordering:  "per key; written to the task's partition"})
 	}
 	for _, s := range a.b.sources {
-		add(TopicGuarantee{Topic: DLQTopic(a.topicOf(s)), Role: "dead-letter", Delivery: a.cfg.guarantee,
-			Mechanism: a.mechanism() + "; decode failures at once, processing failures after " +
-				fmt.Sprint(a.cfg.maxAttempts) + " attempts",
-			Ordering: "none across keys; headers carry the original topic/partition/offset"})
+		add(TopicGuarantee{Topic: a.dlqTopic(a.topicOf(s)), Role: "dead-letter", Delivery: a.cfg.guarantee,
+			Mechanism: a.mechanism() + "; permanent failures (decode errors, panics, errors not worth retrying) " +
+				"at once, retriable ones after " + fmt.Sprint(a.cfg.maxAttempts) + " attempts",
+			Ordering: "none across keys; headers name the failing operator and the original topic/partition/offset"})
 	}
 	return out
 }
@@ -117,7 +122,7 @@ func (a *App) Stores() []StoreBound {
 					"the committed offset, then consumes it"})
 			continue
 		}
-		out = append(out, StoreBound{Store: st.name, Changelog: a.changelogTopic(st.name), TTL: st.ttl,
+		out = append(out, StoreBound{Store: st.name, Changelog: a.changelogTopic(st.name), TTL: st.ttl, NoExpiry: st.noExpiry,
 			Recovery: "local Pebble store per task; on assignment replays the changelog from the local checkpoint " +
 				"(written at each commit), or from the start if there is none"})
 	}
@@ -146,11 +151,17 @@ func (a *App) Describe() string {
 			tasks += ", inputs co-partitioned"
 		}
 		fmt.Fprintf(&b, "  sub-topology %d (%s): %s\n", st.idx, tasks, strings.Join(inputs, ", "))
+		fmt.Fprintf(&b, "    operators: %s\n", strings.Join(a.operators(st), " "))
 	}
 	for _, g := range a.Guarantees() {
 		fmt.Fprintf(&b, "  %-11s %s: %s — %s; order: %s\n", g.Role, g.Topic, g.Delivery, g.Mechanism, g.Ordering)
 	}
 	for _, s := range a.Stores() {
+		if s.NoExpiry != "" {
+			fmt.Fprintf(&b, "  store %s: RISK no expiry, keys are kept until deleted (stated reason: %q); changelog %s; %s\n",
+				s.Store, s.NoExpiry, s.Changelog, s.Recovery)
+			continue
+		}
 		if s.TTL == 0 {
 			fmt.Fprintf(&b, "  store %s: changelog %s; %s\n", s.Store, s.Changelog, s.Recovery)
 			continue
@@ -165,4 +176,45 @@ func (a *App) stateMechanism() string {
 		return mechExactlyOnce + "; local stores apply a round only after its transaction commits: state is exact"
 	}
 	return mechAtLeastOnce + "; the store may count a replayed record twice (state >= true state)"
+}
+
+// operators names the operators of a sub-topology in declaration order,
+// each followed by its children's node numbers ("map-1>2,3"), so Describe
+// shows the graph.
+func (a *App) operators(st *subTopology) []string {
+	seen := map[int]*node{}
+	var visit func(n *node)
+	visit = func(n *node) {
+		if seen[n.id] != nil {
+			return
+		}
+		seen[n.id] = n
+		for _, c := range n.children {
+			visit(c)
+		}
+	}
+	for _, s := range st.sources {
+		visit(s.node)
+	}
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(seen)) {
+		n := seen[id]
+		name := n.name
+		if n.op == "source" || n.op == "table" {
+			for _, s := range st.sources {
+				if s.node == n {
+					name += "(" + a.topicOf(s) + ")"
+				}
+			}
+		}
+		if len(n.children) > 0 {
+			ids := make([]string, len(n.children))
+			for i, c := range n.children {
+				ids[i] = strconv.Itoa(c.id)
+			}
+			name += ">" + strings.Join(ids, ",")
+		}
+		out = append(out, name)
+	}
+	return out
 }

@@ -116,6 +116,10 @@ func (h *harness) feed(topic string, p int32, key, value string, ts time.Time, h
 	if err := tk.handle(context.Background(), r); err != nil {
 		h.t.Fatalf("handle %s-%d@%d: %v", topic, p, off, err)
 	}
+	// One record per round: its tables' updates are flushed at once.
+	if err := tk.endRound(); err != nil {
+		h.t.Fatal(err)
+	}
 	if err := tk.flushState(); err != nil {
 		h.t.Fatal(err)
 	}

@@ -72,7 +72,8 @@ type config struct {
 	// maxTxnRecords: an ExactlyOnce transaction ends once it holds this
 	// many input records (tests lower it).
 	maxTxnRecords int
-	storeCache    int64 // bytes per task; see StoreCache (cache.go)
+	storeCache    int64       // bytes per task; see StoreCache (cache.go)
+	errors        errorConfig // policy.go
 	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
 	checkpointInterval time.Duration
 

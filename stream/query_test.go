@@ -518,7 +518,7 @@ func FuzzQueryHandler(f *testing.F) {
 	bl := NewBuilder()
 	countTopology(bl)
 	bl2 := NewBuilder()
-	Count(GroupByKey(From(bl2, "events", Int64(), String()), Int64(), String()), StoreConfig{Name: "byint", TTL: time.Hour})
+	Count(GroupByKey(From(bl2, "events", Int64(), String()), Codecs(Int64(), String())), StoreConfig{Name: "byint", TTL: time.Hour})
 	var apps []*App
 	for _, b := range []*Builder{bl, bl2} {
 		a, err := NewApp("app", b, Brokers("127.0.0.1:1"), StateDir(f.TempDir()))

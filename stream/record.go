@@ -80,8 +80,10 @@ type Header struct {
 	Value []byte
 }
 
-// Origin says where a record was read: the input (or internal repartition)
-// topic, partition and offset of the record that caused this one.
+// Origin says where a record was read: the input topic, partition and offset
+// of the record that caused this one. After a repartition it is still the
+// original input record's (the repartition record carries it in an internal
+// header), so a dead letter names the record a user can find.
 type Origin struct {
 	Topic     string
 	Partition int32

@@ -34,8 +34,8 @@ func TestCarriedEncodings(t *testing.T) {
 	}{{
 		name: "count to sink with the store's codecs",
 		build: func(b *Builder) {
-			Count(GroupByKey(From(b, "in", String(), String()), String(), String()), StoreConfig{Name: "c", TTL: time.Hour}).
-				To("out", String(), Int64())
+			Count(GroupByKey(From(b, "in", String(), String()), Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour}).
+				ToStream().To("out", String(), Int64())
 		},
 		want: map[string]map[string]string{"out": {"a": "2", "b": "1"}, "app-c-changelog": {"a": "2", "b": "1"}},
 	}, {
@@ -49,7 +49,7 @@ func TestCarriedEncodings(t *testing.T) {
 	}, {
 		name: "value changed after the count",
 		build: func(b *Builder) {
-			Map(Count(GroupByKey(From(b, "in", String(), String()), String(), String()), StoreConfig{Name: "c", TTL: time.Hour}),
+			Map(Count(GroupByKey(From(b, "in", String(), String()), Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour}).ToStream(),
 				func(r Record[string, int64]) (int64, error) { return r.Value * 10, nil }).
 				To("out", String(), Int64())
 		},
@@ -57,8 +57,8 @@ func TestCarriedEncodings(t *testing.T) {
 	}, {
 		name: "store key codec differs from the source's",
 		build: func(b *Builder) {
-			Count(GroupByKey(From(b, "in", String(), String()), upperKeys{}, String()), StoreConfig{Name: "c", TTL: time.Hour}).
-				To("out", noisyString{prefix: "x-"}, Int64())
+			Count(GroupByKey(From(b, "in", String(), String()), Codecs(upperKeys{}, String())), StoreConfig{Name: "c", TTL: time.Hour}).
+				ToStream().To("out", noisyString{prefix: "x-"}, Int64())
 		},
 		want: map[string]map[string]string{"out": {"x-a": "2", "x-b": "1"}, "app-c-changelog": {"A": "2", "B": "1"}},
 	}, {

@@ -43,9 +43,11 @@ type topicPartition struct {
 type subTopology struct {
 	idx     int
 	sources []*sourceNode // in declaration order
-	// copartitioned is set when the sub-topology reads a table: all its
-	// external sources must have the same partition count (checked at
-	// start), and its repartition topics are created with that count.
+	// copartitioned is set when the sub-topology reads or joins a table:
+	// all its external sources must have the same partition count
+	// (checked at start), and its repartition topics are created with
+	// that count (or, with no external source, the count of its first
+	// repartition topic).
 	copartitioned bool
 }
 
@@ -77,6 +79,10 @@ func buildSubTopologies(b *Builder) []*subTopology {
 	for _, l := range b.links {
 		union(l[0], l[1])
 	}
+	joined := map[int]bool{} // roots of components holding a stream-table join
+	for _, l := range b.links {
+		joined[find(l[0])] = true
+	}
 	byRoot := map[int]*subTopology{}
 	var subs []*subTopology
 	for _, s := range b.sources {
@@ -88,7 +94,7 @@ func buildSubTopologies(b *Builder) []*subTopology {
 			subs = append(subs, st)
 		}
 		st.sources = append(st.sources, s)
-		if s.table != "" {
+		if s.table != "" || joined[r] {
 			st.copartitioned = true
 		}
 	}

@@ -7,40 +7,70 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Table is a keyed table materialised from a topic: for every key, the value
-// of the latest record; a record with a nil value (a tombstone) deletes the
-// key. Streams look it up with Join and LeftJoin.
+// Table is a keyed table (Kafka Streams' KTable): for every key, its latest
+// value. It comes from a topic (FromTable), from a keyed aggregate (Count,
+// Reduce, Aggregate) or from a stream (Stream.ToTable). Streams look it up
+// with Join and LeftJoin; App.Get and QueryStore read it by its store name;
+// ToStream turns its updates back into a stream.
 //
-// The table lives in a local store per task (the task for partition p holds
-// the keys of partition p of the topic). Its changelog is the source topic
-// itself (Kafka Streams' source-topic changelog optimisation): no changelog
-// topic is created, and a task restores the table from the topic, from its
-// local checkpoint (or the start) up to the group's committed offset of that
-// partition, then consumes the topic from there as a source. The topic should
-// be compacted (cleanup.policy=compact): that is the table's bound, so a
-// table has no TTL and its keys are never expired.
+// A table lives in a local store per task (the task for partition p holds
+// the keys of partition p). A table read from a topic has that topic as its
+// changelog (Kafka Streams' source-topic changelog optimisation): no
+// changelog topic is created, and a task restores the table from the topic,
+// from its local checkpoint (or the start) up to the group's committed
+// offset of that partition, then consumes the topic from there as a source.
+// The topic should be compacted (cleanup.policy=compact): that is the
+// table's bound, so such a table has no TTL and its keys are never expired.
+// An aggregate's table has its own changelog and its store's bound.
+//
+// Updates of an aggregate's table are collapsed per processing round: the
+// changelog and ToStream carry the latest value of each key updated in the
+// round, not every update (see tableUpdates). K may be a windowed key: a
+// windowed aggregate returns a Table like any other.
 type Table[K, V any] struct {
-	b     *Builder
-	src   *sourceNode
+	b *Builder
+	// n is the node whose children receive the table's updates (the table
+	// source, or the aggregate); nil for an invalid table (see
+	// Stream.valid).
+	n     *node
 	store string
 	key   Codec[K]
 	value Codec[V]
+	// sources of the table's sub-topology that its updates derive from.
+	sources []int
+}
+
+func (t Table[K, V]) valid() bool { return t.b != nil && t.n != nil }
+
+// Store returns the name of the table's store (for App.Get and QueryStore).
+func (t Table[K, V]) Store() string { return t.store }
+
+// ToStream returns the stream of the table's updates: every record of a
+// table's topic that sets a value, or an aggregate's latest value per key
+// per round. Deletions (a topic's tombstones, expired keys) are not
+// forwarded.
+func (t Table[K, V]) ToStream() Stream[K, V] {
+	if !t.valid() {
+		return invalid[K, V](t.b)
+	}
+	return Stream[K, V]{b: t.b, n: t.n, sources: t.sources}
 }
 
 // FromTable declares a table read from topic and materialised in the store
 // named store (unique among the topology's stores). Like From, a topic may be
 // a source once per topology, and a record whose key or value does not
-// decode goes to "<topic>.dlq". Records with a nil key are skipped (a table
-// key cannot be nil). The record's Kafka timestamp is the update's time.
+// decode goes to the dead-letter topic. Records with a nil key are skipped
+// (a table key cannot be nil). The record's Kafka timestamp is the update's
+// time.
 func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V], store string) Table[K, V] {
 	if key == nil || value == nil {
 		b.errorf("table %q: nil codec", topic)
 	}
 	if err := validTopic(topic); err != nil {
-		b.errs = append(b.errs, fmt.Errorf("table: %w", err))
+		b.addErr(fmt.Errorf("table: %w", err))
 	}
 	if err := validTopic(store); err != nil {
-		b.errs = append(b.errs, fmt.Errorf("table %q store: %w", topic, err))
+		b.addErr(fmt.Errorf("table %q store: %w", topic, err))
 	}
 	for _, s := range b.sources {
 		if !s.internal && s.topic == topic {
@@ -64,27 +94,37 @@ func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V],
 			_, err := value.Decode(v)
 			return err == nil
 		}})
-	src.node = b.addNode("table", func(t *task, _ []any) any {
+	src.node = b.addNode("table", func(t *task, children []any) any {
 		st := t.store(store)
+		next := fanout[K, V](children)
 		return func(kr *kgo.Record) error {
 			if kr.Key == nil {
 				return nil
 			}
-			if _, err := key.Decode(kr.Key); err != nil {
+			k, err := key.Decode(kr.Key)
+			if err != nil {
 				return &DecodeError{Part: "key", Err: err}
 			}
 			t.observe(kr.Timestamp)
 			if kr.Value == nil {
 				return st.deleteLocal(kr.Key)
 			}
-			if _, err := value.Decode(kr.Value); err != nil {
+			v, err := value.Decode(kr.Value)
+			if err != nil {
 				return &DecodeError{Part: "value", Err: err}
 			}
-			return st.putLocal(kr.Key, kr.Value, kr.Timestamp)
+			if err := st.putLocal(kr.Key, kr.Value, kr.Timestamp); err != nil {
+				return err
+			}
+			if len(children) == 0 {
+				return nil
+			}
+			return next(Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp, Headers: headersOf(kr),
+				Origin: Origin{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}})
 		}
 	})
 	b.sources = append(b.sources, src)
-	return Table[K, V]{b: b, src: src, store: store, key: key, value: value}
+	return Table[K, V]{b: b, n: src.node, store: store, key: key, value: value, sources: []int{src.idx}}
 }
 
 // accepts reports whether restoring a table applies r: what processing the
@@ -123,7 +163,8 @@ func (f joinOptFunc[V]) applyJoin(c *joinCfg[V]) { f(c) }
 
 // RepartitionValues gives the codec of the stream's values, used when the
 // join must repartition the stream (its key changed since its source: KeyBy
-// upstream). The key codec is the table's.
+// upstream) and V has no inferred codec (InferCodec). The key codec is the
+// table's.
 func RepartitionValues[V any](value Codec[V]) JoinOpt[V] {
 	return joinOptFunc[V](func(c *joinCfg[V]) { c.value = value })
 }
@@ -138,7 +179,7 @@ func RepartitionValues[V any](value Codec[V]) JoinOpt[V] {
 // source (KeyBy upstream), s is first written to
 // "<app>-<table store>-join-<n>-repartition" (n counts such joins against
 // the table, from 0) with the table's partition count, as for Count; pass
-// RepartitionValues then. Otherwise s's source topics are joined where they
+// RepartitionValues then if V has no inferred codec. Otherwise s's source topics are joined where they
 // are, and Run checks at start that they have the table topic's partition
 // count (ErrPartitionMismatch).
 //
@@ -177,22 +218,24 @@ func join[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], op string,
 	for _, o := range opts {
 		o.applyJoin(&cfg)
 	}
-	if !s.valid() || t.b == nil {
-		if s.b != nil {
-			s.b.errorf("%s: invalid stream or table", op)
-		}
-		return Stream[K, VR]{b: s.b}
+	if !s.valid() || !t.valid() {
+		// The invalid one's declaration recorded why.
+		return invalid[K, VR](s.b)
 	}
 	b := s.b
 	if t.b != b {
 		b.errorf("%s: stream and table from different builders", op)
-		return Stream[K, VR]{b: b}
+		return invalid[K, VR](b)
 	}
 	if s.keyChanged {
 		if cfg.value == nil {
-			b.errorf("%s with table %q: the stream's key changed (KeyBy): it is repartitioned first, "+
-				"pass stream.RepartitionValues(codec) for its values", op, t.store)
-			return Stream[K, VR]{b: b}
+			c, err := InferCodec[V]()
+			if err != nil {
+				b.errorf("%s with table %q: the stream's key changed (KeyBy): it is repartitioned first, "+
+					"and its values need a codec: %v; pass stream.RepartitionValues(codec)", op, t.store, err)
+				return invalid[K, VR](b)
+			}
+			cfg.value = c
 		}
 		if b.joinRepartitions == nil {
 			b.joinRepartitions = map[string]int{}
@@ -231,6 +274,8 @@ func join[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], op string,
 	// The link puts the table's source in the stream's sub-topology; the
 	// output's sources stay the stream's: a keyed operator downstream
 	// needs no repartition (the table is co-partitioned with them).
-	b.links = append(b.links, [2]int{out.n.id, t.src.node.id})
+	if out.valid() {
+		b.links = append(b.links, [2]int{out.n.id, t.n.id})
+	}
 	return out
 }

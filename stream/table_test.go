@@ -188,9 +188,10 @@ func TestJoinRepartitionsAfterKeyChange(t *testing.T) {
 
 func TestJoinDeclarationErrors(t *testing.T) {
 	b := NewBuilder()
-	orders := KeyBy(From(b, "orders", String(), String()), func(r Record[string, string]) (string, error) { return r.Value, nil })
+	// int values have no inferred codec: the repartition needs one.
+	orders := KeyBy(From(b, "orders", String(), JSON[int]()), func(r Record[string, int]) (string, error) { return "c", nil })
 	customers := FromTable(b, "customers", String(), String(), "customers")
-	Join(orders, customers, func(r Record[string, string], c string) (string, error) { return c, nil })
+	Join(orders, customers, func(r Record[string, int], c string) (string, error) { return c, nil })
 	FromTable(b, "customers", String(), String(), "other")
 	FromTable(b, "more", String(), String(), "customers")
 	_, err := NewApp("shop", b, Brokers("127.0.0.1:1"))
@@ -223,8 +224,8 @@ func TestCountAfterJoinAndTombstones(t *testing.T) {
 		orders := From(b, "orders", String(), String())
 		customers := FromTable(b, "customers", String(), String(), "customers")
 		joined := Join(orders, customers, func(r Record[string, string], c string) (string, error) { return c, nil })
-		Count(GroupByKey(joined, String(), String()), StoreConfig{Name: "per-customer", TTL: time.Hour}).
-			To("counts", String(), Int64())
+		Count(GroupByKey(joined, Codecs(String(), String())), StoreConfig{Name: "per-customer", TTL: time.Hour}).
+			ToStream().To("counts", String(), Int64())
 	}
 	d := newJoinDriver(t, build, map[string]int32{"orders": 2, "customers": 2})
 	d.Pipe("customers", []byte("c1"), []byte("ann"), t0)
@@ -286,8 +287,8 @@ func TestTableBadRecords(t *testing.T) {
 	compareKeyed(t, "out", perKey(d, "out"), map[string][]string{
 		"a": {"o1 true 1", "o4 true 1"}, "b": {"o2 false 0", "o5 false 0"}, "": {"o3 false 0", "o6 false 0"},
 	})
-	if dlq := d.Records("tiers.dlq"); len(dlq) != 1 || string(dlq[0].Key) != "b" {
-		t.Fatalf("tiers.dlq = %v, want the undecodable record of b", dlq)
+	if dlq := d.Records("shop.dlq"); len(dlq) != 1 || string(dlq[0].Key) != "b" {
+		t.Fatalf("shop.dlq = %v, want the undecodable record of b", dlq)
 	}
 }
 

@@ -57,6 +57,10 @@ type task struct {
 	slab    []kgo.Record  // unused records for emit
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
 
+	// flushers collapse the updates of the task's aggregate tables within
+	// a round, in node (topological) order; see tableUpdates.
+	flushers []roundFlusher
+
 	m taskMetrics
 	// promise is onProduced, bound once (a method value made per produced
 	// record would be an allocation per record).
@@ -302,8 +306,7 @@ func (t *task) handle(ctx context.Context, kr *kgo.Record) error {
 			first = now
 		}
 		last = now
-		var de *DecodeError
-		if errors.As(err, &de) || attempt >= t.app.cfg.maxAttempts {
+		if !t.app.retryable(err, attempt) {
 			t.deadLetter(kr, err, attempt, first, last)
 			break
 		}
@@ -344,6 +347,9 @@ func (t *task) attempt(entry func(*kgo.Record) error, kr *kgo.Record) (err error
 			}
 			clear(t.pending)
 			t.pending = t.pending[:0]
+			for _, f := range t.flushers {
+				f.dropStaged()
+			}
 		}
 	}()
 	if err := entry(kr); err != nil {
@@ -353,6 +359,9 @@ func (t *task) attempt(entry func(*kgo.Record) error, kr *kgo.Record) (err error
 		if err := t.txn.Apply(); err != nil {
 			return &fatalError{fmt.Errorf("task %s: local store: %w", t.id, err)}
 		}
+	}
+	for _, f := range t.flushers {
+		f.commitStaged()
 	}
 	for _, r := range t.pending {
 		t.produce(r)
@@ -387,6 +396,19 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
+// endRound ends a processing round of the task: its tables' collapsed
+// updates go to their changelogs and downstream (see tableUpdates), then
+// expired keys are removed. Called after the round's last record, before any
+// commit.
+func (t *task) endRound() error {
+	for _, f := range t.flushers {
+		if err := f.flush(); err != nil {
+			return err
+		}
+	}
+	return t.expire(1000)
+}
+
 // expire removes keys whose TTL passed in stream time, writing a tombstone to
 // the changelog for each. At most limit keys per store per call bound the
 // work; the rest go on the next call.
@@ -398,8 +420,8 @@ func (t *task) expire(limit int) error {
 		t.txn = t.db.Begin()
 	}
 	for _, s := range t.stores {
-		if s.spec.table {
-			continue // bounded by its compacted source topic; never writes to it
+		if s.spec.table || s.spec.ttl == 0 {
+			continue // bounded by its compacted source topic (never written), or NoExpiry
 		}
 		before := t.streamTime - s.spec.ttl.Milliseconds()
 		keys, err := t.db.Expired(s.spec.name, before, limit)

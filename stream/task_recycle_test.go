@@ -9,7 +9,7 @@ import (
 
 func recycleTopology(b *Builder) {
 	in := From(b, "in", String(), String())
-	Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Hour}).To("out", String(), Int64())
+	Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour}).ToStream().To("out", String(), Int64())
 }
 
 // With the real client as producer, a record whose promise ran is handed out

@@ -27,7 +27,8 @@ var ErrPartitionMismatch = errors.New("stream: partition count mismatch")
 //     in a sub-topology reading a table, the table's count (co-partitioned with it);
 //   - "<app>-<store>-changelog": compacted, one partition per task of the store's sub-topology
 //     (a table has none: its source topic is its changelog);
-//   - "<input>.dlq" for every input (including repartition topics): the input's count.
+//   - the dead-letter topic "<app>.dlq" with the largest count of the inputs; with DLQPerTopic,
+//     "<input>.dlq" for every input (including repartition topics) with the input's count.
 //
 // Before creating anything it checks co-partitioning: the external source
 // topics of a sub-topology reading a table must have equal partition counts.
@@ -109,9 +110,8 @@ func (a *App) setupTopics(ctx context.Context) error {
 		}
 		parts[a.changelogTopic(st.name)] = n
 	}
-	for _, s := range a.b.sources {
-		name := a.topicOf(s)
-		if err := ensure(DLQTopic(name), parts[name], nil, false); err != nil {
+	for topic, n := range a.dlqTopics(func(topic string) int32 { return parts[topic] }) {
+		if err := ensure(topic, n, nil, false); err != nil {
 			return err
 		}
 	}
@@ -129,10 +129,27 @@ func (a *App) repartitionCount(s *sourceNode, partitions func(topic string) int3
 				return partitions(o.topic)
 			}
 		}
+		// Only repartition topics: the first one's count (the one of an
+		// aggregate declared before any join of its table) is every one's.
+		if first := st.sources[0]; first != s {
+			return a.repartitionCount(first, partitions)
+		}
 	}
 	var n int32
 	for _, up := range s.upstream {
 		n = max(n, partitions(a.topicOf(a.b.sources[up])))
 	}
 	return n
+}
+
+// dlqTopics returns the dead-letter topics and their partition counts, given
+// the inputs' counts.
+func (a *App) dlqTopics(partitions func(topic string) int32) map[string]int32 {
+	out := map[string]int32{}
+	for _, s := range a.b.sources {
+		name := a.topicOf(s)
+		dlq := a.dlqTopic(name)
+		out[dlq] = max(out[dlq], partitions(name))
+	}
+	return out
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -41,8 +43,14 @@ type Builder struct {
 // NewBuilder returns an empty topology builder.
 func NewBuilder() *Builder { return &Builder{} }
 
-func (b *Builder) errorf(format string, args ...any) {
-	b.errs = append(b.errs, fmt.Errorf(format, args...))
+// errorf records a declaration error. A nil builder (the zero Stream's) has
+// nowhere to record it: NewApp never sees such a stream.
+func (b *Builder) errorf(format string, args ...any) { b.addErr(fmt.Errorf(format, args...)) }
+
+func (b *Builder) addErr(err error) {
+	if b != nil && err != nil {
+		b.errs = append(b.errs, err)
+	}
 }
 
 // node is one operator of the graph. build instantiates the operator for one
@@ -52,6 +60,8 @@ func (b *Builder) errorf(format string, args ...any) {
 type node struct {
 	id       int
 	op       string
+	name     string // Named, or "<op>-<id>"
+	retry    *Retry // the operator's error policy (nil: the App's)
 	children []*node
 	build    func(t *task, children []any) any
 }
@@ -81,6 +91,8 @@ type storeSpec struct {
 	// table: the store materialises a table; its changelog is the
 	// table's source topic (no changelog topic of its own, no TTL).
 	table bool
+	// noExpiry: the store keeps its keys (ttl 0), for this stated reason.
+	noExpiry string
 	// decodes (tables only) reports whether a record of the table's topic
 	// decodes with the table's codecs.
 	decodes func(key, value []byte) bool
@@ -96,7 +108,7 @@ type sinkSpec struct {
 }
 
 func (b *Builder) addNode(op string, build func(t *task, children []any) any) *node {
-	n := &node{id: len(b.nodes), op: op, build: build}
+	n := &node{id: len(b.nodes), op: op, name: op + "-" + strconv.Itoa(len(b.nodes)), build: build}
 	b.nodes = append(b.nodes, n)
 	return n
 }
@@ -114,18 +126,62 @@ type Stream[K, V any] struct {
 	keyChanged bool
 }
 
+// valid reports whether s is a point of the topology. An invalid stream is
+// what an operator returns when its declaration failed (the error is
+// recorded in the builder and returned by NewApp): every operator applied to
+// an invalid stream records nothing more and returns an invalid stream (or
+// table), so a declaration error travels to NewApp whatever is chained after
+// it, and never panics.
 func (s Stream[K, V]) valid() bool { return s.b != nil && s.n != nil }
+
+// invalid returns the invalid stream of s's builder (see valid).
+func invalid[K, V any](b *Builder) Stream[K, V] { return Stream[K, V]{b: b} }
+
+// link adds a node fed by s's node and returns it; nil if s is invalid. Every
+// operator adds its nodes through link (or Builder.addNode for a source), so
+// none dereferences an invalid stream's node.
+func (s Stream[K, V]) link(op string, build func(t *task, children []any) any) *node {
+	if !s.valid() {
+		return nil
+	}
+	n := s.b.addNode(op, build)
+	s.n.children = append(s.n.children, n)
+	return n
+}
 
 // attach adds a child operator to s producing Stream[K2, V2]. mk
 // instantiates the operator for a task given the function feeding its
 // children.
+//
+// An error the operator returns or a panic in it (its own, or one from
+// downstream that no operator there claimed) is wrapped with the operator
+// (opError): it names the operator in the dead-letter headers and selects
+// its error policy.
 func attach[K, V, K2, V2 any](s Stream[K, V], op string, keyChange bool,
-	mk func(t *task, next func(Record[K2, V2]) error) func(Record[K, V]) error,
+	mk func(t *task, next func(Record[K2, V2]) error) func(Record[K, V]) error, opts ...OpOpt,
 ) Stream[K2, V2] {
-	n := s.b.addNode(op, func(t *task, children []any) any {
-		return mk(t, fanout[K2, V2](children))
+	var n *node
+	n = s.link(op, func(t *task, children []any) any {
+		f := mk(t, fanout[K2, V2](children))
+		return func(r Record[K, V]) (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = failedIn(n, &PanicError{Value: p, Stack: debug.Stack()})
+				}
+			}()
+			if err := f(r); err != nil {
+				return failedIn(n, err)
+			}
+			return nil
+		}
 	})
-	s.n.children = append(s.n.children, n)
+	if n == nil {
+		return invalid[K2, V2](s.b)
+	}
+	for _, o := range opts {
+		o.applyOp(n)
+	}
+	s.b.validateOp(n)
 	return Stream[K2, V2]{b: s.b, n: n, sources: s.sources, keyChanged: s.keyChanged || keyChange}
 }
 
@@ -183,7 +239,7 @@ func From[K, V any](b *Builder, topic string, key Codec[K], value Codec[V], opts
 		b.errorf("source %q: nil codec", topic)
 	}
 	if err := validTopic(topic); err != nil {
-		b.errs = append(b.errs, fmt.Errorf("source: %w", err))
+		b.addErr(fmt.Errorf("source: %w", err))
 	}
 	for _, s := range b.sources {
 		if !s.internal && s.topic == topic {
@@ -209,14 +265,11 @@ func addSource[K, V any](b *Builder, topic string, internal bool, upstream []int
 			if err != nil {
 				return &DecodeError{Part: "value", Err: err}
 			}
-			r := Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp,
+			r := Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp, Headers: headersOf(kr),
 				Origin: Origin{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset},
 				keyEnc: carry(key, carriesKey, kr.Key)}
-			if len(kr.Headers) > 0 {
-				r.Headers = make([]Header, len(kr.Headers))
-				for i, h := range kr.Headers {
-					r.Headers[i] = Header{Key: h.Key, Value: h.Value}
-				}
+			if internal {
+				r.Origin, r.Headers = originOf(kr, r.Headers)
 			}
 			if ts != nil {
 				r.Timestamp = ts(r)
@@ -229,9 +282,21 @@ func addSource[K, V any](b *Builder, topic string, internal bool, upstream []int
 	return Stream[K, V]{b: b, n: src.node, sources: []int{src.idx}}
 }
 
+// headersOf returns kr's headers as the library's (nil if none).
+func headersOf(kr *kgo.Record) []Header {
+	if len(kr.Headers) == 0 {
+		return nil
+	}
+	hs := make([]Header, len(kr.Headers))
+	for i, h := range kr.Headers {
+		hs[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return hs
+}
+
 // Map transforms each record's value. The key is unchanged, so no
 // repartition is needed downstream.
-func Map[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error)) Stream[K, V2] {
+func Map[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error), opts ...OpOpt) Stream[K, V2] {
 	return attach(s, "map", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
 			v, err := fn(r)
@@ -241,12 +306,12 @@ func Map[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error)) Stream
 			return next(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
 				keyEnc: r.keyEnc})
 		}
-	})
+	}, opts...)
 }
 
 // FlatMap turns each record into zero or more records with the same key,
 // timestamp, headers and origin.
-func FlatMap[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error)) Stream[K, V2] {
+func FlatMap[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error), opts ...OpOpt) Stream[K, V2] {
 	return attach(s, "flatmap", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
 			vs, err := fn(r)
@@ -261,12 +326,12 @@ func FlatMap[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error)) 
 			}
 			return nil
 		}
-	})
+	}, opts...)
 }
 
 // KeyBy sets a new key on each record (Kafka Streams' selectKey). A stateful
 // operator downstream repartitions by the new key first.
-func KeyBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error)) Stream[K2, V] {
+func KeyBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error), opts ...OpOpt) Stream[K2, V] {
 	return attach(s, "keyby", true, func(t *task, next func(Record[K2, V]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
 			k, err := fn(r)
@@ -276,11 +341,11 @@ func KeyBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error)) Stre
 			return next(Record[K2, V]{Key: k, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
 				valueEnc: r.valueEnc})
 		}
-	})
+	}, opts...)
 }
 
 // Filter keeps the records for which fn returns true.
-func (s Stream[K, V]) Filter(fn func(Record[K, V]) (bool, error)) Stream[K, V] {
+func (s Stream[K, V]) Filter(fn func(Record[K, V]) (bool, error), opts ...OpOpt) Stream[K, V] {
 	return attach(s, "filter", false, func(t *task, next func(Record[K, V]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
 			ok, err := fn(r)
@@ -289,18 +354,31 @@ func (s Stream[K, V]) Filter(fn func(Record[K, V]) (bool, error)) Stream[K, V] {
 			}
 			return next(r)
 		}
-	})
+	}, opts...)
+}
+
+// FilterNot drops the records for which fn returns true.
+func (s Stream[K, V]) FilterNot(fn func(Record[K, V]) (bool, error), opts ...OpOpt) Stream[K, V] {
+	return attach(s, "filter-not", false, func(t *task, next func(Record[K, V]) error) func(Record[K, V]) error {
+		return func(r Record[K, V]) error {
+			drop, err := fn(r)
+			if err != nil || drop {
+				return err
+			}
+			return next(r)
+		}
+	}, opts...)
 }
 
 // Peek calls fn for each record and passes the record on. fn runs again when
 // a record is retried or replayed after a crash: keep side effects idempotent.
-func (s Stream[K, V]) Peek(fn func(Record[K, V])) Stream[K, V] {
+func (s Stream[K, V]) Peek(fn func(Record[K, V]), opts ...OpOpt) Stream[K, V] {
 	return attach(s, "peek", false, func(t *task, next func(Record[K, V]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
 			fn(r)
 			return next(r)
 		}
-	})
+	}, opts...)
 }
 
 // Merge returns a stream of the records of s and others. Records of one input
@@ -308,13 +386,19 @@ func (s Stream[K, V]) Peek(fn func(Record[K, V])) Stream[K, V] {
 // operator after a Merge of several sources repartitions first, so that its
 // store belongs to one task.
 func (s Stream[K, V]) Merge(others ...Stream[K, V]) Stream[K, V] {
-	n := s.b.addNode("merge", func(t *task, children []any) any { return fanout[K, V](children) })
-	out := Stream[K, V]{b: s.b, n: n, sources: slices.Clone(s.sources), keyChanged: s.keyChanged}
-	for _, o := range append([]Stream[K, V]{s}, others...) {
+	all := append([]Stream[K, V]{s}, others...)
+	for _, o := range all {
+		if !o.valid() {
+			return invalid[K, V](s.b)
+		}
 		if o.b != s.b {
 			s.b.errorf("merge: streams from different builders")
-			continue
+			return invalid[K, V](s.b)
 		}
+	}
+	n := s.b.addNode("merge", func(t *task, children []any) any { return fanout[K, V](children) })
+	out := Stream[K, V]{b: s.b, n: n, sources: slices.Clone(s.sources), keyChanged: s.keyChanged}
+	for _, o := range all {
 		o.n.children = append(o.n.children, n)
 		out.sources = append(out.sources, o.sources...)
 		out.keyChanged = out.keyChanged || o.keyChanged
@@ -328,7 +412,7 @@ func (s Stream[K, V]) Merge(others ...Stream[K, V]) Stream[K, V] {
 // It returns len(preds)+1 streams: one per predicate, and last the records no
 // predicate matched (so nothing is dropped silently).
 func (s Stream[K, V]) Branch(preds ...func(Record[K, V]) (bool, error)) []Stream[K, V] {
-	n := s.b.addNode("branch", func(t *task, children []any) any {
+	n := s.link("branch", func(t *task, children []any) any {
 		outs := make([]func(Record[K, V]) error, len(children))
 		for i, c := range children {
 			outs[i] = c.(func(Record[K, V]) error)
@@ -346,8 +430,13 @@ func (s Stream[K, V]) Branch(preds ...func(Record[K, V]) (bool, error)) []Stream
 			return outs[len(preds)](r)
 		}
 	})
-	s.n.children = append(s.n.children, n)
 	out := make([]Stream[K, V], len(preds)+1)
+	if n == nil {
+		for i := range out {
+			out[i] = invalid[K, V](s.b)
+		}
+		return out
+	}
 	for i := range out {
 		// Each branch output is an identity node the user attaches to.
 		bn := s.b.addNode("branch-out", func(t *task, children []any) any { return fanout[K, V](children) })
@@ -357,38 +446,97 @@ func (s Stream[K, V]) Branch(preds ...func(Record[K, V]) (bool, error)) []Stream
 	return out
 }
 
+// Route is one named branch of Split: the records for which When returns
+// true (and no earlier route's did).
+type Route[K, V any] struct {
+	Name string
+	When func(Record[K, V]) (bool, error)
+}
+
+// DefaultBranch names the branch of Split holding the records no route
+// matched.
+const DefaultBranch = "default"
+
+// Split routes each record to the first route whose predicate returns true
+// (Kafka Streams' split/branch) and returns the branches by name; the records
+// no route matched go to the branch DefaultBranch, so nothing is dropped
+// silently. Route names must be distinct and not DefaultBranch; they name
+// the branch operators in Describe ("split-<name>").
+func (s Stream[K, V]) Split(routes ...Route[K, V]) map[string]Stream[K, V] {
+	preds := make([]func(Record[K, V]) (bool, error), len(routes))
+	seen := map[string]bool{DefaultBranch: true}
+	ok := true
+	for i, r := range routes {
+		if seen[r.Name] || r.Name == "" || r.When == nil {
+			s.b.errorf("split: route %d %q: want a distinct name other than %q and a predicate", i, r.Name, DefaultBranch)
+			ok = false
+		}
+		seen[r.Name] = true
+		preds[i] = r.When
+	}
+	out := map[string]Stream[K, V]{}
+	if !ok {
+		s = invalid[K, V](s.b)
+	}
+	br := s.Branch(preds...)
+	for i, r := range routes {
+		out[r.Name] = br[i]
+		if br[i].valid() {
+			br[i].n.name = "split-" + r.Name
+		}
+	}
+	out[DefaultBranch] = br[len(routes)]
+	if br[len(routes)].valid() {
+		br[len(routes)].n.name = "split-" + DefaultBranch
+	}
+	return out
+}
+
 // To writes every record to topic, partitioned by the murmur2 hash of the
 // encoded key (Java-compatible; a nil key is spread over partitions). The
 // topic must exist when the App starts.
 func (s Stream[K, V]) To(topic string, key Codec[K], value Codec[V]) {
 	if err := validTopic(topic); err != nil {
-		s.b.errs = append(s.b.errs, fmt.Errorf("sink: %w", err))
+		s.b.addErr(fmt.Errorf("sink: %w", err))
 	}
 	if key == nil || value == nil {
 		s.b.errorf("sink %q: nil codec", topic)
 	}
-	s.b.sinks = append(s.b.sinks, &sinkSpec{topic: topic, op: "to", sources: s.sources})
-	sinkTo(s, "to", func(*task) string { return topic }, key, value)
+	if sinkTo(s, "to", false, topic, func(*task) string { return topic }, key, value) {
+		s.b.sinks = append(s.b.sinks, &sinkSpec{topic: topic, op: "to", sources: s.sources})
+	}
 }
 
-func sinkTo[K, V any](s Stream[K, V], op string, topic func(*task) string, key Codec[K], value Codec[V]) {
+// sinkTo adds a sink node writing s to topic; false if s is invalid.
+// A record written to an internal (repartition) topic carries its Origin in
+// a header, so the task reading it back knows the original input record.
+func sinkTo[K, V any](s Stream[K, V], op string, internal bool, label string, topic func(*task) string,
+	key Codec[K], value Codec[V],
+) bool {
 	carriesKey, carriesValue := carries(key), carries(value)
-	n := s.b.addNode(op, func(t *task, _ []any) any {
+	var n *node
+	n = s.link(op, func(t *task, _ []any) any {
 		tp := topic(t)
 		return func(r Record[K, V]) error {
 			kb, err := encodeCarried(key, carriesKey, r.keyEnc, r.Key)
 			if err != nil {
-				return fmt.Errorf("encode key for %s: %w", tp, err)
+				return failedIn(n, fmt.Errorf("encode key for %s: %w", tp, err))
 			}
 			vb, err := encodeCarried(value, carriesValue, r.valueEnc, r.Value)
 			if err != nil {
-				return fmt.Errorf("encode value for %s: %w", tp, err)
+				return failedIn(n, fmt.Errorf("encode value for %s: %w", tp, err))
 			}
 			t.emit(tp, -1, kb, vb, r.Timestamp, r.Headers)
+			if internal {
+				t.markOrigin(r.Origin)
+			}
 			return nil
 		}
 	})
-	s.n.children = append(s.n.children, n)
+	if n != nil {
+		n.name += "(" + label + ")"
+	}
+	return n != nil
 }
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)

@@ -121,8 +121,8 @@ func TestHeadersAndTimestampExtractor(t *testing.T) {
 func TestCountAndChangelog(t *testing.T) {
 	b := NewBuilder()
 	in := From(b, "in", String(), String())
-	Count(GroupByKey(in, String(), String()), StoreConfig{Name: "counts", TTL: time.Hour}).
-		To("counts-out", String(), Int64())
+	Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "counts", TTL: time.Hour}).
+		ToStream().To("counts-out", String(), Int64())
 	h := newHarness(t, b)
 	for i, k := range []string{"a", "b", "a", "a", "b"} {
 		h.feed("in", 2, k, "v", t0.Add(time.Duration(i)*time.Second))
@@ -159,8 +159,8 @@ func TestRepartitionAfterKeyBy(t *testing.T) {
 	b := NewBuilder()
 	in := From(b, "in", String(), String())
 	byVal := KeyBy(in, func(r Record[string, string]) (string, error) { return r.Value, nil })
-	Count(GroupByKey(byVal, String(), String()), StoreConfig{Name: "per-value", TTL: time.Hour}).
-		To("out", String(), Int64())
+	Count(GroupByKey(byVal, Codecs(String(), String())), StoreConfig{Name: "per-value", TTL: time.Hour}).
+		ToStream().To("out", String(), Int64())
 	h := newHarness(t, b)
 	h.feed("in", 0, "k1", "red", t0)
 	h.feed("in", 0, "k2", "red", t0)
@@ -188,7 +188,7 @@ func TestMergedSourcesRepartitionBeforeState(t *testing.T) {
 	b := NewBuilder()
 	x := From(b, "x", String(), String())
 	y := From(b, "y", String(), String())
-	Count(GroupByKey(x.Merge(y), String(), String()), StoreConfig{Name: "c", TTL: time.Hour})
+	Count(GroupByKey(x.Merge(y), Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour})
 	h := newHarness(t, b)
 	h.feed("x", 0, "k", "v", t0)
 	if len(h.topic("app-c-repartition")) != 1 {
@@ -203,7 +203,7 @@ func TestRetryThenDLQ(t *testing.T) {
 	Map(in, func(r Record[string, string]) (string, error) {
 		calls++
 		if r.Value == "bad" {
-			return "", errors.New("cannot handle bad")
+			return "", Retriable(errors.New("cannot handle bad"))
 		}
 		if r.Value == "boom" {
 			panic("user code exploded")
@@ -216,19 +216,19 @@ func TestRetryThenDLQ(t *testing.T) {
 	h.feed("in", 1, "k", "boom", t0)
 	h.feed("in", 1, "k", "good", t0)
 
-	if calls != 7 {
-		t.Fatalf("user function called %d times, want 3+3+1", calls)
+	if calls != 5 {
+		t.Fatalf("user function called %d times, want 3+1+1 (a retriable error is retried, a panic is not)", calls)
 	}
 	if got := values(h.topic("out")); !slices.Equal(got, []string{"k=good"}) {
 		t.Fatalf("out = %v: the partition must go on after poison records", got)
 	}
-	dlq := h.topic("in.dlq")
+	dlq := h.topic("app.dlq")
 	if len(dlq) != 2 {
 		t.Fatalf("dlq has %d records, want 2", len(dlq))
 	}
 	want := map[string]string{
 		HeaderDLQAttempts: "3", HeaderDLQApp: "app", HeaderDLQTopic: "in", HeaderDLQPartition: "1",
-		HeaderDLQOffset: "0", HeaderDLQKind: "error", "h1": "x",
+		HeaderDLQOffset: "0", HeaderDLQKind: "error", "h1": "x", HeaderDLQOperator: "map-1",
 		HeaderDLQFirstFailure: start.Format(time.RFC3339Nano),
 		// backoff 1s then 2s between the three attempts
 		HeaderDLQLastFailure: start.Add(3 * time.Second).Format(time.RFC3339Nano),
@@ -263,7 +263,7 @@ func TestDecodeErrorGoesToDLQAtOnce(t *testing.T) {
 	h := newHarness(t, b, MaxAttempts(5))
 	h.feed("in", 0, "k", "{not json", t0)
 	h.feed("in", 0, "k", `{"a":1}`, t0)
-	dlq := h.topic("in.dlq")
+	dlq := h.topic("app.dlq")
 	if len(dlq) != 1 {
 		t.Fatalf("dlq = %d records", len(dlq))
 	}
@@ -284,23 +284,24 @@ func TestFailedAttemptIsAtomic(t *testing.T) {
 	b := NewBuilder()
 	in := From(b, "in", String(), String())
 	fails := 2
-	counts := Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Hour})
-	Map(counts, func(r Record[string, int64]) (int64, error) {
+	Count(GroupByKey(in), StoreConfig{Name: "c", TTL: time.Hour}).ToStream().To("counts", String(), Int64())
+	// Declared after the count: it fails after the count updated its store.
+	Map(in, func(r Record[string, string]) (string, error) {
 		if fails > 0 {
 			fails--
-			return 0, errors.New("transient")
+			return "", Retriable(errors.New("transient"))
 		}
 		return r.Value, nil
-	}).To("out", String(), Int64())
+	}).To("out", String(), String())
 	h := newHarness(t, b, MaxAttempts(5), RetryBackoff(0, 0))
 	h.feed("in", 0, "k", "v", t0)
 	h.feed("in", 0, "k", "v", t0)
-	out := h.topic("out")
-	if len(out) != 2 {
+	if out := h.topic("out"); len(out) != 2 {
 		t.Fatalf("out = %d records", len(out))
 	}
-	if n, _ := Int64().Decode(out[1].Value); n != 2 {
-		t.Fatalf("count after retries = %d, want 2", n)
+	got := h.topic("counts")
+	if n, _ := Int64().Decode(got[len(got)-1].Value); n != 2 || len(got) != 2 {
+		t.Fatalf("counts after retries = %d records, last %d, want 2 and 2", len(got), n)
 	}
 	if got := len(h.topic("app-c-changelog")); got != 2 {
 		t.Fatalf("changelog records = %d, want 2 (failed attempts write nothing)", got)
@@ -310,7 +311,7 @@ func TestFailedAttemptIsAtomic(t *testing.T) {
 func TestTTLExpiry(t *testing.T) {
 	b := NewBuilder()
 	in := From(b, "in", String(), String())
-	Count(GroupByKey(in, String(), String()), StoreConfig{Name: "c", TTL: time.Minute}).To("out", String(), Int64())
+	Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Minute}).ToStream().To("out", String(), Int64())
 	h := newHarness(t, b)
 	h.feed("in", 0, "old", "v", t0)
 	h.feed("in", 0, "fresh", "v", t0.Add(30*time.Second))
@@ -341,10 +342,10 @@ func TestTTLExpiry(t *testing.T) {
 func TestBuilderValidation(t *testing.T) {
 	cases := map[string]func(b *Builder){
 		"no TTL": func(b *Builder) {
-			Count(GroupByKey(From(b, "in", String(), String()), String(), String()), StoreConfig{Name: "c"})
+			Count(GroupByKey(From(b, "in", String(), String()), Codecs(String(), String())), StoreConfig{Name: "c"})
 		},
 		"duplicate store": func(b *Builder) {
-			g := GroupByKey(From(b, "in", String(), String()), String(), String())
+			g := GroupByKey(From(b, "in", String(), String()), Codecs(String(), String()))
 			Count(g, StoreConfig{Name: "c", TTL: time.Hour})
 			Count(g, StoreConfig{Name: "c", TTL: time.Hour})
 		},
@@ -388,8 +389,8 @@ func TestDescribeStatesGuarantees(t *testing.T) {
 	b := NewBuilder()
 	in := From(b, "rides", String(), String())
 	byZone := KeyBy(in, func(r Record[string, string]) (string, error) { return r.Value, nil })
-	Count(GroupByKey(byZone, String(), String()), StoreConfig{Name: "zone-counts", TTL: 24 * time.Hour}).
-		To("zone-counts", String(), Int64())
+	Count(GroupByKey(byZone, Codecs(String(), String())), StoreConfig{Name: "zone-counts", TTL: 24 * time.Hour}).
+		ToStream().To("zone-counts", String(), Int64())
 	a, err := NewApp("surge", b, Brokers("127.0.0.1:1"))
 	if err != nil {
 		t.Fatal(err)
@@ -403,8 +404,7 @@ func TestDescribeStatesGuarantees(t *testing.T) {
 	}
 	want := map[string]string{
 		"zone-counts": "output", "surge-zone-counts-repartition": "repartition",
-		"surge-zone-counts-changelog": "changelog", "rides.dlq": "dead-letter",
-		"surge-zone-counts-repartition.dlq": "dead-letter",
+		"surge-zone-counts-changelog": "changelog", "surge.dlq": "dead-letter",
 	}
 	for topic, role := range want {
 		if roles[topic] != role {
@@ -464,7 +464,7 @@ func FuzzJSONDecode(f *testing.F) {
 // of the changelog).
 func TestUnopenableStoreIsRebuilt(t *testing.T) {
 	b := NewBuilder()
-	Count(GroupByKey(From(b, "in", String(), String()), String(), String()), StoreConfig{Name: "c", TTL: time.Hour})
+	Count(GroupByKey(From(b, "in", String(), String()), Codecs(String(), String())), StoreConfig{Name: "c", TTL: time.Hour})
 	h := newHarness(t, b)
 	dir := h.a.taskDir(h.taskID("in", 0))
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {

@@ -15,7 +15,7 @@ import (
 func TestQueryDriverStores(t *testing.T) {
 	b := stream.NewBuilder()
 	in := stream.From(b, "rides", stream.String(), stream.String())
-	stream.Count(stream.GroupByKey(in, stream.String(), stream.String()), stream.StoreConfig{Name: "per-zone", TTL: time.Hour})
+	stream.Count(stream.GroupByKey(in, stream.Codecs(stream.String(), stream.String())), stream.StoreConfig{Name: "per-zone", TTL: time.Hour})
 	d := streamtest.New(t, "q", b, streamtest.Partitions("rides", 3))
 	rides := streamtest.NewInput(d, "rides", stream.String(), stream.String())
 	want := map[string]int64{}
@@ -66,7 +66,7 @@ func TestQueryDriverRepartitionedStore(t *testing.T) {
 	b := stream.NewBuilder()
 	rides := stream.From(b, "rides", stream.String(), stream.String()) // key: rider, value: zone
 	byZone := stream.KeyBy(rides, func(r stream.Record[string, string]) (string, error) { return r.Value, nil })
-	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.String()), stream.StoreConfig{Name: "per-zone", TTL: time.Hour})
+	stream.Count(stream.GroupByKey(byZone, stream.Codecs(stream.String(), stream.String())), stream.StoreConfig{Name: "per-zone", TTL: time.Hour})
 	d := streamtest.New(t, "q", b, streamtest.Partitions("rides", 4))
 	in := streamtest.NewInput(d, "rides", stream.String(), stream.String())
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -31,9 +31,9 @@ func surge(b *stream.Builder) {
 		return true, nil
 	})
 	byZone := stream.KeyBy(valid, func(r stream.Record[string, ride]) (string, error) { return r.Value.Zone, nil })
-	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.JSON[ride]()),
+	stream.Count(stream.GroupByKey(byZone, stream.Codecs(stream.String(), stream.JSON[ride]())),
 		stream.StoreConfig{Name: "rides-per-zone", TTL: time.Hour}).
-		To("rides-per-zone", stream.String(), stream.Int64())
+		ToStream().To("rides-per-zone", stream.String(), stream.Int64())
 }
 
 func TestDriverCountsAcrossRepartition(t *testing.T) {
@@ -73,12 +73,12 @@ func TestDriverCountsAcrossRepartition(t *testing.T) {
 		}
 		part[r.Key] = r.Origin.Partition
 	}
-	dlq := d.Records("rides.dlq")
+	dlq := d.Records("surge.dlq")
 	if len(dlq) != 2 {
 		t.Fatalf("dlq has %d records, want 2", len(dlq))
 	}
 	topics := d.Topics()
-	for _, want := range []string{"rides", "surge-rides-per-zone-repartition", "surge-rides-per-zone-changelog", "rides-per-zone", "rides.dlq"} {
+	for _, want := range []string{"rides", "surge-rides-per-zone-repartition", "surge-rides-per-zone-changelog", "rides-per-zone", "surge.dlq"} {
 		if !slices.Contains(topics, want) {
 			t.Errorf("topics %v lack %s", topics, want)
 		}
@@ -116,10 +116,10 @@ func TestRestartRestoresFromChangelog(t *testing.T) {
 		b := stream.NewBuilder()
 		rides := stream.From(b, "rides", stream.String(), stream.JSON[ride]())
 		byZone := stream.KeyBy(rides, func(r stream.Record[string, ride]) (string, error) { return r.Value.Zone, nil })
-		g := stream.GroupByKey(byZone, stream.String(), stream.JSON[ride]())
-		stream.Count(g, stream.StoreConfig{Name: "n", TTL: time.Minute}).To("n", stream.String(), stream.Int64())
+		g := stream.GroupByKey(byZone, stream.Codecs(stream.String(), stream.JSON[ride]()))
+		stream.Count(g, stream.StoreConfig{Name: "n", TTL: time.Minute}).ToStream().To("n", stream.String(), stream.Int64())
 		stream.Reduce(g, stream.StoreConfig{Name: "last", TTL: time.Minute},
-			func(_, v ride) (ride, error) { return v, nil }).To("last", stream.String(), stream.JSON[ride]())
+			func(_, v ride) (ride, error) { return v, nil }).ToStream().To("last", stream.String(), stream.JSON[ride]())
 		d := streamtest.New(t, "app", b, streamtest.Partitions("rides", 3))
 		in := streamtest.NewInput(d, "rides", stream.String(), stream.JSON[ride]())
 		for i := range 300 {

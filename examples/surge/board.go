@@ -49,6 +49,17 @@ func (b *Board) Updates() int64 {
 	return b.updates
 }
 
+// Requests is the number of requests the board's zones count.
+func (b *Board) Requests() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for _, z := range b.zones {
+		n += z.Requests
+	}
+	return n
+}
+
 // Snapshot returns the zones, sorted by name.
 func (b *Board) Snapshot() []ZoneStats {
 	b.mu.Lock()

@@ -237,9 +237,14 @@ func brokerCrash(t *testing.T, g stream.Guarantee) {
 			}
 		}
 		if i == 1000 || i == 2000 {
-			// Crash while the App is mid-stream: it has written some
-			// output, not yet all.
-			for board.Updates() < int64(i/2) {
+			// Crash while the App is mid-stream: it has counted some
+			// of the requests produced so far, not yet all.
+			sent, _ := model(events[:i])
+			var half int64
+			for _, n := range sent {
+				half += n / 2
+			}
+			for board.Requests() < half {
 				poll()
 			}
 			b.CrashRestart()

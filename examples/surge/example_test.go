@@ -18,9 +18,9 @@ func Example_requestsPerZone() {
 	byZone := stream.KeyBy(requests, func(r stream.Record[string, surge.RideRequest]) (string, error) {
 		return r.Value.Zone, nil
 	})
-	stream.Count(stream.GroupByKey(byZone, stream.String(), stream.JSON[surge.RideRequest]()),
+	stream.Count(stream.GroupByKey(byZone, stream.Codecs(stream.String(), stream.JSON[surge.RideRequest]())),
 		stream.StoreConfig{Name: "requests-per-zone", TTL: 24 * time.Hour}).
-		To("requests-per-zone", stream.String(), stream.Int64())
+		ToStream().To("requests-per-zone", stream.String(), stream.Int64())
 
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)

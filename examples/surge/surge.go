@@ -158,8 +158,10 @@ func Build(b *stream.Builder, cfg Config) {
 	// ignored, by event time.
 	drivers := stream.From(b, DriversTopic, stream.String(), stream.JSON[DriverStatus](),
 		stream.Timestamps(func(r stream.Record[string, DriverStatus]) time.Time { return r.Value.At }))
-	states := stream.Aggregate(stream.GroupByKey(drivers, stream.String(), stream.JSON[DriverStatus]()),
-		stream.StoreConfig{Name: "driver-state", TTL: cfg.StateTTL}, stream.JSON[driverState](),
+	// Every update is forwarded (not the latest per round): the deltas
+	// are derived from each update's previous state.
+	states := stream.Aggregate(stream.GroupByKey(drivers),
+		stream.StoreConfig{Name: "driver-state", TTL: cfg.StateTTL, EveryUpdate: true},
 		func() driverState { return driverState{} },
 		func(r stream.Record[string, DriverStatus], s driverState) (driverState, error) {
 			if r.Value.Zone == "" {
@@ -167,7 +169,7 @@ func Build(b *stream.Builder, cfg Config) {
 			}
 			return nextDriverState(s, r.Value), nil
 		})
-	deltas := stream.FlatMap(states, func(r stream.Record[string, driverState]) ([]zoneDelta, error) {
+	deltas := stream.FlatMap(states.ToStream(), func(r stream.Record[string, driverState]) ([]zoneDelta, error) {
 		return r.Value.deltas(), nil
 	})
 	supply := stream.Map(
@@ -190,13 +192,13 @@ func Build(b *stream.Builder, cfg Config) {
 
 	// Per zone: fold both (after a repartition by zone: the two inputs are
 	// keyed by rider and driver).
-	stream.Aggregate(stream.GroupByKey(demand.Merge(supply), stream.String(), stream.JSON[zoneEvent]()),
-		stream.StoreConfig{Name: "zone-stats", TTL: cfg.StateTTL}, stream.JSON[ZoneStats](),
+	stream.Aggregate(stream.GroupByKey(demand.Merge(supply)),
+		stream.StoreConfig{Name: "zone-stats", TTL: cfg.StateTTL},
 		func() ZoneStats { return ZoneStats{} },
 		func(r stream.Record[string, zoneEvent], z ZoneStats) (ZoneStats, error) {
 			return cfg.apply(z, r.Key, r.Value, r.Timestamp), nil
 		}).
-		To(SurgeTopic, stream.String(), stream.JSON[ZoneStats]())
+		ToStream().To(SurgeTopic, stream.String(), stream.JSON[ZoneStats]())
 }
 
 // nextDriverState applies status st to the stored state s.

@@ -122,7 +122,8 @@ func keys(m map[string]ZoneStats) []string {
 }
 
 // TestBadEventsGoToDLQ: an event without a zone and one that is not JSON
-// each land in their input's dead-letter topic; the rest is processed.
+// each land in the App's dead-letter topic, naming their input topic; the
+// rest is processed.
 func TestBadEventsGoToDLQ(t *testing.T) {
 	d, reqs, drivers, out := newDriver(t, 2)
 	request(reqs, "r1", "", t0)
@@ -130,11 +131,16 @@ func TestBadEventsGoToDLQ(t *testing.T) {
 	status(drivers, "d1", "", true, t0)
 	request(reqs, "r3", "harbor", t0)
 	d.Process()
-	if n := len(d.Records(RequestsTopic + ".dlq")); n != 2 {
-		t.Errorf("%s.dlq has %d records, want 2", RequestsTopic, n)
+	perInput := map[string]int{}
+	for _, r := range d.Records(stream.DLQTopic(AppID)) {
+		for _, h := range r.Headers {
+			if h.Key == stream.HeaderDLQTopic {
+				perInput[string(h.Value)]++
+			}
+		}
 	}
-	if n := len(d.Records(DriversTopic + ".dlq")); n != 1 {
-		t.Errorf("%s.dlq has %d records, want 1", DriversTopic, n)
+	if perInput[RequestsTopic] != 2 || perInput[DriversTopic] != 1 {
+		t.Errorf("dead letters per input %v, want %s 2, %s 1", perInput, RequestsTopic, DriversTopic)
 	}
 	got := streamtest.Latest(out)
 	if len(got) != 1 || got["harbor"].Requests != 1 {
