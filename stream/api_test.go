@@ -20,12 +20,18 @@ import (
 // NewApp instead of panicking while the topology is declared.
 func TestInvalidStreamCarriesErrorToNewApp(t *testing.T) {
 	chains := map[string]func(s Stream[string, string]){
-		"to":       func(s Stream[string, string]) { s.To("out", String(), String()) },
-		"filter":   func(s Stream[string, string]) { s.Filter(func(Record[string, string]) (bool, error) { return true, nil }) },
-		"map":      func(s Stream[string, string]) { Map(s, func(r Record[string, string]) (int64, error) { return 1, nil }) },
+		"to": func(s Stream[string, string]) { s.To("out", String(), String()) },
+		"filter": func(s Stream[string, string]) {
+			s.Filter(func(Record[string, string]) (bool, error) { return true, nil })
+		},
+		"map": func(s Stream[string, string]) {
+			Map(s, func(r Record[string, string]) (int64, error) { return 1, nil })
+		},
 		"count":    func(s Stream[string, string]) { Count(GroupByKey(s), StoreConfig{Name: "n", TTL: time.Hour}) },
 		"to-table": func(s Stream[string, string]) { s.ToTable(StoreConfig{Name: "t", TTL: time.Hour}).ToStream().Peek(nil) },
-		"split":    func(s Stream[string, string]) { s.Split(Route[string, string]{Name: "a", When: nil})["a"].FilterNot(nil) },
+		"split": func(s Stream[string, string]) {
+			s.Split(Route[string, string]{Name: "a", When: nil})["a"].FilterNot(nil)
+		},
 		"merge": func(s Stream[string, string]) {
 			s.Merge(s).Branch()[0].To("out", String(), String())
 		},

@@ -65,7 +65,7 @@ func poisonRun(t *testing.T, g Guarantee) {
 		key, kind, attempts, offset, reason, op string
 	}{
 		{"b", "decode", "1", "1", "decode value", "source"},
-		{"c", "error", "3", "2", "note is poison", "validate"}, // retriable: retried
+		{"c", "error", "3", "2", "note is poison", "validate"},  // retriable: retried
 		{"d", "panic", "1", "3", "negative amount", "validate"}, // a panic is not retried
 	}
 	for i, w := range want {
