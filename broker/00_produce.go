@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"runtime/debug"
 	"slices"
@@ -401,21 +400,24 @@ func (b *Broker) verifyRetrying(ctx context.Context, txnID string, pid int64, ep
 	}
 }
 
-// hasControlBatch reports whether records holds a control batch (attribute
-// bit 5). Only the broker writes control batches (transaction markers);
-// framing errors are left to the log's validation.
+// hasControlBatch reports whether records holds a control batch. Only the
+// broker writes control batches (transaction markers); framing errors are
+// left to the log's validation (a control bit in a batch whose length is
+// wrong still counts).
 func hasControlBatch(records []byte) bool {
-	for len(records) >= 61 {
-		n := int(binary.BigEndian.Uint32(records[8:])) + 12
-		if binary.BigEndian.Uint16(records[21:])&0x20 != 0 {
-			return true
-		}
-		if n < 61 || n > len(records) {
+	for {
+		h, ok := wlog.ReadBatchHeader(records)
+		if !ok {
 			return false
 		}
-		records = records[n:]
+		if h.Control() {
+			return true
+		}
+		if n := h.Size(); n < wlog.BatchHeaderSize || n > int64(len(records)) {
+			return false
+		}
+		records = records[h.Size():]
 	}
-	return false
 }
 
 // waitDurable waits until every appended target of an acks=-1 request is

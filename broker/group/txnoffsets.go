@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirhq/weir/broker/internal/ilog"
 	"github.com/weirhq/weir/broker/internal/recbatch"
+	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // Transactional offset commits (KIP-98/KIP-447), the group coordinator's
@@ -149,7 +150,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		tx.inflight++
 		applied = make(chan error, 1)
 		c.w.Enqueue(ilog.Write{
-			Batch:   recbatch.Encode(recs, now.UnixMilli(), pid, epoch, recbatch.AttrTransactional),
+			Batch:   recbatch.Encode(recs, now.UnixMilli(), pid, epoch, wlog.AttrTransactional),
 			Records: len(recs),
 			Durable: true,
 			Done: func(base int64, err error) {

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -51,7 +50,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		res.LogAppendTime = l.now().UnixMilli()
 	}
 	for i := range vs {
-		b := batches[pos : pos+int(vs[i].hdr.size())]
+		b := batches[pos : pos+int(vs[i].hdr.Size())]
 		pos += len(b)
 		h := &vs[i].hdr
 		lat := h.Attributes&attrLogAppendTime != 0
@@ -105,8 +104,8 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		h.BaseOffset = next
 		h.LeaderEpoch = 0
 		setBaseOffset(batches[pos:], next, 0)
-		pos += int(h.size())
-		next = h.lastOffset() + 1
+		pos += int(h.Size())
+		next = h.LastOffset() + 1
 	}
 	seg.preallocate(start+int64(len(batches)), cfg.SegmentBytes)
 	if _, err := seg.f.WriteAt(batches, start); err != nil {
@@ -128,9 +127,9 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 	for i := range vs {
 		h := &vs[i].hdr
 		seg.ix.note(p, h, interval)
-		p += h.size()
+		p += h.Size()
 		res.Batches[i] = BatchInfo{
-			BaseOffset: h.BaseOffset, LastOffset: h.lastOffset(),
+			BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(),
 			ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence,
 			NumRecords: h.NumRecords, MaxTimestamp: h.MaxTimestamp,
 			Transactional: h.Attributes&attrTransactional != 0, Control: h.Attributes&attrControl != 0,
@@ -198,10 +197,10 @@ func splitAndValidate(b []byte, cfg *Config, c *codecs) ([]validated, error) {
 	var vs []validated
 	for off := 0; off < len(b); {
 		rest := b[off:]
-		if len(rest) < logOverhead {
+		size, ok := BatchSize(rest)
+		if !ok {
 			return nil, batchErr("%d trailing bytes", len(rest))
 		}
-		size := int64(int32(binary.BigEndian.Uint32(rest[offLength:]))) + logOverhead
 		if size < batchHeaderSize || size > int64(len(rest)) {
 			return nil, batchErr("batch length %d invalid for %d remaining bytes", size-logOverhead, len(rest))
 		}

@@ -216,7 +216,7 @@ func readN(r io.Reader, buf []byte, n int) ([]byte, error) {
 // checkCompressedRecords validates the records of a compressed batch as
 // checkRecords does for uncompressed ones.
 func (c *codecs) checkCompressedRecords(b []byte, h batchHeader) (int64, error) {
-	br, release, err := c.records(h.compression(), b[batchHeaderSize:])
+	br, release, err := c.records(h.Compression(), b[batchHeaderSize:])
 	if err != nil {
 		return 0, batchErr("decompress: %v", err)
 	}
