@@ -12,7 +12,7 @@ import (
 )
 
 // Producer-state files. Layouts and constants are part of the on-disk
-// format (see the package doc and docs/format/log.md). All integers are
+// format (docs/format/log.md). All integers are
 // big-endian; each file ends with a CRC-32C of everything before it and is
 // written atomically (temp, fsync, rename, fsync dir).
 //
