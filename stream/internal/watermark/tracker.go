@@ -91,9 +91,10 @@ type input struct {
 	// writers is nil for a source partition; for a repartition partition it
 	// holds one entry per upstream task.
 	writers []writer
-	// idle and wm are the input's state as of the last Advance.
-	idle bool
-	wm   int64
+	// idle, wm and idleWriters are the input's state as of the last Advance.
+	idle        bool
+	wm          int64
+	idleWriters int
 }
 
 type writer struct {
@@ -195,7 +196,8 @@ func (t *Tracker) Advance(now time.Time) int64 {
 			p.wm = sub(p.maxEvent, t.boundMs)
 			p.idle = t.expired(p.lastActive, now)
 		} else {
-			p.wm, p.idle = t.mergeWriters(p.writers, now)
+			p.wm, p.idleWriters = t.mergeWriters(p.writers, now)
+			p.idle = p.idleWriters == len(p.writers)
 		}
 		highAll = max(highAll, p.wm)
 		if !p.idle {
@@ -212,24 +214,24 @@ func (t *Tracker) Advance(now time.Time) int64 {
 	return t.wm
 }
 
-// mergeWriters returns a repartition input's watermark: the minimum over
-// its active writers, or, when all are idle, the largest (and idle = true).
-func (t *Tracker) mergeWriters(ws []writer, now time.Time) (wm int64, idle bool) {
+// mergeWriters returns a repartition input's watermark, the minimum over
+// its active writers (or, when all are idle, the largest), and how many of
+// its writers are idle.
+func (t *Tracker) mergeWriters(ws []writer, now time.Time) (wm int64, idle int) {
 	low, high := int64(math.MaxInt64), int64(Min)
-	active := false
 	for i := range ws {
 		w := &ws[i]
 		high = max(high, w.wm)
 		if w.saidIdle || t.expired(w.lastMarker, now) {
+			idle++
 			continue
 		}
-		active = true
 		low = min(low, w.wm)
 	}
-	if !active {
-		return high, true
+	if idle == len(ws) {
+		return high, idle
 	}
-	return low, false
+	return low, idle
 }
 
 func (t *Tracker) expired(last, now time.Time) bool {
@@ -262,17 +264,13 @@ type InputStatus struct {
 	Writers, IdleWriters int
 }
 
-// Status returns the state of every input, in the order they were added.
-func (t *Tracker) Status(now time.Time) []InputStatus {
+// Status returns the state of every input as of the last Advance, in the
+// order they were added.
+func (t *Tracker) Status() []InputStatus {
 	out := make([]InputStatus, len(t.inputs))
 	for i, p := range t.inputs {
-		s := InputStatus{Topic: p.topic, Partition: p.partition, Watermark: p.wm, MaxEvent: p.maxEvent, Idle: p.idle, Writers: len(p.writers)}
-		for _, w := range p.writers {
-			if w.saidIdle || t.expired(w.lastMarker, now) {
-				s.IdleWriters++
-			}
-		}
-		out[i] = s
+		out[i] = InputStatus{Topic: p.topic, Partition: p.partition, Watermark: p.wm, MaxEvent: p.maxEvent,
+			Idle: p.idle, Writers: len(p.writers), IdleWriters: p.idleWriters}
 	}
 	return out
 }

@@ -97,7 +97,7 @@ func TestIdleness(t *testing.T) {
 	if got := tr.Advance(at(5 * time.Second)); got != 2000 {
 		t.Fatalf("b idle after 5s without records: %d, want 2000", got)
 	}
-	st := tr.Status(at(5 * time.Second))
+	st := tr.Status()
 	if st[0].Idle || !st[1].Idle {
 		t.Fatalf("status %+v: want a active, b idle", st)
 	}
@@ -171,7 +171,7 @@ func TestRepartitionWriters(t *testing.T) {
 	if got := tr.Advance(at(11 * time.Second)); got != 450 {
 		t.Fatalf("writer 1 silent 10s: %d, want 450", got)
 	}
-	st := tr.Status(at(11 * time.Second))[0]
+	st := tr.Status()[0]
 	if st.Writers != 3 || st.IdleWriters != 2 || st.Idle || st.Watermark != 450 {
 		t.Fatalf("status %+v", st)
 	}
@@ -273,7 +273,7 @@ func TestStateRoundTripAndRestore(t *testing.T) {
 	if got := tr3.Advance(later); got != 1000 {
 		t.Fatalf("resized upstream: %d, want 1000", got)
 	}
-	if got := tr3.Status(later)[0].MaxEvent; got != 5000 {
+	if got := tr3.Status()[0].MaxEvent; got != 5000 {
 		t.Fatalf("restored max event %d, want 5000", got)
 	}
 }
