@@ -42,11 +42,24 @@ const calendarLimit = int64(1) << 52
 func (w TimeWindows) assignCalendar(dst []Window, ts, size, adv, off int64) []Window {
 	loc := w.Location
 	ts = max(min(ts, calendarLimit), -calendarLimit)
-	c := clockAt(loc, ts)
-	first := len(dst)
+	// Fast path: inside one zone period [ps, pe) of offset o, far enough from
+	// its start, the clock is ts + o and first(x) is x - o (no earlier
+	// instant can have read x). Else walk the transitions.
+	o, ps, pe := offsetMs(loc, ts)
+	c := ts + o
+	if ps > ts-2*maxOffsetSpan {
+		c = clockAt(loc, ts)
+	}
+	first := func(x int64) int64 {
+		if x != math.MinInt64 && x != math.MaxInt64 && ps <= x-maxOffsetSpan && x-o < pe {
+			return x - o
+		}
+		return firstAt(loc, x)
+	}
+	n := len(dst)
 	dst = assignPlain(dst, c, size, adv, off)
-	for i := first; i < len(dst); i++ {
-		dst[i] = Window{Start: firstAt(loc, dst[i].Start), End: firstAt(loc, dst[i].End)}
+	for i := n; i < len(dst); i++ {
+		dst[i] = Window{Start: first(dst[i].Start), End: first(dst[i].End)}
 	}
 	return dst
 }

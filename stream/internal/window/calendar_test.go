@@ -197,3 +197,46 @@ func TestCalendarTumblingTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarAgainstModelWide compares with the model at random times of
+// 2005-2030 in zones with unusual rules: DST at midnight (Santiago), a
+// skipped day (Apia, 2011-12-30), southern-hemisphere DST (Sydney),
+// half-hour offsets (Kolkata, Tehran), 30-minute DST (Lord Howe).
+func TestCalendarAgainstModelWide(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	zones := []string{"America/Santiago", "Pacific/Apia", "Australia/Sydney", "Asia/Kolkata", "Asia/Tehran", "Australia/Lord_Howe", "Europe/Berlin", "America/New_York"}
+	specs := []TimeWindows{
+		{Size: time.Hour},
+		{Size: 24 * time.Hour},
+		{Size: 24 * time.Hour, Advance: 8 * time.Hour, Offset: 2 * time.Hour},
+		{Size: 7 * 24 * time.Hour, Offset: 4 * 24 * time.Hour}, // weeks from Monday
+	}
+	lo, hi := msOf(time.Date(2005, 1, 1, 0, 0, 0, 0, time.UTC)), msOf(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, zone := range zones {
+		loc := load(t, zone)
+		m := model{loc}
+		for i := 0; i < 60; i++ {
+			ts := lo + r.Int64N(hi-lo)
+			if i%3 == 0 { // near a transition of that year
+				_, end := time.UnixMilli(ts).In(loc).ZoneBounds()
+				if !end.IsZero() {
+					ts = msOf(end) + r.Int64N(60*3600*sec) - 30*3600*sec
+				}
+			}
+			w := specs[r.IntN(len(specs))]
+			w.Location = loc
+			got, want := w.AssignTo(nil, ts), m.assign(w, ts)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s %+v at %v: %v, model %v", zone, w, time.UnixMilli(ts).In(loc), got, want)
+			}
+		}
+	}
+	// Apia skipped 30 December 2011: the daily window of 29 December ends
+	// where 31 December starts.
+	apia := load(t, "Pacific/Apia")
+	daily := TimeWindows{Size: 24 * time.Hour, Location: apia}
+	got := daily.AssignTo(nil, msOf(time.Date(2011, 12, 29, 12, 0, 0, 0, apia)))
+	if want := msOf(time.Date(2011, 12, 31, 0, 0, 0, 0, apia)); len(got) != 1 || got[0].End != want {
+		t.Fatalf("Apia 2011-12-29: %v, want end %d", got, want)
+	}
+}
