@@ -83,17 +83,3 @@ func ReadKey(b []byte) (key, rest []byte, err error) {
 		}
 	}
 }
-
-// PrefixEnd returns the smallest key greater than every key with prefix p,
-// nil if there is none (p is all 0xFF): the exclusive upper bound of a
-// prefix scan.
-func PrefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}

@@ -89,11 +89,14 @@ func ParseIndexKey(b []byte) (key []byte, start, end int64, err error) {
 // KeyWindows returns the scan bounds [from, to) of key's windows whose end
 // is at least minEnd, in end order (math.MinInt64: all of key's windows).
 func KeyWindows(key []byte, minEnd int64) (from, to []byte) {
-	p := make([]byte, 0, 1+escapedLen(key)+TimeSize)
-	p = append(p, TagWindow)
-	p = AppendKey(p, key)
-	to = PrefixEnd(p)
-	return AppendTime(p, minEnd), to
+	from = make([]byte, 0, 1+escapedLen(key)+TimeSize)
+	from = append(from, TagWindow)
+	from = AppendKey(from, key)
+	// The escaped key ends 0x00 0x01: every window key of key is below the
+	// same bytes ending 0x00 0x02, and no other key's are.
+	to = append([]byte(nil), from...)
+	to[len(to)-1] = escFinal + 1
+	return AppendTime(from, minEnd), to
 }
 
 // EndingBy returns the scan bounds [from, to) of the close index entries of
