@@ -204,7 +204,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.sessions = newFetchSessions(1000)
 
-	if err := mkdirAllDurable(cfg.FS, cfg.DataDir); err != nil {
+	if err := vfs.MkdirAllDurable(cfg.FS, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("broker: create data dir: %w", err)
 	}
 	logs, err := wlog.OpenManager(wlog.ManagerOptions{
