@@ -140,7 +140,7 @@ func (c *Coordinator) awaitAppend(applied chan error) (appendErr, err error) {
 	select {
 	case werr := <-applied:
 		return werr, nil
-	case <-c.quit:
+	case <-c.stopping():
 		return nil, ErrClosed
 	}
 }
@@ -442,7 +442,7 @@ func (c *Coordinator) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 			if werr != nil {
 				r.ErrorCode = kerr.NotCoordinator.Code
 			}
-		case <-c.quit:
+		case <-c.stopping():
 			return nil, ErrClosed
 		}
 	}

@@ -214,7 +214,7 @@ func (c *Coordinator) WriteMarker(ctx context.Context, pid int64, epoch int16, c
 	select {
 	case err := <-applied:
 		return err
-	case <-c.quit:
+	case <-c.stopping():
 		return ErrClosed
 	}
 }

@@ -354,17 +354,15 @@ func (c *Coordinator) Verify(ctx context.Context, txnID string, pid int64, epoch
 		})
 	}
 	noop := func() {}
-	select {
-	case c.events <- ev:
-	case <-ctx.Done():
-		return nil, noop, ctx.Err()
-	case <-c.quit:
-		return nil, noop, ErrClosed
+	// Once the loop took ev, wait for its result whatever ctx does: it
+	// may carry a hold that must be released.
+	if err := c.do(ctx, ev); err != nil {
+		return nil, noop, err
 	}
 	var r result
 	select {
 	case r = <-ch:
-	case <-c.quit:
+	case <-c.stopping():
 		return nil, noop, ErrClosed
 	}
 	if r.held == nil {

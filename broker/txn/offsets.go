@@ -77,17 +77,15 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 			finish(code)
 		}
 	}
-	select {
-	case c.events <- ev:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.quit:
-		return nil, ErrClosed
+	// Once the loop took ev, wait for its result whatever ctx does: it
+	// may carry a hold that must be released.
+	if err := c.do(ctx, ev); err != nil {
+		return nil, err
 	}
 	var r result
 	select {
 	case r = <-ch:
-	case <-c.quit:
+	case <-c.stopping():
 		return nil, ErrClosed
 	}
 	if r.code != 0 {
