@@ -32,6 +32,7 @@
 //	consumer.go          ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
 //	assign.go            the server-side sticky "uniform" assignor
 //	consumer_persist.go  KIP-848 membership records and their restore
+//	commit.go            the path OffsetCommit and TxnOffsetCommit share
 //	offsets.go           OffsetCommit, OffsetFetch, OffsetDelete, offset expiry
 //	txnoffsets.go        TxnOffsetCommit and transaction markers (txn.OffsetCommitter)
 //	admin.go             FindCoordinator, DescribeGroups, ListGroups, DeleteGroups
