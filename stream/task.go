@@ -496,12 +496,18 @@ func (t *task) checkpointDue() bool {
 	return len(t.lastCheckpoint) == 0 || t.app.cfg.clock.Now().Sub(t.lastCheckpointAt) >= t.app.cfg.checkpointInterval
 }
 
-// markUnflushed notes that committed writes sit in the task's store cache
-// (loop goroutine, after a transaction whose checkpoint was not due).
-func (t *task) markUnflushed() {
-	t.flushMu.Lock()
-	t.unflushed = true
-	t.flushMu.Unlock()
+// noteFlushed records, after a commit or transaction end, whether committed
+// writes sit in the task's store cache (then queries ask the loop to flush
+// them) or Pebble holds them all (queries answer at once). Loop goroutine:
+// no round runs.
+func (t *task) noteFlushed() {
+	if t.db != nil && t.db.Unflushed() {
+		t.flushMu.Lock()
+		t.unflushed = true
+		t.flushMu.Unlock()
+		return
+	}
+	t.markFlushed()
 }
 
 // markFlushed notes that Pebble holds every committed write (loop
