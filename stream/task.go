@@ -501,13 +501,24 @@ func (t *task) checkpointDue() bool {
 // them) or Pebble holds them all (queries answer at once). Loop goroutine:
 // no round runs.
 func (t *task) noteFlushed() {
-	if t.db != nil && t.db.Unflushed() {
-		t.flushMu.Lock()
-		t.unflushed = true
-		t.flushMu.Unlock()
-		return
+	if !t.noteCached() {
+		t.markFlushed()
 	}
-	t.markFlushed()
+}
+
+// noteCached marks the task unflushed if its store cache holds writes
+// Pebble does not, and reports whether it does. At-least-once calls it after
+// each round as well (outputs are visible before their commit, so a query
+// must see the round's writes too). Task goroutine, or the loop's between
+// rounds.
+func (t *task) noteCached() bool {
+	if t.db == nil || !t.db.Unflushed() {
+		return false
+	}
+	t.flushMu.Lock()
+	t.unflushed = true
+	t.flushMu.Unlock()
+	return true
 }
 
 // markFlushed notes that Pebble holds every committed write (loop
