@@ -216,7 +216,12 @@ func (r *Registry) deleteConfig(_ http.ResponseWriter, req *http.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
-	return configResponse{string(prev)}, nil
+	// Confluent's documentation names the field "compatibility" and its
+	// server writes "compatibilityLevel": clients read one or the other.
+	return struct {
+		configResponse
+		configRequest
+	}{configResponse{string(prev)}, configRequest{string(prev)}}, nil
 }
 
 type modeBody struct {

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -72,3 +73,6 @@ func errNotPermitted(format string, args ...any) *Error {
 func errStore(err error) *Error {
 	return newError(http.StatusInternalServerError, CodeStoreError, "Error while writing to the schemas topic: %v", err)
 }
+
+// asError is errors.As for *Error.
+func asError(err error, target **Error) bool { return errors.As(err, target) }
