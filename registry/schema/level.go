@@ -57,6 +57,11 @@ func CheckLevel(l Level, next Schema, previous []Schema) []string {
 		if base == Forward || base == Full {
 			msgs = append(msgs, Check(old, next)...)
 		}
+		if n, ok := next.(*protoSchema); ok {
+			if o, ok := old.(*protoSchema); ok {
+				msgs = append(msgs, checkProtoHistory(n, o)...)
+			}
+		}
 	}
 	return msgs
 }

@@ -159,13 +159,6 @@ func (c *protoChecker) message(w, r protoreflect.MessageDescriptor, path string)
 		fpath := fmt.Sprintf("%s/%d", path, rfd.Number())
 		wfd := wf.ByNumber(rfd.Number())
 		if wfd == nil {
-			// Rule RESERVED_FIELD_REUSED: a number or name the old schema
-			// reserved belonged to a removed field whose data may remain.
-			if w.ReservedRanges().Has(rfd.Number()) {
-				c.fail("RESERVED_FIELD_REUSED", fpath, fmt.Sprintf("field '%s' uses number %d, reserved in the old schema", rfd.Name(), rfd.Number()))
-			} else if w.ReservedNames().Has(rfd.Name()) {
-				c.fail("RESERVED_FIELD_REUSED", fpath, fmt.Sprintf("field '%s' uses a name reserved in the old schema", rfd.Name()))
-			}
 			// Rule REQUIRED_FIELD_ADDED (proto2).
 			if rfd.Cardinality() == protoreflect.Required {
 				c.fail("REQUIRED_FIELD_ADDED", fpath, fmt.Sprintf("required field '%s' was added", rfd.Name()))
@@ -254,4 +247,33 @@ func kindClass(f protoreflect.FieldDescriptor) string {
 		return "enum"
 	}
 	return "scalar"
+}
+
+// checkProtoHistory applies the rule about the order of versions rather
+// than reader and writer: RESERVED_FIELD_REUSED, a field of next using a
+// number or name that old reserved (it belonged to a removed field, whose
+// data may still be in the topic, with another type).
+func checkProtoHistory(next, old *protoSchema) []string {
+	c := &protoChecker{}
+	var walk func(ms protoreflect.MessageDescriptors)
+	walk = func(ms protoreflect.MessageDescriptors) {
+		for i := 0; i < ms.Len(); i++ {
+			m := ms.Get(i)
+			if o := findMessage(old.file, m.FullName()); o != nil {
+				fs := m.Fields()
+				for j := 0; j < fs.Len(); j++ {
+					f := fs.Get(j)
+					path := fmt.Sprintf("#/%s/%d", m.FullName(), f.Number())
+					if o.ReservedRanges().Has(f.Number()) {
+						c.fail("RESERVED_FIELD_REUSED", path, fmt.Sprintf("field '%s' uses number %d, reserved in the old schema", f.Name(), f.Number()))
+					} else if o.ReservedNames().Has(f.Name()) {
+						c.fail("RESERVED_FIELD_REUSED", path, fmt.Sprintf("field '%s' uses a name reserved in the old schema", f.Name()))
+					}
+				}
+			}
+			walk(m.Messages())
+		}
+	}
+	walk(next.file.Messages())
+	return c.messages
 }
