@@ -75,8 +75,9 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newTopicCmd(),
 		newProduceCmd(),
 		newConsumeCmd(),
-		newGroupCmd(), // group.go
-		newTxnCmd(),   // txn.go
+		newGroupCmd(),    // group.go
+		newTxnCmd(),      // txn.go
+		newRegistryCmd(), // registry.go
 		newVersionCmd(),
 	)
 	return root
