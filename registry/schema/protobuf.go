@@ -53,7 +53,43 @@ func protoDescriptor(text string) (*descriptorpb.FileDescriptorProto, bool) {
 	if err := proto.Unmarshal(raw, &fdp); err != nil {
 		return nil, false
 	}
+	clearEmptyJSONNames(fdp.MessageType)
 	return &fdp, true
+}
+
+// clearEmptyJSONNames gives every field without a json_name the default
+// one, as protoc writes it: descriptors built by some runtimes (Python's
+// descriptor_pool) have none, and the linker would read each as the custom
+// name "", conflicting between fields.
+func clearEmptyJSONNames(ms []*descriptorpb.DescriptorProto) {
+	for _, m := range ms {
+		for _, f := range m.Field {
+			if f.GetJsonName() == "" {
+				f.JsonName = proto.String(defaultJSONName(f.GetName()))
+			}
+		}
+		clearEmptyJSONNames(m.NestedType)
+	}
+}
+
+// defaultJSONName is protoc's JSON name of a field: lowerCamelCase, each
+// underscore dropped and the letter after it upper-cased.
+func defaultJSONName(name string) string {
+	var b strings.Builder
+	upper := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			upper = true
+		case upper && 'a' <= r && r <= 'z':
+			b.WriteRune(r - 'a' + 'A')
+			upper = false
+		default:
+			b.WriteRune(r)
+			upper = false
+		}
+	}
+	return b.String()
 }
 
 func parseProtobuf(text string, refs []Reference) (Schema, error) {
