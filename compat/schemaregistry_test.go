@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
@@ -176,3 +177,27 @@ func TestSchemaRegistryConfluentPythonJSON(t *testing.T) {
 func TestSchemaRegistryConfluentPythonProtobuf(t *testing.T) {
 	testConfluentPythonSchemas(t, "protobuf", sr.TypeProtobuf)
 }
+
+func testKafkajsSchemas(t *testing.T, mode string, typ sr.SchemaType) {
+	node := requireTool(t, "node")
+	script, err := filepath.Abs(filepath.Join("js", "schemaregistry_kafkajs.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, url := startSchemaRegistry(t)
+	topic := "compat-sr-kafkajs-" + mode
+	createTopic(t, b.Addr(), topic, 1)
+	out := runToolRaw(t, nil, node, script, mode, b.Addr(), url, topic, fmt.Sprint(srRecordsPerVersion))
+	checkSchemaRun(t, b, url, topic, typ, parseSREvents(t, out))
+}
+
+// @kafkajs/confluent-schema-registry with kafkajs, for each of its formats.
+func TestSchemaRegistryKafkajsAvro(t *testing.T) { testKafkajsSchemas(t, "avro", sr.TypeAvro) }
+
+func TestSchemaRegistryKafkajsJSON(t *testing.T) { testKafkajsSchemas(t, "json", sr.TypeJSON) }
+
+func TestSchemaRegistryKafkajsProtobuf(t *testing.T) {
+	testKafkajsSchemas(t, "protobuf", sr.TypeProtobuf)
+}
+
+func asResponseError(err error, target **sr.ResponseError) bool { return errors.As(err, target) }
