@@ -91,18 +91,44 @@
 //
 // # Where event time attaches (next)
 //
-// Watermarks, timers and windows extend the task, not the topology: a task
-// tracks its stream time (the largest event time seen, see task.observe);
-// per input partition it becomes that partition's watermark minus the allowed
-// out-of-orderness, and the task's watermark is the minimum over its
-// partitions. For a task reading a
-// repartition topic, the source node is where watermark marker records (a
-// reserved header naming the upstream task) are recognised and folded into a
-// minimum over the upstream writers instead of being decoded. Timers and
-// window state are keyed stores like the aggregates' (same changelog,
-// checkpoint and TTL machinery), with keys encoded so a window range is one
-// ordered Pebble scan; a round ends by firing the timers the watermark
-// passed, inside the round's transaction under ExactlyOnce.
+// Watermarks, timers and windows extend the task, not the topology. The
+// pieces exist as pure internal packages, each tested on its own; none is
+// wired yet. How each plugs in:
+//
+//   - stream/internal/watermark.Tracker: one per task. At assignment the task
+//     adds each input partition (AddSource; AddRepartition with the upstream
+//     sub-topology's task count for a repartition topic) and Restores the
+//     state saved with its checkpoint. Per record, where task.observe keeps
+//     the stream time today, Observe(input, event time). At the end of a
+//     round, Advance(now) on the App's injected clock (idleness is processing
+//     time) gives the task's watermark, which never goes backwards; the
+//     task's checkpoint write carries AppendState (and its changelog, so a
+//     new owner restores it). Status feeds the watermark, idle-partition and
+//     event-time-lag metrics and App.Describe.
+//   - Watermark markers (watermark.MarkerHeader "weir.wm",
+//     docs/format/watermark.md): the source node of a repartition topic
+//     recognises them with MarkerOf before decoding (never as data, never to
+//     the DLQ) and hands them to ObserveMarker; a task writing a repartition
+//     topic sends MarkerRecord to every partition of it at most every marker
+//     interval, in the round's transaction under ExactlyOnce.
+//   - stream/internal/window: a windowed operator assigns each record with
+//     TimeWindows.AssignTo (tumbling, hopping, calendar in a time zone),
+//     Sliding.Add or Sessions.Merge, skips the windows whose CloseAt the
+//     watermark reached (a record none of whose windows is open is late and
+//     goes to the declared late policy), and, after Advance, emits and
+//     deletes every window whose CloseAt <= watermark.
+//   - stream/internal/timekey: the keys of those stores. A window store
+//     keeps 'w' | key | end | start -> aggregate (one key's windows are one
+//     scan: KeyWindows) and the close index 'c' | end | key | start (the
+//     windows a watermark closes are one scan: EndingBy); timers are
+//     domain | fire time | key | name (FiringBy). They are ordinary keyed
+//     stores: same changelog, checkpoint and TTL machinery as the
+//     aggregates'. A round ends by firing the timers and closing the windows
+//     the watermark passed, inside the round's transaction under
+//     ExactlyOnce.
+//   - Windowed[K] with TimeWindowed and SessionWindowed (windowed.go) are the
+//     public key type and codecs of windowed results, byte-compatible with
+//     Kafka Streams' windowed serdes.
 //
 // # Queryable state and standby replicas
 //
