@@ -2,12 +2,10 @@ package compat
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/weirhq/weir/registry"
+	"github.com/weirhq/weir/registry/registrytest"
 	"github.com/weirhq/weir/weirtest"
 )
 
@@ -36,18 +35,7 @@ const srRecordsPerVersion = 20
 func startSchemaRegistry(t *testing.T) (*weirtest.Broker, string) {
 	t.Helper()
 	b := startWeir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	reg, err := registry.Start(ctx, registry.Config{Brokers: []string{b.Addr()}})
-	if err != nil {
-		t.Fatalf("start registry: %v", err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		reg.Close()
-	})
-	return b, srv.URL
+	return b, registrytest.Serve(t, b.Addr())
 }
 
 // srEvent is one line of a client script's output.

@@ -200,48 +200,37 @@ func (st *state) findVersion(subject, sel string, deleted bool) (*version, error
 	return nil, errVersionNotFound(subject, n)
 }
 
-func (r *Registry) getVersion(_ http.ResponseWriter, req *http.Request) (any, error) {
+// withVersion answers with fn applied to the version the request's subject
+// and version selector name (soft-deleted ones too when deleted), under
+// the read lock.
+func (r *Registry) withVersion(req *http.Request, deleted bool, fn func(v *version) any) (any, error) {
 	subject, err := subjectOf(req)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	v, err := r.st.findVersion(subject, req.PathValue("version"), boolParam(req, "deleted"))
+	v, err := r.st.findVersion(subject, req.PathValue("version"), deleted)
 	if err != nil {
 		return nil, err
 	}
-	return r.versionResponse(v), nil
+	return fn(v), nil
+}
+
+func (r *Registry) getVersion(_ http.ResponseWriter, req *http.Request) (any, error) {
+	return r.withVersion(req, boolParam(req, "deleted"), func(v *version) any { return r.versionResponse(v) })
 }
 
 func (r *Registry) getVersionText(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := subjectOf(req)
-	if err != nil {
-		return nil, err
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	v, err := r.st.findVersion(subject, req.PathValue("version"), boolParam(req, "deleted"))
-	if err != nil {
-		return nil, err
-	}
-	return rawText(r.st.ids[v.id].text), nil
+	return r.withVersion(req, boolParam(req, "deleted"), func(v *version) any { return rawText(r.st.ids[v.id].text) })
 }
 
 func (r *Registry) getReferencedBy(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := subjectOf(req)
-	if err != nil {
-		return nil, err
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	v, err := r.st.findVersion(subject, req.PathValue("version"), true)
-	if err != nil {
-		return nil, err
-	}
-	out := r.st.referencedBy(subject, v.version)
-	if out == nil {
-		out = []int{}
-	}
-	return out, nil
+	return r.withVersion(req, true, func(v *version) any {
+		out := r.st.referencedBy(v.subject, v.version)
+		if out == nil {
+			out = []int{}
+		}
+		return out
+	})
 }

@@ -60,12 +60,19 @@ func DecodeRegisterRequest(body []byte, maxSchema int) (*registerRequest, error)
 	return &rr, nil
 }
 
-func (r *Registry) readRegisterRequest(req *http.Request) (*registerRequest, error) {
+// readRegisterRequest reads the subject and the body of a register,
+// lookup or compatibility request.
+func (r *Registry) readRegisterRequest(req *http.Request) (string, *registerRequest, error) {
+	subject, err := subjectOf(req)
+	if err != nil {
+		return "", nil, err
+	}
 	var raw rawJSON
 	if err := decodeBody(req, &raw); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return DecodeRegisterRequest(raw, r.cfg.MaxSchemaBytes)
+	rr, err := DecodeRegisterRequest(raw, r.cfg.MaxSchemaBytes)
+	return subject, rr, err
 }
 
 // rawJSON keeps a body as read after checking it is one JSON value.
@@ -116,11 +123,7 @@ func (st *state) liveSchemas(subject string) ([]schema.Schema, []*version, error
 }
 
 func (r *Registry) register(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := subjectOf(req)
-	if err != nil {
-		return nil, err
-	}
-	rr, err := r.readRegisterRequest(req)
+	subject, rr, err := r.readRegisterRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -202,11 +205,7 @@ func incompatibleError(msgs []string, l schema.Level) *Error {
 
 // lookup is POST /subjects/{s}: the version of subject holding the schema.
 func (r *Registry) lookup(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := subjectOf(req)
-	if err != nil {
-		return nil, err
-	}
-	rr, err := r.readRegisterRequest(req)
+	subject, rr, err := r.readRegisterRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -229,11 +228,7 @@ func (r *Registry) lookup(_ http.ResponseWriter, req *http.Request) (any, error)
 }
 
 func (r *Registry) checkCompatibility(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := subjectOf(req)
-	if err != nil {
-		return nil, err
-	}
-	rr, err := r.readRegisterRequest(req)
+	subject, rr, err := r.readRegisterRequest(req)
 	if err != nil {
 		return nil, err
 	}

@@ -27,12 +27,15 @@ func defaultRegistryURL() string {
 	return "http://" + defaultRegistryAddr
 }
 
-func (f *schemaFlags) client() (*sr.Client, error) {
-	return sr.NewClient(sr.URLs(splitList(f.url)...))
-}
-
-func (f *schemaFlags) ctx(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, f.timeout)
+// open returns a registry client and the command's context bounded by
+// --timeout.
+func (f *schemaFlags) open(cmd *cobra.Command) (context.Context, *sr.Client, context.CancelFunc, error) {
+	cl, err := sr.NewClient(sr.URLs(splitList(f.url)...))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	return ctx, cl, cancel, nil
 }
 
 // newSchemaCmd is weir schema: the schema registry's operations, against
@@ -147,11 +150,10 @@ func schemaRegisterCmd(f *schemaFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			if normalize {
 				ctx = sr.WithParams(ctx, sr.Normalize)
@@ -177,11 +179,10 @@ func schemaGetCmd(f *schemaFlags) *cobra.Command {
 		Short: "Print a schema by id, or a subject's version (default latest)",
 		Args:  cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			out := cmd.OutOrStdout()
 			if id > 0 {
@@ -227,11 +228,10 @@ func schemaListCmd(f *schemaFlags) *cobra.Command {
 		Short: "List subjects",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			if deleted {
 				ctx = sr.WithParams(ctx, sr.ShowDeleted)
@@ -257,11 +257,10 @@ func schemaVersionsCmd(f *schemaFlags) *cobra.Command {
 		Short: "List a subject's versions with their ids",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			if deleted {
 				ctx = sr.WithParams(ctx, sr.ShowDeleted)
@@ -296,11 +295,10 @@ func schemaCheckCmd(f *schemaFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			res, err := cl.CheckCompatibility(sr.WithParams(ctx, sr.Verbose), args[0], v, s)
 			if err != nil {
@@ -330,11 +328,10 @@ func schemaDeleteCmd(f *schemaFlags) *cobra.Command {
 		Short: "Soft-delete a subject or one version (--permanent: delete a soft-deleted one for good)",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			how := sr.SoftDelete
 			if permanent {
@@ -372,11 +369,10 @@ func schemaConfigCmd(f *schemaFlags) *cobra.Command {
 		Short: "Print or set the compatibility level (global, or of a subject)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			var res []sr.CompatibilityResult
 			switch {
@@ -413,11 +409,10 @@ func schemaModeCmd(f *schemaFlags) *cobra.Command {
 		Short: "Print or set the mode (READWRITE, READONLY, IMPORT), global or of a subject",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
+			ctx, cl, cancel, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.ctx(cmd.Context())
 			defer cancel()
 			var res []sr.ModeResult
 			switch {

@@ -1,39 +1,17 @@
 package main
 
 import (
-	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/weirhq/weir/registry"
+	"github.com/weirhq/weir/registry/registrytest"
 	"github.com/weirhq/weir/weirtest"
 )
 
-// startTestRegistry runs a registry on an in-process broker and returns its
-// URL.
-func startTestRegistry(t *testing.T) string {
-	t.Helper()
-	b := weirtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	reg, err := registry.Start(ctx, registry.Config{Brokers: []string{b.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		reg.Close()
-	})
-	return srv.URL
-}
-
 func TestSchemaCommands(t *testing.T) {
-	r := "--registry=" + startTestRegistry(t)
+	r := "--registry=" + registrytest.Serve(t, weirtest.Start(t).Addr())
 	dir := t.TempDir()
 	v1 := filepath.Join(dir, "v1.avsc")
 	if err := os.WriteFile(v1, []byte(`{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}`), 0o644); err != nil {

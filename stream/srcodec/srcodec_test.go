@@ -3,7 +3,6 @@ package srcodec
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/weirhq/weir/registry"
+	"github.com/weirhq/weir/registry/registrytest"
 	"github.com/weirhq/weir/stream"
 	"github.com/weirhq/weir/weirtest"
 )
@@ -26,19 +25,7 @@ func TestMain(m *testing.M) {
 // 127.0.0.1, and returns a Registry client of it.
 func startRegistry(t testing.TB) *Registry {
 	t.Helper()
-	b := weirtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	reg, err := registry.Start(ctx, registry.Config{Brokers: []string{b.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		reg.Close()
-	})
-	r, err := NewRegistry(srv.URL)
+	r, err := NewRegistry(registrytest.Serve(t, weirtest.Start(t).Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
