@@ -90,3 +90,24 @@ func TestRegisterEvolveAndRead(t *testing.T) {
 		t.Fatalf("versions by id: %v %v", svs, err)
 	}
 }
+
+// TestNormalize: with normalize=true the stored text is the normalized
+// form, and a schema differing only in key order and whitespace is the
+// same schema (same id, no new version) with or without it.
+func TestNormalize(t *testing.T) {
+	tr := startRegistry(t)
+	ctx, cl := ctxT(t), tr.client
+	messy := `{"fields": [{"type": "long", "name": "id"}], "name": "User", "type": "record"}`
+	s, err := cl.CreateSchema(sr.WithParams(ctx, sr.Normalize), "n", sr.Schema{Schema: messy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cl.SchemaByID(ctx, s.ID)
+	if err != nil || got.Schema != `{"fields":[{"name":"id","type":"long"}],"name":"User","type":"record"}` {
+		t.Fatalf("normalized text: %q %v", got.Schema, err)
+	}
+	same, err := cl.CreateSchema(ctx, "n", sr.Schema{Schema: `{"type":"record","name":"User","fields":[{"name":"id","type":"long"}]}`})
+	if err != nil || same.ID != s.ID || same.Version != 1 {
+		t.Fatalf("same schema in another key order: %+v %v, want id %d version 1", same, err, s.ID)
+	}
+}

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +75,38 @@ func TestServeRegistryOff(t *testing.T) {
 		if m["msg"] == "schema registry listening" {
 			t.Fatalf("registry started with --registry-addr off: %v", m)
 		}
+	}
+}
+
+// TestRegistryCommand: weir registry serves the registry for a cluster it
+// did not start, until its context ends.
+func TestRegistryCommand(t *testing.T) {
+	addr := startTestBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		cf := &clientFlags{brokers: []string{addr}, timeout: 30 * time.Second}
+		done <- runRegistry(ctx, "127.0.0.1:0", cf, "_schemas", slog.New(slog.DiscardHandler), pw)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	url := strings.Fields(strings.TrimPrefix(line, "weir registry: serving "))[0]
+	cl, err := sr.NewClient(sr.URLs(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if s, err := cl.CreateSchema(rctx, "x", sr.Schema{Schema: `"string"`}); err != nil || s.ID != 1 {
+		t.Fatalf("register through weir registry: %+v %v", s, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("weir registry stopped with %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/weirhq/weir/registry/registrytest"
+	"github.com/weirhq/weir/registry/schema"
 	"github.com/weirhq/weir/weirtest"
 )
 
@@ -85,4 +86,34 @@ func compactJSON(t *testing.T, raw json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// FuzzDecodeToJSON: consume's decoding of wire-format payloads returns an
+// error for anything malformed, never panics.
+func FuzzDecodeToJSON(f *testing.F) {
+	var schemas []*registrySchema
+	for _, c := range []struct{ typ, text string }{
+		{"AVRO", `{"type":"record","name":"R","fields":[{"name":"a","type":["null","long"]},{"name":"b","type":{"type":"map","values":"bytes"}}]}`},
+		{"JSON", `{"type":"object"}`},
+		{"PROTOBUF", `syntax = "proto3"; message M { int64 a = 1; message N { string s = 1; } N n = 2; }`},
+	} {
+		typ, _ := schema.ParseType(c.typ)
+		p, err := schema.Parse(typ, c.text, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		schemas = append(schemas, &registrySchema{id: 1, parsed: p})
+	}
+	f.Add([]byte{2, 2, 2, 'k', 2, 'v', 0})
+	f.Add([]byte(`{"a":1}`))
+	f.Add([]byte{0, 8, 1, 18, 3, 10, 1, 'x'})
+	f.Add([]byte{4, 2, 2, 0x80})
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		for _, s := range schemas {
+			out, err := decodeToJSON(s, payload)
+			if err == nil && !json.Valid(out) {
+				t.Fatalf("%s: decoded to invalid JSON %q", s.parsed.Type(), out)
+			}
+		}
+	})
 }

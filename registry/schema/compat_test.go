@@ -230,3 +230,29 @@ func TestParseReferencesAndNormalize(t *testing.T) {
 		t.Fatal("protobuf normalized forms differ for the same file")
 	}
 }
+
+// TestProtobufDescriptorSchema: a schema given as a base64
+// FileDescriptorProto (as some serializers register them) parses, and is
+// the same schema as its .proto text.
+func TestProtobufDescriptorSchema(t *testing.T) {
+	// message M { int64 id = 1; string item = 2; } in package weir.compat,
+	// proto3, serialized by Python's descriptor_pool (no json_name).
+	const b64 = "CgtvcmRlci5wcm90bxILd2Vpci5jb21wYXQiIQoFT3JkZXISCgoCaWQYASABKAMSDAoEaXRlbRgCIAEoCWIGcHJvdG8z"
+	d, err := Parse(Protobuf, b64, nil)
+	if err != nil {
+		t.Fatalf("descriptor schema: %v", err)
+	}
+	if m := ProtoFileOf(d).Messages().Get(0); m.FullName() != "weir.compat.Order" || m.Fields().Len() != 2 {
+		t.Fatalf("descriptor schema parsed as %s with %d fields", m.FullName(), m.Fields().Len())
+	}
+	text, err := Parse(Protobuf, `syntax = "proto3"; package weir.compat; message Order { int64 id = 1; string item = 2; }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := CheckLevel(FullTransitive, d, []Schema{text}); len(msgs) > 0 {
+		t.Fatalf("descriptor and text of one file differ: %v", msgs)
+	}
+	if d.Normalized() != text.Normalized() {
+		t.Fatal("descriptor and text of one file normalize differently")
+	}
+}
