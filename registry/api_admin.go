@@ -149,23 +149,64 @@ func optionalSubject(req *http.Request) (string, error) {
 	return subjectOf(req)
 }
 
-func (r *Registry) getConfig(_ http.ResponseWriter, req *http.Request) (any, error) {
+// getSetting answers GET of a per-subject setting (level or mode): the
+// subject's own (notSet if it has none, unless defaultToGlobal), or the
+// one in force globally.
+func getSetting[T ~string](r *Registry, req *http.Request, own func(*state) map[string]T, inForce func(*state, string) T, notSet func(subject string) *Error) (T, error) {
 	subject, err := optionalSubject(req)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if subject != "" && !boolParam(req, "defaultToGlobal") {
-		l, ok := r.st.configs[subject]
+		v, ok := own(r.st)[subject]
 		if !ok {
-			return nil, newError(http.StatusNotFound, CodeSubjectCompatNotSet, "Subject '%s' does not have subject-level compatibility configured", subject)
+			return "", notSet(subject)
 		}
-		return configResponse{string(l)}, nil
+		return v, nil
 	}
-	return configResponse{string(r.st.level(subject))}, nil
+	return inForce(r.st, subject), nil
 }
 
+// deleteSetting removes a subject's (or the global) setting of keyType and
+// returns the one that was in force. A subject without one is 40401.
+func deleteSetting[T ~string](r *Registry, req *http.Request, keyType string, own func(*state) map[string]T, inForce func(*state, string) T, writable bool) (T, error) {
+	subject, err := optionalSubject(req)
+	if err != nil {
+		return "", err
+	}
+	var prev T
+	err = r.write(req.Context(), func(st *state) ([]record, error) {
+		if writable {
+			if err := st.checkWritable(subject); err != nil {
+				return nil, err
+			}
+		}
+		prev = inForce(st, subject)
+		if _, ok := own(st)[subject]; !ok {
+			if subject != "" {
+				return nil, errSubjectNotFound(subject)
+			}
+			return nil, nil
+		}
+		return []record{{encodeKey(keyType, subjectPtr(subject), 0), nil}}, nil
+	})
+	return prev, err
+}
+
+func configsOf(st *state) map[string]schema.Level { return st.configs }
+func modesOf(st *state) map[string]Mode           { return st.modes }
+
+func (r *Registry) getConfig(_ http.ResponseWriter, req *http.Request) (any, error) {
+	l, err := getSetting(r, req, configsOf, (*state).level, func(subject string) *Error {
+		return newError(http.StatusNotFound, CodeSubjectCompatNotSet, "Subject '%s' does not have subject-level compatibility configured", subject)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return configResponse{string(l)}, nil
+}
 func (r *Registry) putConfig(_ http.ResponseWriter, req *http.Request) (any, error) {
 	subject, err := optionalSubject(req)
 	if err != nil {
@@ -195,24 +236,7 @@ func (r *Registry) putConfig(_ http.ResponseWriter, req *http.Request) (any, err
 }
 
 func (r *Registry) deleteConfig(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := optionalSubject(req)
-	if err != nil {
-		return nil, err
-	}
-	var prev schema.Level
-	err = r.write(req.Context(), func(st *state) ([]record, error) {
-		if err := st.checkWritable(subject); err != nil {
-			return nil, err
-		}
-		prev = st.level(subject)
-		if _, ok := st.configs[subject]; !ok {
-			if subject != "" {
-				return nil, errSubjectNotFound(subject)
-			}
-			return nil, nil
-		}
-		return []record{{encodeKey(keyConfig, subjectPtr(subject), 0), nil}}, nil
-	})
+	prev, err := deleteSetting(r, req, keyConfig, configsOf, (*state).level, true)
 	if err != nil {
 		return nil, err
 	}
@@ -229,22 +253,14 @@ type modeBody struct {
 }
 
 func (r *Registry) getMode(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := optionalSubject(req)
+	m, err := getSetting(r, req, modesOf, (*state).mode, func(subject string) *Error {
+		return newError(http.StatusNotFound, CodeSubjectModeNotSet, "Subject '%s' does not have subject-level mode configured", subject)
+	})
 	if err != nil {
 		return nil, err
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if subject != "" && !boolParam(req, "defaultToGlobal") {
-		m, ok := r.st.modes[subject]
-		if !ok {
-			return nil, newError(http.StatusNotFound, CodeSubjectModeNotSet, "Subject '%s' does not have subject-level mode configured", subject)
-		}
-		return modeBody{string(m)}, nil
-	}
-	return modeBody{string(r.st.mode(subject))}, nil
+	return modeBody{string(m)}, nil
 }
-
 func (r *Registry) putMode(_ http.ResponseWriter, req *http.Request) (any, error) {
 	subject, err := optionalSubject(req)
 	if err != nil {
@@ -279,21 +295,7 @@ func (r *Registry) putMode(_ http.ResponseWriter, req *http.Request) (any, error
 }
 
 func (r *Registry) deleteMode(_ http.ResponseWriter, req *http.Request) (any, error) {
-	subject, err := optionalSubject(req)
-	if err != nil {
-		return nil, err
-	}
-	var prev Mode
-	err = r.write(req.Context(), func(st *state) ([]record, error) {
-		prev = st.mode(subject)
-		if _, ok := st.modes[subject]; !ok {
-			if subject != "" {
-				return nil, errSubjectNotFound(subject)
-			}
-			return nil, nil
-		}
-		return []record{{encodeKey(keyMode, subjectPtr(subject), 0), nil}}, nil
-	})
+	prev, err := deleteSetting(r, req, keyMode, modesOf, (*state).mode, false)
 	if err != nil {
 		return nil, err
 	}
