@@ -100,6 +100,10 @@ type fetchPart struct {
 	release func()
 }
 
+func init() {
+	regAPI(api{key: kmsg.Fetch, min: 4, max: 18, handle: handleFetch, vectored: spliceFetch})
+}
+
 func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)

@@ -22,8 +22,21 @@ const offsetsTopic = "__consumer_offsets"
 // groupHandler is the part of *group.Coordinator the broker uses.
 type groupHandler interface {
 	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
-	APIKeys() []int16
 	Close() error
+}
+
+// The group coordinator's APIs, at the versions broker/group registers
+// next to their handlers. FindCoordinator is among them: it answers
+// transaction coordinator lookups (key type 1) too. OffsetCommit is
+// ordered per group within a connection (commit_order.go).
+func init() {
+	for _, v := range group.APIVersions() {
+		a := api{key: kmsg.Key(v.ApiKey), min: v.MinVersion, max: v.MaxVersion, handle: handleGroup}
+		if a.key == kmsg.OffsetCommit {
+			a.order = orderCommits
+		}
+		regAPI(a)
+	}
 }
 
 // startGroups opens (creating on first start) __consumer_offsets and

@@ -31,9 +31,20 @@ import (
 // txnHandler is the part of *txn.Coordinator the broker uses.
 type txnHandler interface {
 	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
-	APIVersions() []kmsg.ApiVersionsResponseApiKey
 	Verify(ctx context.Context, txnID string, pid int64, epoch int16, parts []txn.TopicPartition, implicitAdd bool) ([]int16, func(), error)
 	Close() error
+}
+
+// The transaction coordinator's APIs, at the versions broker/txn registers
+// next to their handlers, except FindCoordinator, which the group
+// coordinator's registration serves for both key types (groups.go).
+func init() {
+	for _, v := range txn.APIVersions() {
+		if kmsg.Key(v.ApiKey) == kmsg.FindCoordinator {
+			continue
+		}
+		regAPI(api{key: kmsg.Key(v.ApiKey), min: v.MinVersion, max: v.MaxVersion, handle: handleTxn})
+	}
 }
 
 // startTxns opens (creating on first start) __transaction_state and builds
@@ -77,20 +88,6 @@ func (b *Broker) startTxns() error {
 // handleTxn routes a transaction API request to the coordinator.
 func handleTxn(b *Broker, ctx context.Context, _ *slot, req kmsg.Request) (kmsg.Response, error) {
 	return b.txns.Handle(ctx, req)
-}
-
-// txnAPI returns the coordinator's version range for key, if it serves it.
-// FindCoordinator is left to the group coordinator.
-func (b *Broker) txnAPI(key int16) (api, bool) {
-	if b.txns == nil || key == int16(kmsg.FindCoordinator) {
-		return api{}, false
-	}
-	for _, k := range b.txns.APIVersions() {
-		if k.ApiKey == key {
-			return api{key: key, min: k.MinVersion, max: k.MaxVersion, name: kmsg.NameForKey(key), handle: handleTxn}, true
-		}
-	}
-	return api{}, false
 }
 
 // brokerPartitions implements txn.Partitions over the registry.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
 )
 
 // Opt configures an App. Options are applied in order by NewApp and the
@@ -80,7 +82,35 @@ type config struct {
 	query           queryConfig
 	standbyReplicas int
 	cleanupDelay    time.Duration // unused task directories are deleted after it (statecleaner.go)
+
+	seams seams
 }
+
+// seams are an App's substitutions for tests and the Driver, set only by
+// unexported options (the Driver's producer in driver.go, the tests' in
+// seams_test.go). The zero value is production.
+type seams struct {
+	// producer replaces the group client as the tasks' producer (the
+	// Driver's log, or a unit test's capture); producerRecycles says it
+	// does not keep a record after its promise ran (see recycleRecords).
+	producer         func(r *kgo.Record, promise func(*kgo.Record, error))
+	producerRecycles bool
+	// killed, once it reports true, makes the App stop as a killed process
+	// would: nothing more is committed, checkpointed or ended (the group is
+	// still left).
+	killed func() bool
+	// memberUserData replaces the userData the App advertises to the
+	// group; onTaskOwners receives every owners table the balancer computes.
+	memberUserData []byte
+	onTaskOwners   func([]taskOwner)
+	// standbyCheckpointed is called by a standby's goroutine with the
+	// checkpoint it starts from (zeros after a wipe) and after each
+	// checkpoint it writes.
+	standbyCheckpointed func(taskID, state.Checkpoint)
+}
+
+// killed reports whether a test has killed the App (seams.killed).
+func (a *App) killed() bool { return a.cfg.seams.killed != nil && a.cfg.seams.killed() }
 
 func defaultConfig() config {
 	return config{

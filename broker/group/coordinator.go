@@ -23,7 +23,8 @@
 //
 // # Files
 //
-//	coordinator.go       Options, NewCoordinator, Handle (dispatch), Close
+//	coordinator.go       Options, NewCoordinator, Handle (dispatch through the
+//	                     API table each handler file registers in), Close
 //	loop.go              the goroutine that owns the groups; timers
 //	group.go             the group (classic or KIP-848) and its offsets
 //	classic.go           JoinGroup, SyncGroup, Heartbeat, LeaveGroup; static members
@@ -53,6 +54,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/internal/ilog"
+	"github.com/weirhq/weir/broker/internal/kapi"
 )
 
 // Topics is what the coordinator needs to know about the broker's topics.
@@ -225,56 +227,31 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 
 const offsetsTopicName = "__consumer_offsets"
 
-// apiKeys are the request keys Handle serves.
-var apiKeys = []int16{
-	int16(kmsg.OffsetCommit), int16(kmsg.OffsetFetch), int16(kmsg.FindCoordinator),
-	int16(kmsg.JoinGroup), int16(kmsg.Heartbeat), int16(kmsg.LeaveGroup), int16(kmsg.SyncGroup),
-	int16(kmsg.DescribeGroups), int16(kmsg.ListGroups), int16(kmsg.DeleteGroups),
-	int16(kmsg.OffsetDelete), int16(kmsg.ConsumerGroupHeartbeat), int16(kmsg.ConsumerGroupDescribe),
+// apis are the requests Handle serves, each registered (regAPI) next to
+// its handler, at the versions the handler implements: admin.go,
+// classic.go, consumer.go, offsets.go.
+var apis kapi.Table[*Coordinator]
+
+// regAPI registers h as the handler of key for versions min..max. Init
+// functions only.
+func regAPI[R kmsg.Request](key kmsg.Key, min, max int16, h func(*Coordinator, context.Context, R) (kmsg.Response, error)) {
+	kapi.Register(&apis, key, min, max, h)
 }
 
-// APIKeys are the request keys Handle serves, at every version kmsg knows.
-func (c *Coordinator) APIKeys() []int16 {
-	return append([]int16(nil), apiKeys...)
-}
+// APIVersions are the request keys and version ranges Handle serves,
+// sorted by key, for the broker's ApiVersions response.
+func APIVersions() []kmsg.ApiVersionsResponseApiKey { return apis.Versions() }
 
 // Handle answers one group-related request. It may block (JoinGroup waits
 // for the rebalance); it returns when ctx is done or the coordinator closes.
-// A request of a key Handle does not serve is an error (the broker closes
-// the connection).
+// A request of a key Handle does not serve, or of a version outside its
+// registered range, is an error (the broker closes the connection).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	var resp kmsg.Response
-	var err error
-	switch r := req.(type) {
-	case *kmsg.FindCoordinatorRequest:
-		resp = c.findCoordinator(r)
-	case *kmsg.JoinGroupRequest:
-		resp, err = c.joinGroup(ctx, r)
-	case *kmsg.SyncGroupRequest:
-		resp, err = c.syncGroup(ctx, r)
-	case *kmsg.HeartbeatRequest:
-		resp, err = c.heartbeat(ctx, r)
-	case *kmsg.LeaveGroupRequest:
-		resp, err = c.leaveGroup(ctx, r)
-	case *kmsg.OffsetCommitRequest:
-		resp, err = c.offsetCommit(ctx, r)
-	case *kmsg.OffsetFetchRequest:
-		resp, err = c.offsetFetch(ctx, r)
-	case *kmsg.DescribeGroupsRequest:
-		resp, err = c.describeGroups(ctx, r)
-	case *kmsg.ListGroupsRequest:
-		resp, err = c.listGroups(ctx, r)
-	case *kmsg.DeleteGroupsRequest:
-		resp, err = c.deleteGroups(ctx, r)
-	case *kmsg.OffsetDeleteRequest:
-		resp, err = c.offsetDelete(ctx, r)
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		resp, err = c.consumerHeartbeat(ctx, r)
-	case *kmsg.ConsumerGroupDescribeRequest:
-		resp, err = c.consumerDescribe(ctx, r)
-	default:
-		return nil, fmt.Errorf("group: unsupported request %s", kmsg.NameForKey(req.Key()))
+	h, err := apis.Lookup(req)
+	if err != nil {
+		return nil, fmt.Errorf("group: %w", err)
 	}
+	resp, err := h(c, ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,21 @@ import (
 //     expire (tombstones are written); for groups that never had members
 //     ("simple" groups) each offset expires retention after its commit.
 
+// Versions: OffsetCommit v0-10, OffsetFetch v0-10, OffsetDelete v0.
+//   - OffsetCommit v1 Generation/MemberID and a per-partition Timestamp
+//     (the expiry base, v1 only); v2-v4 RetentionTimeMillis; v6
+//     LeaderEpoch; v7 InstanceID; v9 the member epoch of a KIP-848 group in
+//     Generation (STALE_MEMBER_EPOCH); v10 topics by ID.
+//   - OffsetFetch v2 top-level ErrorCode (v0/v1: on every partition); v5
+//     LeaderEpoch; v7 RequireStable; v8 batched groups; v9 MemberID and
+//     MemberEpoch (STALE_MEMBER_EPOCH); v10 topics by ID.
+
+func init() {
+	regAPI(kmsg.OffsetCommit, 0, 10, (*Coordinator).offsetCommit)
+	regAPI(kmsg.OffsetFetch, 0, 10, (*Coordinator).offsetFetch)
+	regAPI(kmsg.OffsetDelete, 0, 0, (*Coordinator).offsetDelete)
+}
+
 const maxMetadataBytes = 4096
 
 func (g *group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {

@@ -329,7 +329,7 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 	if seg.tFile, err = l.createIndexFile(seg.path(timeIndexSuffix), timeIndexMagic, base); err != nil {
 		return fail("create time index", err)
 	}
-	if err := syncDir(l.fs, l.dir); err != nil {
+	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 		return fail("sync dir for", err)
 	}
 	return seg, nil

@@ -442,7 +442,7 @@ func TestIndexDamageRebuilt(t *testing.T) {
 		t.Fatalf("timestamp lookup after rebuild: %d %d", off, ts)
 	}
 	// Rewritten on disk.
-	b, err := readFile(mem, "/p/"+idx[0])
+	b, err := vfs.ReadFile(mem, "/p/"+idx[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,11 @@ import (
 	"sort"
 
 	"github.com/weirhq/weir/internal/crc32c"
+	"github.com/weirhq/weir/vfs"
 )
 
 // Producer-state files. Layouts and constants are part of the on-disk
-// format (see the package doc and docs/format/log.md). All integers are
+// format (docs/format/log.md). All integers are
 // big-endian; each file ends with a CRC-32C of everything before it and is
 // written atomically (temp, fsync, rename, fsync dir).
 //
@@ -269,7 +270,7 @@ func (l *Log) encodeSnapshotLocked() (int64, []byte) {
 func (l *Log) writeSnapshotFile(off int64, b []byte) error {
 	l.snapMu.Lock()
 	defer l.snapMu.Unlock()
-	if err := writeFileAtomic(l.fs, l.dir, segmentName(off, snapshotSuffix), b); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, segmentName(off, snapshotSuffix)), b); err != nil {
 		return storageErr("write producer snapshot", err)
 	}
 	offs, err := l.snapshotOffsets()
@@ -299,7 +300,7 @@ func (l *Log) writeTxnIndex(seg *segment, end int64) error {
 	if len(as) == 0 {
 		return nil
 	}
-	if err := writeFileAtomic(l.fs, l.dir, segmentName(seg.base, txnIndexSuffix), encodeTxnIndex(seg.base, as)); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, segmentName(seg.base, txnIndexSuffix)), encodeTxnIndex(seg.base, as)); err != nil {
 		return storageErr("write txn index of "+seg.name(), err)
 	}
 	return nil
@@ -414,7 +415,7 @@ func (l *Log) loadSnapshotLocked(loadIndex bool) (from, indexedTo int64, err err
 			_ = l.fs.Remove(filepath.Join(l.dir, name))
 			continue
 		}
-		b, rerr := readFile(l.fs, filepath.Join(l.dir, name))
+		b, rerr := vfs.ReadFile(l.fs, filepath.Join(l.dir, name))
 		if rerr != nil {
 			return 0, 0, storageErr("read "+name, rerr)
 		}
@@ -447,7 +448,7 @@ func (l *Log) loadSnapshotLocked(loadIndex bool) (from, indexedTo int64, err err
 				break
 			}
 			name := segmentName(seg.base, txnIndexSuffix)
-			b, rerr := readFile(l.fs, filepath.Join(l.dir, name))
+			b, rerr := vfs.ReadFile(l.fs, filepath.Join(l.dir, name))
 			if isNotExist(rerr) {
 				continue
 			}

@@ -26,6 +26,11 @@ import (
 //     transaction version 2.
 //   - AddOffsetsToTxn adds (__consumer_offsets, 0) the same way.
 
+func init() {
+	regAPI(kmsg.AddPartitionsToTxn, 0, 5, onLoop((*Coordinator).addPartitions))
+	regAPI(kmsg.AddOffsetsToTxn, 0, 4, onLoop((*Coordinator).addOffsets))
+}
+
 // addToTxn adds parts to id's transaction (Kafka's
 // handleAddPartitionsToTransaction after the request-level checks); done
 // gets one code for all of them, as Kafka answers a transaction's

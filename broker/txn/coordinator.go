@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/internal/ilog"
+	"github.com/weirhq/weir/broker/internal/kapi"
 )
 
 // Coordinator is the transaction coordinator. Its exported methods are
@@ -278,45 +279,47 @@ func (c *Coordinator) call(ctx context.Context, fn func(reply func(kmsg.Response
 	}
 }
 
+// apis are the requests Handle serves, each registered (regAPI) next to
+// its handler, at the versions the handler implements:
+// init_producer_id.go, add_partitions.go, end_txn.go, offsets.go,
+// describe.go, write_txn_markers.go.
+var apis kapi.Table[*Coordinator]
+
+// regAPI registers h as the handler of key for versions min..max. Init
+// functions only.
+func regAPI[R kmsg.Request](key kmsg.Key, min, max int16, h func(*Coordinator, context.Context, R) (kmsg.Response, error)) {
+	kapi.Register(&apis, key, min, max, h)
+}
+
+// APIVersions are the request keys and version ranges Handle serves,
+// sorted by key, for the broker's ApiVersions response.
+func APIVersions() []kmsg.ApiVersionsResponseApiKey { return apis.Versions() }
+
 // Handle answers one transaction-related request: FindCoordinator,
 // InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 // TxnOffsetCommit, DescribeTransactions, ListTransactions and
 // WriteTxnMarkers (KIP-664 abort of a hanging transaction). It blocks
 // until the state change the response depends on is durable. A request of
-// another key is an error (the broker closes the connection).
+// another key, or of a version outside its registered range, is an error
+// (the broker closes the connection).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	if !versionOK(req) {
-		return nil, fmt.Errorf("txn: unsupported version %d of request key %d", req.GetVersion(), req.Key())
+	h, err := apis.Lookup(req)
+	if err != nil {
+		return nil, fmt.Errorf("txn: %w", err)
 	}
-	resp, err := c.handle(ctx, req)
-	if err == nil {
-		downgradeFenced(req, resp)
+	resp, err := h(c, ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	downgradeFenced(req, resp)
+	return resp, nil
 }
 
-func (c *Coordinator) handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	switch r := req.(type) {
-	case *kmsg.FindCoordinatorRequest:
-		return c.findCoordinator(r), nil
-	case *kmsg.InitProducerIDRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.initProducerID(r, reply) })
-	case *kmsg.AddPartitionsToTxnRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.addPartitions(r, reply) })
-	case *kmsg.AddOffsetsToTxnRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.addOffsets(r, reply) })
-	case *kmsg.EndTxnRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.endTxn(r, reply) })
-	case *kmsg.TxnOffsetCommitRequest:
-		return c.txnOffsetCommit(ctx, r)
-	case *kmsg.DescribeTransactionsRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.describe(r)) })
-	case *kmsg.ListTransactionsRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.list(r)) })
-	case *kmsg.WriteTxnMarkersRequest:
-		return c.writeTxnMarkers(ctx, r), nil
-	default:
-		return nil, fmt.Errorf("txn: request key %d is not a transaction request", req.Key())
+// onLoop adapts a handler that runs on the loop and answers through
+// reply (possibly from a later event) to a registered API handler.
+func onLoop[R kmsg.Request](h func(c *Coordinator, req R, reply func(kmsg.Response))) func(*Coordinator, context.Context, R) (kmsg.Response, error) {
+	return func(c *Coordinator, ctx context.Context, req R) (kmsg.Response, error) {
+		return c.call(ctx, func(reply func(kmsg.Response)) { h(c, req, reply) })
 	}
 }
 
@@ -356,16 +359,6 @@ func downgradeFenced(req kmsg.Request, resp kmsg.Response) {
 			fix(&r.ErrorCode)
 		}
 	}
-}
-
-func versionOK(req kmsg.Request) bool {
-	for _, k := range apiVersions {
-		if k.ApiKey == req.Key() {
-			v := req.GetVersion()
-			return v >= k.MinVersion && v <= k.MaxVersion
-		}
-	}
-	return false
 }
 
 // Close stops the coordinator: requests waiting on it get ErrClosed,

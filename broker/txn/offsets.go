@@ -23,6 +23,8 @@ import (
 //   - Until the staged commit returned, the transaction's markers wait, so
 //     the offsets are always staged before the marker that commits them.
 
+func init() { regAPI(kmsg.TxnOffsetCommit, 0, 5, (*Coordinator).txnOffsetCommit) }
+
 func (c *Coordinator) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (kmsg.Response, error) {
 	errResp := func(code int16) *kmsg.TxnOffsetCommitResponse {
 		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)

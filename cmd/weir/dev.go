@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/broker"
-	"github.com/weirhq/weir/examples/surge"
+	"github.com/weirhq/weir/internal/demo/surge"
 )
 
 // devOptions are the flags of weir dev.
@@ -36,8 +36,8 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run the demo: embedded broker + the surge-pricing stream app + a generator, results live",
 		Long: `Run weir doing its main job, with nothing else to install: an embedded broker
-(the same as weir serve), the example stream application of examples/surge
-(ride requests and driver statuses per zone → a surge price multiplier per zone,
+(the same as weir serve), the example stream application of
+internal/demo/surge (ride requests and driver statuses per zone → a surge price multiplier per zone,
 with keyed state, two repartitions and changelogs), and a generator of realistic
 JSON events with event timestamps.
 
