@@ -77,7 +77,7 @@ func TestTableUpdatesCollapsedPerRound(t *testing.T) {
 	if n := len(h.topic("counts")) + len(h.topic("app-c-changelog")); n != 0 {
 		t.Fatalf("%d records written before the round ended, want 0", n)
 	}
-	if err := tk.endRound(); err != nil {
+	if err := tk.endBatch(); err != nil {
 		t.Fatal(err)
 	}
 	for _, topic := range []string{"counts", "app-c-changelog"} {
@@ -89,7 +89,7 @@ func TestTableUpdatesCollapsedPerRound(t *testing.T) {
 		t.Errorf("downstream saw %v, want [4 2]", seen)
 	}
 	// The next round starts empty.
-	if err := tk.endRound(); err != nil || len(h.topic("counts")) != 2 {
+	if err := tk.endBatch(); err != nil || len(h.topic("counts")) != 2 {
 		t.Fatalf("second empty round: err %v, %d records", err, len(h.topic("counts")))
 	}
 }

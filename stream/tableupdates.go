@@ -11,7 +11,7 @@ import (
 // tableUpdates collapses the updates of an aggregate's table within a
 // processing round (Kafka Streams' record cache): a key updated many times
 // in a round gets one changelog record and one downstream update — its
-// latest value — when the round ends (task.endRound), not one per input
+// latest value — when the round ends (task.endBatch), not one per input
 // record. The store itself is updated at once, so every record (and a query)
 // sees the latest value.
 //
