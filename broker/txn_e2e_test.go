@@ -106,7 +106,7 @@ func readAll(t *testing.T, b *weirtest.Broker, topic string, committed bool) []s
 }
 
 func TestTxnCommitAbortFencing(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithTopic("out", 2))
+	b := weirtest.Start(t, weirtest.Topic("out", 2))
 	ctx := e2eCtx(t, 60*time.Second)
 	cl := b.Client(kgo.TransactionalID("e2e"), kgo.DefaultProduceTopic("out"), kgo.TransactionTimeout(10*time.Second))
 	defer cl.Close()
@@ -218,7 +218,7 @@ func checkAllOrNothing(t *testing.T, vals []string, n int, acked map[int]bool) {
 // end read_committed readers see every transaction whole or not at all, and
 // every acknowledged commit.
 func TestTxnCrashEveryPhase(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithMemStorage(), weirtest.WithTopic("crash", 3))
+	b := weirtest.Start(t, weirtest.MemStorage(), weirtest.Topic("crash", 3))
 	ctx := e2eCtx(t, 120*time.Second)
 	const perTxn = 6
 	acked := map[int]bool{}

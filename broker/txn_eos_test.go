@@ -160,7 +160,7 @@ func (w *eosWorker) close() {
 // transactional ids, which fences the dead ones and aborts their open
 // transactions). The read_committed output holds every input exactly once.
 func TestTxnConsumeTransformProduceExactlyOnce(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithTopic("in", 4), weirtest.WithTopic("out", 4))
+	b := weirtest.Start(t, weirtest.Topic("in", 4), weirtest.Topic("out", 4))
 	ctx := e2eCtx(t, 60*time.Second)
 	const n = 3000
 	p := b.Client(kgo.DefaultProduceTopic("in"))

@@ -44,7 +44,7 @@ func (c *droppingConn) Write(p []byte) (int, error) {
 // lost, batches retried) leaves every record exactly once, in order per
 // partition.
 func TestIdempotentProducerAcrossConnectionDrops(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithTopic("idem", 3))
+	b := weirtest.Start(t, weirtest.Topic("idem", 3))
 	ctx := e2eCtx(t, 90*time.Second)
 	var (
 		mu    sync.Mutex

@@ -33,7 +33,7 @@ func TestKafkaJSTransactions(t *testing.T) {
 		partitions = 3
 		per        = 4
 	)
-	b := weirtest.Start(t, weirtest.WithTestLog())
+	b := weirtest.Start(t, weirtest.TestLog())
 	recs := runTool(t, nil, node, script, "run", b.Addr(), topic, fmt.Sprint(partitions), fmt.Sprint(per), "weir-compat-kafkajs-txn")
 	var got []string
 	for _, r := range recs {
@@ -122,7 +122,7 @@ func TestKafkaJSTransactionOffsets(t *testing.T) {
 		topic = "compat-kafkajs-txn-offsets"
 		group = "weir-compat-kafkajs-txn-offsets"
 	)
-	b := weirtest.Start(t, weirtest.WithTestLog(), weirtest.WithTopic(topic, 1))
+	b := weirtest.Start(t, weirtest.TestLog(), weirtest.Topic(topic, 1))
 	runToolRaw(t, nil, node, script, "offsets", b.Addr(), topic, group)
 	committed, err := adminFor(t, b.Addr()).FetchOffsets(testContext(t, 10*time.Second), group)
 	if err != nil {
@@ -146,7 +146,7 @@ func TestKafkaJSTransactionOffsets(t *testing.T) {
 func TestKafkaJSTransactionFencing(t *testing.T) {
 	node, script := kafkajsTxnScript(t)
 	const topic = "compat-kafkajs-fence"
-	b := weirtest.Start(t, weirtest.WithTestLog(), weirtest.WithTopic(topic, 1))
+	b := weirtest.Start(t, weirtest.TestLog(), weirtest.Topic(topic, 1))
 	out := runToolRaw(t, nil, node, script, "fence", b.Addr(), topic)
 	var res struct {
 		Fenced string `json:"fenced"`

@@ -23,7 +23,7 @@ func TestSaramaTransactions(t *testing.T) {
 		partitions = 3
 		per        = 4
 	)
-	b := weirtest.Start(t, weirtest.WithTestLog(), weirtest.WithTopic(topic, partitions))
+	b := weirtest.Start(t, weirtest.TestLog(), weirtest.Topic(topic, partitions))
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.ClientID = "weir-compat-sarama-txn"
@@ -144,7 +144,7 @@ func TestSaramaTransactionFencing(t *testing.T) {
 		topic = "compat-sarama-fence"
 		txnID = "weir-compat-sarama-fence"
 	)
-	b := weirtest.Start(t, weirtest.WithTestLog(), weirtest.WithTopic(topic, 1))
+	b := weirtest.Start(t, weirtest.TestLog(), weirtest.Topic(topic, 1))
 	newProducer := func() sarama.SyncProducer {
 		cfg := sarama.NewConfig()
 		cfg.Version = sarama.V3_6_0_0

@@ -17,7 +17,7 @@ import (
 func TestConfluentKafkaPythonTransactions(t *testing.T) {
 	requirePythonModule(t, "confluent_kafka")
 	const topic = "compat-confluent-txn"
-	b := weirtest.Start(t, weirtest.WithTestLog(), weirtest.WithTopic(topic, 3))
+	b := weirtest.Start(t, weirtest.TestLog(), weirtest.Topic(topic, 3))
 	path, err := filepath.Abs(filepath.Join("py", "txn_confluent.py"))
 	if err != nil {
 		t.Fatal(err)

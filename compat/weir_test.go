@@ -10,5 +10,5 @@ import (
 // on a random port, with its logs in the test output on failure.
 func startWeir(t *testing.T) *weirtest.Broker {
 	t.Helper()
-	return weirtest.Start(t, weirtest.WithTestLog())
+	return weirtest.Start(t, weirtest.TestLog())
 }

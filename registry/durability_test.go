@@ -57,7 +57,7 @@ func checkPopulated(t *testing.T, cl *sr.Client) {
 }
 
 func TestStateSurvivesBrokerCrash(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithMemStorage())
+	b := weirtest.Start(t, weirtest.MemStorage())
 	tr := startRegistryOn(t, b, Config{})
 	populate(t, tr.client)
 	b.CrashRestart()
@@ -67,7 +67,7 @@ func TestStateSurvivesBrokerCrash(t *testing.T) {
 }
 
 func TestRunningRegistrySurvivesBrokerCrash(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithMemStorage())
+	b := weirtest.Start(t, weirtest.MemStorage())
 	tr := startRegistryOn(t, b, Config{})
 	populate(t, tr.client)
 	b.CrashRestart()

@@ -25,7 +25,7 @@ type testRegistry struct {
 	client *sr.Client
 }
 
-func startRegistry(t testing.TB, opts ...weirtest.Option) *testRegistry {
+func startRegistry(t testing.TB, opts ...weirtest.Opt) *testRegistry {
 	t.Helper()
 	b := weirtest.Start(t, opts...)
 	return startRegistryOn(t, b, Config{})

@@ -40,7 +40,7 @@ const commitTimeout = 30 * time.Second
 // idempotent producer). A crash after an acknowledgement and before the
 // commit replays the uncommitted input, so outputs may hold duplicates and
 // counts may exceed the true counts; nothing is lost. With
-// WithGuarantee(ExactlyOnce) the outputs, changelog writes and input offsets
+// Delivery(ExactlyOnce) the outputs, changelog writes and input offsets
 // of each commit interval are one Kafka transaction instead, and stores and
 // read_committed readers see each record's effects exactly once (see
 // ExactlyOnce).

@@ -28,7 +28,7 @@ func exactlyOnceKillRun(t *testing.T, kind brokerKind) {
 	const keys = 20
 	truth := map[string]int64{}
 	dir := t.TempDir()
-	opts := []Opt{testLogger(t), WithGuarantee(ExactlyOnce), StateDir(dir), CommitInterval(30 * time.Millisecond),
+	opts := []Opt{testLogger(t), Delivery(ExactlyOnce), StateDir(dir), CommitInterval(30 * time.Millisecond),
 		MaxPollRecords(25), Workers(2)}
 
 	app1 := b.run("exact", countTopology, opts...)
@@ -46,7 +46,7 @@ func exactlyOnceKillRun(t *testing.T, kind brokerKind) {
 	}
 	checkExact(t, recs, truth)
 
-	app3 := b.run("exact", countTopology, WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+	app3 := b.run("exact", countTopology, Delivery(ExactlyOnce), StateDir(t.TempDir()),
 		CommitInterval(30*time.Millisecond))
 	produceEvents(b, 1000, keys, keys, truth)
 	recs = b.waitForIso("counts", true, 60*time.Second, atLeast(t, truth))

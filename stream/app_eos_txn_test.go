@@ -28,8 +28,8 @@ func TestExactlyOnceTransactionSpansRounds(t *testing.T) {
 	truth := map[string]int64{}
 
 	frozen := newFakeClock() // Now never moves: only a rebalance, the size bound or a stop ends a transaction
-	a1 := b.run("spans", countTopology, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
-		WithClock(frozen), CommitInterval(50*time.Millisecond), MaxPollRecords(20), Workers(2))
+	a1 := b.run("spans", countTopology, testLogger(t), Delivery(ExactlyOnce), StateDir(t.TempDir()),
+		ProcessingClock(frozen), CommitInterval(50*time.Millisecond), MaxPollRecords(20), Workers(2))
 	produceEvents(b, 0, 200, keys, truth)
 	waitCounter(t, "records handled by the first instance", func() float64 { return counterValue(a1.a.metrics.recordsIn) }, 200)
 	if recs := b.readCommitted("counts"); len(recs) != 0 {
@@ -39,7 +39,7 @@ func TestExactlyOnceTransactionSpansRounds(t *testing.T) {
 		t.Fatalf("%v transactions committed before any was due", n)
 	}
 
-	a2 := b.run("spans", countTopology, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+	a2 := b.run("spans", countTopology, testLogger(t), Delivery(ExactlyOnce), StateDir(t.TempDir()),
 		CommitInterval(20*time.Millisecond), MaxPollRecords(20))
 	// The rebalance ends the open transaction with a commit: everything
 	// the first instance handled becomes visible, exactly once.
@@ -100,7 +100,7 @@ func lagZeroRun(t *testing.T, g Guarantee) {
 		in := From(bl, "events", String(), String())
 		byVal := KeyBy(in, func(r Record[string, string]) (string, error) { return r.Value, nil })
 		Count(GroupByKey(byVal, Codecs(String(), String())), StoreConfig{Name: "n", TTL: time.Hour}).ToStream().To("counts", String(), Int64())
-	}, testLogger(t), WithGuarantee(g), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond))
+	}, testLogger(t), Delivery(g), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond))
 
 	// A transactional upstream producer: each of its transactions ends
 	// with a commit marker in every partition it wrote.
@@ -261,8 +261,8 @@ func TestExactlyOnceTransactionSizeBound(t *testing.T) {
 	b.createTopic("counts", 2)
 	truth := map[string]int64{}
 	const bound, perPoll, n = 40, 20, 200
-	a := b.run("bound", countTopology, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
-		WithClock(newFakeClock()), CommitInterval(20*time.Millisecond), MaxPollRecords(perPoll),
+	a := b.run("bound", countTopology, testLogger(t), Delivery(ExactlyOnce), StateDir(t.TempDir()),
+		ProcessingClock(newFakeClock()), CommitInterval(20*time.Millisecond), MaxPollRecords(perPoll),
 		optFunc(func(c *config) { c.maxTxnRecords = bound }))
 	produceEvents(b, 0, n, 10, truth)
 	waitCounter(t, "records handled", func() float64 { return counterValue(a.a.metrics.recordsIn) }, n)

@@ -42,7 +42,7 @@ func poisonRun(t *testing.T, g Guarantee) {
 			}
 			return r.Value, nil
 		}, Named("validate")).To("valid", String(), JSON[order]())
-	}, WithGuarantee(g), StateDir(t.TempDir()), MaxAttempts(3), RetryBackoff(time.Millisecond, 4*time.Millisecond),
+	}, Delivery(g), StateDir(t.TempDir()), MaxAttempts(3), RetryBackoff(time.Millisecond, 4*time.Millisecond),
 		CommitInterval(20*time.Millisecond))
 
 	b.produce(
@@ -89,7 +89,7 @@ func poisonRun(t *testing.T, g Guarantee) {
 	// The poison records are committed past: a restart does not see them again.
 	a2 := b.run("shop", func(bl *Builder) {
 		From(bl, "orders", String(), JSON[order]()).To("valid", String(), JSON[order]())
-	}, WithGuarantee(g), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond))
+	}, Delivery(g), StateDir(t.TempDir()), CommitInterval(20*time.Millisecond))
 	b.produce(&kgo.Record{Topic: "orders", Key: []byte("f"), Value: []byte(`{"id":6}`)})
 	valid = b.waitForIso("valid", committed, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3 })
 	if err := a2.stop(); err != nil {

@@ -47,7 +47,7 @@ func propertyRun(t *testing.T, seed uint64, g Guarantee, extra ...Opt) {
 	sum, count := map[string]int64{}, map[string]int64{}
 	dir := t.TempDir()
 	opts := func() []Opt {
-		o := []Opt{testLogger(t), WithGuarantee(g), StateDir(dir), CommitInterval(time.Duration(5+rng.IntN(50)) * time.Millisecond),
+		o := []Opt{testLogger(t), Delivery(g), StateDir(dir), CommitInterval(time.Duration(5+rng.IntN(50)) * time.Millisecond),
 			MaxPollRecords(1 + rng.IntN(50)), Workers(1 + rng.IntN(3))}
 		return append(o, extra...)
 	}

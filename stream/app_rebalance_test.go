@@ -26,7 +26,7 @@ func rebalanceRun(t *testing.T, g Guarantee) {
 	const keys = 30
 	truth := map[string]int64{}
 	opts := func() []Opt {
-		return []Opt{testLogger(t), WithGuarantee(g), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), MaxPollRecords(20)}
+		return []Opt{testLogger(t), Delivery(g), StateDir(t.TempDir()), CommitInterval(20 * time.Millisecond), MaxPollRecords(20)}
 	}
 	owned := func(r *runningApp) int {
 		r.a.mu.Lock()

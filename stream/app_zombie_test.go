@@ -38,7 +38,7 @@ func TestExactlyOnceFencesZombie(t *testing.T) {
 	}
 	groupOpts := ClientOpts(kgo.RebalanceTimeout(time.Second), kgo.SessionTimeout(6*time.Second),
 		kgo.TransactionTimeout(2*time.Second))
-	a := b.run("zombie", stalling, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+	a := b.run("zombie", stalling, testLogger(t), Delivery(ExactlyOnce), StateDir(t.TempDir()),
 		MaxPollRecords(20), Workers(1), CommitInterval(10*time.Millisecond), groupOpts)
 	produceEvents(b, 0, 200, keys, truth)
 	select {
@@ -46,7 +46,7 @@ func TestExactlyOnceFencesZombie(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("instance A never stalled")
 	}
-	bApp := b.run("zombie", countTopology, testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+	bApp := b.run("zombie", countTopology, testLogger(t), Delivery(ExactlyOnce), StateDir(t.TempDir()),
 		CommitInterval(10*time.Millisecond), groupOpts)
 	recs := b.waitForIso("counts", true, 60*time.Second, atLeast(t, truth))
 	checkExact(t, recs, truth)

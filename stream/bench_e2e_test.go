@@ -178,7 +178,7 @@ func benchE2ERatio(b *testing.B, n, rounds int) {
 		for range rounds {
 			h := runHandLoopN(b, n)
 			a := runE2EAppN(b, n, buildKeyedCount)
-			e := runE2EAppN(b, n, buildKeyedCount, WithGuarantee(ExactlyOnce))
+			e := runE2EAppN(b, n, buildKeyedCount, Delivery(ExactlyOnce))
 			hand, alo, eos = append(hand, h), append(alo, a), append(eos, e)
 			rAlo = append(rAlo, a.rate()/h.rate())
 			rEos = append(rEos, e.rate()/h.rate())
@@ -274,7 +274,7 @@ func BenchmarkE2EKeyedCount(b *testing.B) { benchE2EApp(b, buildKeyedCount) }
 
 // BenchmarkE2EKeyedCountExactlyOnce is the keyed count under ExactlyOnce.
 func BenchmarkE2EKeyedCountExactlyOnce(b *testing.B) {
-	benchE2EApp(b, buildKeyedCount, WithGuarantee(ExactlyOnce))
+	benchE2EApp(b, buildKeyedCount, Delivery(ExactlyOnce))
 }
 
 // BenchmarkE2EStateless is the App running the hand loop's work (decode,

@@ -33,7 +33,7 @@ func benchEOSRun(b *testing.B, txnPerRound bool) (eventsPerSec, txnPerSec float6
 	in := From(bl, "in", String(), JSON[benchEvent]())
 	Count(GroupByKey(in, Codecs(String(), JSON[benchEvent]())), StoreConfig{Name: "c", TTL: time.Hour}).
 		ToStream().To("out", String(), Int64())
-	a, err := NewApp("bench", bl, Brokers(tb.seeds...), StateDir(b.TempDir()), WithGuarantee(ExactlyOnce),
+	a, err := NewApp("bench", bl, Brokers(tb.seeds...), StateDir(b.TempDir()), Delivery(ExactlyOnce),
 		optFunc(func(c *config) { c.txnPerRound = txnPerRound }))
 	if err != nil {
 		b.Fatal(err)

@@ -65,7 +65,7 @@ func TestExactlyOnceCrashReplaysTailOverNewerStore(t *testing.T) {
 	const keys = 20
 	truth := map[string]int64{}
 	dir := t.TempDir()
-	opts := []Opt{testLogger(t), WithGuarantee(ExactlyOnce), StateDir(dir), CommitInterval(20 * time.Millisecond),
+	opts := []Opt{testLogger(t), Delivery(ExactlyOnce), StateDir(dir), CommitInterval(20 * time.Millisecond),
 		MaxPollRecords(25), StoreCache(0)}
 
 	app1 := b.run("ahead", countTopology, append(opts, optFunc(func(c *config) { c.checkpointInterval = time.Hour }))...)
@@ -195,7 +195,7 @@ func TestQuerySeesCommitsBetweenCheckpoints(t *testing.T) {
 			b.createTopic("events", 2)
 			b.createTopic("counts", 2)
 			const keys = 10
-			r := b.run("fresh", countTopology, testLogger(t), StateDir(t.TempDir()), WithGuarantee(g),
+			r := b.run("fresh", countTopology, testLogger(t), StateDir(t.TempDir()), Delivery(g),
 				CommitInterval(20*time.Millisecond), optFunc(func(c *config) { c.checkpointInterval = time.Hour }))
 			truth := map[string]int64{}
 			produceEvents(b, 0, 200, keys, truth)
@@ -271,7 +271,7 @@ func TestIdleAppLookupsAnswerAtOnce(t *testing.T) {
 			b := startBrokerFor(t, g)
 			b.createTopic("events", 3)
 			b.createTopic("counts", 3)
-			r := b.run("idle", countTopology, testLogger(t), StateDir(t.TempDir()), WithGuarantee(g),
+			r := b.run("idle", countTopology, testLogger(t), StateDir(t.TempDir()), Delivery(g),
 				CommitInterval(20*time.Millisecond), optFunc(func(c *config) { c.checkpointInterval = time.Hour }))
 			truth := map[string]int64{}
 			produceEvents(b, 0, 300, 12, truth)

@@ -27,7 +27,7 @@ import (
 // a table's topic first, then by topic name), as an App orders a round.
 //
 // Retry backoff sleeps advance the processing clock instead of waiting (see
-// WithClock to supply another clock). A Driver is not safe for concurrent
+// ProcessingClock to supply another clock). A Driver is not safe for concurrent
 // use.
 type Driver struct {
 	a      *App
@@ -44,7 +44,7 @@ type Driver struct {
 func NewDriver(appID string, b *Builder, partitions map[string]int32, opts ...Opt) (*Driver, error) {
 	d := &Driver{parts: map[string]int32{}, queues: map[topicPartition][]*kgo.Record{},
 		next: map[topicPartition]int64{}, log: map[string][]*kgo.Record{}, tasks: map[taskID]*task{}}
-	base := []Opt{Brokers("driver.invalid:0"), WithClock(&instantClock{now: time.Unix(0, 0).UTC()})}
+	base := []Opt{Brokers("driver.invalid:0"), ProcessingClock(&instantClock{now: time.Unix(0, 0).UTC()})}
 	// The driver's log replaces the cluster; it keeps every record.
 	logged := optFunc(func(c *config) { c.seams.producer = d.produce })
 	a, err := NewApp(appID, b, slices.Concat(base, opts, []Opt{logged})...)

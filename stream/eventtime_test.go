@@ -90,7 +90,7 @@ func TestTaskWatermarkMinOverInputs(t *testing.T) {
 
 func TestTaskWatermarkIdleInput(t *testing.T) {
 	clk := &manualClock{now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
-	d := newMergeDriver(t, Watermarks(0, 5*time.Second), WithClock(clk))
+	d := newMergeDriver(t, Watermarks(0, 5*time.Second), ProcessingClock(clk))
 	pipeAt(t, d, "a", 1000)
 	if got := taskWatermark(t, d); got != math.MinInt64 {
 		t.Fatalf("b silent for 0s: watermark %d, want none", got)

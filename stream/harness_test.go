@@ -62,7 +62,7 @@ func newHarness(t *testing.T, b *Builder, opts ...Opt) *harness {
 		promise(r, nil)
 	}, false)
 	// opts last: a test's own withProducer replaces the capture.
-	base := []Opt{Brokers("127.0.0.1:1"), StateDir(t.TempDir()), WithClock(clk), capture}
+	base := []Opt{Brokers("127.0.0.1:1"), StateDir(t.TempDir()), ProcessingClock(clk), capture}
 	a, err := NewApp("app", b, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func runKillChild() int {
 	countTopology(bl)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	a, err := NewApp("crashy", bl, Brokers(os.Getenv(killChildBrokerEnv)), StateDir(os.Getenv(killChildDirEnv)),
-		WithGuarantee(g), Logger(logger))
+		Delivery(g), Logger(logger))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

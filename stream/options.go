@@ -267,8 +267,11 @@ func Logger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.logger = l 
 // none (metrics are kept but not registered).
 func Registerer(r prometheus.Registerer) Opt { return optFunc(func(c *config) { c.registerer = r }) }
 
-// WithClock sets the processing-time clock. Default: the system clock.
-func WithClock(clk Clock) Opt { return optFunc(func(c *config) { c.clock = clk }) }
+// ProcessingClock sets the processing-time clock. Default: the system clock.
+func ProcessingClock(clk Clock) Opt { return optFunc(func(c *config) { c.clock = clk }) }
+
+// WithClock is ProcessingClock, its former name (kept for existing code).
+func WithClock(clk Clock) Opt { return ProcessingClock(clk) }
 
 // GroupInstanceID sets the App's group.instance.id: its identity as a static
 // member of the consumer group (KIP-345). Default: "<app id>-<instance id>",
@@ -290,6 +293,9 @@ func GroupInstanceID(id string) Opt {
 	return optFunc(func(c *config) { c.groupInstanceID, c.groupInstanceIDSet = id, true })
 }
 
-// WithGuarantee sets the delivery guarantee. Default: AtLeastOnce. See
+// Delivery sets the delivery guarantee. Default: AtLeastOnce. See
 // ExactlyOnce for what it costs and requires.
-func WithGuarantee(g Guarantee) Opt { return optFunc(func(c *config) { c.guarantee = g }) }
+func Delivery(g Guarantee) Opt { return optFunc(func(c *config) { c.guarantee = g }) }
+
+// WithGuarantee is Delivery, its former name (kept for existing code).
+func WithGuarantee(g Guarantee) Opt { return Delivery(g) }

@@ -144,7 +144,7 @@ func standbyTableTakeoverRun(t *testing.T, g Guarantee) {
 		})
 		killed := new(atomic.Bool)
 		var err error
-		a, err = NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), WithGuarantee(g), StateDir(t.TempDir()),
+		a, err = NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), Delivery(g), StateDir(t.TempDir()),
 			CommitInterval(20*time.Millisecond), StandbyReplicas(1), QueryServer("127.0.0.1:0"), onCheckpoint,
 			withKillSwitch(killed))
 		if err != nil {

@@ -58,7 +58,7 @@ func newTableRigOn(t testing.TB, b *testBroker, dir string, g Guarantee) *tableR
 		}
 	})
 	a, err := NewApp("tbl", bl, Brokers(b.seeds...), StateDir(dir), CommitInterval(20*time.Millisecond),
-		WithGuarantee(g), onCheckpoint)
+		Delivery(g), onCheckpoint)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,7 +238,7 @@ func TestStandbyTakeoverExactlyOnce(t *testing.T) {
 	b.createTopic("events", parts)
 	b.createTopic("counts", parts)
 	opts := func() []Opt {
-		return []Opt{testLogger(t), WithGuarantee(ExactlyOnce), StateDir(t.TempDir()),
+		return []Opt{testLogger(t), Delivery(ExactlyOnce), StateDir(t.TempDir()),
 			CommitInterval(20 * time.Millisecond), StandbyReplicas(1), QueryServer("127.0.0.1:0")}
 	}
 	a1 := b.run("sb", countTopology, opts()...)

@@ -134,7 +134,7 @@ func tableRestartRun(t *testing.T, g Guarantee) {
 	b.createTopic("enriched", parts)
 	dir := t.TempDir()
 	opts := func(dir string) []Opt {
-		return []Opt{testLogger(t), WithGuarantee(g), StateDir(dir), CommitInterval(20 * time.Millisecond)}
+		return []Opt{testLogger(t), Delivery(g), StateDir(dir), CommitInterval(20 * time.Millisecond)}
 	}
 	want := map[string]string{}
 
@@ -216,7 +216,7 @@ func joinTwoInstancesRun(t *testing.T, g Guarantee) {
 			tables = append(tables, o)
 			mu.Unlock()
 		})
-		a, err := NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), WithGuarantee(g), StateDir(t.TempDir()),
+		a, err := NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), Delivery(g), StateDir(t.TempDir()),
 			CommitInterval(20*time.Millisecond), MaxPollRecords(10), owners)
 		if err != nil {
 			t.Fatal(err)

@@ -294,10 +294,11 @@ func headersOf(kr *kgo.Record) []Header {
 	return hs
 }
 
-// Map transforms each record's value. The key is unchanged, so no
-// repartition is needed downstream.
-func Map[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error), opts ...OpOpt) Stream[K, V2] {
-	return attach(s, "map", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
+// MapValues transforms each record's value (Kafka Streams' mapValues). The
+// key is unchanged, so no repartition is needed downstream; to change the
+// key, use KeyBy (selectKey).
+func MapValues[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error), opts ...OpOpt) Stream[K, V2] {
+	return attach(s, "map-values", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
 			v, err := fn(r)
 			if err != nil {
@@ -309,10 +310,20 @@ func Map[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error), opts .
 	}, opts...)
 }
 
-// FlatMap turns each record into zero or more records with the same key,
-// timestamp, headers and origin.
+// Map is MapValues, its former name (kept for existing code).
+func Map[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error), opts ...OpOpt) Stream[K, V2] {
+	return MapValues(s, fn, opts...)
+}
+
+// FlatMap is FlatMapValues, its former name (kept for existing code).
 func FlatMap[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error), opts ...OpOpt) Stream[K, V2] {
-	return attach(s, "flatmap", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
+	return FlatMapValues(s, fn, opts...)
+}
+
+// FlatMapValues turns each record into zero or more records with the same
+// key, timestamp, headers and origin (Kafka Streams' flatMapValues).
+func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error), opts ...OpOpt) Stream[K, V2] {
+	return attach(s, "flatmap-values", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
 			vs, err := fn(r)
 			if err != nil {

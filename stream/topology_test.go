@@ -377,7 +377,7 @@ func TestBuilderValidation(t *testing.T) {
 			t.Errorf("%s: NewApp accepted an invalid option", name)
 		}
 	}
-	if _, err := NewApp("app", b, Brokers("127.0.0.1:1"), WithGuarantee(Guarantee(9))); !errors.Is(err, ErrUnsupported) {
+	if _, err := NewApp("app", b, Brokers("127.0.0.1:1"), Delivery(Guarantee(9))); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("unknown guarantee: err = %v, want ErrUnsupported", err)
 	}
 	if _, err := NewApp("bad app", b, Brokers("127.0.0.1:1")); err == nil {

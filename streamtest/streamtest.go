@@ -27,8 +27,8 @@ import (
 	"github.com/weirhq/weir/stream"
 )
 
-// Option configures New.
-type Option interface{ apply(*options) }
+// Opt configures New.
+type Opt interface{ apply(*options) }
 
 type options struct {
 	partitions map[string]int32
@@ -41,12 +41,12 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 // Partitions sets a topic's partition count (default 1). Repartition and
 // changelog topics derive theirs from their inputs, as in an App.
-func Partitions(topic string, n int32) Option {
+func Partitions(topic string, n int32) Opt {
 	return optionFunc(func(o *options) { o.partitions[topic] = n })
 }
 
-// AppOpts passes App options (MaxAttempts, RetryBackoff, WithClock, ...).
-func AppOpts(opts ...stream.Opt) Option {
+// AppOpts passes App options (MaxAttempts, RetryBackoff, ProcessingClock, ...).
+func AppOpts(opts ...stream.Opt) Opt {
 	return optionFunc(func(o *options) { o.appOpts = append(o.appOpts, opts...) })
 }
 
@@ -58,7 +58,7 @@ type Driver struct {
 }
 
 // New builds a driver for b, failing t if the topology is invalid.
-func New(t testing.TB, appID string, b *stream.Builder, opts ...Option) *Driver {
+func New(t testing.TB, appID string, b *stream.Builder, opts ...Opt) *Driver {
 	t.Helper()
 	o := options{partitions: map[string]int32{}}
 	for _, opt := range opts {
@@ -188,3 +188,8 @@ func Latest[K comparable, V any](o *Output[K, V]) map[K]V {
 	}
 	return m
 }
+
+// Option is the former name of Opt.
+//
+// Deprecated: use Opt.
+type Option = Opt

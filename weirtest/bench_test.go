@@ -36,17 +36,17 @@ func BenchmarkStartStop(b *testing.B) {
 func BenchmarkStartWithTopicStop(b *testing.B) {
 	for b.Loop() {
 		s := &scopedTB{TB: b}
-		Start(s, WithTopic("t", 3))
+		Start(s, Topic("t", 3))
 		s.done()
 	}
 }
 
-// BenchmarkStartStopMem is BenchmarkStartStop with WithMemStorage (no disk
+// BenchmarkStartStopMem is BenchmarkStartStop with MemStorage (no disk
 // I/O, plus the relay).
 func BenchmarkStartStopMem(b *testing.B) {
 	for b.Loop() {
 		s := &scopedTB{TB: b}
-		Start(s, WithMemStorage())
+		Start(s, MemStorage())
 		s.done()
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/weirhq/weir/vfs"
 )
 
-// WithMemStorage keeps the broker's data in memory (vfs.NewCrashableMem)
+// MemStorage keeps the broker's data in memory (vfs.NewCrashableMem)
 // instead of a temporary directory: no disk I/O, and CrashRestart becomes
 // available. The memory file system tracks what was fsynced, so acks=all
 // still means "survives a crash" within the simulation. Restart keeps the
@@ -18,7 +18,7 @@ import (
 // Clients reach the broker through an in-process TCP relay so that
 // CrashRestart can cut every connection at the instant of the simulated
 // power loss; Addr is the relay's address.
-func WithMemStorage() Option {
+func MemStorage() Opt {
 	return optionFunc(func(o *options) { o.mem = true })
 }
 
@@ -30,11 +30,11 @@ func WithMemStorage() Option {
 // address. Every produce acknowledged with acks=all before the cut
 // survives; anything else may be lost. Clients reconnect by themselves.
 //
-// It requires WithMemStorage and fails the test otherwise.
+// It requires MemStorage and fails the test otherwise.
 func (b *Broker) CrashRestart() {
 	b.t.Helper()
 	if b.mem == nil {
-		b.t.Fatalf("weirtest: CrashRestart needs the WithMemStorage option")
+		b.t.Fatalf("weirtest: CrashRestart needs the MemStorage option")
 	}
 	// Order matters: cut first, so that no acknowledgement written after
 	// the crash instant reaches a client; then take the durable state;
@@ -53,7 +53,7 @@ func (b *Broker) CrashRestart() {
 }
 
 // MemFS is the in-memory file system holding the broker's data with
-// WithMemStorage (nil otherwise); after CrashRestart, the recovered one.
+// MemStorage (nil otherwise); after CrashRestart, the recovered one.
 func (b *Broker) MemFS() *vfs.MemFS {
 	b.mu.Lock()
 	defer b.mu.Unlock()

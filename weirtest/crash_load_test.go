@@ -21,7 +21,7 @@ import (
 // broker deduplicates by producer ID and sequence, this test must assert
 // that no record is stored twice.
 func TestCrashDuringProduce(t *testing.T) {
-	b := Start(t, WithMemStorage(), WithTopic("t", 3))
+	b := Start(t, MemStorage(), Topic("t", 3))
 	cl := b.Client(kgo.RecordRetries(100), kgo.RetryTimeout(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 )
 
 func TestMemStorageProduceConsumeRestart(t *testing.T) {
-	b := Start(t, WithMemStorage(), WithTopic("t", 3))
+	b := Start(t, MemStorage(), Topic("t", 3))
 	cl := b.Client()
 	produce(t, cl, "t", 30)
 	addr := b.Addr()
@@ -25,14 +25,14 @@ func TestMemStorageProduceConsumeRestart(t *testing.T) {
 		t.Fatalf("after restart: %d keys, want 30", len(got))
 	}
 	if b.MemFS() == nil {
-		t.Fatal("MemFS is nil with WithMemStorage")
+		t.Fatal("MemFS is nil with MemStorage")
 	}
 }
 
 // Every record acknowledged with acks=all before the crash survives it;
 // the client made before the crash reconnects and keeps producing.
 func TestCrashRestartKeepsAcknowledged(t *testing.T) {
-	b := Start(t, WithMemStorage(), WithTopic("t", 2))
+	b := Start(t, MemStorage(), Topic("t", 2))
 	cl := b.Client()
 	produce(t, cl, "t", 25)
 	b.CrashRestart()
@@ -51,7 +51,7 @@ func TestCrashRestartKeepsAcknowledged(t *testing.T) {
 // crash before the next fsync loses the records. This is what CrashRestart
 // must show, or it would not be simulating anything.
 func TestCrashRestartLosesUnsynced(t *testing.T) {
-	b := Start(t, WithMemStorage(), WithTopic("t", 1), WithBrokerConfig(func(c *broker.Config) {
+	b := Start(t, MemStorage(), Topic("t", 1), BrokerConfig(func(c *broker.Config) {
 		c.Sync = wlog.SyncInterval
 		c.SyncInterval = time.Hour
 	}))
@@ -91,7 +91,7 @@ func TestCrashRestartNeedsMemStorage(t *testing.T) {
 	}()
 	<-done
 	if ftb.msg == "" {
-		t.Fatal("CrashRestart without WithMemStorage did not fail the test")
+		t.Fatal("CrashRestart without MemStorage did not fail the test")
 	}
 	b.t = t
 }
@@ -99,7 +99,7 @@ func TestCrashRestartNeedsMemStorage(t *testing.T) {
 // Many crashes in a row while a producer keeps going: after each, every
 // acknowledged record is there.
 func TestRepeatedCrashes(t *testing.T) {
-	b := Start(t, WithMemStorage(), WithTopic("t", 3))
+	b := Start(t, MemStorage(), Topic("t", 3))
 	cl := b.Client()
 	total := 0
 	for round := 0; round < 5; round++ {

@@ -14,7 +14,7 @@ import (
 // with acks=all, consume it back. Any other Kafka client works the same
 // way: give it b.Addr() as its bootstrap server.
 func TestExample(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithTopic("orders", 3))
+	b := weirtest.Start(t, weirtest.Topic("orders", 3))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -50,7 +50,7 @@ func TestExample(t *testing.T) {
 // in-memory storage, CrashRestart keeps exactly what was fsynced (every
 // acks=all write) and cuts every connection; clients reconnect.
 func TestExampleCrashRestart(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithMemStorage(), weirtest.WithTopic("payments", 1))
+	b := weirtest.Start(t, weirtest.MemStorage(), weirtest.Topic("payments", 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

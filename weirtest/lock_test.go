@@ -13,13 +13,13 @@ import (
 // holder named, and Restart (which stops before it starts) still works.
 func TestDataDirInUse(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	first := Start(t, WithDataDir(dir), WithTopic("t", 1))
+	first := Start(t, DataDir(dir), Topic("t", 1))
 
 	ftb := &fatalTB{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Start(ftb, WithDataDir(dir))
+		Start(ftb, DataDir(dir))
 	}()
 	<-done
 	for _, want := range []string{"in use", fmt.Sprintf("pid=%d", os.Getpid()), "kafka=" + first.Broker().Addr()} {

@@ -9,13 +9,13 @@
 // after fsync.
 //
 //	func TestOrders(t *testing.T) {
-//		b := weirtest.Start(t, weirtest.WithTopic("orders", 3))
+//		b := weirtest.Start(t, weirtest.Topic("orders", 3))
 //		cl := b.Client() // a franz-go client, closed at cleanup
 //		// ... or point any client at b.Addr()
 //	}
 //
 // Restart stops the broker cleanly and starts it again on the same address
-// and data. With WithMemStorage the data lives in an in-memory file system
+// and data. With MemStorage the data lives in an in-memory file system
 // that knows what was fsynced (start and stop take well under a
 // millisecond), and CrashRestart simulates a power loss: connections are
 // cut, and the broker recovers from exactly the fsynced state.
@@ -40,8 +40,8 @@ import (
 	"github.com/weirhq/weir/vfs"
 )
 
-// Option configures Start. Options are applied in order.
-type Option interface{ apply(*options) }
+// Opt configures Start. Options are applied in order.
+type Opt interface{ apply(*options) }
 
 type topicSpec struct {
 	name       string
@@ -63,11 +63,11 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithTopic creates topic with the given number of partitions (and
+// Topic creates topic with the given number of partitions (and
 // optional "key", "value" config pairs, e.g. "retention.ms", "60000")
 // before Start returns. Start fails the test if the topic cannot be
 // created.
-func WithTopic(name string, partitions int32, configPairs ...string) Option {
+func Topic(name string, partitions int32, configPairs ...string) Opt {
 	return optionFunc(func(o *options) {
 		spec := topicSpec{name: name, partitions: partitions, configs: map[string]*string{}}
 		for i := 0; i+1 < len(configPairs); i += 2 {
@@ -81,53 +81,53 @@ func WithTopic(name string, partitions int32, configPairs ...string) Option {
 	})
 }
 
-// WithAutoCreateTopics makes the broker create unknown topics on first use
-// (auto.create.topics.enable), with WithDefaultPartitions partitions.
+// AutoCreateTopics makes the broker create unknown topics on first use
+// (auto.create.topics.enable), with DefaultPartitions partitions.
 // Default: off, as on weir serve.
-func WithAutoCreateTopics() Option {
+func AutoCreateTopics() Opt {
 	return optionFunc(func(o *options) {
 		o.configure = append(o.configure, func(c *broker.Config) { c.AutoCreateTopics = true })
 	})
 }
 
-// WithDefaultPartitions sets num.partitions, used for auto-created topics
+// DefaultPartitions sets num.partitions, used for auto-created topics
 // and CreateTopics requests without a partition count. Default 1.
-func WithDefaultPartitions(n int32) Option {
+func DefaultPartitions(n int32) Opt {
 	return optionFunc(func(o *options) {
 		o.configure = append(o.configure, func(c *broker.Config) { c.DefaultPartitions = n })
 	})
 }
 
-// WithDataDir keeps the broker's data in dir instead of a fresh
+// DataDir keeps the broker's data in dir instead of a fresh
 // t.TempDir(): start a second broker on the same dir (after the first is
 // closed) to test recovery. The directory is not removed at cleanup.
-func WithDataDir(dir string) Option {
+func DataDir(dir string) Opt {
 	return optionFunc(func(o *options) { o.dataDir = dir })
 }
 
-// WithLogger sends the broker's logs to l. Default: discarded.
-func WithLogger(l *slog.Logger) Option {
+// Logger sends the broker's logs to l. Default: discarded.
+func Logger(l *slog.Logger) Opt {
 	return optionFunc(func(o *options) { o.logger = l })
 }
 
-// WithTestLog sends the broker's logs (info and above) to t.Log, so they
+// TestLog sends the broker's logs (info and above) to t.Log, so they
 // show for failed tests and with go test -v.
-func WithTestLog() Option {
+func TestLog() Opt {
 	return optionFunc(func(o *options) { o.testLog = true })
 }
 
-// WithClientOpts adds options to every client returned by Client and
+// ClientOpts adds options to every client returned by Client and
 // Admin (before the options passed to Client itself).
-func WithClientOpts(opts ...kgo.Opt) Option {
+func ClientOpts(opts ...kgo.Opt) Opt {
 	return optionFunc(func(o *options) { o.clientOpts = append(o.clientOpts, opts...) })
 }
 
-// WithBrokerConfig edits the broker configuration before start: the
+// BrokerConfig edits the broker configuration before start: the
 // escape hatch for every broker.Config field without a dedicated option.
 // DataDir, KafkaAddr, Logger, Registerer and GroupInitialRebalanceDelay
 // (none, where Kafka waits 3 s) are set by weirtest first and may be
 // overridden here.
-func WithBrokerConfig(fn func(*broker.Config)) Option {
+func BrokerConfig(fn func(*broker.Config)) Opt {
 	return optionFunc(func(o *options) { o.configure = append(o.configure, fn) })
 }
 
@@ -142,9 +142,9 @@ type Broker struct {
 	addr    string
 	cfg     broker.Config
 	clients []*kgo.Client
-	tlog    *testWriter // nil unless WithTestLog
-	mem     *vfs.MemFS  // WithMemStorage: the broker's storage
-	relay   *relay      // WithMemStorage: what clients connect to
+	tlog    *testWriter // nil unless TestLog
+	mem     *vfs.MemFS  // MemStorage: the broker's storage
+	relay   *relay      // MemStorage: what clients connect to
 }
 
 // Start starts a broker on 127.0.0.1 (random port) with its data in a
@@ -152,7 +152,7 @@ type Broker struct {
 // from Client/Admin are closed first, then the broker, and a shutdown
 // error fails the test. Start fails the test (t.Fatal) when the broker
 // cannot start.
-func Start(t testing.TB, opts ...Option) *Broker {
+func Start(t testing.TB, opts ...Opt) *Broker {
 	t.Helper()
 	var o options
 	for _, opt := range opts {
@@ -291,7 +291,7 @@ func (b *Broker) Addr() string {
 }
 
 // DataDir is the directory holding the broker's data (inside the
-// in-memory file system with WithMemStorage).
+// in-memory file system with MemStorage).
 func (b *Broker) DataDir() string { return b.cfg.DataDir }
 
 // Registry is the Prometheus registry the broker's metrics are registered
@@ -307,7 +307,7 @@ func (b *Broker) Broker() *broker.Broker {
 }
 
 // Client returns a franz-go client bootstrapped to the broker, closed at
-// cleanup. opts are added after the WithClientOpts options, e.g.
+// cleanup. opts are added after the ClientOpts options, e.g.
 // kgo.ConsumeTopics("orders") or kgo.ConsumerGroup("g").
 func (b *Broker) Client(opts ...kgo.Opt) *kgo.Client {
 	b.t.Helper()
@@ -334,7 +334,7 @@ func (b *Broker) Admin() *kadm.Client {
 func (b *Broker) CreateTopic(name string, partitions int32, configPairs ...string) {
 	b.t.Helper()
 	var o options
-	WithTopic(name, partitions, configPairs...).apply(&o)
+	Topic(name, partitions, configPairs...).apply(&o)
 	b.createTopics(o.topics)
 }
 
@@ -392,3 +392,23 @@ func (b *Broker) Restart() {
 	}
 	b.t.Fatalf("weirtest: restart: start on %s: %v", b.cfg.KafkaAddr, err)
 }
+
+// Deprecated names, kept for code written before the options dropped their
+// "With" prefix (the stream package's convention: an option is named for
+// what it sets).
+var (
+	WithTopic             = Topic
+	WithAutoCreateTopics  = AutoCreateTopics
+	WithDefaultPartitions = DefaultPartitions
+	WithDataDir           = DataDir
+	WithLogger            = Logger
+	WithTestLog           = TestLog
+	WithClientOpts        = ClientOpts
+	WithBrokerConfig      = BrokerConfig
+	WithMemStorage        = MemStorage
+)
+
+// Option is the former name of Opt.
+//
+// Deprecated: use Opt.
+type Option = Opt

@@ -72,7 +72,7 @@ func TestStartIsLocalAndRandomPort(t *testing.T) {
 }
 
 func TestWithTopicAndConfigs(t *testing.T) {
-	b := Start(t, WithTopic("a", 4, "retention.ms", "60000"), WithTopic("b", 1))
+	b := Start(t, Topic("a", 4, "retention.ms", "60000"), Topic("b", 1))
 	adm := b.Admin()
 	td, err := adm.ListTopics(ctx(t), "a", "b")
 	if err != nil {
@@ -123,7 +123,7 @@ func TestAutoCreateOffByDefault(t *testing.T) {
 		t.Fatalf("produce to unknown topic without auto-create: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
 
-	b2 := Start(t, WithAutoCreateTopics(), WithDefaultPartitions(5))
+	b2 := Start(t, AutoCreateTopics(), DefaultPartitions(5))
 	// franz-go asks for auto-creation only when told to.
 	produce(t, b2.Client(kgo.AllowAutoTopicCreation()), "auto", 1)
 	td, err := b2.Admin().ListTopics(ctx(t), "auto")
@@ -136,7 +136,7 @@ func TestAutoCreateOffByDefault(t *testing.T) {
 }
 
 func TestRestartKeepsDataAndAddress(t *testing.T) {
-	b := Start(t, WithTopic("t", 2))
+	b := Start(t, Topic("t", 2))
 	cl := b.Client()
 	produce(t, cl, "t", 10)
 	addr := b.Addr()
@@ -157,21 +157,21 @@ func TestWithDataDirRecovery(t *testing.T) {
 		// A sub-test owns the first broker, so its cleanup (clean
 		// shutdown) runs before the second broker starts.
 		t.Run("first", func(t *testing.T) {
-			b := Start(t, WithDataDir(dir), WithTopic("t", 1))
+			b := Start(t, DataDir(dir), Topic("t", 1))
 			produce(t, b.Client(), "t", 5)
 		})
 	}()
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("data dir: %v", err)
 	}
-	b := Start(t, WithDataDir(dir))
+	b := Start(t, DataDir(dir))
 	if got := consumeAll(t, b, "t", 5); len(got) != 5 {
 		t.Fatalf("recovered %d records, want 5", len(got))
 	}
 }
 
 func TestMetricsRegistry(t *testing.T) {
-	b := Start(t, WithTopic("t", 1))
+	b := Start(t, Topic("t", 1))
 	produce(t, b.Client(), "t", 3)
 	mfs, err := b.Registry().Gather()
 	if err != nil {
@@ -203,16 +203,16 @@ func (f *fatalTB) Fatalf(format string, args ...any) {
 func (f *fatalTB) Helper() {}
 
 func TestStartFailuresFailTheTest(t *testing.T) {
-	for name, opts := range map[string]func(t *testing.T) []Option{
-		"bad topic name":  func(*testing.T) []Option { return []Option{WithTopic("bad/name", 1)} },
-		"zero partitions": func(*testing.T) []Option { return []Option{WithTopic("t", 0)} },
-		"port in use": func(t *testing.T) []Option {
+	for name, opts := range map[string]func(t *testing.T) []Opt{
+		"bad topic name":  func(*testing.T) []Opt { return []Opt{Topic("bad/name", 1)} },
+		"zero partitions": func(*testing.T) []Opt { return []Opt{Topic("t", 0)} },
+		"port in use": func(t *testing.T) []Opt {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { ln.Close() })
-			return []Option{WithBrokerConfig(func(c *broker.Config) { c.KafkaAddr = ln.Addr().String() })}
+			return []Opt{BrokerConfig(func(c *broker.Config) { c.KafkaAddr = ln.Addr().String() })}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -340,7 +340,7 @@ func TestCLIErrors(t *testing.T) {
 }
 
 func TestConsumeJSONBinaryAndNull(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithTopic("bin", 1))
+	b := weirtest.Start(t, weirtest.Topic("bin", 1))
 	recs := []*kgo.Record{
 		{Topic: "bin", Key: []byte{0xff, 0x00, 0xfe}, Value: []byte("text"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{0x80}}}},
 		{Topic: "bin", Key: nil, Value: nil},
@@ -436,7 +436,7 @@ func TestProduceBatchLimits(t *testing.T) {
 // consume -f json | produce --input json copies records with their keys
 // (text, binary, null), values (including null), headers and timestamps.
 func TestJSONRoundTrip(t *testing.T) {
-	b := weirtest.Start(t, weirtest.WithTopic("src", 2), weirtest.WithTopic("dst", 2))
+	b := weirtest.Start(t, weirtest.Topic("src", 2), weirtest.Topic("dst", 2))
 	ts := time.UnixMilli(1700000000123)
 	recs := []*kgo.Record{
 		{Topic: "src", Key: []byte("k1"), Value: []byte("v1"), Timestamp: ts, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}},

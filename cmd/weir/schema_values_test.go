@@ -17,7 +17,7 @@ import (
 // --registry prints each value decoded, with its schema id; and consume's
 // output still feeds produce --input json.
 func TestSchemaProduceConsume(t *testing.T) {
-	addr := weirtest.Start(t, weirtest.WithTopic("avro", 1), weirtest.WithTopic("json", 1), weirtest.WithTopic("proto", 1), weirtest.WithTopic("copy", 1)).Addr()
+	addr := weirtest.Start(t, weirtest.Topic("avro", 1), weirtest.Topic("json", 1), weirtest.Topic("proto", 1), weirtest.Topic("copy", 1)).Addr()
 	url := registrytest.Serve(t, addr)
 	b, r := "--brokers="+addr, "--registry="+url
 	dir := t.TempDir()

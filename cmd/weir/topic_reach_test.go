@@ -85,7 +85,7 @@ func TestTopicDescribeReach(t *testing.T) {
 // an admin address that does not answer, or answers for another broker's
 // topic of the same name, makes the progress "unknown" with the reason.
 func TestTopicDescribeCleanerProgress(t *testing.T) {
-	wb := weirtest.Start(t, weirtest.WithBrokerConfig(func(c *broker.Config) { c.CleanerInterval = 20 * time.Millisecond }))
+	wb := weirtest.Start(t, weirtest.BrokerConfig(func(c *broker.Config) { c.CleanerInterval = 20 * time.Millisecond }))
 	admin := httptest.NewServer(wb.Broker().AdminHandler())
 	defer admin.Close()
 	adminAddr := strings.TrimPrefix(admin.URL, "http://")
@@ -162,7 +162,7 @@ func TestTopicDescribeCleanerProgress(t *testing.T) {
 		t.Fatalf("dead admin address: %+v", p)
 	}
 	// Another broker with a topic of the same name: its ID differs.
-	other := weirtest.Start(t, weirtest.WithTopic("tbl", 1, "cleanup.policy", "compact"))
+	other := weirtest.Start(t, weirtest.Topic("tbl", 1, "cleanup.policy", "compact"))
 	otherAdmin := httptest.NewServer(other.Broker().AdminHandler())
 	defer otherAdmin.Close()
 	p = describe("--admin-addr", strings.TrimPrefix(otherAdmin.URL, "http://"))
@@ -180,7 +180,7 @@ func TestTopicDescribeCleanerProgress(t *testing.T) {
 // batch at the log start; the start timestamp is then its max timestamp,
 // never the horizon in the future.
 func TestTopicDescribeStampedMarkerAtLogStart(t *testing.T) {
-	wb := weirtest.Start(t, weirtest.WithBrokerConfig(func(c *broker.Config) { c.CleanerInterval = 20 * time.Millisecond }))
+	wb := weirtest.Start(t, weirtest.BrokerConfig(func(c *broker.Config) { c.CleanerInterval = 20 * time.Millisecond }))
 	b := "--brokers=" + wb.Addr()
 	mustCLI(t, "", "topic", "create", b, "tx", "-p", "1", "-c", "cleanup.policy=compact", "-c", "segment.bytes=1024",
 		"-c", "min.cleanable.dirty.ratio=0.01", "-c", "delete.retention.ms=86400000")

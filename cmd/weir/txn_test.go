@@ -44,7 +44,7 @@ func TestTxnListDescribe(t *testing.T) {
 		testTxnListDescribe(t, c.ListenAddrs()[0], "Empty") // kfake moves straight on to the next epoch
 	})
 	t.Run("weir", func(t *testing.T) {
-		testTxnListDescribe(t, weirtest.Start(t, weirtest.WithTopic("out", 2)).Addr(), "CompleteCommit") // as Kafka
+		testTxnListDescribe(t, weirtest.Start(t, weirtest.Topic("out", 2)).Addr(), "CompleteCommit") // as Kafka
 	})
 }
 

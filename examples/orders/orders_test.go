@@ -120,8 +120,8 @@ func TestOrdersOnWeir(t *testing.T) {
 func onWeir(t *testing.T, g stream.Guarantee) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	b := weirtest.Start(t, weirtest.WithTopic(OrdersTopic, 3), weirtest.WithTopic(CustomersTopic, 3, "cleanup.policy", "compact"),
-		weirtest.WithTopic(SpendTopic, 3), weirtest.WithTopic(PerCategoryTopic, 3))
+	b := weirtest.Start(t, weirtest.Topic(OrdersTopic, 3), weirtest.Topic(CustomersTopic, 3, "cleanup.policy", "compact"),
+		weirtest.Topic(SpendTopic, 3), weirtest.Topic(PerCategoryTopic, 3))
 	var recs []*kgo.Record
 	for id, c := range customers {
 		v, _ := stream.JSON[Customer]().Encode(c)
@@ -141,7 +141,7 @@ func onWeir(t *testing.T, g stream.Guarantee) {
 	builder := stream.NewBuilder()
 	Build(builder)
 	app, err := stream.NewApp(AppID, builder, stream.Brokers(b.Addr()), stream.StateDir(t.TempDir()),
-		stream.CommitInterval(50*time.Millisecond), stream.WithGuarantee(g), stream.Logger(slog.New(slog.DiscardHandler)))
+		stream.CommitInterval(50*time.Millisecond), stream.Delivery(g), stream.Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func endToEnd(t *testing.T, g stream.Guarantee) {
 	builder := stream.NewBuilder()
 	Build(builder, Config{})
 	app, err := stream.NewApp(AppID, builder, stream.Brokers(b.Addr()), stream.StateDir(t.TempDir()),
-		stream.CommitInterval(100*time.Millisecond), stream.Workers(2), stream.WithGuarantee(g),
+		stream.CommitInterval(100*time.Millisecond), stream.Workers(2), stream.Delivery(g),
 		stream.Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -185,14 +185,14 @@ func TestBrokerCrashExactlyOnce(t *testing.T) { brokerCrash(t, stream.ExactlyOnc
 func brokerCrash(t *testing.T, g stream.Guarantee) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	b := weirtest.Start(t, weirtest.WithMemStorage())
+	b := weirtest.Start(t, weirtest.MemStorage())
 	if err := CreateTopics(ctx, b.Admin(), 3); err != nil {
 		t.Fatal(err)
 	}
 	builder := stream.NewBuilder()
 	Build(builder, Config{})
 	app, err := stream.NewApp(AppID, builder, stream.Brokers(b.Addr()), stream.StateDir(t.TempDir()),
-		stream.CommitInterval(50*time.Millisecond), stream.MaxPollRecords(50), stream.WithGuarantee(g))
+		stream.CommitInterval(50*time.Millisecond), stream.MaxPollRecords(50), stream.Delivery(g))
 	if err != nil {
 		t.Fatal(err)
 	}
