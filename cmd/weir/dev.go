@@ -101,6 +101,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if ctx.Err() != nil {
 			return nil // interrupted while the broker recovered its data
 		}
+		if errors.Is(err, broker.ErrDataDirLocked) {
+			return fmt.Errorf("start broker: %w (another broker uses --data-dir %s)", err, dir)
+		}
 		return fmt.Errorf("start broker on %s: %w (another broker there? try --kafka-addr 127.0.0.1:0)", o.kafkaAddr, err)
 	}
 	defer func() {
