@@ -136,8 +136,8 @@ func (bt brokerTopics) LogStartOffset(topic string, partition int32) (int64, boo
 
 var _ group.TopicLister = brokerTopics{}
 
-// TopicNames lists every topic, sorted (KIP-848 regular-expression
-// subscriptions; the coordinator itself never matches "__" internal topics).
+// TopicNames lists every topic, internal ones included, sorted (KIP-848
+// regular-expression subscriptions).
 func (bt brokerTopics) TopicNames() []string {
 	ts := bt.b.topics.all()
 	names := make([]string, len(ts))

@@ -42,6 +42,11 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 			return AppendResult{}, err
 		}
 	}
+	if cfg.TimestampType == CreateTime {
+		if err := checkTimestampBounds(batches, vs, cfg, l.now().UnixMilli(), &l.codecs); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	res := AppendResult{LogAppendTime: -1, Batches: make([]BatchInfo, len(vs))}
 	// Timestamps: Kafka's rules, applied before the append lock (the CRC
 	// recomputation is CPU work).
@@ -187,6 +192,42 @@ func (l *Log) answerDuplicate(d *duplicate, durable bool) (AppendResult, error) 
 		}
 	}
 	return res, nil
+}
+
+// checkTimestampBounds applies message.timestamp.before/after.max.ms to the
+// validated batches vs of batches: every record timestamp other than -1 must
+// be within [now-before, now+after] (saturating). The batches' timestamp
+// ranges decide; the records are walked again only to name the first one
+// out of range.
+func checkTimestampBounds(batches []byte, vs []validated, cfg *Config, now int64, c *codecs) error {
+	// Both bounds are >= 0 (withDefaults).
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if now >= math.MinInt64+cfg.TimestampBeforeMaxMs {
+		lo = now - cfg.TimestampBeforeMaxMs
+	}
+	if now <= math.MaxInt64-cfg.TimestampAfterMaxMs {
+		hi = now + cfg.TimestampAfterMaxMs
+	}
+	pos, index := 0, int32(0)
+	for i := range vs {
+		b := batches[pos : pos+int(vs[i].hdr.Size())]
+		pos += len(b)
+		if vs[i].recordsMinTimestamp >= lo && vs[i].recordsMaxTimestamp <= hi {
+			index += vs[i].hdr.NumRecords
+			continue
+		}
+		te := &TimestampError{Index: index, Min: lo, Max: hi}
+		recordTimestamps(b, c, func(_, ts int64) bool {
+			if ts != -1 && (ts < lo || ts > hi) {
+				te.Timestamp = ts
+				return false
+			}
+			te.Index++
+			return true
+		})
+		return te
+	}
+	return nil
 }
 
 // splitAndValidate splits concatenated batches and validates each one.

@@ -31,9 +31,11 @@ func (h *batchHeader) checkFraming(avail int64) string {
 // validated is the outcome of validating one batch.
 type validated struct {
 	hdr batchHeader
-	// recordsMaxTimestamp is the largest record timestamp (uncompressed
-	// batches), or the header's maxTimestamp for compressed ones.
+	// recordsMaxTimestamp is the largest record timestamp (-1 if every
+	// record has none); recordsMinTimestamp the smallest one other than -1
+	// (math.MaxInt64 if none): what message.timestamp.*.max.ms check.
 	recordsMaxTimestamp int64
+	recordsMinTimestamp int64
 	// controlType and coordEpoch: the marker of a control batch (-1 else).
 	controlType int16
 	coordEpoch  int32
@@ -82,7 +84,7 @@ func validateBatch(b []byte, c *codecs) (validated, error) {
 	if h.FirstTimestamp < -1 || h.MaxTimestamp < -1 {
 		return validated{}, batchErr("timestamp below -1")
 	}
-	v := validated{hdr: h, recordsMaxTimestamp: h.MaxTimestamp, controlType: -1, coordEpoch: -1}
+	v := validated{hdr: h, recordsMaxTimestamp: h.MaxTimestamp, recordsMinTimestamp: math.MaxInt64, controlType: -1, coordEpoch: -1}
 	if h.Attributes&attrControl != 0 {
 		typ, ce, reason := parseControl(b)
 		if reason != "" {
@@ -97,53 +99,64 @@ func validateBatch(b []byte, c *codecs) (validated, error) {
 		if c == nil {
 			c = &codecs{}
 		}
-		maxTs, err := c.checkCompressedRecords(b, h)
+		ts, err := c.checkCompressedRecords(b, h)
 		if err != nil {
 			return validated{}, err
 		}
-		v.recordsMaxTimestamp = maxTs
+		v.recordsMinTimestamp, v.recordsMaxTimestamp = ts.min, ts.max
 		return v, nil
 	}
-	maxTs, err := checkRecords(b[batchHeaderSize:], h)
+	ts, err := checkRecords(b[batchHeaderSize:], h)
 	if err != nil {
 		return validated{}, err
 	}
-	v.recordsMaxTimestamp = maxTs
+	v.recordsMinTimestamp, v.recordsMaxTimestamp = ts.min, ts.max
 	return v, nil
 }
 
+// tsRange is the range of a batch's record timestamps: max is -1 and min
+// math.MaxInt64 when no record has one (all -1); min ignores -1.
+type tsRange struct{ min, max int64 }
+
+func newTsRange() tsRange { return tsRange{min: math.MaxInt64, max: -1} }
+
+func (r *tsRange) add(ts int64) {
+	r.max = max(r.max, ts)
+	if ts != -1 {
+		r.min = min(r.min, ts)
+	}
+}
+
 // checkRecords walks the uncompressed records of a batch and returns the
-// largest record timestamp.
-func checkRecords(b []byte, h batchHeader) (int64, error) {
-	maxTs := int64(-1)
+// range of their timestamps.
+func checkRecords(b []byte, h batchHeader) (tsRange, error) {
+	tr := newTsRange()
 	i := 0
 	for n := int32(0); n < h.NumRecords; n++ {
 		length, m := varint(b[i:])
 		if m <= 0 || length < 1 || length > int64(len(b)-i-m) {
-			return 0, batchErr("record %d: bad length", n)
+			return tsRange{}, batchErr("record %d: bad length", n)
 		}
 		i += m
 		rec := b[i : i+int(length)]
 		i += int(length)
 		tsDelta, offDelta, err := checkRecord(rec)
 		if err != nil {
-			return 0, batchErr("record %d: %s", n, err.reason)
+			return tsRange{}, batchErr("record %d: %s", n, err.reason)
 		}
 		if offDelta != int64(n) {
-			return 0, batchErr("record %d has offset delta %d", n, offDelta)
+			return tsRange{}, batchErr("record %d has offset delta %d", n, offDelta)
 		}
 		ts := h.FirstTimestamp + tsDelta
 		if (tsDelta > 0 && ts < h.FirstTimestamp) || (tsDelta < 0 && ts > h.FirstTimestamp) || ts < -1 {
-			return 0, batchErr("record %d: timestamp out of range", n)
+			return tsRange{}, batchErr("record %d: timestamp out of range", n)
 		}
-		if ts > maxTs {
-			maxTs = ts
-		}
+		tr.add(ts)
 	}
 	if i != len(b) {
-		return 0, batchErr("%d bytes after the last record", len(b)-i)
+		return tsRange{}, batchErr("%d bytes after the last record", len(b)-i)
 	}
-	return maxTs, nil
+	return tr, nil
 }
 
 type recordErr struct{ reason string }

@@ -35,13 +35,18 @@ import (
 const maxOffsetSpan = 16 * int64(time.Hour/time.Millisecond)
 
 // calendarLimit bounds the times handled on a wall clock; beyond it (year
-// ±200000, far outside any zone's rules) the zone's offset is that of the
-// limit.
+// ±140000, far outside any zone's rules) windows are laid with the fixed
+// offset the zone has at the limit.
 const calendarLimit = int64(1) << 52
 
 func (w TimeWindows) assignCalendar(dst []Window, ts, size, adv, off int64) []Window {
 	loc := w.Location
-	ts = max(min(ts, calendarLimit), -calendarLimit)
+	if ts > calendarLimit || ts < -calendarLimit {
+		// Far outside any zone's rules: a fixed offset, that of the limit.
+		// A wall-clock start off + k*adv is the instant off - o + k*adv.
+		o, _, _ := offsetMs(loc, max(min(ts, calendarLimit), -calendarLimit))
+		return assignPlain(dst, ts, size, adv, floorMod(off-floorMod(o, adv), adv))
+	}
 	// Fast path: inside one zone period [ps, pe) of offset o, far enough from
 	// its start, the clock is ts + o and first(x) is x - o (no earlier
 	// instant can have read x). Else walk the transitions.
@@ -51,7 +56,7 @@ func (w TimeWindows) assignCalendar(dst []Window, ts, size, adv, off int64) []Wi
 		c = clockAt(loc, ts)
 	}
 	first := func(x int64) int64 {
-		if x != math.MinInt64 && x != math.MaxInt64 && ps <= x-maxOffsetSpan && x-o < pe {
+		if ps <= x-maxOffsetSpan && x-o < pe {
 			return x - o
 		}
 		return firstAt(loc, x)
@@ -108,9 +113,6 @@ func clockAt(loc *time.Location, ms int64) int64 {
 // least x. Instants before x - maxOffsetSpan read less than x, so the walk
 // over the zone's periods starts there.
 func firstAt(loc *time.Location, x int64) int64 {
-	if x == math.MaxInt64 || x == math.MinInt64 {
-		return x // a cut window bound (assignPlain) stays cut
-	}
 	t := x - maxOffsetSpan
 	for {
 		o, start, end := offsetMs(loc, t)

@@ -70,6 +70,10 @@ type TimeWindows struct {
 	Location *time.Location
 }
 
+// MaxWindowsPerRecord bounds the hopping windows one record belongs to
+// (Size/Advance, rounded up): each is a store write per record.
+const MaxWindowsPerRecord = 1 << 12
+
 // Tumbling returns tumbling windows of size.
 func Tumbling(size time.Duration) TimeWindows { return TimeWindows{Size: size, Advance: size} }
 
@@ -93,6 +97,8 @@ func (w TimeWindows) Validate() error {
 		return fmt.Errorf("%w: advance %v is not a whole number of milliseconds in (0, size %v]", ErrConfig, adv, w.Size)
 	case !wholeMs(w.Offset):
 		return fmt.Errorf("%w: offset %v is not a whole number of milliseconds", ErrConfig, w.Offset)
+	case (w.Size+adv-1)/adv > MaxWindowsPerRecord:
+		return fmt.Errorf("%w: size %v / advance %v puts a record in more than %d windows", ErrConfig, w.Size, adv, MaxWindowsPerRecord)
 	}
 	return nil
 }

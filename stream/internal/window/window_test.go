@@ -50,6 +50,7 @@ func TestTimeWindowsValidate(t *testing.T) {
 		{Size: time.Second, Advance: -time.Millisecond},
 		{Size: time.Second, Advance: 1500 * time.Microsecond},
 		{Size: time.Second, Offset: time.Microsecond},
+		{Size: time.Hour, Advance: time.Millisecond},
 	} {
 		if err := w.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("Validate(%+v) = %v, want ErrConfig", w, err)
@@ -129,4 +130,41 @@ func TestSessionClosedNeverReopened(t *testing.T) {
 			t.Fatalf("record %d (not late at wm %d) joined closed session %v", ts, wm, sess)
 		}
 	}
+}
+
+// FuzzAssign: for any record time and configuration, every window returned
+// holds the record and the windows are in start order; calendar windows too.
+func FuzzAssign(f *testing.F) {
+	f.Add(int64(0), int64(10), int64(5), int64(0), false)
+	f.Add(int64(math.MaxInt64), int64(1), int64(1), int64(-7), true)
+	f.Add(int64(math.MinInt64), int64(86400000), int64(3600000), int64(0), true)
+	f.Add(int64(1792890000000), int64(3600000), int64(3600000), int64(0), true)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, ts, size, adv, off int64, calendar bool) {
+		size = 1 + floorMod(size, 1<<40)
+		adv = 1 + floorMod(adv, size)
+		off = floorMod(off, 1<<40) - 1<<39
+		w := TimeWindows{Size: time.Duration(size) * time.Millisecond, Advance: time.Duration(adv) * time.Millisecond, Offset: time.Duration(off) * time.Millisecond}
+		if calendar {
+			w.Location = berlin
+		}
+		if err := w.Validate(); err != nil {
+			return // too many windows per record
+		}
+		got := w.AssignTo(nil, ts)
+		for i, win := range got {
+			if win.Start > ts || (ts >= win.End && win.End != math.MaxInt64) {
+				t.Fatalf("window %v does not hold %d", win, ts)
+			}
+			if i > 0 && win.Start <= got[i-1].Start {
+				t.Fatalf("windows out of order: %v", got)
+			}
+		}
+		if !calendar && size == adv && len(got) != 1 && ts-floorMod(ts-off, adv) <= math.MaxInt64-size {
+			t.Fatalf("tumbling: %d windows for %d: %v", len(got), ts, got)
+		}
+	})
 }
