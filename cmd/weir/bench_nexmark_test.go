@@ -154,3 +154,33 @@ func TestBenchNexmarkGenerate(t *testing.T) {
 		t.Fatal("--disorder 300ms wrote every partition in order")
 	}
 }
+
+func TestBenchNexmarkGenerateErrors(t *testing.T) {
+	b := weirtest.Start(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--events", "10"}, `"topic" not set`},
+		{[]string{"--topic", "x"}, `"events" not set`},
+		{[]string{"--topic", "x", "--events", "-1"}, "--events -1 is negative"},
+		{[]string{"--topic", "x", "--events", "1", "--rate", "-5"}, "--rate -5 is negative"},
+		{[]string{"--topic", "x", "--events", "1", "--partitions", "0"}, "--partitions 0"},
+		{[]string{"--topic", "x", "--events", "1", "--event-rate", "-1"}, "events per second -1 out of range"},
+		{[]string{"--topic", "x", "--events", "1", "--disorder", "-1s"}, "negative disorder"},
+	} {
+		args := append([]string{"bench", "nexmark", "generate", "--brokers", b.Addr()}, tc.args...)
+		_, stderr, code := runCLI(t, "", args...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("weir %s: exit %d, stderr %q; want an error mentioning %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+	// Nothing was created by the rejected command lines.
+	topics, err := b.Admin().ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("x") {
+		t.Error("a rejected command line created its topic")
+	}
+}
