@@ -228,7 +228,7 @@ func TestRetryThenDLQ(t *testing.T) {
 	}
 	want := map[string]string{
 		HeaderDLQAttempts: "3", HeaderDLQApp: "app", HeaderDLQTopic: "in", HeaderDLQPartition: "1",
-		HeaderDLQOffset: "0", HeaderDLQKind: "error", "h1": "x", HeaderDLQOperator: "map-1",
+		HeaderDLQOffset: "0", HeaderDLQKind: "error", "h1": "x", HeaderDLQOperator: "map-values-1",
 		HeaderDLQFirstFailure: start.Format(time.RFC3339Nano),
 		// backoff 1s then 2s between the three attempts
 		HeaderDLQLastFailure: start.Add(3 * time.Second).Format(time.RFC3339Nano),
