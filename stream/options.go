@@ -113,6 +113,10 @@ type seams struct {
 	// checkpoint it starts from (zeros after a wipe) and after each
 	// checkpoint it writes.
 	standbyCheckpointed func(taskID, state.Checkpoint)
+	// restoreBatch is called by a restore after each batch of changelog
+	// records it committed to the local store, with the records applied so
+	// far.
+	restoreBatch func(applied int)
 }
 
 // killed reports whether a test has killed the App (seams.killed).
