@@ -114,8 +114,8 @@
 // # Where event time attaches (next)
 //
 // Watermarks, timers and windows extend the task, not the topology: a task
-// tracks its stream time (the largest event time seen, see task.observe);
-// per input partition it becomes that partition's watermark minus the allowed
+// tracks its stream time (the largest event time it has seen); per input
+// partition it becomes that partition's watermark minus the allowed
 // out-of-orderness, and the task's watermark is the minimum over its
 // partitions. For a task reading a
 // repartition topic, the source node is where watermark marker records (a
