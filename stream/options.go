@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream/internal/state"
+	"github.com/weirhq/weir/stream/internal/watermark"
 )
 
 // Opt configures an App. Options are applied in order by NewApp and the
@@ -77,6 +78,8 @@ type config struct {
 	storeCache    int64 // bytes per task; see StoreCache (cache.go)
 	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
 	checkpointInterval time.Duration
+	// watermark is the watermark strategy (Watermarks, eventtime.go).
+	watermark watermark.Config
 
 	// queryable state and standby replicas (query.go, standby.go)
 	query           queryConfig
@@ -172,6 +175,9 @@ func (c *config) validate() error {
 	}
 	if c.logger == nil || c.clock == nil {
 		errs = append(errs, errors.New("nil logger or clock"))
+	}
+	if _, err := watermark.New(c.watermark); err != nil {
+		errs = append(errs, err)
 	}
 	if c.storeCache < 0 {
 		errs = append(errs, fmt.Errorf("store cache %d bytes < 0", c.storeCache))
