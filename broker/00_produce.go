@@ -2,8 +2,8 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -47,6 +47,18 @@ import (
 //   (I/O failure, e.g. disk full; the log rolls back and stays usable).
 // * Control batches (transaction markers) are written by the broker only:
 //   INVALID_RECORD.
+// * CreateTime topics: a record stamped more than
+//   message.timestamp.before.max.ms before the broker's clock or more than
+//   message.timestamp.after.max.ms after it (default one hour, Kafka 4's)
+//   fails its partition with INVALID_TIMESTAMP, nothing appended; v8+
+//   names the first such record in RecordErrors. Records without a
+//   timestamp (-1) pass. LogAppendTime topics stamp batches themselves, so
+//   nothing is checked (as Kafka).
+// * acks=-1 on a topic whose min.insync.replicas is above 1 (the single
+//   node is the whole ISR, of size 1): NOT_ENOUGH_REPLICAS, nothing
+//   appended, as Kafka answers for an ISR smaller than min.isr; acks=0 and
+//   1 are not affected. Kafka accepts the setting itself (it checks it on
+//   produce, not when set), and so does weir.
 // * The batches are appended straight from the request frame (the log
 //   rewrites base offsets in place): no copy. The frame goes back to the
 //   broker's frame pool once every partition is appended, before the
@@ -204,6 +216,12 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest, links []
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 			case topicEC != 0:
 				sp.ErrorCode = topicEC
+			case durable && t.minInsyncReplicas() > 1:
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				if req.Version >= 8 {
+					sp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("The size of the current ISR [%d] is insufficient to satisfy the min.isr requirement of %d for partition %s-%d",
+						b.cfg.NodeID, t.minInsyncReplicas(), t.name, rp.Partition))
+				}
 			}
 			var l *wlog.Log
 			if sp.ErrorCode == 0 {
@@ -401,21 +419,24 @@ func (b *Broker) verifyRetrying(ctx context.Context, txnID string, pid int64, ep
 	}
 }
 
-// hasControlBatch reports whether records holds a control batch (attribute
-// bit 5). Only the broker writes control batches (transaction markers);
-// framing errors are left to the log's validation.
+// hasControlBatch reports whether records holds a control batch. Only the
+// broker writes control batches (transaction markers); framing errors are
+// left to the log's validation (a control bit in a batch whose length is
+// wrong still counts).
 func hasControlBatch(records []byte) bool {
-	for len(records) >= 61 {
-		n := int(binary.BigEndian.Uint32(records[8:])) + 12
-		if binary.BigEndian.Uint16(records[21:])&0x20 != 0 {
-			return true
-		}
-		if n < 61 || n > len(records) {
+	for {
+		h, ok := wlog.ReadBatchHeader(records)
+		if !ok {
 			return false
 		}
-		records = records[n:]
+		if h.Control() {
+			return true
+		}
+		if n := h.Size(); n < wlog.BatchHeaderSize || n > int64(len(records)) {
+			return false
+		}
+		records = records[h.Size():]
 	}
-	return false
 }
 
 // waitDurable waits until every appended target of an acks=-1 request is

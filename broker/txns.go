@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -131,10 +130,11 @@ func (bp brokerPartitions) WriteMarker(_ context.Context, topic string, partitio
 }
 
 // txnBatch reports the producer of the first batch of records if it is
-// transactional (attribute bit 4). Framing errors are left to the log.
+// transactional. Framing errors are left to the log.
 func txnBatch(records []byte) (pid int64, epoch int16, ok bool) {
-	if len(records) < 61 || binary.BigEndian.Uint16(records[21:])&0x10 == 0 {
+	h, ok := wlog.ReadBatchHeader(records)
+	if !ok || !h.Transactional() {
 		return 0, 0, false
 	}
-	return int64(binary.BigEndian.Uint64(records[43:])), int16(binary.BigEndian.Uint16(records[51:])), true
+	return h.ProducerID, h.ProducerEpoch, true
 }

@@ -273,7 +273,11 @@ func (a *App) session(ctx context.Context) error {
 		// Where this instance answers queries, for the group view.
 		a.memberUserData = a.advertisedUserData()
 	}
-	cl, err := a.path.connect(ctx, a.groupOpts())
+	instance, err := a.groupInstanceID()
+	if err != nil {
+		return err
+	}
+	cl, err := a.path.connect(ctx, a.groupOpts(instance))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -293,13 +297,17 @@ func (a *App) session(ctx context.Context) error {
 	err = a.loop(ctx)
 	stopQuerySession()
 	a.shutdown(err)
+	if instance != "" {
+		a.leaveGroup(instance)
+	}
 	return err
 }
 
 // groupOpts are the options of a session's group client under either
-// guarantee: the App's subscription, its balancer and rebalance callbacks,
-// manual commits, and its partitioner.
-func (a *App) groupOpts() []kgo.Opt {
+// guarantee: the App's subscription, its static membership (instance, ""
+// for none), balancer and rebalance callbacks, manual commits, and its
+// partitioner.
+func (a *App) groupOpts(instance string) []kgo.Opt {
 	var topics []string
 	for t := range a.sources {
 		topics = append(topics, t)
@@ -310,7 +318,11 @@ func (a *App) groupOpts() []kgo.Opt {
 			manual[a.changelogTopic(st.name)] = true
 		}
 	}
-	return a.clientOpts(
+	var static []kgo.Opt
+	if instance != "" {
+		static = append(static, kgo.InstanceID(instance))
+	}
+	return a.clientOpts(append(static,
 		kgo.ConsumerGroup(a.id),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(a.newTaskBalancer()),
@@ -327,7 +339,7 @@ func (a *App) groupOpts() []kgo.Opt {
 		kgo.KeepControlRecords(),
 		kgo.RecordPartitioner(appPartitioner{manual: manual, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
+	)...)
 }
 
 // appPartitioner sends changelog records to the partition set on the record

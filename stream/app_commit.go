@@ -46,18 +46,13 @@ func (a *App) checkpoint(tasks []*task, force bool) error {
 	wrote := false
 	for _, t := range tasks {
 		if !force && !t.checkpointDue() {
-			t.markUnflushed()
+			t.noteFlushed()
 			continue
 		}
-		before := t.lastCheckpointAt
 		if err := t.checkpoint(); err != nil {
 			return err
 		}
-		if t.lastCheckpointAt != before {
-			t.markFlushed() // WriteCheckpoint flushed the cache
-		} else {
-			t.markUnflushed() // nothing to claim: the cache may hold writes still
-		}
+		t.noteFlushed() // a checkpoint written flushed the cache
 		wrote = true
 	}
 	if !wrote {

@@ -89,6 +89,20 @@
 // reachable on transactional inputs. App.Guarantees and App.Describe state,
 // per topic written, the guarantee and its mechanism.
 //
+// # Crash recovery: static membership
+//
+// Every App is a static member of its consumer group (KIP-345): its
+// group.instance.id is "<app id>-<instance id>", the instance id generated at
+// the first start and kept in the state directory (GroupInstanceID overrides
+// it). A process killed without warning (kill -9, OOM, power loss) and
+// restarted on the same state directory rejoins as the same member and takes
+// its tasks back at once, with no rebalance, then replays its changelog tails
+// and the input since the last commit; a dynamic member would wait for its
+// dead predecessor's session timeout (45s) first. An App that stops leaves
+// the group explicitly, so its tasks move at once. Under ExactlyOnce the same
+// instance id names its transactional id, so the restart also fences the
+// transaction the killed process left open.
+//
 // # Where event time attaches (next)
 //
 // Watermarks, timers and windows extend the task, not the topology. The

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -9,11 +10,59 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// groupInstanceID returns the App's group.instance.id (see
+// GroupInstanceID): the option's, or "<app id>-<instance id>". "" means
+// dynamic membership.
+func (a *App) groupInstanceID() (string, error) {
+	if a.cfg.groupInstanceIDSet {
+		return a.cfg.groupInstanceID, nil
+	}
+	id, err := a.instanceID()
+	if err != nil {
+		return "", err
+	}
+	return a.id + "-" + id, nil
+}
+
+// leaveGroup removes the static member instance from the group, so that
+// its tasks move to the other members at once: a static member's client
+// does not leave when it closes (KIP-345). Called after the session's
+// client closed (its revocations committed), with a client of its own.
+func (a *App) leaveGroup(instance string) {
+	cl, err := kgo.NewClient(a.clientOpts()...)
+	if err != nil {
+		a.cfg.logger.Warn("leave group: client", "err", err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	resps, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(a.id).InstanceIDs(instance).
+		Reason("stream: App stopped"))
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		a.cfg.logger.Warn("leave group failed; the group moves this instance's tasks after its session timeout",
+			"instance", instance, "err", err)
+	}
+}
+
+// leaveTimeout bounds leaveGroup.
+const leaveTimeout = 10 * time.Second
+
 // instanceID returns this instance's id, kept in the state directory so a
-// restarted instance uses the same transactional id and fences the
-// transactions its previous incarnation left open.
+// restarted instance uses the same group instance id (static membership:
+// it takes its tasks back at once) and, under ExactlyOnce, the same
+// transactional id (it fences the transactions its previous incarnation
+// left open).
 func (a *App) instanceID() (string, error) {
 	dir := filepath.Join(a.cfg.stateDir, a.id)
 	path := filepath.Join(dir, "instance-id")

@@ -86,6 +86,12 @@ type config struct {
 	standbyReplicas int
 	cleanupDelay    time.Duration // unused task directories are deleted after it (statecleaner.go)
 
+	// groupInstanceID overrides the App's group.instance.id when
+	// groupInstanceIDSet ("" then means dynamic membership); see
+	// GroupInstanceID.
+	groupInstanceID    string
+	groupInstanceIDSet bool
+
 	seams seams
 }
 
@@ -175,6 +181,11 @@ func (c *config) validate() error {
 	if c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce {
 		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v", ErrUnsupported, c.guarantee))
 	}
+	if c.groupInstanceID != "" {
+		if err := validTopic(c.groupInstanceID); err != nil {
+			errs = append(errs, fmt.Errorf("group instance id: %w", err))
+		}
+	}
 	errs = append(errs, c.validateQuery()...)
 	return errors.Join(errs...)
 }
@@ -257,6 +268,26 @@ func Registerer(r prometheus.Registerer) Opt { return optFunc(func(c *config) { 
 
 // WithClock sets the processing-time clock. Default: the system clock.
 func WithClock(clk Clock) Opt { return optFunc(func(c *config) { c.clock = clk }) }
+
+// GroupInstanceID sets the App's group.instance.id: its identity as a static
+// member of the consumer group (KIP-345). Default: "<app id>-<instance id>",
+// the instance id generated at the first start and kept in the StateDir
+// (the file <StateDir>/<app id>/instance-id), so every App is a static
+// member. Each running instance needs its own id (own StateDir, or its own
+// GroupInstanceID): two members with one id fence each other.
+//
+// A static member that restarts takes its tasks back at once, with no
+// rebalance: a process killed (kill -9, OOM, power loss) and restarted
+// resumes its tasks as soon as it rejoined, instead of after the dead
+// member's session timeout (45s) as a new member would. While it is down
+// its tasks wait for it (up to the session timeout; then the group moves
+// them). An App that stops (Run returns) leaves the group explicitly, so
+// its tasks move to the other instances at once.
+//
+// "" turns static membership off: every start joins as a new member.
+func GroupInstanceID(id string) Opt {
+	return optFunc(func(c *config) { c.groupInstanceID, c.groupInstanceIDSet = id, true })
+}
 
 // WithGuarantee sets the delivery guarantee. Default: AtLeastOnce. See
 // ExactlyOnce for what it costs and requires.

@@ -42,9 +42,16 @@ func (p *atLeastOnce) skipRound() (bool, error) { return false, nil }
 
 func (p *atLeastOnce) beginRound([]batch) error { return nil }
 
-// taskDone writes the task's round to its local database: nothing waits for
-// a transaction.
-func (p *atLeastOnce) taskDone(t *task) error { return t.flushState() }
+// taskDone writes the task's round to its store (its cache): nothing waits
+// for a transaction. Its outputs may be visible before the next commit, so
+// from here its queries wait for the flush after that commit.
+func (p *atLeastOnce) taskDone(t *task) error {
+	if err := t.flushState(); err != nil {
+		return err
+	}
+	t.noteCached()
+	return nil
+}
 
 // endRound commits every task when the commit interval has passed, then
 // serves the queries waiting for a flush: right after a commit the store

@@ -514,12 +514,29 @@ func (t *task) checkpointDue() bool {
 	return len(t.lastCheckpoint) == 0 || t.app.cfg.clock.Now().Sub(t.lastCheckpointAt) >= t.app.cfg.checkpointInterval
 }
 
-// markUnflushed notes that committed writes sit in the task's store cache
-// (loop goroutine, after a transaction whose checkpoint was not due).
-func (t *task) markUnflushed() {
+// noteFlushed records, after a commit or transaction end, whether committed
+// writes sit in the task's store cache (then queries ask the loop to flush
+// them) or Pebble holds them all (queries answer at once). Loop goroutine:
+// no round runs.
+func (t *task) noteFlushed() {
+	if !t.noteCached() {
+		t.markFlushed()
+	}
+}
+
+// noteCached marks the task unflushed if its store cache holds writes
+// Pebble does not, and reports whether it does. At-least-once calls it after
+// each round as well (outputs are visible before their commit, so a query
+// must see the round's writes too). Task goroutine, or the loop's between
+// rounds.
+func (t *task) noteCached() bool {
+	if t.db == nil || !t.db.Unflushed() {
+		return false
+	}
 	t.flushMu.Lock()
 	t.unflushed = true
 	t.flushMu.Unlock()
+	return true
 }
 
 // markFlushed notes that Pebble holds every committed write (loop

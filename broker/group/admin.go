@@ -209,7 +209,7 @@ func (c *Coordinator) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 			if werr != nil {
 				r.Groups[w.idx].ErrorCode = kerr.NotCoordinator.Code
 			}
-		case <-c.quit:
+		case <-c.stopping():
 			return nil, ErrClosed
 		}
 	}

@@ -155,7 +155,7 @@ func (c *Coordinator) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-c.quit:
+	case <-c.stopping():
 		return nil, ErrClosed
 	}
 }
@@ -771,7 +771,7 @@ func (c *Coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		case immediate = <-wait:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-c.quit:
+		case <-c.stopping():
 			return nil, ErrClosed
 		}
 	}

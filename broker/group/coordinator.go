@@ -7,15 +7,17 @@
 //
 // # Concurrency
 //
-// All group state is owned by one goroutine, the loop (loop.go). Handle
-// turns a request into a closure run on the loop; requests that must wait
+// All group state is owned by one goroutine, the loop
+// (broker/internal/ownerloop, shared with the transaction coordinator;
+// loop.go wires it to the groups' timers). Handle turns a request into a
+// closure run on the loop; requests that must wait
 // (JoinGroup, SyncGroup) park a reply channel in the member and the loop
 // answers it later. Time comes only from Options.Now: timers (session,
 // rebalance, initial delay, offset retention) are deadlines checked by the
 // loop before every event and when the earliest deadline passes, so a test
 // with a fake clock advances time and calls tick (no sleeps).
 //
-// Writes to the offsets log are done by one writer goroutine (writer.go)
+// Writes to the offsets log are done by one writer goroutine (internal/ilog)
 // in the order the loop queued them; a record's effect on memory is applied
 // on the loop after its append returned, in the same order. So the
 // in-memory state is always a prefix-replay of the log, and a restart that
@@ -25,17 +27,18 @@
 //
 //	coordinator.go       Options, NewCoordinator, Handle (dispatch through the
 //	                     API table each handler file registers in), Close
-//	loop.go              the goroutine that owns the groups; timers
+//	loop.go              the groups' timers on the owner loop
 //	group.go             the group (classic or KIP-848) and its offsets
 //	classic.go           JoinGroup, SyncGroup, Heartbeat, LeaveGroup; static members
 //	consumer.go          ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
 //	assign.go            the server-side sticky "uniform" assignor
 //	consumer_persist.go  KIP-848 membership records and their restore
+//	commit.go            the path OffsetCommit and TxnOffsetCommit share
 //	offsets.go           OffsetCommit, OffsetFetch, OffsetDelete, offset expiry
 //	txnoffsets.go        TxnOffsetCommit and transaction markers (txn.OffsetCommitter)
 //	admin.go             FindCoordinator, DescribeGroups, ListGroups, DeleteGroups
 //	records.go           the __consumer_offsets record format, replay
-//	writer.go, store.go  the single writer to the offsets log
+//	store.go             the offsets log behind the single writer (internal/ilog)
 //	lag.go, metrics.go   lag (records and time), Prometheus metrics
 //
 // docs/format/consumer-offsets.md draws the record layouts; BENCHMARK.md
@@ -55,6 +58,7 @@ import (
 
 	"github.com/weirhq/weir/broker/internal/ilog"
 	"github.com/weirhq/weir/broker/internal/kapi"
+	"github.com/weirhq/weir/broker/internal/ownerloop"
 )
 
 // Topics is what the coordinator needs to know about the broker's topics.
@@ -154,12 +158,9 @@ type Coordinator struct {
 	logger *slog.Logger
 	store  store
 
-	events chan func()
-	wake   chan struct{} // tick requests (tests and the real timer)
-	quit   chan struct{} // closed by Close
-	done   chan struct{} // closed when the loop exits
-	w      *ilog.Writer
-	met    *metrics
+	loop *ownerloop.Loop // owns the groups (loop.go)
+	w    *ilog.Writer
+	met  *metrics
 
 	// Loop-owned state.
 	groups             map[string]*group
@@ -184,10 +185,6 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	c := &Coordinator{
 		opts:   opts,
 		logger: opts.Logger,
-		events: make(chan func()),
-		wake:   make(chan struct{}, 1),
-		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
 		groups: make(map[string]*group),
 		txns:   make(map[int64]*txnOffsets),
 	}
@@ -203,15 +200,7 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	c.met = met
 	// Replay may queue records; the writer starts after it. Results are
 	// handed to the loop, or dropped once Close began.
-	c.w = ilog.New(ilog.Options{
-		Append: c.store.append,
-		Deliver: func(fn func()) {
-			select {
-			case c.events <- fn:
-			case <-c.quit:
-			}
-		},
-	})
+	c.w = ilog.New(ilog.Options{Append: c.store.append, Deliver: c.post})
 	start := opts.Now()
 	n, err := c.replay()
 	if err != nil {
@@ -220,8 +209,8 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	}
 	c.logger.Info("offsets replayed", "records", n, "groups", len(c.groups), "took", opts.Now().Sub(start))
 	c.nextRetentionCheck = opts.Now().Add(opts.RetentionCheckInterval)
+	c.startLoop()
 	go c.w.Run()
-	go c.loop()
 	return c, nil
 }
 
@@ -263,13 +252,9 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 // requests return ErrClosed. Queued but unacknowledged writes are
 // abandoned (their requests fail). It does not close Options.Offsets.
 func (c *Coordinator) Close() error {
-	select {
-	case <-c.quit:
+	if !c.loop.Stop() {
 		return nil
-	default:
 	}
-	close(c.quit)
-	<-c.done
 	// Append what is still queued (group metadata, member records,
 	// commits whose requests already returned ErrClosed: appending an
 	// unacknowledged commit is harmless, the client retries it).

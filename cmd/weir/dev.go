@@ -28,6 +28,7 @@ type devOptions struct {
 	seed       uint64
 	plain      bool
 	logLevel   string
+	registry   string // registry.go
 }
 
 func newDevCmd() *cobra.Command {
@@ -66,6 +67,7 @@ counts continue.`,
 	f.DurationVar(&o.refresh, "refresh", time.Second, "how often the table is redrawn (when it changed)")
 	f.Uint64Var(&o.seed, "seed", 0, "generator seed (0: from the clock)")
 	f.BoolVar(&o.plain, "plain", false, "append each table instead of redrawing in place (automatic when stdout is not a terminal)")
+	f.StringVar(&o.registry, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level of the broker and the app (to stderr): debug, info, warn, error")
 	return cmd
 }
@@ -99,6 +101,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if ctx.Err() != nil {
 			return nil // interrupted while the broker recovered its data
 		}
+		if errors.Is(err, broker.ErrDataDirLocked) {
+			return fmt.Errorf("start broker: %w (another broker uses --data-dir %s)", err, dir)
+		}
 		return fmt.Errorf("start broker on %s: %w (another broker there? try --kafka-addr 127.0.0.1:0)", o.kafkaAddr, err)
 	}
 	defer func() {
@@ -106,6 +111,11 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			err = fmt.Errorf("broker close: %w", cerr)
 		}
 	}()
+	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
 	fmt.Fprintf(stdout, "weir dev: broker on %s, data in %s; Ctrl-C stops\n", b.Addr(), dir)
 	fmt.Fprintf(stdout, "  watch it with: kcat -C -b %s -t %s -f '%%k %%s\\n'   or   weir consume %s --brokers %s -f kv\n\n",
 		b.Addr(), surge.SurgeTopic, surge.SurgeTopic, b.Addr())
