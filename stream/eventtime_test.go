@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,29 +10,6 @@ import (
 
 	"github.com/weirhq/weir/stream/internal/watermark"
 )
-
-// manualClock is a processing clock the test moves; Sleep advances it.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Sleep(_ context.Context, d time.Duration) error {
-	c.advance(d)
-	return nil
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // newMergeDriver runs "a" merged with "b" (one partition each: one task
 // with two inputs) to "out".
@@ -91,7 +67,7 @@ func TestTaskWatermarkMinOverInputs(t *testing.T) {
 }
 
 func TestTaskWatermarkIdleInput(t *testing.T) {
-	clk := &manualClock{now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
+	clk := &instantClock{now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)} // Sleep advances it
 	reg := prometheus.NewRegistry()
 	d := newMergeDriver(t, Watermarks(0, 5*time.Second), WithClock(clk), Registerer(reg))
 	pipeAt(t, d, "a", 1000)
@@ -101,7 +77,7 @@ func TestTaskWatermarkIdleInput(t *testing.T) {
 	if m := gatherTask(t, reg, "0_0"); m["weir_stream_task_idle_inputs"] == nil || *m["weir_stream_task_idle_inputs"] != 0 || m["weir_stream_task_watermark_seconds"] != nil {
 		t.Fatalf("metrics before a watermark: %v", m)
 	}
-	clk.advance(5 * time.Second)
+	clk.Sleep(context.Background(), 5*time.Second)
 	pipeAt(t, d, "a", 2000)
 	if got := taskWatermark(t, d); got != 2000 {
 		t.Fatalf("b silent for 5s (idle): watermark %d, want a's 2000", got)
