@@ -60,7 +60,7 @@ that is not valid UTF-8 is given base64-encoded as key_base64 / value_base64).`,
 			if err := o.validate(cmd.Flags()); err != nil {
 				return err
 			}
-			return o.run(cmd.Context(), cf, args[0], cmd.OutOrStdout())
+			return o.run(cmd.Context(), cf, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cf = addClientFlags(cmd)
@@ -219,7 +219,7 @@ func (o *consumeOptions) plan(ctx context.Context, adm *kadm.Client, topic strin
 	return plan, nil
 }
 
-func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string, stdout io.Writer) error {
+func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string, stdout, stderr io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
 	out := &recordPrinter{w: w, format: o.format, sep: o.keySep}
@@ -233,7 +233,7 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string,
 	// Kafka clusters with transactional producers can show it.
 	var remaining map[int32]int64
 	if o.group == "" {
-		adm, done, err := cf.admin()
+		adm, done, err := cf.admin(ctx)
 		if err != nil {
 			return err
 		}
@@ -263,7 +263,7 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string,
 		}
 		opts = append(opts, kgo.ConsumerGroup(o.group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(reset))
 	}
-	cl, err := cf.client(opts...)
+	cl, err := cf.connect(ctx, opts...)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,10 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string,
 		}()
 	}
 
-	var printed int
+	var (
+		printed int
+		retry   retrier
+	)
 	for {
 		// Poll no more than is still to print, so everything polled is
 		// printed (and, with --group, everything committed was printed).
@@ -290,14 +293,21 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string,
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return nil // interrupted: a normal way to stop following
 		}
-		var ferr error
+		var fatal error
+		var transient []error
 		fetches.EachError(func(t string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("fetch %s/%d: %w", t, p, err)
+			switch {
+			case errors.Is(err, context.Canceled):
+			case fatalConsumeError(err):
+				if fatal == nil {
+					fatal = fmt.Errorf("fetch %s: %w", partitionName(t, p), err)
+				}
+			default:
+				transient = append(transient, fmt.Errorf("%s: %w", partitionName(t, p), err))
 			}
 		})
-		if ferr != nil {
-			return ferr
+		if fatal != nil {
+			return fatal
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			out.print(r)
@@ -315,7 +325,93 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string,
 		if (o.count > 0 && printed >= o.count) || (o.exitAtEnd && len(remaining) == 0) {
 			return nil
 		}
+		if len(transient) > 0 {
+			// The client retries by itself (reconnects, rejoins the
+			// group, refreshes metadata); this only says so and paces
+			// the polls while it does.
+			if !retry.wait(ctx, stderr, errors.Join(transient...)) {
+				return nil
+			}
+		} else if fetches.NumRecords() > 0 {
+			retry.recovered(stderr)
+		}
 	}
+}
+
+// partitionName is "topic/partition", or what is known of it (a group
+// error has neither).
+func partitionName(topic string, p int32) string {
+	switch {
+	case topic == "":
+		return "group"
+	case p < 0:
+		return topic
+	}
+	return fmt.Sprintf("%s/%d", topic, p)
+}
+
+// fatalConsumeError reports whether a fetch or group error ends consume.
+// Everything the client recovers from by itself is not fatal: a broker
+// that is down or restarting (refused or reset connections, timeouts), a
+// coordinator or leader moving, a rebalance. Fatal are Kafka errors that
+// are not retriable and not part of group membership (authorization,
+// invalid group id or topic, unsupported version), a batch the client
+// refuses to decompress, and a closed client.
+func fatalConsumeError(err error) bool {
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return true
+	}
+	if _, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[*kgo.ErrDataLoss](err); ok {
+		return false // the client reset and goes on; printed as a warning
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress,
+			kerr.FencedMemberEpoch, kerr.StaleMemberEpoch, kerr.UnreleasedInstanceID,
+			kerr.OffsetOutOfRange:
+			return false // group membership and resets the client handles
+		}
+		return !ke.Retriable
+	}
+	return false
+}
+
+// retrier paces consume's polls while the client recovers from transient
+// errors, and tells the user (stderr) when it started and when it is over.
+// The backoff doubles from 250ms to 5s.
+type retrier struct {
+	backoff time.Duration
+	last    string
+}
+
+// wait reports err (once per distinct message) and sleeps the backoff; false
+// if ctx ended meanwhile.
+func (r *retrier) wait(ctx context.Context, stderr io.Writer, err error) bool {
+	r.backoff = min(max(2*r.backoff, 250*time.Millisecond), 5*time.Second)
+	if msg := err.Error(); msg != r.last {
+		r.last = msg
+		fmt.Fprintf(stderr, "weir: %v (retrying)\n", err)
+	}
+	t := time.NewTimer(r.backoff)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// recovered resets the backoff after records arrived again.
+func (r *retrier) recovered(stderr io.Writer) {
+	if r.last != "" {
+		fmt.Fprintln(stderr, "weir: consuming again")
+	}
+	r.backoff, r.last = 0, ""
 }
 
 // recordPrinter writes records in one of the output formats. The first

@@ -144,7 +144,10 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 	// Like the Java console producer, ask for auto-creation of a missing
 	// topic; whether it happens is the broker's policy (off on weir unless
 	// serve --auto-create-topics).
-	cl, err := cf.client(append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
+	// A record not acknowledged within --timeout fails (delivery.timeout.ms),
+	// so a broker that goes away mid-run ends the command instead of
+	// leaving it waiting.
+	cl, err := cf.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(cf.timeout))...)
 	if err != nil {
 		return err
 	}

@@ -156,7 +156,7 @@ the end offset.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output must be text or json, not %q", output)
 			}
-			cl, err := cf.client()
+			cl, err := cf.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
