@@ -144,10 +144,11 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 	// Like the Java console producer, ask for auto-creation of a missing
 	// topic; whether it happens is the broker's policy (off on weir unless
 	// serve --auto-create-topics).
-	// A record not acknowledged within --timeout fails (delivery.timeout.ms),
-	// so a broker that goes away mid-run ends the command instead of
-	// leaving it waiting.
-	cl, err := cf.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(cf.timeout))...)
+	// connect fails fast on a broker that is not there. (franz-go's
+	// RecordDeliveryTimeout would also bound a broker lost mid-run, but it
+	// counts from each record's timestamp, so it fails at once the records
+	// of --input json that carry an old timestamp.)
+	cl, err := cf.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
 	if err != nil {
 		return err
 	}
