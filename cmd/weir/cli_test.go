@@ -249,9 +249,9 @@ func TestProduceConsume(t *testing.T) {
 		seen[*r.Key] = true
 	}
 
-	// kv format round-trips with produce -K.
+	// kv format round-trips with produce -K; headers follow a tab.
 	out = mustCLI(t, "", "consume", b, "events", "-e", "-f", "kv", "-p", fmt.Sprint(javaPartition([]byte("user-7"), 4)))
-	if !strings.Contains(out, "user-7:event 7: with a colon\n") {
+	if !strings.Contains(out, "user-7:event 7: with a colon\tsource=cli,k2=v=2\n") {
 		t.Fatalf("kv output lacks user-7:\n%s", out)
 	}
 
@@ -502,5 +502,80 @@ func TestVersion(t *testing.T) {
 	out := mustCLI(t, "", "version")
 	if !strings.HasPrefix(out, "weir ") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("version output %q", out)
+	}
+}
+
+// Issue 18: consume reads several topics and topics matching a regex
+// (directly and in a group), prints kcat-like format strings, and reads
+// committed data only unless --isolation read_uncommitted.
+func TestConsumeTopicsRegexFormatIsolation(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	for _, tp := range []string{"orders-eu", "orders-us", "payments"} {
+		mustCLI(t, "", "topic", "create", b, tp, "-p", "1")
+		mustCLI(t, "k:"+tp+"\n", "produce", b, tp, "-K", ":", "-H", "src=cli", "-q")
+	}
+	lines := func(s string) []string {
+		l := strings.Split(strings.TrimSpace(s), "\n")
+		sort.Strings(l)
+		return l
+	}
+	out := mustCLI(t, "", "consume", b, "orders-eu", "payments", "-e", "-F", `%t %p %o %k %s %h %K %S`)
+	if got, want := lines(out), []string{"orders-eu 0 0 k orders-eu src=cli 1 9", "payments 0 0 k payments src=cli 1 8"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("two topics with -F: %q, want %q", got, want)
+	}
+	out = mustCLI(t, "", "consume", b, "--regex", "orders-.*", "-e", "-F", `%t\t%s\n`)
+	if got, want := lines(out), []string{"orders-eu\torders-eu", "orders-us\torders-us"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("--regex: %q, want %q", got, want)
+	}
+	// A regex matches whole names: "orders" alone matches nothing.
+	if _, errOut, code := runCLI(t, "", "consume", b, "--regex", "orders", "-e"); code == 0 || !strings.Contains(errOut, "no topic matches") {
+		t.Fatalf("--regex orders: exit %d, %q", code, errOut)
+	}
+	out = mustCLI(t, "", "consume", b, "--regex", "orders-.*", "-g", "rx", "-n", "2", "-F", "%t")
+	if got, want := lines(out), []string{"orders-eu", "orders-us"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("--regex -g: %q, want %q", got, want)
+	}
+	for _, bad := range [][]string{
+		{"-F", "%x"}, {"-F", "50%"}, {"-F", `\q`}, {"-F", "%s", "-f", "json"}, {"--isolation", "serializable"}, {"--regex", "("},
+	} {
+		if _, errOut, code := runCLI(t, "", append([]string{"consume", b, "payments", "-e"}, bad...)...); code == 0 {
+			t.Errorf("consume %v: exit 0 (%s)", bad, errOut)
+		}
+	}
+
+	// An aborted transaction's record and a committed one.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mustCLI(t, "", "topic", "create", b, "tx", "-p", "1")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("cli-test"), kgo.DefaultProduceTopic("tx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		v := "aborted"
+		if commit {
+			v = "committed"
+		}
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// -e ends at the end even though the last offset is a commit marker.
+	if out := mustCLI(t, "", "consume", b, "tx", "-e"); out != "committed\n" {
+		t.Fatalf("default (read_committed): %q", out)
+	}
+	if out := mustCLI(t, "", "consume", b, "tx", "-e", "--isolation", "read_uncommitted"); out != "aborted\ncommitted\n" {
+		t.Fatalf("read_uncommitted: %q", out)
+	}
+	if out := mustCLI(t, "", "consume", b, "tx", "-n", "1", "-g", "txg"); out != "committed\n" {
+		t.Fatalf("group, read_committed: %q", out)
 	}
 }

@@ -172,7 +172,13 @@ func TestGroupDescribeKIP848(t *testing.T) {
 	defer cancel()
 	var out string
 	for {
-		out = mustCLI(t, "", "group", "describe", b, "next")
+		// Until the member joined, the group does not exist (exit 1).
+		var errOut string
+		var code int
+		out, errOut, code = runCLI(t, "", "group", "describe", b, "next")
+		if code != 0 && !strings.Contains(errOut, "does not exist") {
+			t.Fatalf("group describe: exit %d: %s", code, errOut)
+		}
 		if strings.Contains(out, "type:     consumer") && strings.Contains(out, "events[0,1,2]") && strings.Contains(out, "state:    Stable") {
 			break
 		}
