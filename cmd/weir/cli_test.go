@@ -579,3 +579,53 @@ func TestConsumeTopicsRegexFormatIsolation(t *testing.T) {
 		t.Fatalf("group, read_committed: %q", out)
 	}
 }
+
+// Issue 18: produce --input json takes values as JSON objects (written as
+// JSON), headers as an object or an array, timestamps in RFC 3339 or ms, and
+// says what is wrong in JSON's terms, never with a Go type name.
+func TestProduceJSONInputForms(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "j", "-p", "1")
+	in := `{"key":"k1","value":{"b":1,"a":[true,null]},"headers":{"h1":"x","h0":"y"},"timestamp":"2026-01-02T15:04:05.5Z"}
+{"key":7,"value":"plain","headers":[{"key":"z","value":"1"},{"key":"bin","value_base64":"/wA="}],"timestamp":1700000000123}
+{"value":null,"timestamp":"1700000000999"}
+`
+	mustCLI(t, in, "produce", b, "j", "--input", "json", "-q")
+	out := mustCLI(t, "", "consume", b, "j", "-e", "-f", "json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("consumed:\n%s", out)
+	}
+	for i, want := range []string{
+		`"timestamp":1767366245500,"key":"k1","value":"{\"b\":1,\"a\":[true,null]}","headers":[{"key":"h1","value":"x"},{"key":"h0","value":"y"}]}`,
+		`"timestamp":1700000000123,"key":"7","value":"plain","headers":[{"key":"z","value":"1"},{"key":"bin","value_base64":"/wA="}]}`,
+		`"timestamp":1700000000999,"key":null,"value":null}`,
+	} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("record %d: %s\nwant suffix %s", i, lines[i], want)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`[1,2]`, "a record must be a JSON object, got an array"},
+		{`{"value":"x","timestamp":true}`, "timestamp: want milliseconds since the epoch"},
+		{`{"timestamp":"yesterday"}`, `timestamp "yesterday": want milliseconds`},
+		{`{"headers":"h=1"}`, "headers: want an array"},
+		{`{"headers":[{"key":1}]}`, `headers[0]: "key" must be a string`},
+		{`{"headers":[{"key":"a","valu":"x"}]}`, `headers[0]: unknown field "valu"`},
+		{`{"key_base64":5}`, "key_base64: want a base64 string, got a number"},
+		{`{"value":"a","value_base64":"YQ=="}`, "value: both value and value_base64"},
+		{`{"kye":"b"}`, `unknown field "kye"`},
+		{`{"value":`, "not valid JSON: the line ends inside the JSON value"},
+	} {
+		_, errOut, code := runCLI(t, tc.in+"\n", "produce", b, "j", "--input", "json")
+		if code == 0 || !strings.Contains(errOut, "line 1: "+tc.want) {
+			t.Errorf("input %s: exit %d, stderr %q, want %q", tc.in, code, errOut, tc.want)
+		}
+		for _, goName := range []string{"Go struct", "of type", "jsonInput", "string into", "*string", "int64"} {
+			if strings.Contains(errOut, goName) {
+				t.Errorf("input %s: error names a Go type (%q): %s", tc.in, goName, errOut)
+			}
+		}
+	}
+}
