@@ -70,8 +70,17 @@ func newGroupDeleteCmd(cf *clientFlags) *cobra.Command {
 	}
 }
 
+// groupListEntry is one group of `group list -o json`.
+type groupListEntry struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	Type         string `json:"type"`
+	ProtocolType string `json:"protocol_type"`
+}
+
 func newGroupListCmd(cf *clientFlags) *cobra.Command {
 	var states []string
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -87,6 +96,13 @@ func newGroupListCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("list groups: %w", err)
 			}
+			if output.json() {
+				js := []groupListEntry{}
+				for _, g := range groups.Sorted() {
+					js = append(js, groupListEntry{g.Group, g.State, g.GroupType, g.ProtocolType})
+				}
+				return writeJSON(cmd.OutOrStdout(), js)
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE\tPROTOCOL-TYPE")
 			for _, g := range groups.Sorted() {
@@ -96,6 +112,7 @@ func newGroupListCmd(cf *clientFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only groups in these states (e.g. Stable,Empty)")
+	output = addOutputFlag(cmd)
 	return cmd
 }
 
@@ -311,6 +328,7 @@ func lagTimes(ctx context.Context, cf *clientFlags, ps []partitionPos) {
 }
 
 func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's state, members, assignment and per-partition lag (records and time)",
@@ -333,11 +351,77 @@ func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
 				return fmt.Errorf("group %q does not exist (no members, no committed offsets)", gi.name)
 			}
 			lagTimes(ctx, cf, pos)
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), groupJSON(gi, pos))
+			}
 			printGroup(cmd.OutOrStdout(), gi, pos)
 			return nil
 		},
 	}
+	output = addOutputFlag(cmd)
 	return cmd
+}
+
+// groupDescription is `group describe -o json`.
+type groupDescription struct {
+	Group    string            `json:"group"`
+	State    string            `json:"state"`
+	Type     string            `json:"type"`
+	Protocol string            `json:"protocol"`
+	Members  []groupMemberJSON `json:"members"`
+	Offsets  []groupOffsetJSON `json:"offsets"`
+	TotalLag int64             `json:"total_lag"`
+}
+
+type groupMemberJSON struct {
+	MemberID   string             `json:"member_id"`
+	InstanceID *string            `json:"instance_id"`
+	ClientID   string             `json:"client_id"`
+	Host       string             `json:"host"`
+	Assignment map[string][]int32 `json:"assignment"`
+}
+
+type groupOffsetJSON struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Committed *int64  `json:"committed"` // null: none
+	LogStart  int64   `json:"log_start"`
+	LogEnd    int64   `json:"log_end"`
+	Lag       int64   `json:"lag"`
+	LagMs     *int64  `json:"lag_ms"` // null: unknown
+	Member    *string `json:"member"`
+	Error     string  `json:"error,omitempty"`
+}
+
+func groupJSON(gi *groupInfo, pos []partitionPos) groupDescription {
+	d := groupDescription{Group: gi.name, State: gi.state, Type: gi.kind, Protocol: gi.protocol,
+		Members: []groupMemberJSON{}, Offsets: []groupOffsetJSON{}}
+	for _, m := range gi.members {
+		mj := groupMemberJSON{MemberID: m.id, ClientID: m.client, Host: m.host, Assignment: m.assigned}
+		if m.instance != "" {
+			mj.InstanceID = &m.instance
+		}
+		d.Members = append(d.Members, mj)
+	}
+	for _, p := range pos {
+		o := groupOffsetJSON{Topic: p.topic, Partition: p.partition, LogStart: p.start, LogEnd: p.end, Lag: p.lag}
+		if p.committed >= 0 {
+			o.Committed = &p.committed
+		}
+		if p.lagTime >= 0 {
+			ms := p.lagTime.Milliseconds()
+			o.LagMs = &ms
+		}
+		if p.owner != "" {
+			o.Member = &p.owner
+		}
+		if err := errors.Join(p.startErr, p.endErr); err != nil {
+			o.Error = err.Error()
+		}
+		d.TotalLag += p.lag
+		d.Offsets = append(d.Offsets, o)
+	}
+	return d
 }
 
 func printGroup(w io.Writer, gi *groupInfo, pos []partitionPos) {
