@@ -21,7 +21,7 @@ import (
 func newTopicCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe, alter and delete topics (any Kafka-compatible cluster)",
+		Short: "Create, list, describe, alter, trim and delete topics (any Kafka-compatible cluster)",
 		Args:  cobra.NoArgs, // "weir topic bogus" is an unknown-command error
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -32,6 +32,7 @@ func newTopicCmd() *cobra.Command {
 		newTopicDescribeCmd(cf),
 		newTopicAlterCmd(cf),
 		newTopicDeleteCmd(cf),
+		newTopicTrimCmd(cf),
 	)
 	return cmd
 }
