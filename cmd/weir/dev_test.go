@@ -224,15 +224,5 @@ func TestDevAutoCreateAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-		if p.err != nil {
-			t.Fatalf("weir dev after SIGINT: %v\n%s", p.err, p.stderr)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("weir dev did not exit within 60s of SIGINT")
-	}
+	p.interrupt(t)
 }

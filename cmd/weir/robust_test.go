@@ -173,6 +173,22 @@ func startWeir(t *testing.T, args ...string) *weirProc {
 	return p
 }
 
+// interrupt sends SIGINT and waits for a clean exit (status 0).
+func (p *weirProc) interrupt(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			t.Fatalf("weir %s after SIGINT: %v\nstderr: %s", strings.Join(p.cmd.Args[1:], " "), p.err, p.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("weir %s did not exit within 60s of SIGINT", strings.Join(p.cmd.Args[1:], " "))
+	}
+}
+
 // waitOutput waits until every one of want is a line of p's stdout.
 func (p *weirProc) waitOutput(t *testing.T, limit time.Duration, want ...string) {
 	t.Helper()
@@ -230,15 +246,5 @@ func TestConsumeGroupSurvivesBrokerRestart(t *testing.T) {
 	startServe(t, nil, args...)
 	mustCLI(t, "b0\nb1\nb2\n", "produce", b, "r", "-q")
 	c.waitOutput(t, 120*time.Second, "b0", "b1", "b2")
-	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-c.exited:
-		if c.err != nil {
-			t.Fatalf("consume -g after SIGINT: %v\nstderr: %s", c.err, c.stderr)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("consume -g did not exit within 60s of SIGINT")
-	}
+	c.interrupt(t)
 }

@@ -268,11 +268,7 @@ func TestTopicDescribeReachEveryPartition(t *testing.T) {
 	b := "--brokers=" + addr
 	const parts = 5
 	mustCLI(t, "", "topic", "create", b, "wide", "-p", fmt.Sprint(parts))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := groupTestClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	first := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
