@@ -12,8 +12,10 @@ import (
 // Behavior:
 // * One broker (this node) is the leader, sole replica and ISR of every
 //   partition; leader epoch is always 0.
-// * All topics (v0: empty list; v1+: null list) lists every topic except
-//   the internal __consumer_offsets, which is returned only when named.
+// * All topics (v0: empty list; v1+: null list) lists every topic, the
+//   internal __consumer_offsets and __transaction_state included with
+//   IsInternal set (v1+), as Kafka does: clients skip internal topics in
+//   regex subscriptions by that flag (exclude.internal.topics).
 // * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless auto-create is
 //   on (Config.AutoCreateTopics) and the client allows it (v4+:
 //   AllowAutoTopicCreation; before v4 always), in which case it is created
@@ -35,6 +37,8 @@ import (
 // * v9: flexible
 // * v10: topic IDs
 // * v13: top-level ErrorCode
+
+func init() { regAPI(api{key: kmsg.Metadata, min: 0, max: 13, handle: handleMetadata}) }
 
 func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
@@ -60,9 +64,6 @@ func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (k
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range b.topics.all() {
-			if t.internal {
-				continue
-			}
 			resp.Topics = append(resp.Topics, metadataTopic(t))
 		}
 		return resp, nil

@@ -18,7 +18,10 @@ import (
 //   source DEFAULT_CONFIG. With IncludeSynonyms (v1+) an override lists
 //   itself then the broker-level default (e.g. log.retention.ms), a default
 //   lists the broker-level default only, as Kafka does. ConfigNames
-//   restricts the list; unknown names are omitted.
+//   restricts the list; unknown names are omitted. With
+//   IncludeDocumentation (v3+) every config says what it does; one weir
+//   accepts and stores without acting on it says "NOT ENFORCED by weir"
+//   and why (notEnforced in topicconfig.go).
 // * Broker resources (name "" or this node's ID): the broker configs
 //   weir has, read-only; those set by Config are STATIC_BROKER_CONFIG.
 //   Another node ID is INVALID_REQUEST.
@@ -29,6 +32,8 @@ import (
 // * v1: IncludeSynonyms, Source replaces IsDefault
 // * v3: ConfigType, IncludeDocumentation
 // * v4: flexible
+
+func init() { regAPI(api{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: handleDescribeConfigs}) }
 
 func handleDescribeConfigs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
@@ -91,9 +96,9 @@ func (b *Broker) describeBrokerConfigs(names []string, synonyms, docs bool) []km
 	for _, n := range sortedTopicConfigNames {
 		d := topicConfigDefs[n]
 		if d.synonym != "" && d.synonym != n {
-			list = append(list, bc{d.synonym, d.def, d.typ, false, d.doc})
+			list = append(list, bc{d.synonym, d.def, d.typ, false, d.documentation()})
 		} else if d.synonym == n {
-			list = append(list, bc{n, d.def, d.typ, false, d.doc})
+			list = append(list, bc{n, d.def, d.typ, false, d.documentation()})
 		}
 	}
 	want := map[string]bool{}

@@ -6,7 +6,9 @@
 //
 //	broker.go        Config, Start, Close, the accept loop
 //	conn.go          per-connection framing, pipelining, ordered responses
-//	apis.go          the table of served API keys and version ranges
+//	apis.go          the API table: each API registers its key, pinned
+//	                 version range, handler and connection behaviour
+//	order.go         ordering of a connection's requests per object
 //	topics.go        topic registry: partitions, IDs, configs, persistence
 //	topicconfig.go   topic config definitions, validation, defaults, synonyms
 //	fetchsession.go  KIP-227 incremental fetch sessions
@@ -17,7 +19,8 @@
 //
 // Concurrency: every request is handled on its own goroutine; a connection
 // writes responses strictly in the order the requests arrived. Produce
-// requests on one connection append in arrival order (see conn.go).
+// requests on one connection append in arrival order per partition, and
+// OffsetCommits apply in arrival order per group (order.go).
 package broker
 
 import (
@@ -165,6 +168,7 @@ type Broker struct {
 	txns      txnHandler
 	metrics   *metrics
 	frames    framePool
+	lock      *dataDirLock // held from Start to the end of Close
 
 	ctx    context.Context // canceled by Close: long polls return
 	cancel context.CancelFunc
@@ -182,8 +186,9 @@ type Broker struct {
 	panics atomic.Int64
 }
 
-// Start opens the data directory, recovers the topics and their logs, and
-// starts listening. The broker is accepting connections when Start returns.
+// Start locks the data directory (ErrDataDirLocked, naming the holder, when
+// another broker has it), recovers the topics and their logs, and starts
+// listening. The broker is accepting connections when Start returns.
 // ctx bounds only the startup; use Close to stop the broker.
 func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	cfg.EnsureDefaults()
@@ -204,6 +209,11 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	if err := vfs.MkdirAllDurable(cfg.FS, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("broker: create data dir: %w", err)
 	}
+	lock, err := lockDataDir(cfg.FS, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b.lock = lock
 	logs, err := wlog.OpenManager(wlog.ManagerOptions{
 		FS:                     cfg.FS,
 		Dir:                    logsDir(cfg.DataDir),
@@ -216,6 +226,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		Logger:                 cfg.Logger,
 	})
 	if err != nil {
+		_ = lock.release()
 		return nil, fmt.Errorf("broker: open logs: %w", err)
 	}
 	b.logs = logs
@@ -228,6 +239,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		}
 		b.metrics.unregister() // nil-safe
 		_ = b.logs.Close()
+		_ = b.lock.release()
 		b.cancel()
 		return nil, err
 	}
@@ -268,6 +280,10 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		return fail(fmt.Errorf("broker: advertised port %q: %w", portStr, err))
 	}
 	b.host, b.port = host, int32(port)
+	if err := b.lock.setHolder(ln.Addr().String()); err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("broker: %w", err))
+	}
 
 	// The group coordinator needs the advertised address, so it is built
 	// once the listener is up.
@@ -296,8 +312,8 @@ func (b *Broker) ClusterID() string { return b.clusterID }
 // Close stops the broker gracefully: it stops accepting connections and
 // reading requests, lets in-flight requests finish (long polls return
 // early with what they have), writes their responses, then closes the group
-// coordinator and the logs (fsync and clean-shutdown marker). It is safe to
-// call more than once.
+// coordinator and the logs (fsync and clean-shutdown marker), and releases
+// the data directory's lock. It is safe to call more than once.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.mu.Lock()
@@ -321,6 +337,9 @@ func (b *Broker) Close() error {
 			errs = append(errs, b.groups.Close())
 		}
 		errs = append(errs, b.logs.Close())
+		// The lock goes last: another broker may open the directory as
+		// soon as it is released.
+		errs = append(errs, b.lock.release())
 		b.metrics.unregister()
 		b.closeErr = errors.Join(errs...)
 		b.logger.Info("broker stopped")

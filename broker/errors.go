@@ -21,6 +21,8 @@ func logErrorCode(err error, gone bool) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, wlog.ErrMessageTooLarge):
 		return kerr.MessageTooLarge.Code
+	case errors.Is(err, wlog.ErrInvalidTimestamp):
+		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, wlog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, wlog.ErrStorage):
@@ -51,27 +53,43 @@ func logErrorCode(err error, gone bool) int16 {
 // (*wlog.RecordError: a keyless record on a compacted topic) is answered as
 // Kafka does since KIP-467: INVALID_RECORD with RecordErrors (the record's
 // index and message) and ErrorMessage from v8, CORRUPT_MESSAGE before v8
-// (which has no per-record errors). Other errors get logErrorCode and, from
-// v8, the error's text as ErrorMessage.
+// (which has no per-record errors). A record timestamp out of range
+// (*wlog.TimestampError) is INVALID_TIMESTAMP on every version, with
+// RecordErrors from v8. Other errors get logErrorCode and, from v8, the
+// error's text as ErrorMessage.
 func produceAppendError(version int16, topic string, partition int32, err error, gone bool, sp *kmsg.ProduceResponseTopicPartition) {
-	var re *wlog.RecordError
-	if !errors.As(err, &re) {
+	var (
+		te *wlog.TimestampError
+		re *wlog.RecordError
+	)
+	switch {
+	case errors.As(err, &te):
+		sp.ErrorCode = kerr.InvalidTimestamp.Code
+		if version >= 8 {
+			recordErrors(sp, te.Index, fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
+				te.Timestamp, te.Index, te.Min, te.Max))
+		}
+	case errors.As(err, &re):
+		if version < 8 {
+			sp.ErrorCode = kerr.CorruptMessage.Code
+			return
+		}
+		sp.ErrorCode = kerr.InvalidRecord.Code
+		recordErrors(sp, re.Index, fmt.Sprintf("%s in topic partition %s-%d.", re.Message, topic, partition))
+	default:
 		sp.ErrorCode = logErrorCode(err, gone)
 		if version >= 8 {
 			sp.ErrorMessage = kmsg.StringPtr(err.Error())
 		}
-		return
 	}
-	if version < 8 {
-		sp.ErrorCode = kerr.CorruptMessage.Code
-		return
-	}
-	msg := fmt.Sprintf("%s in topic partition %s-%d.", re.Message, topic, partition)
-	sp.ErrorCode = kerr.InvalidRecord.Code
+}
+
+// recordErrors sets the v8+ RecordErrors of a partition refused for one
+// record, and the ErrorMessage Kafka's RecordValidationException gives.
+func recordErrors(sp *kmsg.ProduceResponseTopicPartition, index int32, msg string) {
 	rec := kmsg.NewProduceResponseTopicPartitionErrorRecord()
-	rec.RelativeOffset = re.Index
+	rec.RelativeOffset = index
 	rec.ErrorMessage = kmsg.StringPtr(msg)
 	sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{rec}
-	// Kafka's InvalidRecordException text for a batch with record errors.
-	sp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("One or more records have been rejected due to 1 record errors in total, and only showing the first three errors at most: [RecordError(batchIndex=%d, message='%s')]", re.Index, msg))
+	sp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("One or more records have been rejected due to 1 record errors in total, and only showing the first three errors at most: [RecordError(batchIndex=%d, message='%s')]", index, msg))
 }

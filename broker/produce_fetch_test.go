@@ -234,11 +234,23 @@ func TestMetadata(t *testing.T) {
 			req.Topics = []kmsg.MetadataRequestTopic{}
 		}
 		resp := c.roundTrip(req, int32(v)).(*kmsg.MetadataResponse)
-		if len(resp.Brokers) != 1 || resp.Brokers[0].Port != b.port || len(resp.Topics) != 1 || *resp.Topics[0].Topic != "m" {
-			t.Fatalf("v%d all topics: %+v", v, resp)
+		if len(resp.Brokers) != 1 || resp.Brokers[0].Port != b.port {
+			t.Fatalf("v%d brokers: %+v", v, resp.Brokers)
 		}
-		if v >= 10 && resp.Topics[0].TopicID != tp.id {
-			t.Fatalf("v%d: topic id", v)
+		// Every topic, the internal ones flagged (v1+) so that clients
+		// leave them out of regex subscriptions, as against Kafka.
+		wantInternal := map[string]bool{"m": false, offsetsTopic: v >= 1, "__transaction_state": v >= 1}
+		if len(resp.Topics) != len(wantInternal) {
+			t.Fatalf("v%d all topics: %d topics, want %d: %+v", v, len(resp.Topics), len(wantInternal), resp.Topics)
+		}
+		for _, mt := range resp.Topics {
+			internal, ok := wantInternal[*mt.Topic]
+			if !ok || mt.ErrorCode != 0 || mt.IsInternal != internal || len(mt.Partitions) == 0 {
+				t.Fatalf("v%d all topics: %s internal=%v err=%d, want internal=%v", v, *mt.Topic, mt.IsInternal, mt.ErrorCode, internal)
+			}
+			if v >= 10 && *mt.Topic == "m" && mt.TopicID != tp.id {
+				t.Fatalf("v%d: topic id", v)
+			}
 		}
 	}
 	// Auto-create when allowed; not when the client says no; bad names.
@@ -267,7 +279,7 @@ func TestMetadata(t *testing.T) {
 	if *resp.Topics[0].Topic != "m" || resp.Topics[1].ErrorCode != kerr.UnknownTopicID.Code {
 		t.Fatalf("by id: %+v", resp.Topics)
 	}
-	// The internal topics are listed only when named.
+	// The internal topics named.
 	req = kmsg.NewPtrMetadataRequest()
 	req.Version = 9
 	req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(offsetsTopic)}, {Topic: kmsg.StringPtr("__transaction_state")}}

@@ -13,9 +13,10 @@ import (
 
 // Topic configs. Every topic config Kafka defines that a client may set is
 // accepted (unknown names are INVALID_CONFIG, as in Kafka); the ones marked
-// applied change the log's behaviour, the rest are stored and described
-// back but have no effect on a single node (replication, throttles,
-// tiered storage). Values are validated by type and range when set.
+// applied change the broker's or the log's behaviour, the rest are stored
+// and described back but have no effect (replication, throttles, tiered
+// storage, flush tuning): their DescribeConfigs documentation starts with
+// notEnforced and says why. Values are validated by type and range when set.
 
 type configType int8
 
@@ -36,8 +37,8 @@ type topicConfigDef struct {
 	min      int64  // for ints and longs
 	max      int64
 	enum     []string // allowed values (lists: allowed items)
-	applied  bool     // changes the log's behaviour
-	doc      string
+	applied  bool     // changes the broker's or the log's behaviour
+	doc      string   // what it does; for one not applied, why not
 	readOnly bool
 }
 
@@ -62,34 +63,50 @@ var topicConfigDefs = func() map[string]topicConfigDef {
 			doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append"},
 		{name: "index.interval.bytes", typ: ctInt, def: "4096", synonym: "log.index.interval.bytes", min: 0, max: maxInt32, applied: true,
 			doc: "bytes between offset index entries"},
-		{name: "min.insync.replicas", typ: ctInt, def: "1", synonym: "min.insync.replicas", min: 1, max: maxInt32,
-			doc: "accepted; a single node is always the whole ISR"},
+		{name: "min.insync.replicas", typ: ctInt, def: "1", synonym: "min.insync.replicas", min: 1, max: maxInt32, applied: true,
+			doc: "acks=all produces fail with NOT_ENOUGH_REPLICAS when this is above 1: the single node is the whole ISR"},
 		{name: "compression.type", typ: ctString, def: "producer", synonym: "compression.type", enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"},
-			doc: "accepted; batches are stored as the producer compressed them"},
+			doc: "batches are stored as the producer compressed them"},
 		{name: "delete.retention.ms", typ: ctLong, def: "86400000", synonym: "log.cleaner.delete.retention.ms", min: 0, max: 1<<63 - 1, applied: true,
 			doc: "how long a tombstone stays after the cleaner first passed it"},
-		{name: "file.delete.delay.ms", typ: ctLong, def: "60000", synonym: "log.segment.delete.delay.ms", min: 0, max: 1<<63 - 1},
-		{name: "flush.messages", typ: ctLong, def: "9223372036854775807", synonym: "log.flush.interval.messages", min: 1, max: 1<<63 - 1},
-		{name: "flush.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.flush.interval.ms", min: 0, max: 1<<63 - 1},
+		{name: "file.delete.delay.ms", typ: ctLong, def: "60000", synonym: "log.segment.delete.delay.ms", min: 0, max: 1<<63 - 1,
+			doc: "deleted segments are removed once their last reader is done"},
+		{name: "flush.messages", typ: ctLong, def: "9223372036854775807", synonym: "log.flush.interval.messages", min: 1, max: 1<<63 - 1,
+			doc: "the broker's fsync policy decides (an acks=all produce is answered after its fsync)"},
+		{name: "flush.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.flush.interval.ms", min: 0, max: 1<<63 - 1,
+			doc: "the broker's fsync policy decides (an acks=all produce is answered after its fsync)"},
 		{name: "max.compaction.lag.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.cleaner.max.compaction.lag.ms", min: 1, max: 1<<63 - 1, applied: true,
 			doc: "a record stays uncompacted at most this long"},
 		{name: "min.compaction.lag.ms", typ: ctLong, def: "0", synonym: "log.cleaner.min.compaction.lag.ms", min: 0, max: 1<<63 - 1, applied: true,
 			doc: "a record stays uncompacted at least this long"},
 		{name: "min.cleanable.dirty.ratio", typ: ctDouble, def: "0.5", synonym: "log.cleaner.min.cleanable.ratio", applied: true,
 			doc: "share of uncompacted bytes that triggers the cleaner"},
-		{name: "message.timestamp.before.max.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.message.timestamp.before.max.ms", min: 0, max: 1<<63 - 1},
-		{name: "message.timestamp.after.max.ms", typ: ctLong, def: "3600000", synonym: "log.message.timestamp.after.max.ms", min: 0, max: 1<<63 - 1},
-		{name: "message.timestamp.difference.max.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.message.timestamp.difference.max.ms", min: 0, max: 1<<63 - 1},
-		{name: "preallocate", typ: ctBool, def: "false", synonym: "log.preallocate"},
-		{name: "segment.index.bytes", typ: ctInt, def: "10485760", synonym: "log.index.size.max.bytes", min: 4, max: maxInt32},
-		{name: "segment.jitter.ms", typ: ctLong, def: "0", synonym: "log.roll.jitter.ms", min: 0, max: 1<<63 - 1},
-		{name: "unclean.leader.election.enable", typ: ctBool, def: "false", synonym: "unclean.leader.election.enable"},
-		{name: "message.downconversion.enable", typ: ctBool, def: "true", synonym: "log.message.downconversion.enable"},
-		{name: "local.retention.ms", typ: ctLong, def: "-2", synonym: "log.local.retention.ms", min: -2, max: 1<<63 - 1},
-		{name: "local.retention.bytes", typ: ctLong, def: "-2", synonym: "log.local.retention.bytes", min: -2, max: 1<<63 - 1},
-		{name: "remote.storage.enable", typ: ctBool, def: "false"},
-		{name: "leader.replication.throttled.replicas", typ: ctList, def: ""},
-		{name: "follower.replication.throttled.replicas", typ: ctList, def: ""},
+		{name: "message.timestamp.before.max.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.message.timestamp.before.max.ms", min: 0, max: 1<<63 - 1, applied: true,
+			doc: "with CreateTime, a record stamped further than this before the broker's clock fails the produce with INVALID_TIMESTAMP"},
+		{name: "message.timestamp.after.max.ms", typ: ctLong, def: "3600000", synonym: "log.message.timestamp.after.max.ms", min: 0, max: 1<<63 - 1, applied: true,
+			doc: "with CreateTime, a record stamped further than this after the broker's clock fails the produce with INVALID_TIMESTAMP"},
+		{name: "message.timestamp.difference.max.ms", typ: ctLong, def: "9223372036854775807", synonym: "log.message.timestamp.difference.max.ms", min: 0, max: 1<<63 - 1,
+			doc: "removed in Kafka 4.0; message.timestamp.before.max.ms and message.timestamp.after.max.ms apply"},
+		{name: "preallocate", typ: ctBool, def: "false", synonym: "log.preallocate",
+			doc: "the log reserves space for the active segment in bounded steps itself, whatever this says"},
+		{name: "segment.index.bytes", typ: ctInt, def: "10485760", synonym: "log.index.size.max.bytes", min: 4, max: maxInt32,
+			doc: "index files grow as needed"},
+		{name: "segment.jitter.ms", typ: ctLong, def: "0", synonym: "log.roll.jitter.ms", min: 0, max: 1<<63 - 1,
+			doc: "segments roll at segment.ms exactly"},
+		{name: "unclean.leader.election.enable", typ: ctBool, def: "false", synonym: "unclean.leader.election.enable",
+			doc: "a single node has no other replica to elect"},
+		{name: "message.downconversion.enable", typ: ctBool, def: "true", synonym: "log.message.downconversion.enable",
+			doc: "only RecordBatch v2 clients (Produce v3+, Fetch v4+) are served"},
+		{name: "local.retention.ms", typ: ctLong, def: "-2", synonym: "log.local.retention.ms", min: -2, max: 1<<63 - 1,
+			doc: "no tiered storage"},
+		{name: "local.retention.bytes", typ: ctLong, def: "-2", synonym: "log.local.retention.bytes", min: -2, max: 1<<63 - 1,
+			doc: "no tiered storage"},
+		{name: "remote.storage.enable", typ: ctBool, def: "false",
+			doc: "no tiered storage"},
+		{name: "leader.replication.throttled.replicas", typ: ctList, def: "",
+			doc: "a single node does not replicate"},
+		{name: "follower.replication.throttled.replicas", typ: ctList, def: "",
+			doc: "a single node does not replicate"},
 	}
 	m := make(map[string]topicConfigDef, len(defs))
 	for _, d := range defs {
@@ -97,6 +114,18 @@ var topicConfigDefs = func() map[string]topicConfigDef {
 	}
 	return m
 }()
+
+// notEnforced starts the DescribeConfigs documentation of every config
+// weir accepts and stores but does not act on; the reason follows.
+const notEnforced = "NOT ENFORCED by weir (accepted and stored only): "
+
+// documentation is the DescribeConfigs documentation of a config.
+func (d topicConfigDef) documentation() string {
+	if !d.applied {
+		return notEnforced + d.doc
+	}
+	return d.doc
+}
 
 // sortedTopicConfigNames lists topicConfigDefs in name order (describe output).
 var sortedTopicConfigNames = func() []string {
@@ -200,6 +229,13 @@ func logConfig(overrides map[string]string) wlog.Config {
 	c.RetentionBytes = num("retention.bytes")
 	c.MaxMessageBytes = int32(num("max.message.bytes"))
 	c.IndexIntervalBytes = int32(num("index.interval.bytes"))
+	// The log's zero means its default, negative means 0.
+	if c.TimestampBeforeMaxMs = num("message.timestamp.before.max.ms"); c.TimestampBeforeMaxMs == 0 {
+		c.TimestampBeforeMaxMs = -1
+	}
+	if c.TimestampAfterMaxMs = num("message.timestamp.after.max.ms"); c.TimestampAfterMaxMs == 0 {
+		c.TimestampAfterMaxMs = -1
+	}
 	if v, _ := configValue(overrides, "message.timestamp.type"); v == "LogAppendTime" {
 		c.TimestampType = wlog.LogAppendTime
 	} else {
@@ -255,8 +291,8 @@ func describeTopicConfigs(overrides map[string]string, names []string, synonyms,
 		if overridden {
 			rc.Source = kmsg.ConfigSourceDynamicTopicConfig
 		}
-		if docs && d.doc != "" {
-			rc.Documentation = kmsg.StringPtr(d.doc)
+		if docs {
+			rc.Documentation = kmsg.StringPtr(d.documentation())
 		}
 		if synonyms {
 			if overridden {
@@ -273,4 +309,14 @@ func describeTopicConfigs(overrides map[string]string, names []string, synonyms,
 		out = append(out, rc)
 	}
 	return out
+}
+
+// minInsyncReplicas is the topic's min.insync.replicas (validated when set).
+func (t *topic) minInsyncReplicas() int64 {
+	v, ok := t.configs["min.insync.replicas"]
+	if !ok {
+		return 1
+	}
+	n, _ := strconv.ParseInt(v, 10, 32)
+	return n
 }

@@ -40,6 +40,9 @@ type MemFS struct {
 	// durable by a directory sync (a change is dropped from it when its
 	// directory is synced). CrashCloneWith may apply a prefix of it.
 	journal []metaOp
+	// locked holds the files (inodes) locked by Lock. A CrashClone starts
+	// with none: a crash ends the process that held them.
+	locked map[*memNode]bool
 }
 
 // memNode is an inode: a regular file or a directory.
@@ -175,6 +178,28 @@ func (m *MemFS) OpenReadWrite(name string) (File, error) {
 
 // Open implements FS. Opening a directory is allowed (as with os.Open).
 func (m *MemFS) Open(name string) (File, error) { return m.openFile("open", name, false, false, false) }
+
+// Lock implements FS. Locks are per inode, as flock(2): a file locked under
+// one name is locked under every name it has.
+func (m *MemFS) Lock(name string) (File, error) {
+	f, err := m.openFile("lock", name, true, false, true)
+	if err != nil {
+		return nil, err
+	}
+	mf := f.(*memFile)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.locked[mf.n] {
+		mf.closed = true
+		return nil, pathErr("lock", name, ErrLocked)
+	}
+	if m.locked == nil {
+		m.locked = map[*memNode]bool{}
+	}
+	m.locked[mf.n] = true
+	mf.holdsLock = true
+	return mf, nil
+}
 
 // OpenDir implements FS.
 func (m *MemFS) OpenDir(dir string) (File, error) {
@@ -521,6 +546,8 @@ type memFile struct {
 	pos    int64
 	write  bool
 	closed bool
+	// holdsLock: opened by Lock; Close releases the lock.
+	holdsLock bool
 }
 
 var _ File = (*memFile)(nil)
@@ -680,6 +707,9 @@ func (f *memFile) Close() error {
 		return pathErr("close", f.name, os.ErrClosed)
 	}
 	f.closed = true
+	if f.holdsLock {
+		delete(f.fs.locked, f.n)
+	}
 	return nil
 }
 

@@ -477,3 +477,23 @@ func TestMemFSFileSizeLimit(t *testing.T) {
 		t.Fatalf("size %d", fi.Size())
 	}
 }
+
+// A crash ends the process holding a lock: the clone has the lock file (if
+// durable) but no lock, while the original stays locked.
+func TestMemFSLockCrashClone(t *testing.T) {
+	m := NewCrashableMem()
+	held := must(m.Lock("d.lock"))(t)
+	if err := SyncDir(m, ""); err != nil {
+		t.Fatal(err)
+	}
+	clone := m.CrashClone()
+	f, err := clone.Lock("d.lock")
+	if err != nil {
+		t.Fatalf("Lock in the crash clone: %v", err)
+	}
+	f.Close()
+	if _, err := m.Lock("d.lock"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("original: err %v, want ErrLocked", err)
+	}
+	held.Close()
+}

@@ -92,6 +92,7 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"os"
 )
@@ -147,7 +148,19 @@ type FS interface {
 	List(dir string) ([]string, error)
 	// Stat describes the named file or directory.
 	Stat(name string) (os.FileInfo, error)
+	// Lock opens the named file read-write, creating it if it does not
+	// exist, and takes an exclusive lock on it without waiting. The lock is
+	// held until the returned File is closed or the process ends (a killed
+	// process releases it). A lock already held, by another process or by
+	// another Lock of the same file in this process, fails with an error
+	// wrapping ErrLocked. The lock is advisory: it excludes other Lock
+	// calls only, not reads or writes of the file.
+	Lock(name string) (File, error)
 }
+
+// ErrLocked is the error (wrapped) of FS.Lock on a file locked by someone
+// else.
+var ErrLocked = errors.New("file is locked")
 
 // Default is the operating system's file system.
 var Default FS = osFS{}

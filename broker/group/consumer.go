@@ -45,10 +45,23 @@ import (
 //     (default 200ms) instead of group.consumer.heartbeat.interval.ms, so a
 //     moved partition is paused for a few round trips, not for intervals.
 //   - A regular-expression subscription (v1, RE2 syntax as Kafka's RE2/J)
-//     matches the broker's topics except internal ones; topics created or
-//     deleted later change the subscription (checked on every heartbeat).
+//     matches whole topic names, internal topics included, as Kafka's
+//     coordinator resolves it (clients skip internal topics themselves when
+//     they resolve a regex); topics created or deleted later change the
+//     subscription (checked on every heartbeat).
 //     It needs Topics to implement TopicLister; otherwise, and for an
 //     invalid expression, INVALID_REGULAR_EXPRESSION.
+
+// Versions: ConsumerGroupHeartbeat v0-1, ConsumerGroupDescribe v0-1.
+//   - ConsumerGroupHeartbeat v1 SubscribedTopicRegex, and the client
+//     generates the member ID (an empty one is INVALID_REQUEST).
+//   - ConsumerGroupDescribe v1 MemberType (always 1, consumer: a KIP-848
+//     group has no classic members here).
+
+func init() {
+	regAPI(kmsg.ConsumerGroupHeartbeat, 0, 1, (*Coordinator).consumerHeartbeat)
+	regAPI(kmsg.ConsumerGroupDescribe, 0, 1, (*Coordinator).consumerDescribe)
+}
 
 type memberState int8
 
@@ -100,7 +113,15 @@ func newConsumerGroup(g *group) *consumerGroup {
 	}
 }
 
-func compileRegex(s string) (*regexp.Regexp, error) { return regexp.Compile(s) }
+// compileRegex compiles a subscription's regular expression to match whole
+// topic names, as Kafka's Pattern.matcher(topic).matches(): "orders" does
+// not match "orders-v2" (clients that mean "anywhere" wrap it in ".*").
+func compileRegex(s string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(s); err != nil {
+		return nil, err // the error quotes the expression as sent
+	}
+	return regexp.Compile(`^(?:` + s + `)$`)
+}
 
 func (cg *consumerGroup) stateName() string {
 	switch {
@@ -365,8 +386,8 @@ func (cg *consumerGroup) bump(reason string) {
 }
 
 // effectiveSubscriptions resolves every member's subscription: its topic
-// names plus the topics its regular expression matches (internal topics,
-// "__"-prefixed, never match, as in Kafka).
+// names plus the topics its regular expression matches (internal topics
+// included, as in Kafka).
 func (cg *consumerGroup) effectiveSubscriptions() map[string][]string {
 	var names []string
 	if tl, ok := cg.g.c.opts.Topics.(TopicLister); ok {
@@ -385,7 +406,7 @@ func (cg *consumerGroup) effectiveSubscriptions() map[string][]string {
 		}
 		subs := slices.Clone(m.subscribed)
 		for _, t := range names {
-			if !strings.HasPrefix(t, "__") && m.re.MatchString(t) {
+			if m.re.MatchString(t) {
 				subs = append(subs, t)
 			}
 		}

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -43,6 +42,11 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 			return AppendResult{}, err
 		}
 	}
+	if cfg.TimestampType == CreateTime {
+		if err := checkTimestampBounds(batches, vs, cfg, l.now().UnixMilli(), &l.codecs); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	res := AppendResult{LogAppendTime: -1, Batches: make([]BatchInfo, len(vs))}
 	// Timestamps: Kafka's rules, applied before the append lock (the CRC
 	// recomputation is CPU work).
@@ -51,7 +55,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		res.LogAppendTime = l.now().UnixMilli()
 	}
 	for i := range vs {
-		b := batches[pos : pos+int(vs[i].hdr.size())]
+		b := batches[pos : pos+int(vs[i].hdr.Size())]
 		pos += len(b)
 		h := &vs[i].hdr
 		lat := h.Attributes&attrLogAppendTime != 0
@@ -105,8 +109,8 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		h.BaseOffset = next
 		h.LeaderEpoch = 0
 		setBaseOffset(batches[pos:], next, 0)
-		pos += int(h.size())
-		next = h.lastOffset() + 1
+		pos += int(h.Size())
+		next = h.LastOffset() + 1
 	}
 	seg.preallocate(start+int64(len(batches)), cfg.SegmentBytes)
 	if _, err := seg.f.WriteAt(batches, start); err != nil {
@@ -128,9 +132,9 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 	for i := range vs {
 		h := &vs[i].hdr
 		seg.ix.note(p, h, interval)
-		p += h.size()
+		p += h.Size()
 		res.Batches[i] = BatchInfo{
-			BaseOffset: h.BaseOffset, LastOffset: h.lastOffset(),
+			BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(),
 			ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence,
 			NumRecords: h.NumRecords, MaxTimestamp: h.MaxTimestamp,
 			Transactional: h.Attributes&attrTransactional != 0, Control: h.Attributes&attrControl != 0,
@@ -190,6 +194,42 @@ func (l *Log) answerDuplicate(d *duplicate, durable bool) (AppendResult, error) 
 	return res, nil
 }
 
+// checkTimestampBounds applies message.timestamp.before/after.max.ms to the
+// validated batches vs of batches: every record timestamp other than -1 must
+// be within [now-before, now+after] (saturating). The batches' timestamp
+// ranges decide; the records are walked again only to name the first one
+// out of range.
+func checkTimestampBounds(batches []byte, vs []validated, cfg *Config, now int64, c *codecs) error {
+	// Both bounds are >= 0 (withDefaults).
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if now >= math.MinInt64+cfg.TimestampBeforeMaxMs {
+		lo = now - cfg.TimestampBeforeMaxMs
+	}
+	if now <= math.MaxInt64-cfg.TimestampAfterMaxMs {
+		hi = now + cfg.TimestampAfterMaxMs
+	}
+	pos, index := 0, int32(0)
+	for i := range vs {
+		b := batches[pos : pos+int(vs[i].hdr.Size())]
+		pos += len(b)
+		if vs[i].recordsMinTimestamp >= lo && vs[i].recordsMaxTimestamp <= hi {
+			index += vs[i].hdr.NumRecords
+			continue
+		}
+		te := &TimestampError{Index: index, Min: lo, Max: hi}
+		recordTimestamps(b, c, func(_, ts int64) bool {
+			if ts != -1 && (ts < lo || ts > hi) {
+				te.Timestamp = ts
+				return false
+			}
+			te.Index++
+			return true
+		})
+		return te
+	}
+	return nil
+}
+
 // splitAndValidate splits concatenated batches and validates each one.
 func splitAndValidate(b []byte, cfg *Config, c *codecs) ([]validated, error) {
 	if len(b) == 0 {
@@ -198,10 +238,10 @@ func splitAndValidate(b []byte, cfg *Config, c *codecs) ([]validated, error) {
 	var vs []validated
 	for off := 0; off < len(b); {
 		rest := b[off:]
-		if len(rest) < logOverhead {
+		size, ok := BatchSize(rest)
+		if !ok {
 			return nil, batchErr("%d trailing bytes", len(rest))
 		}
-		size := int64(int32(binary.BigEndian.Uint32(rest[offLength:]))) + logOverhead
 		if size < batchHeaderSize || size > int64(len(rest)) {
 			return nil, batchErr("batch length %d invalid for %d remaining bytes", size-logOverhead, len(rest))
 		}

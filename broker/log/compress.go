@@ -215,13 +215,13 @@ func readN(r io.Reader, buf []byte, n int) ([]byte, error) {
 
 // checkCompressedRecords validates the records of a compressed batch as
 // checkRecords does for uncompressed ones.
-func (c *codecs) checkCompressedRecords(b []byte, h batchHeader) (int64, error) {
-	br, release, err := c.records(h.compression(), b[batchHeaderSize:])
+func (c *codecs) checkCompressedRecords(b []byte, h batchHeader) (tsRange, error) {
+	br, release, err := c.records(h.Compression(), b[batchHeaderSize:])
 	if err != nil {
-		return 0, batchErr("decompress: %v", err)
+		return tsRange{}, batchErr("decompress: %v", err)
 	}
 	defer release()
-	maxTs := int64(-1)
+	tr := newTsRange()
 	err = walkRecordStream(br, h.NumRecords, func(i int32, rec []byte) error {
 		tsDelta, offDelta, rerr := checkRecord(rec)
 		if rerr != nil {
@@ -234,11 +234,11 @@ func (c *codecs) checkCompressedRecords(b []byte, h batchHeader) (int64, error) 
 		if (tsDelta > 0 && ts < h.FirstTimestamp) || (tsDelta < 0 && ts > h.FirstTimestamp) || ts < -1 {
 			return fmt.Errorf("record %d: timestamp out of range", i)
 		}
-		maxTs = max(maxTs, ts)
+		tr.add(ts)
 		return nil
 	})
 	if err != nil {
-		return 0, batchErr("%v", err)
+		return tsRange{}, batchErr("%v", err)
 	}
-	return maxTs, nil
+	return tr, nil
 }

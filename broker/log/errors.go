@@ -29,7 +29,28 @@ var (
 	// Nothing was appended. Kafka: INVALID_RECORD from Produce v8 (with
 	// RecordErrors), CORRUPT_MESSAGE before.
 	ErrInvalidRecord = errors.New("log: invalid record")
+	// ErrInvalidTimestamp: a record's timestamp is outside the bounds of
+	// Config.TimestampBeforeMaxMs/AfterMaxMs. Returned as a
+	// *TimestampError. Nothing was appended. Kafka: INVALID_TIMESTAMP.
+	ErrInvalidTimestamp = errors.New("log: record timestamp out of range")
 )
+
+// TimestampError names the first record of an append whose timestamp is
+// out of range, and the range [Min, Max] it had to be in. It matches
+// ErrInvalidTimestamp.
+type TimestampError struct {
+	// Index is the record's position among the appended records, counted
+	// from 0 across the batches, as RecordError.Index.
+	Index     int32
+	Timestamp int64
+	Min, Max  int64
+}
+
+func (e *TimestampError) Error() string {
+	return fmt.Sprintf("log: timestamp %d of record %d is out of range: it must be within [%d, %d]", e.Timestamp, e.Index, e.Min, e.Max)
+}
+
+func (e *TimestampError) Unwrap() error { return ErrInvalidTimestamp }
 
 // RecordError names the record an append refused. It matches
 // ErrInvalidRecord and, for callers that know only the older code,

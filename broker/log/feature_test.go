@@ -3,6 +3,7 @@ package log
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,7 +110,10 @@ func TestRetention(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clk := newClock()
-			l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Now: clk.Now, Config: Config{SegmentBytes: 1100, RetentionMs: -1}})
+			// The records are stamped up to 20h ahead of the clock, which
+			// then catches up: no after-bound.
+			l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Now: clk.Now,
+				Config: Config{SegmentBytes: 1100, RetentionMs: -1, TimestampAfterMaxMs: math.MaxInt64}})
 			defer l.Close()
 			// 5 segments of ~1000 bytes; segment i's records are i*5h old
 			// relative to the last.
@@ -236,7 +240,7 @@ func TestLogAppendTime(t *testing.T) {
 	l.SetConfig(Config{})
 	bad := testBatch{records: 2, firstTs: 100, tsStep: 50}.build()
 	binary.BigEndian.PutUint64(bad[offMaxTimestamp:], 1)
-	binary.BigEndian.PutUint32(bad[offCRC:], batchCRC(bad))
+	binary.BigEndian.PutUint32(bad[offCRC:], BatchCRC(bad))
 	r = mustAppend(t, l, bad, true)
 	if r.LogAppendTime != -1 || r.Batches[0].MaxTimestamp != 150 {
 		t.Fatalf("create time: %+v", r)
@@ -489,12 +493,12 @@ func TestConcurrentAppendReadRetention(t *testing.T) {
 					return
 				}
 				for d := r.Data; len(d) > 0; {
-					h, err := validateStored(d[:parseHeader(d).size()])
+					h, err := validateStored(d[:parseHeader(d).Size()])
 					if err != nil {
 						t.Errorf("bad batch: %v", err)
 						return
 					}
-					d = d[h.size():]
+					d = d[h.Size():]
 				}
 				r.Release()
 				l.OffsetForTimestamp(50)

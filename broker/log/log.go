@@ -48,6 +48,10 @@ const (
 	DefaultRetentionMs        = 7 * 24 * 60 * 60 * 1000
 	DefaultMaxMessageBytes    = 1048588
 	DefaultIndexIntervalBytes = 4096
+	// DefaultTimestampAfterMaxMs is Kafka 4's
+	// message.timestamp.after.max.ms (one hour); the before bound has no
+	// default limit.
+	DefaultTimestampAfterMaxMs = 60 * 60 * 1000
 	// DefaultSyncInterval is used for SyncInterval when
 	// Options.SyncInterval is 0.
 	DefaultSyncInterval = time.Second
@@ -70,6 +74,14 @@ type Config struct {
 	MinCompactionLagMs     int64   // min.compaction.lag.ms, default 0
 	MaxCompactionLagMs     int64   // max.compaction.lag.ms, default unlimited
 	DeleteRetentionMs      int64   // delete.retention.ms, default 1 day; < 0 means 0
+	// Timestamp bounds (CreateTime only; LogAppendTime overwrites the
+	// producer's timestamps): an append holding a record stamped more than
+	// TimestampBeforeMaxMs before the log's clock, or more than
+	// TimestampAfterMaxMs after it, fails with a *TimestampError. Records
+	// without a timestamp (-1) are not checked. Zero values mean Kafka's
+	// defaults (unlimited before, one hour after); < 0 means 0.
+	TimestampBeforeMaxMs int64 // message.timestamp.before.max.ms
+	TimestampAfterMaxMs  int64 // message.timestamp.after.max.ms
 }
 
 // withDefaults fills in zero values.
@@ -99,6 +111,18 @@ func (c Config) withDefaults() Config {
 		c.Delete = true
 	}
 	c = c.compactionDefaults()
+	switch {
+	case c.TimestampBeforeMaxMs == 0:
+		c.TimestampBeforeMaxMs = math.MaxInt64
+	case c.TimestampBeforeMaxMs < 0:
+		c.TimestampBeforeMaxMs = 0
+	}
+	switch {
+	case c.TimestampAfterMaxMs == 0:
+		c.TimestampAfterMaxMs = DefaultTimestampAfterMaxMs
+	case c.TimestampAfterMaxMs < 0:
+		c.TimestampAfterMaxMs = 0
+	}
 	return c
 }
 

@@ -372,7 +372,7 @@ func (l *Log) recoverProducerState() error {
 		l.ps.mu.Lock()
 		for i := range recovered {
 			rb := &recovered[i]
-			if rb.h.lastOffset() >= from && rb.h.BaseOffset < l.next {
+			if rb.h.LastOffset() >= from && rb.h.BaseOffset < l.next {
 				l.ps.replay(&rb.h, rb.ctype, rb.cepoch)
 			}
 		}
@@ -508,22 +508,22 @@ func (l *Log) replayLocked(from, to int64) error {
 			if reason := h.checkFraming(size - pos); reason != "" {
 				return &CorruptionError{Segment: seg.name(), Offset: pos, Reason: reason}
 			}
-			pos += h.size()
+			pos += h.Size()
 			if h.BaseOffset >= to {
 				break
 			}
-			if h.lastOffset() < from || h.ProducerID < 0 {
+			if h.LastOffset() < from || h.ProducerID < 0 {
 				continue
 			}
 			ctype, cepoch := int16(-1), int32(-1)
 			if h.Attributes&attrControl != 0 {
-				b, err := r.get(pos-h.size(), int(h.size()))
+				b, err := r.get(pos-h.Size(), int(h.Size()))
 				if err != nil {
 					return storageErr("replay "+seg.name(), err)
 				}
 				var reason string
 				if ctype, cepoch, reason = parseControl(b); reason != "" {
-					return &CorruptionError{Segment: seg.name(), Offset: pos - h.size(), Reason: reason}
+					return &CorruptionError{Segment: seg.name(), Offset: pos - h.Size(), Reason: reason}
 				}
 			}
 			ps.replay(&h, ctype, cepoch)
@@ -544,7 +544,7 @@ func (ps *producerState) replay(h *batchHeader, ctype int16, cepoch int32) {
 	if h.ProducerEpoch > e.epoch {
 		e.setEpoch(h.ProducerEpoch)
 	}
-	e.lastOff, e.lastTs = h.lastOffset(), h.MaxTimestamp
+	e.lastOff, e.lastTs = h.LastOffset(), h.MaxTimestamp
 	if h.Attributes&attrControl != 0 {
 		e.coordEpoch = max(e.coordEpoch, cepoch)
 		if e.txnFirst >= 0 {
@@ -557,7 +557,7 @@ func (ps *producerState) replay(h *batchHeader, ctype int16, cepoch int32) {
 	}
 	if h.BaseSequence >= 0 {
 		e.addBatch(seqBatch{firstSeq: h.BaseSequence, lastSeq: incSeq(h.BaseSequence, h.LastOffsetDelta),
-			firstOff: h.BaseOffset, lastOff: h.lastOffset()})
+			firstOff: h.BaseOffset, lastOff: h.LastOffset()})
 	}
 	if h.Attributes&attrTransactional != 0 && e.txnFirst < 0 {
 		e.txnFirst = h.BaseOffset

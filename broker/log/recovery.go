@@ -415,14 +415,14 @@ func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *index
 		if h.BaseOffset < next || (strict && h.BaseOffset != next) {
 			return bad("base offset %d, expected %d", h.BaseOffset, next)
 		}
-		if !seg.fitsOffsets(h.lastOffset()) {
-			return bad("offset %d too far from segment base", h.lastOffset())
+		if !seg.fitsOffsets(h.LastOffset()) {
+			return bad("offset %d too far from segment base", h.LastOffset())
 		}
-		b, err := r.get(pos, int(h.size()))
+		b, err := r.get(pos, int(h.Size()))
 		if err != nil {
 			return pos, next, nil, err
 		}
-		if c := batchCRC(b); c != h.CRC {
+		if c := BatchCRC(b); c != h.CRC {
 			return bad("crc mismatch: stored %08x, computed %08x", h.CRC, c)
 		}
 		mu.Lock()
@@ -431,8 +431,8 @@ func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *index
 		if collect != nil {
 			collect(&h, b)
 		}
-		pos += h.size()
-		next = h.lastOffset() + 1
+		pos += h.Size()
+		next = h.LastOffset() + 1
 	}
 	return pos, next, nil, nil
 }

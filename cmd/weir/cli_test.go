@@ -126,7 +126,7 @@ func TestTopicLifecycle(t *testing.T) {
 
 	mustCLI(t, "", "topic", "alter", b, "orders", "--partitions", "5", "-c", "retention.ms=7200000")
 	out = mustCLI(t, "", "topic", "describe", b, "orders")
-	if !strings.Contains(out, "Partitions: 5") || !regexpLine(out, `^retention\.ms\s+7200000\s+topic$`) {
+	if !strings.Contains(out, "Partitions: 5") || !regexpLine(out, `^retention\.ms\s+7200000\s+topic\b`) {
 		t.Fatalf("describe after alter:\n%s", out)
 	}
 	if _, errOut, code := runCLI(t, "", "topic", "alter", b, "orders", "--partitions", "2"); code == 0 || !strings.Contains(errOut, "INVALID_PARTITIONS") {
@@ -137,7 +137,7 @@ func TestTopicLifecycle(t *testing.T) {
 	}
 	mustCLI(t, "", "topic", "alter", b, "orders", "--delete-config", "retention.ms")
 	out = mustCLI(t, "", "topic", "describe", b, "orders")
-	if regexpLine(out, `^retention\.ms\s+\d+\s+topic$`) {
+	if regexpLine(out, `^retention\.ms\s+\d+\s+topic\b`) {
 		t.Fatalf("retention.ms still set on the topic after --delete-config:\n%s", out)
 	}
 	if _, _, code := runCLI(t, "", "topic", "alter", b, "orders"); code == 0 {

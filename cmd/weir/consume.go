@@ -34,6 +34,7 @@ type consumeOptions struct {
 	group      string
 	regex      bool
 	isolation  string
+	registry   string // schema_values.go: decode wire-format values in -f json
 
 	now func() time.Time // for relative --timestamp values; injected by tests
 }
@@ -97,6 +98,7 @@ with one.`,
 	f.StringVarP(&o.template, "format-string", "F", "", "kcat-like output format, e.g. '%t %p %o %k %s %h' (see above)")
 	f.BoolVarP(&o.regex, "regex", "r", false, "the topic arguments are regular expressions matched against whole topic names")
 	f.StringVar(&o.isolation, "isolation", "read_committed", "read_committed (only committed transactions; default) or read_uncommitted")
+	f.StringVar(&o.registry, "registry", envRegistry(), "with -f json: schema registry URL; wire-format values are added decoded as value_schema {id, value}")
 	return cmd
 }
 
@@ -317,6 +319,11 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, args []string
 		return err
 	}
 	out := &recordPrinter{w: w, format: o.format, sep: o.keySep, template: tmpl}
+	schemas, err := newValueDecoder(o.registry)
+	if err != nil {
+		return err
+	}
+	out.schemas = schemas
 
 	// Control records (transaction markers) are kept, to be seen and not
 	// printed: they take offsets, often the last one below the end.
@@ -544,6 +551,8 @@ type recordPrinter struct {
 	sep      string
 	template []templatePart // -F; nil: format
 	err      error
+
+	schemas *valueDecoder // nil: values are not decoded
 }
 
 // templatePart is a literal or one %-field of a -F format string.
@@ -676,6 +685,7 @@ type jsonRecord struct {
 	Value       *string      `json:"value"`
 	ValueBase64 *string      `json:"value_base64,omitempty"`
 	Headers     []jsonHeader `json:"headers,omitempty"`
+	ValueSchema *schemaValue `json:"value_schema,omitempty"`
 }
 
 // textOrBase64 returns b as text when it is valid UTF-8, else base64;
@@ -718,6 +728,7 @@ func (p *recordPrinter) print(r *kgo.Record) {
 		}
 		jr.Key, jr.KeyBase64 = textOrBase64(r.Key)
 		jr.Value, jr.ValueBase64 = textOrBase64(r.Value)
+		jr.ValueSchema = p.schemas.decode(r.Value)
 		for _, h := range r.Headers {
 			jh := jsonHeader{Key: h.Key}
 			jh.Value, jh.ValueBase64 = textOrBase64(h.Value)

@@ -21,6 +21,9 @@ import (
 	"github.com/weirhq/weir/internal/demo/surge"
 )
 
+// defaultDevHTTPAddr is weir dev's --http-addr default, weir serve's.
+const defaultDevHTTPAddr = "127.0.0.1:9644"
+
 // devOptions are the flags of weir dev.
 type devOptions struct {
 	dataDir    string
@@ -33,6 +36,7 @@ type devOptions struct {
 	seed       uint64
 	plain      bool
 	logLevel   string
+	registry   string // registry.go
 }
 
 func newDevCmd() *cobra.Command {
@@ -70,13 +74,14 @@ counts continue.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "data-dir", filepath.Join("weir-data", "dev"), `directory for the broker's data ("broker/") and the app's state ("app/"); "" for a temporary one removed at exit`)
 	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (port 0 picks one)")
-	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9644", `HTTP address for /metrics and /healthz (port 0 picks one; "" or "off" disables)`)
+	f.StringVar(&o.httpAddr, "http-addr", defaultDevHTTPAddr, `HTTP address for /metrics and /healthz (port 0 picks one; "" or "off" disables)`)
 	f.Float64Var(&o.rate, "rate", 20, "generated events per second (0: no generator; produce to ride-requests and driver-status yourself)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long, once everything generated is processed (0: until interrupted)")
 	f.Int32Var(&o.partitions, "partitions", 3, "partitions of the demo's topics when they are created")
 	f.DurationVar(&o.refresh, "refresh", time.Second, "how often the table is redrawn (when it changed)")
 	f.Uint64Var(&o.seed, "seed", 0, "generator seed (0: from the clock)")
 	f.BoolVar(&o.plain, "plain", false, "append each table instead of redrawing in place (automatic when stdout is not a terminal)")
+	f.StringVar(&o.registry, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level of the broker and the app (to stderr): debug, info, warn, error")
 	return cmd
 }
@@ -115,6 +120,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if ctx.Err() != nil {
 			return nil // interrupted while the broker recovered its data
 		}
+		if errors.Is(err, broker.ErrDataDirLocked) {
+			return fmt.Errorf("start broker: %w (another broker uses --data-dir %s)", err, dir)
+		}
 		return fmt.Errorf("start broker on %s: %w (another broker there? try --kafka-addr 127.0.0.1:0)", o.kafkaAddr, err)
 	}
 	defer func() {
@@ -125,23 +133,34 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	metrics := ""
 	if o.httpAddr != "" && o.httpAddr != "off" {
 		ln, err := net.Listen("tcp", o.httpAddr)
-		if err != nil {
+		switch {
+		case err != nil && o.httpAddr == defaultDevHTTPAddr:
+			// As for the registry: a busy default (a weir serve running)
+			// does not stop the demo.
+			logger.Warn("metrics not served: the address is busy (set --http-addr, or off)", "addr", o.httpAddr, "err", err)
+		case err != nil:
 			return fmt.Errorf("http listen on %s: %w (try --http-addr 127.0.0.1:0, or off)", o.httpAddr, err)
+		default:
+			var healthy atomic.Bool
+			healthy.Store(true)
+			srv := &http.Server{Handler: newHTTPHandler(reg, &healthy), ReadHeaderTimeout: 10 * time.Second}
+			go srv.Serve(ln)
+			defer func() {
+				healthy.Store(false)
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if serr := srv.Shutdown(sctx); serr != nil && err == nil {
+					err = fmt.Errorf("http shutdown: %w", serr)
+				}
+			}()
+			metrics = fmt.Sprintf(", metrics on http://%s/metrics", ln.Addr())
 		}
-		var healthy atomic.Bool
-		healthy.Store(true)
-		srv := &http.Server{Handler: newHTTPHandler(reg, &healthy), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		defer func() {
-			healthy.Store(false)
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if serr := srv.Shutdown(sctx); serr != nil && err == nil {
-				err = fmt.Errorf("http shutdown: %w", serr)
-			}
-		}()
-		metrics = fmt.Sprintf(", metrics on http://%s/metrics", ln.Addr())
 	}
+	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
 	fmt.Fprintf(stdout, "weir dev: broker on %s%s, data in %s; topics are created on first use; Ctrl-C stops\n", b.Addr(), metrics, dir)
 	fmt.Fprintf(stdout, "  watch it with: kcat -C -b %s -t %s -f '%%k %%s\\n'   or   weir consume %s --brokers %s -f kv\n\n",
 		b.Addr(), surge.SurgeTopic, surge.SurgeTopic, b.Addr())

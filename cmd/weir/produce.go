@@ -31,6 +31,7 @@ type produceOptions struct {
 	linger        time.Duration
 	input         string
 	quiet         bool
+	valueSchema   valueSchemaFlags // schema_values.go
 }
 
 func newProduceCmd() *cobra.Command {
@@ -74,6 +75,7 @@ that means fsynced) and exits non-zero if any record failed.`,
 	f.StringVar(&o.input, "input", "line", `input format: "line" (one value, or key+separator+value, per line) or "json" (one object per line, as written by weir consume -f json)`)
 	f.DurationVar(&o.linger, "linger", 0, "how long a partition's batch may wait for more records before it is sent (linger.ms)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print the summary line to stderr")
+	o.valueSchema.add(f)
 	return cmd
 }
 
@@ -131,6 +133,10 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 		return err
 	}
 	opts, err := o.clientOpts()
+	if err != nil {
+		return err
+	}
+	values, err := o.valueSchema.encoder(ctx, topic)
 	if err != nil {
 		return err
 	}
@@ -197,6 +203,13 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 			}
 		} else {
 			r = o.record(sc.Bytes(), hdrs)
+			if values != nil {
+				if r.Value, readErr = values.encode(r.Value); readErr != nil {
+					readErr = fmt.Errorf("line %d: %w", lines, readErr)
+					lines--
+					break
+				}
+			}
 		}
 		cl.Produce(ctx, r, promise)
 	}
@@ -261,13 +274,15 @@ func (o *produceOptions) record(line []byte, hdrs [][2]string) *kgo.Record {
 //   - headers: an array of {"key", "value" | "value_base64"} objects (as
 //     consume prints them) or an object {"name": value, ...} (in order);
 //   - topic, partition, offset: accepted and ignored (the record goes to the
-//     command's topic, partitioned by key unless --partition).
+//     command's topic, partitioned by key unless --partition);
+//   - value_schema (consume --registry's decoding): accepted and ignored, the
+//     value is the record's.
 //
 // Unknown fields are an error, so a typo is not dropped; errors name the
 // field and what it should be, in JSON's terms.
 var jsonInputFields = map[string]bool{
 	"topic": true, "partition": true, "offset": true, "key": true, "key_base64": true,
-	"value": true, "value_base64": true, "timestamp": true, "headers": true,
+	"value": true, "value_base64": true, "timestamp": true, "headers": true, "value_schema": true,
 }
 
 func (o *produceOptions) jsonRecord(line []byte, hdrs [][2]string) (*kgo.Record, error) {

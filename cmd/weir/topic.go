@@ -220,6 +220,7 @@ the end offset.`,
 			if err != nil {
 				return fmt.Errorf("describe configs: %w", err)
 			}
+			docs := topicConfigDocs(ctx, cl, found)
 			set := kadm.TopicsSet{}
 			for _, t := range found {
 				for _, p := range details[t].Partitions.Sorted() {
@@ -252,7 +253,7 @@ the end offset.`,
 				if i > 0 {
 					fmt.Fprintln(out)
 				}
-				printTopic(out, details[t], starts, ends, rc, allConfigs)
+				printTopic(out, details[t], starts, ends, rc, docs[t], allConfigs)
 				printReach(out, reach)
 			}
 			if output.json() {
@@ -294,7 +295,9 @@ func printReach(out io.Writer, rs []partitionReach) {
 	_ = tw.Flush()
 }
 
-func printTopic(out io.Writer, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, all bool) {
+// printTopic prints a topic's partitions and configs; docs (by config name)
+// fill the configs' NOTE column, where weir says what it does not enforce.
+func printTopic(out io.Writer, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, docs map[string]string, all bool) {
 	fmt.Fprintf(out, "Topic: %s\nID: %s\nPartitions: %d\nReplication factor: %d\n", d.Topic, topicID(d.ID), len(d.Partitions), d.Partitions.NumReplicas())
 	if d.IsInternal {
 		fmt.Fprintln(out, "Internal: true")
@@ -326,14 +329,14 @@ func printTopic(out io.Writer, d kadm.TopicDetail, starts, ends kadm.ListedOffse
 			continue
 		}
 		if shown == 0 {
-			fmt.Fprintln(tw, "CONFIG\tVALUE\tSOURCE")
+			fmt.Fprintln(tw, "CONFIG\tVALUE\tSOURCE\tNOTE")
 		}
 		shown++
 		v := c.MaybeValue()
 		if c.Sensitive {
 			v = "(sensitive)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Key, v, configSource(c.Source))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Key, v, configSource(c.Source), docs[c.Key])
 	}
 	if shown == 0 {
 		fmt.Fprintln(out, "Configs: (none set on the topic; --all-configs shows defaults)")

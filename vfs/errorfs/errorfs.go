@@ -39,7 +39,7 @@ type OpKind int
 // and Seek, which are never failed, and Fd.
 const (
 	OpCreate   OpKind = iota // FS.Create
-	OpOpen                   // FS.Open, FS.OpenReadWrite (which may create), FS.OpenDir
+	OpOpen                   // FS.Open, FS.OpenReadWrite (which may create), FS.OpenDir, FS.Lock
 	OpRead                   // File.Read, File.ReadAt
 	OpWrite                  // File.Write, File.WriteAt
 	OpSync                   // File.Sync of a file or of a directory
@@ -178,6 +178,14 @@ func (e *errorFS) Open(name string) (vfs.File, error) {
 		return nil, err
 	}
 	f, err := e.fs.Open(name)
+	return e.file(name, f, err)
+}
+
+func (e *errorFS) Lock(name string) (vfs.File, error) {
+	if err := e.check(OpOpen, name); err != nil {
+		return nil, err
+	}
+	f, err := e.fs.Lock(name)
 	return e.file(name, f, err)
 }
 

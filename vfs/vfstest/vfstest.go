@@ -25,6 +25,7 @@ func Run(t *testing.T, fsys vfs.FS, root string) {
 	t.Run("FileIO", func(t *testing.T) { testFileIO(t, fsys, root) })
 	t.Run("Namespace", func(t *testing.T) { testNamespace(t, fsys, root) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, fsys, root) })
+	t.Run("Lock", func(t *testing.T) { testLock(t, fsys, root) })
 	if names, err := fsys.List(root); err != nil || len(names) != 0 {
 		t.Fatalf("root not left empty: %v %v", names, err)
 	}
@@ -211,4 +212,27 @@ func testErrors(t *testing.T, fsys vfs.FS, root string) {
 		t.Fatalf("content %q", got)
 	}
 	ok(t, fsys.Remove(file))
+}
+
+// testLock: Lock is exclusive until the holder closes its File, the File
+// is writable, and a missing file is created.
+func testLock(t *testing.T, fsys vfs.FS, root string) {
+	name := filepath.Join(root, ".lock")
+	held := must(fsys.Lock(name))(t)
+	if _, err := held.WriteAt([]byte("holder"), 0); err != nil {
+		t.Fatalf("write through the lock: %v", err)
+	}
+	if f, err := fsys.Lock(name); !errors.Is(err, vfs.ErrLocked) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("second Lock: err %v, want ErrLocked", err)
+	}
+	if got := readAll(t, fsys, name); got != "holder" {
+		t.Fatalf("lock file holds %q, want %q", got, "holder")
+	}
+	ok(t, held.Close())
+	again := must(fsys.Lock(name))(t)
+	ok(t, again.Close())
+	ok(t, fsys.Remove(name))
 }
