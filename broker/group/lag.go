@@ -15,8 +15,8 @@ type PartitionLag struct {
 	// Uncommitted: no committed offset; Lag and LagTime count from the
 	// log start (what a consumer starting at the earliest offset reads).
 	Uncommitted bool
-	End       int64 // high watermark (log end visible to consumers)
-	Start     int64 // log start offset
+	End         int64 // high watermark (log end visible to consumers)
+	Start       int64 // log start offset
 	// Lag is End - Committed (records not yet consumed), at least 0. A
 	// committed offset below the log start counts from the log start.
 	Lag int64
