@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -103,64 +102,43 @@ import (
 // * v10: CurrentLeader and NodeEndpoints (KIP-951)
 // * v13: topics by ID
 
-// chainKey names a partition for ordering: by topic name, or by ID when
-// the request names topics by ID and the ID is unknown.
-type chainKey struct {
-	topic string
-	id    [16]byte
-	part  int32
+func init() {
+	regAPI(api{key: kmsg.Produce, min: 3, max: 13, handle: handleProduce, order: orderProduce, pooledFrame: true})
 }
 
-// chainLink orders one partition append: wait for prev, close mine when
-// done (appended, refused or skipped).
-type chainLink struct{ prev, mine chan struct{} }
+// handleProduce is Produce without ordering; connections run it through
+// orderProduce.
+func handleProduce(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	return b.produce(ctx, kreq.(*kmsg.ProduceRequest), nil, s.frameDone)
+}
 
-// closedChan is the prev of a partition's first append on a connection.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// produceChain links every partition of req behind the previous append
-// of this connection to it. Read loop only. The links are in request
-// order (topic by topic, partition by partition).
-func (c *conn) produceChain(req *kmsg.ProduceRequest) []chainLink {
+// orderProduce links every partition of the request behind the previous
+// append of this connection to it (order.go) and runs the request with
+// those links. The links are in request order (topic by topic, partition
+// by partition).
+func orderProduce(c *conn, s *slot, kreq kmsg.Request, _ handleCall) handleCall {
+	req := kreq.(*kmsg.ProduceRequest)
 	var links []chainLink
 	for i := range req.Topics {
 		rt := &req.Topics[i]
-		k := chainKey{topic: rt.Topic}
+		// A partition is named by topic name, or by ID when the request
+		// names topics by ID and the ID is unknown.
+		k := chainKey{api: kmsg.Produce, name: rt.Topic}
 		if req.Version >= 13 {
 			if t, ok := c.b.topics.getByID(rt.TopicID); ok {
-				k.topic = t.name
+				k.name = t.name
 			} else {
-				k.topic, k.id = "", rt.TopicID
+				k.name, k.id = "", rt.TopicID
 			}
 		}
 		for j := range rt.Partitions {
 			k.part = rt.Partitions[j].Partition
-			prev, ok := c.chains[k]
-			if !ok {
-				prev = closedChan
-			}
-			mine := make(chan struct{})
-			c.chains[k] = mine
-			links = append(links, chainLink{prev: prev, mine: mine})
+			links = append(links, c.link(k))
 		}
 	}
-	if len(c.chains) > 4096 {
-		// Forget finished links so a connection that touched many
-		// partitions does not keep a channel for each forever.
-		for k, ch := range c.chains {
-			select {
-			case <-ch:
-				delete(c.chains, k)
-			default:
-			}
-		}
+	return func(ctx context.Context) (kmsg.Response, error) {
+		return c.b.produce(ctx, req, links, s.frameDone)
 	}
-	return links
-}
-
-func handleProduce(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
-	req := kreq.(*kmsg.ProduceRequest)
-	return b.produce(ctx, req, nil, nil)
 }
 
 // produceTarget is one partition of a Produce request that passed the
@@ -173,7 +151,7 @@ type produceTarget struct {
 	link int
 }
 
-// produce handles a Produce request; links (from produceChain, or nil for
+// produce handles a Produce request; links (from orderProduce, or nil for
 // no ordering) are all closed when it returns, whatever happens.
 // appended, if not nil, is called once every partition is appended (or
 // refused): from then on the request's record bytes are not read again, so
@@ -441,21 +419,24 @@ func (b *Broker) verifyRetrying(ctx context.Context, txnID string, pid int64, ep
 	}
 }
 
-// hasControlBatch reports whether records holds a control batch (attribute
-// bit 5). Only the broker writes control batches (transaction markers);
-// framing errors are left to the log's validation.
+// hasControlBatch reports whether records holds a control batch. Only the
+// broker writes control batches (transaction markers); framing errors are
+// left to the log's validation (a control bit in a batch whose length is
+// wrong still counts).
 func hasControlBatch(records []byte) bool {
-	for len(records) >= 61 {
-		n := int(binary.BigEndian.Uint32(records[8:])) + 12
-		if binary.BigEndian.Uint16(records[21:])&0x20 != 0 {
-			return true
-		}
-		if n < 61 || n > len(records) {
+	for {
+		h, ok := wlog.ReadBatchHeader(records)
+		if !ok {
 			return false
 		}
-		records = records[n:]
+		if h.Control() {
+			return true
+		}
+		if n := h.Size(); n < wlog.BatchHeaderSize || n > int64(len(records)) {
+			return false
+		}
+		records = records[h.Size():]
 	}
-	return false
 }
 
 // waitDurable waits until every appended target of an acks=-1 request is

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"reflect"
 	"time"
@@ -98,6 +97,10 @@ type fetchPart struct {
 	aborted []wlog.AbortedTxn
 	records []byte
 	release func()
+}
+
+func init() {
+	regAPI(api{key: kmsg.Fetch, min: 4, max: 18, handle: handleFetch, vectored: spliceFetch})
 }
 
 func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
@@ -359,8 +362,10 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 		}
 		fp.start = rr.LogStartOffset
 		fp.records, fp.release = rr.Data, rr.Release
-		if end := readEnd(rr.Data); committed && end > fp.offset {
-			fp.aborted = l.AbortedTransactions(fp.offset, end)
+		if committed {
+			if end := readEnd(rr.Data); end > fp.offset {
+				fp.aborted = l.AbortedTransactions(fp.offset, end)
+			}
 		}
 		total += int64(len(rr.Data))
 		budget -= int64(len(rr.Data))
@@ -373,13 +378,12 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 // read_committed fetch.
 func readEnd(data []byte) int64 {
 	end := int64(-1)
-	for len(data) >= 61 {
-		n := int(binary.BigEndian.Uint32(data[8:])) + 12
-		if n < 61 || n > len(data) {
-			break
+	for {
+		h, ok := wlog.ReadBatchHeader(data)
+		if !ok || h.Size() < wlog.BatchHeaderSize || h.Size() > int64(len(data)) {
+			return end
 		}
-		end = int64(binary.BigEndian.Uint64(data)) + int64(binary.BigEndian.Uint32(data[23:])) + 1
-		data = data[n:]
+		end = h.NextOffset()
+		data = data[h.Size():]
 	}
-	return end
 }

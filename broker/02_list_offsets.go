@@ -33,6 +33,8 @@ import (
 // * v7: -3 max timestamp
 // * v10: TimeoutMillis (remote storage; ignored)
 
+func init() { regAPI(api{key: kmsg.ListOffsets, min: 1, max: 10, handle: handleListOffsets}) }
+
 func handleListOffsets(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)

@@ -38,6 +38,8 @@ import (
 // * v10: topic IDs
 // * v13: top-level ErrorCode
 
+func init() { regAPI(api{key: kmsg.Metadata, min: 0, max: 13, handle: handleMetadata}) }
+
 func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)

@@ -15,6 +15,8 @@ import (
 //   configured for SASL fails with a clear error instead of a closed
 //   connection.
 
+func init() { regAPI(api{key: kmsg.SASLHandshake, min: 0, max: 1, handle: handleSASLHandshake}) }
+
 func handleSASLHandshake(_ *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)

@@ -35,6 +35,11 @@ import (
 
 var softwareRE = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 
+func init() {
+	regAPI(api{key: kmsg.ApiVersions, min: 0, max: 4, handle: handleApiVersions,
+		unsupportedVersion: unsupportedApiVersions, responseHeaderV0: true})
+}
+
 func handleApiVersions(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
@@ -42,7 +47,7 @@ func handleApiVersions(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request)
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	resp.ApiKeys = b.apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys()
 	if req.Version >= 3 && b.txns != nil {
 		// KIP-584 features: the transaction protocol version the
 		// coordinator implements (KIP-890 part 2 at level 2), finalized
@@ -64,6 +69,6 @@ func unsupportedApiVersions(b *Broker) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = b.apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys()
 	return resp
 }

@@ -44,6 +44,8 @@ import (
 //   factor and the resulting configs
 // * v7: TopicID in the response
 
+func init() { regAPI(api{key: kmsg.CreateTopics, min: 0, max: 7, handle: handleCreateTopics}) }
+
 func handleCreateTopics(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)

@@ -29,6 +29,8 @@ import (
 // * v5: ErrorMessage
 // * v6: topics by name or ID
 
+func init() { regAPI(api{key: kmsg.DeleteTopics, min: 0, max: 6, handle: handleDeleteTopics}) }
+
 func handleDeleteTopics(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)

@@ -22,6 +22,8 @@ import (
 // * v1: ThrottleMillis semantics
 // * v2: flexible
 
+func init() { regAPI(api{key: kmsg.DeleteRecords, min: 0, max: 2, handle: handleDeleteRecords}) }
+
 func handleDeleteRecords(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)

@@ -26,6 +26,10 @@ import (
 // * v3: ReplicaID
 // * v4: flexible
 
+func init() {
+	regAPI(api{key: kmsg.OffsetForLeaderEpoch, min: 0, max: 4, handle: handleOffsetForLeaderEpoch})
+}
+
 func handleOffsetForLeaderEpoch(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)

@@ -22,6 +22,12 @@ import (
 
 const noAuthorizer = "No Authorizer is configured on the broker"
 
+func init() {
+	regAPI(api{key: kmsg.DescribeACLs, min: 0, max: 3, handle: handleDescribeACLs})
+	regAPI(api{key: kmsg.CreateACLs, min: 0, max: 3, handle: handleCreateACLs})
+	regAPI(api{key: kmsg.DeleteACLs, min: 0, max: 3, handle: handleDeleteACLs})
+}
+
 func handleDescribeACLs(_ *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)

@@ -33,6 +33,8 @@ import (
 // * v3: ConfigType, IncludeDocumentation
 // * v4: flexible
 
+func init() { regAPI(api{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: handleDescribeConfigs}) }
+
 func handleDescribeConfigs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)

@@ -26,6 +26,8 @@ import (
 // * v1: ThrottleMillis semantics
 // * v2: flexible
 
+func init() { regAPI(api{key: kmsg.AlterConfigs, min: 0, max: 2, handle: handleAlterConfigs}) }
+
 func handleAlterConfigs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)

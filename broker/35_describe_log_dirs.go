@@ -24,6 +24,8 @@ import (
 // * v3: ErrorCode
 // * v4: TotalBytes, UsableBytes
 
+func init() { regAPI(api{key: kmsg.DescribeLogDirs, min: 0, max: 4, handle: handleDescribeLogDirs}) }
+
 func handleDescribeLogDirs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)

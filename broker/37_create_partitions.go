@@ -34,6 +34,8 @@ import (
 // * v1: ThrottleMillis semantics
 // * v2: flexible
 
+func init() { regAPI(api{key: kmsg.CreatePartitions, min: 0, max: 3, handle: handleCreatePartitions}) }
+
 func handleCreatePartitions(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)

@@ -28,6 +28,10 @@ import (
 // Version notes:
 // * v1: flexible
 
+func init() {
+	regAPI(api{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: handleIncrementalAlterConfigs})
+}
+
 func handleIncrementalAlterConfigs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)

@@ -21,6 +21,8 @@ import (
 // * v0: flexible from the start
 // * v1: EndpointType
 
+func init() { regAPI(api{key: kmsg.DescribeCluster, min: 0, max: 1, handle: handleDescribeCluster}) }
+
 func handleDescribeCluster(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)

@@ -19,6 +19,10 @@ import (
 // Version notes:
 // * v0: flexible
 
+func init() {
+	regAPI(api{key: kmsg.DescribeProducers, min: 0, max: 0, handle: handleDescribeProducers})
+}
+
 func handleDescribeProducers(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)

@@ -2,111 +2,124 @@ package broker
 
 import (
 	"context"
-	"slices"
+	"fmt"
+	"net"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/internal/kapi"
 )
 
-// The API keys this broker serves and the version range of each. A request
-// outside its range closes the connection (ApiVersions answers it, KIP-511).
+// The API table. Every Kafka API the broker serves registers itself next
+// to its code, in an init function (kfake's habit):
 //
-// Minimum versions follow what the storage can serve: Produce >= 3 and
-// Fetch >= 4 carry RecordBatch v2, the only format the log stores (Kafka
-// 4.0 dropped the older ones too). Maximums are what the handlers
-// implement; the group keys come from the coordinator (see groups.go).
-
-const (
-	apiKeyProduce     int16 = 0
-	apiKeyFetch       int16 = 1
-	apiKeyApiVersions int16 = 18
-)
+//	func init() { regAPI(api{key: kmsg.ListOffsets, min: 1, max: 10, handle: handleListOffsets}) }
+//
+// in the NN_name.go file of its handler; the group and transaction
+// coordinators' APIs are registered by groups.go and txns.go, from the
+// ranges those packages register next to their handlers. The table is the
+// only list: ApiVersions advertises it, the connection refuses a version
+// outside it, and what a connection does differently for an API (ordering
+// a connection's requests, pooled request frames, the ApiVersions
+// downgrade, writev of record sets) is a field of its registration, so
+// conn.go names no API.
+//
+// Ranges are pinned to what the handler implements, never kmsg's
+// MaxVersion; TestApiVersionsGolden (testdata/apiversions.golden) fails
+// when an advertised range changes. Minimum versions follow what the
+// storage can serve: Produce >= 3 and Fetch >= 4 carry RecordBatch v2,
+// the only format the log stores (Kafka 4.0 dropped the older ones too).
 
 type handlerFunc func(b *Broker, ctx context.Context, s *slot, req kmsg.Request) (kmsg.Response, error)
 
+// handleCall is a request bound to its handler, ready to run on the
+// request's goroutine.
+type handleCall func(ctx context.Context) (kmsg.Response, error)
+
+// orderFunc runs on the connection's read loop, which sees the requests in
+// the order they were sent, before the request's goroutine starts. It
+// links the request behind the earlier requests of the connection it must
+// follow (order.go) and returns what the goroutine runs in place of next.
+// It must not block.
+type orderFunc func(c *conn, s *slot, req kmsg.Request, next handleCall) handleCall
+
+// vectoredFunc frames resp as buffers for writev without copying its
+// large byte fields, or returns ok false (the caller then encodes resp
+// plainly into buf). buf is scratch space the buffers may reference.
+type vectoredFunc func(sw *spliceWriter, buf []byte, corr int32, resp kmsg.Response) (bufs net.Buffers, scratch []byte, ok bool)
+
+// api is one served Kafka API.
 type api struct {
-	key      int16
-	min, max int16
+	key      kmsg.Key
+	min, max int16 // the versions the handler implements
 	name     string
 	handle   handlerFunc
+
+	// order, if set, orders the API's requests within a connection
+	// beyond "answered in request order" (which holds for every API).
+	order orderFunc
+	// pooledFrame: large requests are read into frames of the broker's
+	// frame pool (framepool.go); the handler calls s.frameDone once it no
+	// longer reads the frame, else it is returned after the response.
+	pooledFrame bool
+	// unsupportedVersion, if set, answers a request of a version outside
+	// min..max instead of closing the connection (ApiVersions, KIP-511).
+	unsupportedVersion func(b *Broker) kmsg.Response
+	// responseHeaderV0: the response never carries the flexible header's
+	// tagged fields, whatever its version (ApiVersions: the client cannot
+	// know yet which versions we speak).
+	responseHeaderV0 bool
+	// vectored, if set, writes the response with writev (splice.go).
+	vectored vectoredFunc
 }
 
-// apiTable is immutable after package initialisation (built in init to
-// break the cycle ApiVersions handler -> table).
-var apiTable map[int16]api
+// apiByKey is indexed by API key; nil for a key not served. It is filled
+// by init functions only and read-only afterwards.
+var apiByKey []*api
 
-func init() { apiTable = buildAPITable() }
-
-func buildAPITable() map[int16]api {
-	t := map[int16]api{}
-	add := func(key, min, max int16, h handlerFunc) {
-		t[key] = api{key: key, min: min, max: max, name: kmsg.NameForKey(key), handle: h}
+// regAPI adds a to the table. It panics (at package initialisation, so
+// every test fails) on a range kmsg cannot encode or a key registered
+// twice.
+func regAPI(a api) {
+	if err := kapi.CheckRange(a.key, a.min, a.max); err != nil {
+		panic(err)
 	}
-	add(apiKeyProduce, 3, 13, handleProduce)
-	add(apiKeyFetch, 4, 18, handleFetch)
-	add(2, 1, 10, handleListOffsets)
-	add(3, 0, 13, handleMetadata)
-	add(17, 0, 1, handleSASLHandshake)
-	add(apiKeyApiVersions, 0, 4, handleApiVersions)
-	add(19, 0, 7, handleCreateTopics)
-	add(20, 0, 6, handleDeleteTopics)
-	add(21, 0, 2, handleDeleteRecords)
-	add(23, 0, 4, handleOffsetForLeaderEpoch)
-	add(29, 0, 3, handleDescribeACLs)
-	add(30, 0, 3, handleCreateACLs)
-	add(31, 0, 3, handleDeleteACLs)
-	add(32, 0, 4, handleDescribeConfigs)
-	add(33, 0, 2, handleAlterConfigs)
-	add(35, 0, 4, handleDescribeLogDirs)
-	add(37, 0, 3, handleCreatePartitions)
-	add(44, 0, 1, handleIncrementalAlterConfigs)
-	add(60, 0, 1, handleDescribeCluster)
-	add(61, 0, 0, handleDescribeProducers)
-	return t
+	if a.handle == nil {
+		panic(fmt.Sprintf("broker: %s registered without a handler", a.key.Name()))
+	}
+	k := int(a.key)
+	for len(apiByKey) <= k {
+		apiByKey = append(apiByKey, nil)
+	}
+	if apiByKey[k] != nil {
+		panic(fmt.Sprintf("broker: %s registered twice", a.key.Name()))
+	}
+	a.name = a.key.Name()
+	apiByKey[k] = &a
 }
 
-// api returns the served API for key: the transaction coordinator's keys
-// (InitProducerId and the transaction APIs), the table above, or the group
-// coordinator's keys.
-func (b *Broker) api(key int16) (api, bool) {
-	if a, ok := b.txnAPI(key); ok {
-		return a, true // the transaction coordinator serves InitProducerId too
+// lookupAPI returns the served API of key, or nil.
+func lookupAPI(key int16) *api {
+	if key < 0 || int(key) >= len(apiByKey) {
+		return nil
 	}
-	if a, ok := apiTable[key]; ok {
-		return a, true
-	}
-	if b.groups != nil && slices.Contains(b.groups.APIKeys(), key) {
-		if req := kmsg.RequestForKey(key); req != nil {
-			return api{key: key, min: 0, max: req.MaxVersion(), name: kmsg.NameForKey(key), handle: handleGroup}, true
-		}
-	}
-	return api{}, false
+	return apiByKey[key]
 }
 
-// apiVersionsKeys is the ApiVersions key list, sorted by key.
-func (b *Broker) apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
-	keys := make([]int16, 0, len(apiTable)+16)
-	for k := range apiTable {
-		keys = append(keys, k)
-	}
-	if b.groups != nil {
-		for _, k := range b.groups.APIKeys() {
-			if _, dup := apiTable[k]; !dup && kmsg.RequestForKey(k) != nil {
-				keys = append(keys, k)
-			}
+// advertisedAPIs is the ApiVersions key list, sorted by key.
+var advertisedAPIs = sync.OnceValue(func() []kmsg.ApiVersionsResponseApiKey {
+	var out []kmsg.ApiVersionsResponseApiKey
+	for _, a := range apiByKey {
+		if a != nil {
+			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: int16(a.key), MinVersion: a.min, MaxVersion: a.max})
 		}
-	}
-	if b.txns != nil {
-		for _, k := range b.txns.APIVersions() {
-			if !slices.Contains(keys, k.ApiKey) && kmsg.RequestForKey(k.ApiKey) != nil {
-				keys = append(keys, k.ApiKey)
-			}
-		}
-	}
-	slices.Sort(keys)
-	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(keys))
-	for _, k := range keys {
-		a, _ := b.api(k)
-		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
 	}
 	return out
+})
+
+// apiVersionsKeys returns a copy of the ApiVersions key list (a response
+// owns its slices).
+func apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
+	return append([]kmsg.ApiVersionsResponseApiKey(nil), advertisedAPIs()...)
 }

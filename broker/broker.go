@@ -6,7 +6,9 @@
 //
 //	broker.go        Config, Start, Close, the accept loop
 //	conn.go          per-connection framing, pipelining, ordered responses
-//	apis.go          the table of served API keys and version ranges
+//	apis.go          the API table: each API registers its key, pinned
+//	                 version range, handler and connection behaviour
+//	order.go         ordering of a connection's requests per object
 //	topics.go        topic registry: partitions, IDs, configs, persistence
 //	topicconfig.go   topic config definitions, validation, defaults, synonyms
 //	fetchsession.go  KIP-227 incremental fetch sessions
@@ -17,7 +19,8 @@
 //
 // Concurrency: every request is handled on its own goroutine; a connection
 // writes responses strictly in the order the requests arrived. Produce
-// requests on one connection append in arrival order (see conn.go).
+// requests on one connection append in arrival order per partition, and
+// OffsetCommits apply in arrival order per group (order.go).
 package broker
 
 import (
@@ -214,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.sessions = newFetchSessions(1000)
 
-	if err := mkdirAllDurable(cfg.FS, cfg.DataDir); err != nil {
+	if err := vfs.MkdirAllDurable(cfg.FS, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("broker: create data dir: %w", err)
 	}
 	lock, err := lockDataDir(cfg.FS, cfg.DataDir)

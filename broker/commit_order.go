@@ -23,33 +23,17 @@ import (
 // group on the same connection has been handled (answered or failed).
 // Commits of different groups, and all other requests, stay concurrent.
 
-// commitChain links req behind this connection's previous OffsetCommit of
-// its group and returns the handler to run instead of next. Read loop
-// only (it sees requests in order).
-func (c *conn) commitChain(req *kmsg.OffsetCommitRequest, next func(context.Context) (kmsg.Response, error)) func(context.Context) (kmsg.Response, error) {
-	prev, ok := c.commitChains[req.Group]
-	if !ok {
-		prev = closedChan
-	}
-	mine := make(chan struct{})
-	c.commitChains[req.Group] = mine
-	if len(c.commitChains) > 1024 {
-		// Forget finished links (a connection committing for many
-		// groups).
-		for g, ch := range c.commitChains {
-			select {
-			case <-ch:
-				delete(c.commitChains, g)
-			default:
-			}
-		}
-	}
+// orderCommits links an OffsetCommit behind this connection's previous
+// OffsetCommit of its group and returns next, run once that one is done.
+// It is the order of OffsetCommit's registration (groups.go).
+func orderCommits(c *conn, _ *slot, req kmsg.Request, next handleCall) handleCall {
+	l := c.link(chainKey{api: kmsg.OffsetCommit, name: req.(*kmsg.OffsetCommitRequest).Group})
 	return func(ctx context.Context) (kmsg.Response, error) {
 		// mine is closed even if next panics: the dispatch goroutine
 		// recovers, and the next commit must not wait forever.
-		defer close(mine)
+		defer close(l.mine)
 		// prev always closes: every linked handler runs to its end.
-		<-prev
+		<-l.prev
 		return next(ctx)
 	}
 }

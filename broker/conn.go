@@ -58,12 +58,11 @@ type conn struct {
 	stopOnce sync.Once
 	stopping atomic.Bool  // set by stopReading before it moves the read deadline
 	pending  atomic.Int32 // requests read and not yet answered (idle check)
-	// chains orders the appends of this connection's Produce requests
-	// per partition (see produceChain). Read loop only.
-	chains map[chainKey]chan struct{}
-	// commitChains orders this connection's OffsetCommit requests per
-	// group (commit_order.go). Read loop only.
-	commitChains map[string]chan struct{}
+	// chains holds the last link per object of the APIs that order
+	// their requests within a connection (api.order, order.go); a prune
+	// of finished links is due past chainsPruneAt. Read loop only.
+	chains        map[chainKey]chan struct{}
+	chainsPruneAt int
 	// frameSlots bounds the pooled frames this connection holds (see
 	// framepool.go): the read loop takes a slot before it reads a pooled
 	// frame, and the frame's return to the pool gives it back.
@@ -72,15 +71,16 @@ type conn struct {
 
 // slot is one request awaiting its response.
 type slot struct {
-	key     int16
+	api     *api
 	corr    int32
 	done    chan struct{} // closed when resp/err are set
 	resp    kmsg.Response // nil: no response (acks=0 produce)
 	err     error         // non-nil: close the connection at this slot
 	release []func()      // called after the response is written (fetch buffers)
 	// frameDone returns the request's pooled frame (nil if not pooled).
-	// Idempotent. Produce calls it as soon as its appends are done; the
-	// write loop calls it after the response in any case.
+	// Idempotent. The handler may call it as soon as it no longer reads
+	// the request (Produce: once appended); the write loop calls it after
+	// the response in any case.
 	frameDone func()
 	// clientID and host identify the requester (DescribeGroups shows
 	// them per member, as Kafka does).
@@ -100,7 +100,6 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	}
 	c.ctx, c.cancel = context.WithCancel(b.ctx)
 	c.chains = map[chainKey]chan struct{}{}
-	c.commitChains = map[string]chan struct{}{}
 	c.frameSlots = make(chan struct{}, maxPooledFramesPerConn)
 	return c
 }
@@ -183,9 +182,10 @@ func (c *conn) readLoop() {
 		}
 		// Decoded requests alias the frame (record batches are appended
 		// straight from it), so it lives until the handler is done.
-		// Produce frames are recycled after the request (framePool); the
-		// others are allocated per request, because handlers such as
-		// JoinGroup may keep slices of them.
+		// Frames of APIs registered with pooledFrame (Produce) are
+		// recycled after the request (framePool); the others are
+		// allocated per request, because handlers such as JoinGroup may
+		// keep slices of them.
 		frame, pooled, err := c.readFrame(int(size))
 		if err != nil {
 			c.logger.Debug("truncated request", "err", err)
@@ -217,10 +217,10 @@ func (c *conn) readLoop() {
 	}
 }
 
-// readFrame reads the body of a frame of size bytes. A Produce frame of
-// at least pooledFrameMin bytes comes from the broker's frame pool and is
-// returned as pooled too (the caller puts it back when the request is
-// done); the API key is peeked to tell.
+// readFrame reads the body of a frame of size bytes. A frame of at least
+// pooledFrameMin bytes of an API registered with pooledFrame comes from
+// the broker's frame pool and is returned as pooled too (the caller puts
+// it back when the request is done); the API key is peeked to tell.
 func (c *conn) readFrame(size int) (frame []byte, pooled *[]byte, err error) {
 	if size > readBudgetMin {
 		// Reading stops while the broker's read budget is spent.
@@ -240,8 +240,8 @@ func (c *conn) readFrame(size int) (frame []byte, pooled *[]byte, err error) {
 	if _, err := io.ReadFull(c.nc, key[:]); err != nil {
 		return nil, nil, err
 	}
-	produce := int16(binary.BigEndian.Uint16(key[:])) == apiKeyProduce
-	if produce && c.takeFrameSlot() {
+	a := lookupAPI(int16(binary.BigEndian.Uint16(key[:])))
+	if a != nil && a.pooledFrame && c.takeFrameSlot() {
 		pooled = c.b.frames.get(size)
 		frame = (*pooled)[:size]
 	} else {
@@ -340,16 +340,14 @@ func (c *conn) decode(frame []byte) (s *slot, req kmsg.Request, ok bool) {
 		c.logger.Warn("closing connection: malformed request header")
 		return nil, nil, false
 	}
-	api, known := c.b.api(key)
-	if !known {
+	api := lookupAPI(key)
+	if api == nil {
 		c.logger.Warn("closing connection: unsupported api key", "key", key)
 		return nil, nil, false
 	}
 	if version < api.min || version > api.max {
-		if key == apiKeyApiVersions {
-			// KIP-511: answer a version we do not know with a v0
-			// response carrying UNSUPPORTED_VERSION and our range.
-			return c.finished(key, corr, unsupportedApiVersions(c.b)), nil, false
+		if api.unsupportedVersion != nil {
+			return c.finished(api, corr, api.unsupportedVersion(c.b)), nil, false
 		}
 		c.logger.Warn("closing connection: unsupported api version", "key", key, "api", kmsg.NameForKey(key), "version", version)
 		return nil, nil, false
@@ -367,15 +365,15 @@ func (c *conn) decode(frame []byte) (s *slot, req kmsg.Request, ok bool) {
 		c.logger.Warn("closing connection: malformed request", "api", kmsg.NameForKey(key), "version", version, "err", err)
 		return nil, nil, false
 	}
-	s = &slot{key: key, corr: corr, done: make(chan struct{}), host: c.host}
+	s = &slot{api: api, corr: corr, done: make(chan struct{}), host: c.host}
 	if clientID != nil {
 		s.clientID = *clientID
 	}
 	return s, req, true
 }
 
-func (c *conn) finished(key int16, corr int32, resp kmsg.Response) *slot {
-	s := &slot{key: key, corr: corr, done: make(chan struct{}), resp: resp}
+func (c *conn) finished(a *api, corr int32, resp kmsg.Response) *slot {
+	s := &slot{api: a, corr: corr, done: make(chan struct{}), resp: resp}
 	close(s.done)
 	return s
 }
@@ -393,35 +391,28 @@ func (c *conn) enqueue(s *slot) bool {
 	}
 }
 
-// dispatch queues the slot and starts its handler goroutine. For Produce
-// it first links the request's partitions behind this connection's
-// earlier appends to them (on the read loop, which sees requests in
-// order).
+// dispatch queues the slot and starts its handler goroutine. If the API
+// orders its requests within a connection, its order function links the
+// request first (on the read loop, which sees requests in order).
 func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 	if !c.enqueue(s) {
 		return false
 	}
-	api, _ := c.b.api(s.key)
+	api := s.api
 	c.b.metrics.requests.WithLabelValues(api.name).Inc()
 	start := time.Now()
-	cont := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
-	if pr, isProduce := req.(*kmsg.ProduceRequest); isProduce {
+	call := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
+	if api.order != nil {
 		defer func() {
 			if r := recover(); r != nil { // never take the broker down
 				c.b.panics.Add(1)
-				c.logger.Error("panic chaining produce", "panic", r, "stack", string(debug.Stack()))
+				c.logger.Error("panic ordering request", "api", api.name, "panic", r, "stack", string(debug.Stack()))
 				s.err = errCloseConn
 				close(s.done)
 				ok = true // the writer closes the connection at this slot
 			}
 		}()
-		links := c.produceChain(pr)
-		cont = func(ctx context.Context) (kmsg.Response, error) {
-			return c.b.produce(ctx, pr, links, s.frameDone)
-		}
-	}
-	if oc, isCommit := req.(*kmsg.OffsetCommitRequest); isCommit {
-		cont = c.commitChain(oc, cont)
+		call = api.order(c, s, req, call)
 	}
 	go func() {
 		defer close(s.done)
@@ -433,7 +424,7 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 			}
 			c.b.metrics.latency.WithLabelValues(api.name).Observe(time.Since(start).Seconds())
 		}()
-		s.resp, s.err = cont(c.ctx)
+		s.resp, s.err = call(c.ctx)
 	}()
 	return true
 }
@@ -455,7 +446,7 @@ func (c *conn) writeLoop() {
 			switch {
 			case s.err != nil:
 				if !errors.Is(s.err, errCloseConn) {
-					c.logger.Warn("closing connection", "api", kmsg.NameForKey(s.key), "err", s.err)
+					c.logger.Warn("closing connection", "api", s.api.name, "err", s.err)
 				}
 				broken = true
 			case s.resp != nil:
@@ -489,12 +480,12 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// writeResponse writes the response of s: a fetch response with large
-// record sets via writev without copying them (splice.go), anything else
-// encoded into buf. It returns buf for reuse.
+// writeResponse writes the response of s: via writev without copying its
+// large fields if its API registered a vectored write (Fetch's record
+// sets, splice.go), else encoded into buf. It returns buf for reuse.
 func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int64, error) {
-	if fr, ok := s.resp.(*kmsg.FetchResponse); ok {
-		bufs, b, spliced := sw.frame(buf, s.corr, fr)
+	if s.api.vectored != nil {
+		bufs, b, spliced := s.api.vectored(sw, buf, s.corr, s.resp)
 		buf = b
 		if spliced {
 			n, err := bufs.WriteTo(c.nc)
@@ -507,12 +498,12 @@ func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int
 }
 
 // appendResponse frames resp: size, correlation id, the response header
-// tags when the response is flexible (ApiVersions always uses header v0),
-// then the body.
+// tags when the response is flexible (unless its API registered
+// responseHeaderV0), then the body.
 func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 	dst = append(dst, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	if resp.IsFlexible() && resp.Key() != apiKeyApiVersions {
+	if a := lookupAPI(resp.Key()); resp.IsFlexible() && (a == nil || !a.responseHeaderV0) {
 		dst = append(dst, 0)
 	}
 	dst = resp.AppendTo(dst)

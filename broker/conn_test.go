@@ -87,7 +87,7 @@ func (c *rawConn) readResp(req kmsg.Request, corr int32) kmsg.Response {
 		c.t.Fatalf("correlation id %d, want %d", got, corr)
 	}
 	resp := req.ResponseKind()
-	if resp.IsFlexible() && resp.Key() != apiKeyApiVersions {
+	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
 		rd := kbin.Reader{Src: body}
 		kmsg.SkipTags(&rd)
 		body = rd.Src

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/group"
+	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // Group coordinator wiring. The coordinator (broker/group) stores committed
@@ -22,8 +23,21 @@ const offsetsTopic = "__consumer_offsets"
 // groupHandler is the part of *group.Coordinator the broker uses.
 type groupHandler interface {
 	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
-	APIKeys() []int16
 	Close() error
+}
+
+// The group coordinator's APIs, at the versions broker/group registers
+// next to their handlers. FindCoordinator is among them: it answers
+// transaction coordinator lookups (key type 1) too. OffsetCommit is
+// ordered per group within a connection (commit_order.go).
+func init() {
+	for _, v := range group.APIVersions() {
+		a := api{key: kmsg.Key(v.ApiKey), min: v.MinVersion, max: v.MaxVersion, handle: handleGroup}
+		if a.key == kmsg.OffsetCommit {
+			a.order = orderCommits
+		}
+		regAPI(a)
+	}
 }
 
 // startGroups opens (creating on first start) __consumer_offsets and
@@ -169,29 +183,27 @@ func (bt brokerTopics) TimestampAt(topic string, partition int32, offset int64) 
 // recordTimestamp finds the timestamp of the first record at or after
 // offset in data (whole RecordBatch v2 batches).
 func recordTimestamp(data []byte, offset int64) (int64, bool) {
-	for len(data) >= 61 {
-		n := int(binary.BigEndian.Uint32(data[8:])) + 12
-		if n < 61 || n > len(data) {
+	for {
+		h, ok := wlog.ReadBatchHeader(data)
+		if !ok {
 			return 0, false
 		}
-		var b kmsg.RecordBatch
-		if err := b.ReadFrom(data[:n]); err != nil {
+		n := h.Size()
+		if n < wlog.BatchHeaderSize || n > int64(len(data)) {
 			return 0, false
 		}
+		recs := data[wlog.BatchHeaderSize:n]
 		data = data[n:]
-		if b.FirstOffset+int64(b.LastOffsetDelta) < offset {
+		if h.LastOffset() < offset {
 			continue
 		}
-		if b.Attributes&0x07 != 0 || b.Attributes&0x08 != 0 {
-			// Compressed, or LogAppendTime (every record has the
-			// batch's max timestamp).
-			if b.Attributes&0x08 != 0 {
-				return b.MaxTimestamp, true
-			}
-			return b.FirstTimestamp, true
+		switch {
+		case h.LogAppendTime():
+			return h.MaxTimestamp, true // every record has the batch's max timestamp
+		case h.Compressed():
+			return h.FirstTimestamp, true // records are not decompressed for this
 		}
-		recs := b.Records
-		for range b.NumRecords {
+		for range h.NumRecords {
 			l, sz := binary.Varint(recs)
 			if sz <= 0 || l < 0 || int64(len(recs)-sz) < l {
 				break
@@ -200,12 +212,11 @@ func recordTimestamp(data []byte, offset int64) (int64, bool) {
 			if err := r.ReadFrom(recs[:sz+int(l)]); err != nil {
 				break
 			}
-			if b.FirstOffset+int64(r.OffsetDelta) >= offset {
-				return b.FirstTimestamp + r.TimestampDelta64, true
+			if h.BaseOffset+int64(r.OffsetDelta) >= offset {
+				return h.FirstTimestamp + r.TimestampDelta64, true
 			}
 			recs = recs[sz+int(l):]
 		}
-		return b.FirstTimestamp, true
+		return h.FirstTimestamp, true
 	}
-	return 0, false
 }

@@ -48,6 +48,12 @@ func newSpliceWriter() *spliceWriter {
 	return sw
 }
 
+// spliceFetch is the vectored write of Fetch responses (its registration,
+// 01_fetch.go).
+func spliceFetch(sw *spliceWriter, buf []byte, corr int32, resp kmsg.Response) (net.Buffers, []byte, bool) {
+	return sw.frame(buf, corr, resp.(*kmsg.FetchResponse))
+}
+
 // frame returns the frame of resp as buffers to write with writev, or ok
 // false if the response has nothing worth splicing (or the splice check
 // failed): the caller then encodes it plainly. buf is scratch space for the

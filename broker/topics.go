@@ -649,34 +649,3 @@ type kafkaError struct {
 func kerrMsg(code *kerr.Error, msg string) error { return &kafkaError{code: code, msg: msg} }
 func (e *kafkaError) Error() string              { return e.msg }
 func (e *kafkaError) Unwrap() error              { return e.code }
-
-// mkdirAllDurable creates dir and its missing parents and syncs the parent
-// of each one it created, so the path survives a crash. (broker/log has the
-// same helper unexported; a vfs.MkdirAllDurable would serve both.)
-func mkdirAllDurable(fs vfs.FS, dir string) error {
-	dir = filepath.Clean(dir)
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := fs.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, iofs.ErrNotExist) {
-			return err
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := vfs.SyncDir(fs, filepath.Dir(missing[i])); err != nil {
-			return err
-		}
-	}
-	return nil
-}

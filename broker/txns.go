@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -31,9 +30,20 @@ import (
 // txnHandler is the part of *txn.Coordinator the broker uses.
 type txnHandler interface {
 	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
-	APIVersions() []kmsg.ApiVersionsResponseApiKey
 	Verify(ctx context.Context, txnID string, pid int64, epoch int16, parts []txn.TopicPartition, implicitAdd bool) ([]int16, func(), error)
 	Close() error
+}
+
+// The transaction coordinator's APIs, at the versions broker/txn registers
+// next to their handlers, except FindCoordinator, which the group
+// coordinator's registration serves for both key types (groups.go).
+func init() {
+	for _, v := range txn.APIVersions() {
+		if kmsg.Key(v.ApiKey) == kmsg.FindCoordinator {
+			continue
+		}
+		regAPI(api{key: kmsg.Key(v.ApiKey), min: v.MinVersion, max: v.MaxVersion, handle: handleTxn})
+	}
 }
 
 // startTxns opens (creating on first start) __transaction_state and builds
@@ -79,20 +89,6 @@ func handleTxn(b *Broker, ctx context.Context, _ *slot, req kmsg.Request) (kmsg.
 	return b.txns.Handle(ctx, req)
 }
 
-// txnAPI returns the coordinator's version range for key, if it serves it.
-// FindCoordinator is left to the group coordinator.
-func (b *Broker) txnAPI(key int16) (api, bool) {
-	if b.txns == nil || key == int16(kmsg.FindCoordinator) {
-		return api{}, false
-	}
-	for _, k := range b.txns.APIVersions() {
-		if k.ApiKey == key {
-			return api{key: key, min: k.MinVersion, max: k.MaxVersion, name: kmsg.NameForKey(key), handle: handleTxn}, true
-		}
-	}
-	return api{}, false
-}
-
 // brokerPartitions implements txn.Partitions over the registry.
 type brokerPartitions struct{ b *Broker }
 
@@ -134,10 +130,11 @@ func (bp brokerPartitions) WriteMarker(_ context.Context, topic string, partitio
 }
 
 // txnBatch reports the producer of the first batch of records if it is
-// transactional (attribute bit 4). Framing errors are left to the log.
+// transactional. Framing errors are left to the log.
 func txnBatch(records []byte) (pid int64, epoch int16, ok bool) {
-	if len(records) < 61 || binary.BigEndian.Uint16(records[21:])&0x10 == 0 {
+	h, ok := wlog.ReadBatchHeader(records)
+	if !ok || !h.Transactional() {
 		return 0, 0, false
 	}
-	return int64(binary.BigEndian.Uint64(records[43:])), int16(binary.BigEndian.Uint16(records[51:])), true
+	return h.ProducerID, h.ProducerEpoch, true
 }

@@ -27,7 +27,7 @@ const (
 	bigRecord = 123
 	// toolTimeout bounds one run of an external client program.
 	toolTimeout = 90 * time.Second
-	installHint = "run .ci/run (its install step installs kcat, python3-kafka, python3-confluent-kafka and kafkajs)"
+	installHint = "run .ci/run (its install step installs kcat, python3-kafka, python3-confluent-kafka, python3-jsonschema, python3-protobuf, python3-requests, kafkajs and @kafkajs/confluent-schema-registry)"
 )
 
 // record is one record as produced and as consumed. Partition and Offset

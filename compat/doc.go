@@ -36,6 +36,16 @@
 // shutdown, same data directory and address) between producing and
 // consuming.
 //
+// Schema registry clients (schemaregistry_*_test.go: franz-go's pkg/sr
+// Serde, confluent-kafka-python's SchemaRegistryClient with its JSON Schema
+// and Protobuf serializers, @kafkajs/confluent-schema-registry for Avro,
+// JSON Schema and Protobuf) run against weir's registry (package registry)
+// on the in-process broker: each registers a schema, evolves it compatibly,
+// is refused an incompatible version (409), and produces and consumes
+// through weir with its serializer; the driver checks the registry's
+// versions and ids and that every logged record carries magic byte 0 and
+// the id of the version it was produced with.
+//
 // The non-Go clients are driven by the scripts in compat/py and compat/js,
 // which read the records to produce as JSON lines on stdin and print what
 // they delivered/consumed as JSON lines on stdout. A missing tool is a test

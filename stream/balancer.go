@@ -66,8 +66,8 @@ func (a *App) newTaskBalancer() *taskBalancer {
 		a.ownersMu.Lock()
 		a.owners = o
 		a.ownersMu.Unlock()
-		if a.onTaskOwners != nil {
-			a.onTaskOwners(o)
+		if f := a.cfg.seams.onTaskOwners; f != nil {
+			f(o)
 		}
 	}}
 }

@@ -405,7 +405,6 @@ func BenchmarkRestore(b *testing.B) {
 		recs = append(recs, &kgo.Record{Topic: "rs-c-changelog", Key: []byte(fmt.Sprintf("zone-%06d", i)), Value: v})
 	}
 	tb.produce(recs...)
-	a.cl = tb.cl
 	a.adm = tb.adm
 	b.ResetTimer()
 	for range b.N {

@@ -36,15 +36,15 @@ type benchEvent struct {
 }
 
 func benchTask(b *testing.B, bl *Builder) {
-	a, err := NewApp("bench", bl, Brokers("127.0.0.1:1"), StateDir(b.TempDir()))
-	if err != nil {
-		b.Fatal(err)
-	}
 	var offset int64
-	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
+	drop := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
 		r.Offset = offset
 		offset++
 		promise(r, nil)
+	}, false)
+	a, err := NewApp("bench", bl, Brokers("127.0.0.1:1"), StateDir(b.TempDir()), drop)
+	if err != nil {
+		b.Fatal(err)
 	}
 	tk, err := a.newTask(taskID{sub: 0, partition: 0})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +213,7 @@ func (b *testBroker) waitForIso(topic string, committed bool, timeout time.Durat
 // runningApp is an App running in the background.
 type runningApp struct {
 	a      *App
+	killed *atomic.Bool // the App's kill switch (withKillSwitch); nil: none
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -222,15 +224,12 @@ func (b *testBroker) run(appID string, build func(*Builder), opts ...Opt) *runni
 	b.t.Helper()
 	bl := NewBuilder()
 	build(bl)
-	a, err := NewApp(appID, bl, append([]Opt{Brokers(b.seeds...)}, opts...)...)
+	killed := new(atomic.Bool)
+	a, err := NewApp(appID, bl, append([]Opt{Brokers(b.seeds...), withKillSwitch(killed)}, opts...)...)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningApp{a: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	b.t.Cleanup(func() { r.stop() })
-	return r
+	return runPrepared(b.t, a, killed)
 }
 
 // stop shuts the App down gracefully (flush, commit, leave) and returns Run's error.
@@ -250,7 +249,10 @@ func (r *runningApp) stop() error {
 // checkpointed (the group is still left, so the test need not wait for a
 // session timeout).
 func (r *runningApp) kill() error {
-	r.a.crash.Store(true)
+	if r.killed == nil {
+		panic("runningApp.kill: the App has no kill switch (withKillSwitch)")
+	}
+	r.killed.Store(true)
 	return r.stop()
 }
 

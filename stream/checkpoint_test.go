@@ -224,3 +224,81 @@ func TestQuerySeesCommitsBetweenCheckpoints(t *testing.T) {
 		})
 	}
 }
+
+// A commit whose checkpoint is not due leaves a task that wrote nothing
+// since its last flush flushed: its queries answer at once instead of
+// waiting for the next commit (issue 16, defect 2).
+func TestCommitWithoutWritesLeavesTaskFlushed(t *testing.T) {
+	h := newHarness(t, builtWith(recycleTopology))
+	tk := h.task("in", 0)
+	h.a.tasks[tk.id] = tk // for serveFlushes
+	defer delete(h.a.tasks, tk.id)
+	h.feed("in", 0, "k", "v", t0)
+	if err := h.a.checkpoint([]*task{tk}, false); err != nil { // the first: written
+		t.Fatal(err)
+	}
+	for i := range 3 { // commits of an idle task: nothing written, checkpoint not due
+		if err := h.a.checkpoint([]*task{tk}, false); err != nil {
+			t.Fatal(err)
+		}
+		if ch := tk.awaitFlush(); ch != nil {
+			t.Fatalf("idle commit %d: a query waits for a flush though nothing was written", i)
+		}
+	}
+	h.feed("in", 0, "k", "v", t0) // a write: now a query must wait for it
+	if err := h.a.checkpoint([]*task{tk}, false); err != nil {
+		t.Fatal(err)
+	}
+	if tk.awaitFlush() == nil {
+		t.Fatal("a committed write sits in the cache, and a query does not wait for it")
+	}
+	if err := h.a.serveFlushes(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.a.checkpoint([]*task{tk}, false); err != nil {
+		t.Fatal(err)
+	}
+	if tk.awaitFlush() != nil {
+		t.Fatal("after the flush, an idle commit made queries wait again")
+	}
+}
+
+// TestIdleAppLookupsAnswerAtOnce: once an App is idle and its tasks' cached
+// writes were flushed (by a first round of lookups), the commits that follow
+// leave every task flushed, so no later lookup waits for a commit (issue 16,
+// defect 2: with several partitions, idle lookups waited ~1s at-least-once).
+func TestIdleAppLookupsAnswerAtOnce(t *testing.T) {
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			b := startBrokerFor(t, g)
+			b.createTopic("events", 3)
+			b.createTopic("counts", 3)
+			r := b.run("idle", countTopology, testLogger(t), StateDir(t.TempDir()), WithGuarantee(g),
+				CommitInterval(20*time.Millisecond), optFunc(func(c *config) { c.checkpointInterval = time.Hour }))
+			truth := map[string]int64{}
+			produceEvents(b, 0, 300, 12, truth)
+			b.waitForIso("counts", g == ExactlyOnce, 30*time.Second, atLeast(t, truth))
+			q, err := QueryStore[string, int64](r.a, "counts")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// At-least-once outputs are visible before their commit: let
+			// the commits of the last writes pass.
+			time.Sleep(300 * time.Millisecond)
+			for k := range truth { // flushes what the counting left in the caches
+				if _, _, err := q.Get(ctx, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Idle from here: let a few commits pass (20ms each).
+			time.Sleep(300 * time.Millisecond)
+			for _, tk := range r.a.allTasks() {
+				if tk.awaitFlush() != nil {
+					t.Errorf("task %s of an idle App: a lookup waits for the next commit", tk.id)
+				}
+			}
+		})
+	}
+}

@@ -89,20 +89,61 @@
 // reachable on transactional inputs. App.Guarantees and App.Describe state,
 // per topic written, the guarantee and its mechanism.
 //
+// # Crash recovery: static membership
+//
+// Every App is a static member of its consumer group (KIP-345): its
+// group.instance.id is "<app id>-<instance id>", the instance id generated at
+// the first start and kept in the state directory (GroupInstanceID overrides
+// it). A process killed without warning (kill -9, OOM, power loss) and
+// restarted on the same state directory rejoins as the same member and takes
+// its tasks back at once, with no rebalance, then replays its changelog tails
+// and the input since the last commit; a dynamic member would wait for its
+// dead predecessor's session timeout (45s) first. An App that stops leaves
+// the group explicitly, so its tasks move at once. Under ExactlyOnce the same
+// instance id names its transactional id, so the restart also fences the
+// transaction the killed process left open.
+//
 // # Where event time attaches (next)
 //
-// Watermarks, timers and windows extend the task, not the topology: a task
-// tracks its stream time (the largest event time seen, see task.observe);
-// per input partition it becomes that partition's watermark minus the allowed
-// out-of-orderness, and the task's watermark is the minimum over its
-// partitions. For a task reading a
-// repartition topic, the source node is where watermark marker records (a
-// reserved header naming the upstream task) are recognised and folded into a
-// minimum over the upstream writers instead of being decoded. Timers and
-// window state are keyed stores like the aggregates' (same changelog,
-// checkpoint and TTL machinery), with keys encoded so a window range is one
-// ordered Pebble scan; a round ends by firing the timers the watermark
-// passed, inside the round's transaction under ExactlyOnce.
+// Watermarks, timers and windows extend the task, not the topology. The
+// pieces are internal packages, each tested on its own; the watermark is
+// wired into the task (eventtime.go), the rest not yet. How each plugs in:
+//
+//   - stream/internal/watermark.Tracker: one per task (task.et). At creation
+//     the task adds each input partition and resumes the state its local
+//     database kept. task.observe, where the stream time is kept, also
+//     observes the record's input; each batch end (task.expire) advances the
+//     watermark on the App's clock (idleness is processing time; the
+//     Watermarks option sets the bound and idle timeout); the checkpoint
+//     write syncs the tracker state with it (state meta "watermark"). Still
+//     to do: carry that state with the committed offsets or the changelog so
+//     a new owner resumes it too; AddRepartition (with the upstream
+//     sub-topology's task count) for repartition topics once upstream tasks
+//     write markers; Status into the metrics and App.Describe.
+//   - Watermark markers (watermark.MarkerHeader "weir.wm",
+//     docs/format/watermark.md): task.handle recognises them before the
+//     source decodes anything (never data, never the DLQ) and hands them to
+//     ObserveMarker. Still to do: a task writing a repartition topic sends
+//     MarkerRecord to every partition of it at most every marker interval,
+//     in the round's transaction under ExactlyOnce.
+//   - stream/internal/window: a windowed operator assigns each record with
+//     TimeWindows.AssignTo (tumbling, hopping, calendar in a time zone),
+//     Sliding.Add or Sessions.Merge, skips the windows whose CloseAt the
+//     watermark reached (a record none of whose windows is open is late and
+//     goes to the declared late policy), and, after Advance, emits and
+//     deletes every window whose CloseAt <= watermark.
+//   - stream/internal/timekey: the keys of those stores. A window store
+//     keeps 'w' | key | end | start -> aggregate (one key's windows are one
+//     scan: KeyWindows) and the close index 'c' | end | key | start (the
+//     windows a watermark closes are one scan: EndingBy); timers are
+//     domain | fire time | key | name (FiringBy). They are ordinary keyed
+//     stores: same changelog, checkpoint and TTL machinery as the
+//     aggregates'. A round ends by firing the timers and closing the windows
+//     the watermark passed, inside the round's transaction under
+//     ExactlyOnce.
+//   - Windowed[K] with TimeWindowed and SessionWindowed (windowed.go) are the
+//     public key type and codecs of windowed results, byte-compatible with
+//     Kafka Streams' windowed serdes.
 //
 // # Queryable state and standby replicas
 //
@@ -125,8 +166,8 @@
 //
 // # Not yet
 //
-// Event-time windows, watermarks and timers (the task's stream time and the
-// per-record Origin are where they attach), table-table and stream-stream
+// Event-time windows and timers (each task tracks its watermark; see
+// "Where event time attaches"), table-table and stream-stream
 // joins, global tables, waiting for a lagging input of a task before
 // processing (Kafka's max.task.idle.ms).
 // A keyed operator after a Merge of several sources still repartitions

@@ -42,13 +42,16 @@ type Driver struct {
 // needed. State lives under StateDir (set it to a test's temporary
 // directory) and is removed by Close.
 func NewDriver(appID string, b *Builder, partitions map[string]int32, opts ...Opt) (*Driver, error) {
+	d := &Driver{parts: map[string]int32{}, queues: map[topicPartition][]*kgo.Record{},
+		next: map[topicPartition]int64{}, log: map[string][]*kgo.Record{}, tasks: map[taskID]*task{}}
 	base := []Opt{Brokers("driver.invalid:0"), WithClock(&instantClock{now: time.Unix(0, 0).UTC()})}
-	a, err := NewApp(appID, b, append(base, opts...)...)
+	// The driver's log replaces the cluster; it keeps every record.
+	logged := optFunc(func(c *config) { c.seams.producer = d.produce })
+	a, err := NewApp(appID, b, slices.Concat(base, opts, []Opt{logged})...)
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{a: a, parts: map[string]int32{}, queues: map[topicPartition][]*kgo.Record{},
-		next: map[topicPartition]int64{}, log: map[string][]*kgo.Record{}, tasks: map[taskID]*task{}}
+	d.a = a
 	maps.Copy(d.parts, partitions)
 	for _, s := range b.sources {
 		if !s.internal && d.parts[s.topic] <= 0 {
@@ -69,7 +72,6 @@ func NewDriver(appID string, b *Builder, partitions map[string]int32, opts ...Op
 			d.parts[a.changelogTopic(st.name)] = a.taskCount(a.subs[a.subOf[st.source]])
 		}
 	}
-	a.producer = d.produce
 	a.driverQueries(d.partitions, func(id taskID) error { _, err := d.task(id); return err })
 	return d, nil
 }

@@ -63,12 +63,7 @@ const (
 	orderPerKey = "per key within a partition (murmur2 key partitioning, idempotent producer keeps order across retries)"
 )
 
-func (a *App) mechanism() string {
-	if a.cfg.guarantee == ExactlyOnce {
-		return mechExactlyOnce
-	}
-	return mechAtLeastOnce
-}
+func (a *App) mechanism() string { return a.path.mechanism() }
 
 // Guarantees lists, for every topic the App writes, its delivery guarantee
 // and the mechanism providing it.
@@ -160,9 +155,4 @@ func (a *App) Describe() string {
 	return b.String()
 }
 
-func (a *App) stateMechanism() string {
-	if a.cfg.guarantee == ExactlyOnce {
-		return mechExactlyOnce + "; local stores apply a round only after its transaction commits: state is exact"
-	}
-	return mechAtLeastOnce + "; the store may count a replayed record twice (state >= true state)"
-}
+func (a *App) stateMechanism() string { return a.path.stateMechanism() }

@@ -50,13 +50,8 @@ type harness struct {
 func newHarness(t *testing.T, b *Builder, opts ...Opt) *harness {
 	t.Helper()
 	clk := newFakeClock()
-	base := []Opt{Brokers("127.0.0.1:1"), StateDir(t.TempDir()), WithClock(clk)}
-	a, err := NewApp("app", b, append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, a: a, clock: clk, offsets: map[string]int64{}, in: map[topicPartition]int64{}, tasks: map[taskID]*task{}}
-	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
+	h := &harness{t: t, clock: clk, offsets: map[string]int64{}, in: map[topicPartition]int64{}, tasks: map[taskID]*task{}}
+	capture := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
 		if r.Partition < 0 {
 			r.Partition = 0
 		}
@@ -65,7 +60,14 @@ func newHarness(t *testing.T, b *Builder, opts ...Opt) *harness {
 		h.offsets[k]++
 		h.out = append(h.out, r)
 		promise(r, nil)
+	}, false)
+	// opts last: a test's own withProducer replaces the capture.
+	base := []Opt{Brokers("127.0.0.1:1"), StateDir(t.TempDir()), WithClock(clk), capture}
+	a, err := NewApp("app", b, append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	h.a = a
 	t.Cleanup(func() {
 		for _, tk := range h.tasks {
 			tk.close()

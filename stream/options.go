@@ -13,6 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
+	"github.com/weirhq/weir/stream/internal/watermark"
 )
 
 // Opt configures an App. Options are applied in order by NewApp and the
@@ -75,12 +78,48 @@ type config struct {
 	storeCache    int64 // bytes per task; see StoreCache (cache.go)
 	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
 	checkpointInterval time.Duration
+	// watermark is the watermark strategy (Watermarks, eventtime.go).
+	watermark watermark.Config
 
 	// queryable state and standby replicas (query.go, standby.go)
 	query           queryConfig
 	standbyReplicas int
 	cleanupDelay    time.Duration // unused task directories are deleted after it (statecleaner.go)
+
+	// groupInstanceID overrides the App's group.instance.id when
+	// groupInstanceIDSet ("" then means dynamic membership); see
+	// GroupInstanceID.
+	groupInstanceID    string
+	groupInstanceIDSet bool
+
+	seams seams
 }
+
+// seams are an App's substitutions for tests and the Driver, set only by
+// unexported options (the Driver's producer in driver.go, the tests' in
+// seams_test.go). The zero value is production.
+type seams struct {
+	// producer replaces the group client as the tasks' producer (the
+	// Driver's log, or a unit test's capture); producerRecycles says it
+	// does not keep a record after its promise ran (see recycleRecords).
+	producer         func(r *kgo.Record, promise func(*kgo.Record, error))
+	producerRecycles bool
+	// killed, once it reports true, makes the App stop as a killed process
+	// would: nothing more is committed, checkpointed or ended (the group is
+	// still left).
+	killed func() bool
+	// memberUserData replaces the userData the App advertises to the
+	// group; onTaskOwners receives every owners table the balancer computes.
+	memberUserData []byte
+	onTaskOwners   func([]taskOwner)
+	// standbyCheckpointed is called by a standby's goroutine with the
+	// checkpoint it starts from (zeros after a wipe) and after each
+	// checkpoint it writes.
+	standbyCheckpointed func(taskID, state.Checkpoint)
+}
+
+// killed reports whether a test has killed the App (seams.killed).
+func (a *App) killed() bool { return a.cfg.seams.killed != nil && a.cfg.seams.killed() }
 
 func defaultConfig() config {
 	return config{
@@ -133,11 +172,19 @@ func (c *config) validate() error {
 	if c.logger == nil || c.clock == nil {
 		errs = append(errs, errors.New("nil logger or clock"))
 	}
+	if _, err := watermark.New(c.watermark); err != nil {
+		errs = append(errs, err)
+	}
 	if c.storeCache < 0 {
 		errs = append(errs, fmt.Errorf("store cache %d bytes < 0", c.storeCache))
 	}
 	if c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce {
 		errs = append(errs, fmt.Errorf("%w: delivery guarantee %v", ErrUnsupported, c.guarantee))
+	}
+	if c.groupInstanceID != "" {
+		if err := validTopic(c.groupInstanceID); err != nil {
+			errs = append(errs, fmt.Errorf("group instance id: %w", err))
+		}
 	}
 	errs = append(errs, c.validateQuery()...)
 	return errors.Join(errs...)
@@ -221,6 +268,26 @@ func Registerer(r prometheus.Registerer) Opt { return optFunc(func(c *config) { 
 
 // WithClock sets the processing-time clock. Default: the system clock.
 func WithClock(clk Clock) Opt { return optFunc(func(c *config) { c.clock = clk }) }
+
+// GroupInstanceID sets the App's group.instance.id: its identity as a static
+// member of the consumer group (KIP-345). Default: "<app id>-<instance id>",
+// the instance id generated at the first start and kept in the StateDir
+// (the file <StateDir>/<app id>/instance-id), so every App is a static
+// member. Each running instance needs its own id (own StateDir, or its own
+// GroupInstanceID): two members with one id fence each other.
+//
+// A static member that restarts takes its tasks back at once, with no
+// rebalance: a process killed (kill -9, OOM, power loss) and restarted
+// resumes its tasks as soon as it rejoined, instead of after the dead
+// member's session timeout (45s) as a new member would. While it is down
+// its tasks wait for it (up to the session timeout; then the group moves
+// them). An App that stops (Run returns) leaves the group explicitly, so
+// its tasks move to the other instances at once.
+//
+// "" turns static membership off: every start joins as a new member.
+func GroupInstanceID(id string) Opt {
+	return optFunc(func(c *config) { c.groupInstanceID, c.groupInstanceIDSet = id, true })
+}
 
 // WithGuarantee sets the delivery guarantee. Default: AtLeastOnce. See
 // ExactlyOnce for what it costs and requires.

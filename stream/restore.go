@@ -43,11 +43,7 @@ func (t *task) restore(ctx context.Context) error {
 	}
 	// Restore up to the high watermark, or under ExactlyOnce the last
 	// stable offset: records of open transactions are not state yet.
-	list := a.adm.ListEndOffsets
-	if a.eos() {
-		list = a.adm.ListCommittedOffsets
-	}
-	ends, err := list(ctx, topics...)
+	ends, err := a.path.changelogEnds(ctx, a.adm, topics...)
 	if err != nil {
 		return fmt.Errorf("task %s: changelog end offsets: %w", t.id, err)
 	}
@@ -145,15 +141,11 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 	// Control records (transaction markers) are kept so the position
 	// visibly reaches an end offset just past a marker (a table's committed
 	// offset steps over the markers of a transactional source topic).
-	opts := a.clientOpts(
+	opts := a.clientOpts(append([]kgo.Opt{
 		kgo.ConsumePartitions(from),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.KeepControlRecords(),
-	)
-	if a.eos() {
-		// Committed records only.
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
+	}, a.path.readOpts()...)...)
 	rc, err := kgo.NewClient(opts...)
 	if err != nil {
 		return 0, fmt.Errorf("task %s: restore client: %w", t.id, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -65,11 +66,6 @@ type standbyManager struct {
 
 	cleaner *stateCleaner // deletes the directories of tasks unused here
 	shared  sharedLimits  // committed offsets of the table source topics
-
-	// checkpointed, if set (tests), is called by a standby's goroutine
-	// with the checkpoint it starts from (zeros after a wipe) and after
-	// each checkpoint it writes.
-	checkpointed func(taskID, state.Checkpoint)
 }
 
 // standbyTask tails one task's changelog partitions.
@@ -299,8 +295,64 @@ func (m *standbyManager) positions() map[taskID]map[string]int64 {
 // tail keeps st's local stores up to date with their changelogs until ctx
 // is done, checkpointing every commit interval and when it stops. A table's
 // source topic is applied only below the group's committed offset of the
-// partition (standby_limit.go).
+// partition (standby_limit.go). Its phases: open the local store and a
+// consumer (openStandby), find where to start (startPositions) and become
+// readable by AllowStale queries, then fetch and apply (standbyRun.step)
+// until ctx is done.
 func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
+	r, err := m.openStandby(st)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if err := r.begin(ctx); err != nil {
+		return err
+	}
+	// Readable by AllowStale queries until it closes.
+	q := m.a.query
+	q.mu.Lock()
+	q.standbys[st.id] = r.db
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		delete(q.standbys, st.id)
+		q.mu.Unlock()
+	}()
+	for ctx.Err() == nil {
+		if err := r.step(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.writeCheckpoint(); err != nil {
+		return fmt.Errorf("standby %s: %w", st.id, err)
+	}
+	return nil
+}
+
+// standbyRun is one run of a standby task: its local store, its changelog
+// consumer and positions. Used by the standby's goroutine only.
+type standbyRun struct {
+	m      *standbyManager
+	st     *standbyTask
+	logger *slog.Logger
+	db     *state.DB
+	cl     *kgo.Client
+	adm    *kadm.Client
+
+	tables       []string          // the table source topics among the changelogs
+	store        map[string]string // changelog topic -> store name
+	l            *limiter
+	checkpointed map[string]int64 // the positions of the last checkpoint
+	applied      int              // records applied by the current step
+	// ends are the changelogs' end offsets as of their last fetch (high
+	// watermark, or under ExactlyOnce last stable offset).
+	ends                       map[string]int64
+	lastCheckpoint, lastLimits time.Time
+}
+
+// openStandby opens st's local store (deleting an unusable one) and a
+// consumer for its changelogs.
+func (m *standbyManager) openStandby(st *standbyTask) (*standbyRun, error) {
 	a := m.a
 	logger := a.cfg.logger.With("standby", st.id.String())
 	dir := a.taskDir(st.id)
@@ -312,176 +364,194 @@ func (m *standbyManager) tail(ctx context.Context, st *standbyTask) error {
 	if err != nil {
 		logger.Warn("local store unusable; deleting it", "dir", dir, "err", err)
 		if rerr := os.RemoveAll(dir); rerr != nil {
-			return fmt.Errorf("standby %s: %w (and removing it: %v)", st.id, err, rerr)
+			return nil, fmt.Errorf("standby %s: %w (and removing it: %v)", st.id, err, rerr)
 		}
 		if db, err = state.Open(dir, logger, stateOpts...); err != nil {
-			return fmt.Errorf("standby %s: %w", st.id, err)
+			return nil, fmt.Errorf("standby %s: %w", st.id, err)
 		}
 	}
-	defer db.Close()
-
 	// Control records (transaction markers) are kept so the position moves
-	// past them, as the group consumer's committed offsets do.
-	opts := append(a.clientOpts(), kgo.KeepControlRecords())
-	if a.eos() {
-		// Committed changelog records only, as the restore reads.
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
+	// past them, as the group consumer's committed offsets do. Under
+	// ExactlyOnce committed records only, as the restore reads.
+	opts := a.clientOpts(append([]kgo.Opt{kgo.KeepControlRecords()}, a.path.readOpts()...)...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("standby %s: client: %w", st.id, err)
+		db.Close()
+		return nil, fmt.Errorf("standby %s: client: %w", st.id, err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	return &standbyRun{m: m, st: st, logger: logger, db: db, cl: cl, adm: kadm.NewClient(cl),
+		tables: m.standbyTables(st), store: map[string]string{}, ends: map[string]int64{}}, nil
+}
 
-	tables := m.standbyTables(st)
-	pos, limits, err := m.startPositions(ctx, adm, db, st, tables)
+func (r *standbyRun) close() {
+	r.cl.Close()
+	r.db.Close()
+}
+
+// begin finds the start positions and the table limits, and starts
+// consuming the changelogs from there.
+func (r *standbyRun) begin(ctx context.Context) error {
+	a, st := r.m.a, r.st
+	pos, limits, err := r.m.startPositions(ctx, r.adm, r.db, st, r.tables)
 	if err != nil {
 		return err
 	}
-	// Readable by AllowStale queries until it closes.
-	q := a.query
-	q.mu.Lock()
-	q.standbys[st.id] = db
-	q.mu.Unlock()
-	defer func() {
-		q.mu.Lock()
-		delete(q.standbys, st.id)
-		q.mu.Unlock()
-	}()
-	store := map[string]string{}
 	from := map[string]map[int32]kgo.Offset{}
 	for _, s := range st.stores {
-		cl := a.storeChangelog(s)
-		store[cl] = s.name
-		from[cl] = map[int32]kgo.Offset{st.id.partition: kgo.NewOffset().At(pos[cl])}
+		topic := a.storeChangelog(s)
+		r.store[topic] = s.name
+		from[topic] = map[int32]kgo.Offset{st.id.partition: kgo.NewOffset().At(pos[topic])}
 	}
-	l := &limiter{cl: cl, partition: st.id.partition, limits: map[string]*sourceLimit{}, pos: pos, seen: maps.Clone(pos)}
+	r.l = &limiter{cl: r.cl, partition: st.id.partition, limits: map[string]*sourceLimit{}, pos: pos, seen: maps.Clone(pos)}
 	for topic, limit := range limits {
-		l.limits[topic] = &sourceLimit{limit: limit}
+		r.l.limits[topic] = &sourceLimit{limit: limit}
 	}
-	st.publish(l)
-	cl.AddConsumePartitions(from)
+	st.publish(r.l)
+	r.cl.AddConsumePartitions(from)
+	r.checkpointed = maps.Clone(pos)
+	if f := a.cfg.seams.standbyCheckpointed; f != nil {
+		f(st.id, r.checkpointOf(pos)) // the one it resumes from (zeros after a wipe)
+	}
+	now := a.cfg.clock.Now()
+	r.lastCheckpoint, r.lastLimits = now, now
+	return nil
+}
 
-	checkpointed := maps.Clone(pos)
-	if m.checkpointed != nil {
-		cp := state.Checkpoint{}
-		for topic, off := range pos {
-			cp[store[topic]] = off
-		}
-		m.checkpointed(st.id, cp) // the one it resumes from (zeros after a wipe)
+func (r *standbyRun) checkpointOf(pos map[string]int64) state.Checkpoint {
+	cp := state.Checkpoint{}
+	for topic, off := range pos {
+		cp[r.store[topic]] = off
 	}
-	writeCheckpoint := func() error {
-		if maps.Equal(l.pos, checkpointed) {
-			return nil
+	return cp
+}
+
+// writeCheckpoint checkpoints the applied positions, if they moved.
+func (r *standbyRun) writeCheckpoint() error {
+	if maps.Equal(r.l.pos, r.checkpointed) {
+		return nil
+	}
+	cp := r.checkpointOf(r.l.pos)
+	if err := r.db.WriteCheckpoint(cp); err != nil {
+		return err
+	}
+	r.checkpointed = maps.Clone(r.l.pos)
+	if f := r.m.a.cfg.seams.standbyCheckpointed; f != nil {
+		f(r.st.id, cp)
+	}
+	return nil
+}
+
+// apply applies one admitted changelog record to txn.
+func (r *standbyRun) apply(txn *state.Txn, rec *kgo.Record) error {
+	r.l.pos[rec.Topic] = max(r.l.pos[rec.Topic], rec.Offset+1)
+	if rec.Attrs.IsControl() {
+		return nil
+	}
+	if spec := r.m.a.stores[r.store[rec.Topic]]; spec.table && !spec.accepts(rec) {
+		return nil // what processing the table's topic would skip (as a restore)
+	}
+	r.applied++
+	return applyChangelog(txn, r.store[rec.Topic], rec)
+}
+
+// step polls once (for at most a commit interval, so that limits are
+// refreshed while nothing is fetched: a held table partition is not fetched
+// at all), applies what it may, refreshes the table limits when due,
+// publishes the positions and lag, and checkpoints when due. An error ends
+// the standby (after a fetch error, with a checkpoint of what was applied;
+// after an apply error, without: the positions are past what was
+// committed). ctx ending is no error: the caller checks it.
+func (r *standbyRun) step(ctx context.Context) error {
+	a, st, l := r.m.a, r.st, r.l
+	pctx, cancel := context.WithTimeout(ctx, a.cfg.commitInterval)
+	fetches := r.cl.PollFetches(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return nil
+	}
+	var ferr error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			ferr = fmt.Errorf("standby %s: fetch %s-%d: %w", st.id, topic, p, err)
 		}
-		cp := state.Checkpoint{}
-		for topic, off := range l.pos {
-			cp[store[topic]] = off
+	})
+	if ferr != nil {
+		// Nothing of this poll is applied: the positions are those of
+		// the last step, applied and committed.
+		if err := r.writeCheckpoint(); err != nil {
+			ferr = errors.Join(ferr, fmt.Errorf("standby %s: checkpoint: %w", st.id, err))
 		}
-		if err := db.WriteCheckpoint(cp); err != nil {
-			return err
+		return ferr
+	}
+	txn := r.db.Begin()
+	var applyErr error
+	r.applied = 0
+	fetches.EachRecord(func(rec *kgo.Record) {
+		if applyErr == nil && l.admit(rec) {
+			applyErr = r.apply(txn, rec)
 		}
-		checkpointed = maps.Clone(l.pos)
-		if m.checkpointed != nil {
-			m.checkpointed(st.id, cp)
+	})
+	l.pauseHeld()
+	if applyErr == nil {
+		applyErr = r.refreshLimits(ctx, txn)
+	}
+	if applyErr == nil {
+		// Straight to the database (as a restore): AllowStale queries
+		// read it from another goroutine.
+		applyErr = txn.CommitThrough()
+	}
+	txn.Discard()
+	if applyErr != nil {
+		return fmt.Errorf("standby %s: %w", st.id, applyErr)
+	}
+	r.m.applied.Add(float64(r.applied))
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		end := a.path.fetchedEnd(p)
+		if p.Partition == st.id.partition && end >= 0 {
+			r.ends[p.Topic] = end
+		}
+	})
+	var lag int64
+	for topic, end := range r.ends {
+		lag += max(0, l.applicable(topic, end)-l.pos[topic])
+	}
+	r.m.lag.WithLabelValues(st.id.String()).Set(float64(lag))
+	st.publish(l)
+	if now := a.cfg.clock.Now(); now.Sub(r.lastCheckpoint) >= a.cfg.commitInterval {
+		r.lastCheckpoint = now
+		if err := r.writeCheckpoint(); err != nil {
+			return fmt.Errorf("standby %s: %w", st.id, err)
+		}
+	}
+	return nil
+}
+
+// refreshLimits reads the group's committed offsets of the table source
+// topics every commit interval and applies the records they release to txn.
+// On an error reading them the limits stay (logged); the records applied
+// before are committed either way (their positions are taken).
+func (r *standbyRun) refreshLimits(ctx context.Context, txn *state.Txn) error {
+	a := r.m.a
+	now := a.cfg.clock.Now()
+	if len(r.tables) == 0 || now.Sub(r.lastLimits) < a.cfg.commitInterval {
+		return nil
+	}
+	r.lastLimits = now
+	lims, err := r.m.limits(ctx, r.adm, r.st.id.partition, r.tables, false)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logger.Warn("standby: committed offsets of the table sources; limits unchanged", "err", err)
 		}
 		return nil
 	}
-	var applied int
-	apply := func(txn *state.Txn, r *kgo.Record) error {
-		l.pos[r.Topic] = max(l.pos[r.Topic], r.Offset+1)
-		if r.Attrs.IsControl() {
-			return nil
-		}
-		if spec := a.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
-			return nil // what processing the table's topic would skip (as a restore)
-		}
-		applied++
-		return applyChangelog(txn, store[r.Topic], r)
-	}
-	ends := map[string]int64{} // of the changelogs, as of their last fetch
-	now := a.cfg.clock.Now()
-	lastCheckpoint, lastLimits := now, now
-	for {
-		// Bounded, so that limits are refreshed while nothing is fetched
-		// (a held table partition is not fetched at all).
-		pctx, cancel := context.WithTimeout(ctx, a.cfg.commitInterval)
-		fetches := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			break
-		}
-		var ferr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				ferr = fmt.Errorf("standby %s: fetch %s-%d: %w", st.id, topic, p, err)
-			}
-		})
-		if ferr != nil {
-			writeCheckpoint()
-			return ferr
-		}
-		txn := db.Begin()
-		var applyErr error
-		applied = 0
-		fetches.EachRecord(func(r *kgo.Record) {
-			if applyErr == nil && l.admit(r) {
-				applyErr = apply(txn, r)
-			}
-		})
-		l.pauseHeld()
-		if now := a.cfg.clock.Now(); applyErr == nil && len(tables) > 0 && now.Sub(lastLimits) >= a.cfg.commitInterval {
-			lastLimits = now
-			// On an error the limits stay; the records applied above are
-			// committed below either way (their positions are taken).
-			if lims, err := m.limits(ctx, adm, st.id.partition, tables, false); err != nil {
-				if ctx.Err() == nil {
-					logger.Warn("standby: committed offsets of the table sources; limits unchanged", "err", err)
-				}
-			} else {
-				for _, r := range l.setLimits(lims) {
-					if applyErr = apply(txn, r); applyErr != nil {
-						break
-					}
-				}
-				l.settle()
-				l.resumeDrained()
-			}
-		}
-		if applyErr == nil {
-			// Straight to the database (as a restore): AllowStale queries
-			// read it from another goroutine.
-			applyErr = txn.CommitThrough()
-		}
-		txn.Discard()
-		if applyErr != nil {
-			return fmt.Errorf("standby %s: %w", st.id, applyErr)
-		}
-		m.applied.Add(float64(applied))
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			end := p.HighWatermark
-			if a.eos() {
-				end = p.LastStableOffset
-			}
-			if p.Partition == st.id.partition && end >= 0 {
-				ends[p.Topic] = end
-			}
-		})
-		var lag int64
-		for topic, end := range ends {
-			lag += max(0, l.applicable(topic, end)-l.pos[topic])
-		}
-		m.lag.WithLabelValues(st.id.String()).Set(float64(lag))
-		st.publish(l)
-		if now := a.cfg.clock.Now(); now.Sub(lastCheckpoint) >= a.cfg.commitInterval {
-			lastCheckpoint = now
-			if err := writeCheckpoint(); err != nil {
-				return fmt.Errorf("standby %s: %w", st.id, err)
-			}
+	for _, rec := range r.l.setLimits(lims) {
+		if err := r.apply(txn, rec); err != nil {
+			return err
 		}
 	}
-	return writeCheckpoint()
+	r.l.settle()
+	r.l.resumeDrained()
+	return nil
 }
 
 // publish copies the limiter's positions for readers on other goroutines.
@@ -511,13 +581,9 @@ func (m *standbyManager) startPositions(ctx context.Context, adm *kadm.Client, d
 	for i, s := range st.stores {
 		topics[i] = a.storeChangelog(s)
 	}
-	list := adm.ListEndOffsets
-	if a.eos() {
-		list = adm.ListCommittedOffsets
-	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ends, err := list(lctx, topics...)
+	ends, err := a.path.changelogEnds(lctx, adm, topics...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("standby %s: changelog end offsets: %w", st.id, err)
 	}

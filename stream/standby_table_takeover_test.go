@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,13 +122,8 @@ func standbyTableTakeoverRun(t *testing.T, g Guarantee) {
 	start := func(gt *gate) *runningApp {
 		bl := NewBuilder()
 		gatedShopTopology(gt)(bl)
-		a, err := NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), WithGuarantee(g), StateDir(t.TempDir()),
-			CommitInterval(20*time.Millisecond), StandbyReplicas(1), QueryServer("127.0.0.1:0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkpoints[a] = map[int32][]int64{}
-		a.standbys.checkpointed = func(id taskID, cp state.Checkpoint) {
+		var a *App
+		onCheckpoint := withStandbyCheckpoints(func(id taskID, cp state.Checkpoint) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			resp, err := b.adm.FetchOffsetsForTopics(ctx, "shop", "customers")
@@ -145,8 +141,19 @@ func standbyTableTakeoverRun(t *testing.T, g Guarantee) {
 			mu.Lock()
 			checkpoints[a][id.partition] = append(checkpoints[a][id.partition], cp["customers"])
 			mu.Unlock()
+		})
+		killed := new(atomic.Bool)
+		var err error
+		a, err = NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), WithGuarantee(g), StateDir(t.TempDir()),
+			CommitInterval(20*time.Millisecond), StandbyReplicas(1), QueryServer("127.0.0.1:0"), onCheckpoint,
+			withKillSwitch(killed))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return runPrepared(t, a)
+		mu.Lock()
+		checkpoints[a] = map[int32][]int64{}
+		mu.Unlock()
+		return runPrepared(t, a, killed)
 	}
 	gate1 := newGate()
 	a1 := start(gate1)
@@ -272,7 +279,7 @@ func standbyTableTakeoverRun(t *testing.T, g Guarantee) {
 	}
 
 	restoredBefore := counterValue(a2.a.metrics.restored)
-	a1.a.crash.Store(true)
+	a1.killed.Store(true)
 	gate1.release()
 	if err := a1.kill(); err != nil {
 		t.Fatal(err)

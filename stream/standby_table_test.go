@@ -48,21 +48,22 @@ func newTableRigOn(t testing.TB, b *testBroker, dir string, g Guarantee) *tableR
 	t.Helper()
 	bl := NewBuilder()
 	shopTopology(bl)
-	a, err := NewApp("tbl", bl, Brokers(b.seeds...), StateDir(dir), CommitInterval(20*time.Millisecond),
-		WithGuarantee(g))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.adm = b.adm
-	r := &tableRig{t: t, b: b, a: a, id: a.storeTask(a.stores["customers"], 0)}
-	a.standbys.checkpointed = func(id taskID, cp state.Checkpoint) {
+	r := &tableRig{t: t, b: b}
+	onCheckpoint := withStandbyCheckpoints(func(id taskID, cp state.Checkpoint) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.checkpoints = append(r.checkpoints, cp["customers"])
 		if cp["customers"] > r.bound {
 			t.Errorf("standby %s checkpointed customers at %d, past the group's committed offset %d", id, cp["customers"], r.bound)
 		}
+	})
+	a, err := NewApp("tbl", bl, Brokers(b.seeds...), StateDir(dir), CommitInterval(20*time.Millisecond),
+		WithGuarantee(g), onCheckpoint)
+	if err != nil {
+		t.Fatal(err)
 	}
+	a.adm = b.adm
+	r.a, r.id = a, a.storeTask(a.stores["customers"], 0)
 	return r
 }
 

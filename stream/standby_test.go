@@ -31,11 +31,11 @@ type restoreRig struct {
 	written   int64
 }
 
-func newRestoreRig(t testing.TB, b *testBroker, stateDir string) *restoreRig {
+func newRestoreRig(t testing.TB, b *testBroker, stateDir string, opts ...Opt) *restoreRig {
 	t.Helper()
 	bl := NewBuilder()
 	countTopology(bl)
-	a, err := NewApp("rig", bl, Brokers(b.seeds...), StateDir(stateDir), CommitInterval(time.Hour))
+	a, err := NewApp("rig", bl, append([]Opt{Brokers(b.seeds...), StateDir(stateDir), CommitInterval(time.Hour)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,25 +489,24 @@ func TestClaimStopsStandby(t *testing.T) {
 func TestClaimWaitsForStoppingStandby(t *testing.T) {
 	b := startBroker(t)
 	b.createTopic("events", 1)
-	r := newRestoreRig(t, b, t.TempDir())
+	// The stopping standby's last checkpoint (still holding the directory)
+	// waits for the test.
+	var hold atomic.Bool
+	holding, release := make(chan struct{}), make(chan struct{})
+	onCheckpoint := withStandbyCheckpoints(func(taskID, state.Checkpoint) {
+		if hold.CompareAndSwap(true, false) {
+			close(holding)
+			<-release
+		}
+	})
 	unusable := &countingHandler{match: "unusable"}
-	r.a.cfg.logger = slog.New(unusable)
+	r := newRestoreRig(t, b, t.TempDir(), onCheckpoint, Logger(slog.New(unusable)))
 	b.createTopic(r.changelog, 1)
 	r.write(2000, 300)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := r.a.standbys
-	// The stopping standby's last checkpoint (still holding the directory)
-	// waits for the test.
-	var hold atomic.Bool
-	holding, release := make(chan struct{}), make(chan struct{})
-	m.checkpointed = func(taskID, state.Checkpoint) {
-		if hold.CompareAndSwap(true, false) {
-			close(holding)
-			<-release
-		}
-	}
 	m.start(ctx)
 	m.mu.Lock()
 	m.startLocked(r.id(), []*storeSpec{r.spec()})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,11 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// runPrepared runs an App built by the test (hooks set) in the background.
-func runPrepared(t *testing.T, a *App) *runningApp {
+// runPrepared runs an App built by the test (seams set) in the background;
+// killed is its kill switch (withKillSwitch), or nil.
+func runPrepared(t testing.TB, a *App, killed *atomic.Bool) *runningApp {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningApp{a: a, cancel: cancel, done: make(chan error, 1)}
+	r := &runningApp{a: a, killed: killed, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Run(ctx) }()
 	t.Cleanup(func() { r.stop() })
 	return r
@@ -208,19 +210,18 @@ func joinTwoInstancesRun(t *testing.T, g Guarantee) {
 	start := func() *runningApp {
 		bl := NewBuilder()
 		shopTopology(bl)
-		a, err := NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), WithGuarantee(g), StateDir(t.TempDir()),
-			CommitInterval(20*time.Millisecond), MaxPollRecords(10))
-		if err != nil {
-			t.Fatal(err)
-		}
 		instances++
-		a.memberUserData = []byte(fmt.Sprintf("instance-%d", instances))
-		a.onTaskOwners = func(o []taskOwner) {
+		owners := withTaskOwners([]byte(fmt.Sprintf("instance-%d", instances)), func(o []taskOwner) {
 			mu.Lock()
 			tables = append(tables, o)
 			mu.Unlock()
+		})
+		a, err := NewApp("shop", bl, Brokers(b.seeds...), testLogger(t), WithGuarantee(g), StateDir(t.TempDir()),
+			CommitInterval(20*time.Millisecond), MaxPollRecords(10), owners)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return runPrepared(t, a)
+		return runPrepared(t, a, nil)
 	}
 	owned := func(r *runningApp) int {
 		r.a.mu.Lock()

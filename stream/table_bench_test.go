@@ -18,16 +18,16 @@ func BenchmarkTaskJoin(b *testing.B) {
 	zones := FromTable(bl, "zones", String(), String(), "zones")
 	Join(in, zones, func(r Record[string, benchEvent], z string) (int64, error) { return r.Value.N + int64(len(z)), nil }).
 		To("out", String(), Int64())
-	a, err := NewApp("bench", bl, Brokers("127.0.0.1:1"), StateDir(b.TempDir()))
-	if err != nil {
-		b.Fatal(err)
-	}
 	outs := 0
-	a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
+	count := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
 		if r.Topic == "out" {
 			outs++
 		}
 		promise(r, nil)
+	}, false)
+	a, err := NewApp("bench", bl, Brokers("127.0.0.1:1"), StateDir(b.TempDir()), count)
+	if err != nil {
+		b.Fatal(err)
 	}
 	tk, err := a.newTask(taskID{sub: 0, partition: 0})
 	if err != nil {

@@ -45,6 +45,8 @@ type task struct {
 	// (ExactlyOnce; restored if the transaction aborts).
 	streamTime int64
 	roundStart int64
+	// et tracks the task's watermark (eventtime.go).
+	et eventTime
 
 	// txn holds the store writes not yet in the database: those of the
 	// current round, or under ExactlyOnce of the open transaction, which
@@ -144,6 +146,10 @@ func (a *App) newTask(id taskID) (*task, error) {
 		}
 		t.db = db
 	}
+	if err := t.initEventTime(); err != nil {
+		t.close()
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
 	return t, nil
 }
 
@@ -185,11 +191,14 @@ func (s *taskStore) put(key, value []byte, ts time.Time) error {
 	return nil
 }
 
-// observe advances the task's stream time with a record's event time.
+// observe advances the task's stream time with a record's event time, and
+// the watermark of the input the record came from.
 func (t *task) observe(ts time.Time) {
-	if ms := ts.UnixMilli(); ms > t.streamTime {
+	ms := ts.UnixMilli()
+	if ms > t.streamTime {
 		t.streamTime = ms
 	}
+	t.et.tracker.Observe(t.et.cur, ms)
 }
 
 // emit queues an output of the record being processed. partition -1 means
@@ -287,6 +296,10 @@ func (t *task) handle(ctx context.Context, kr *kgo.Record) error {
 	if !ok {
 		return fmt.Errorf("task %s: record of %s, not a source of its sub-topology", t.id, kr.Topic)
 	}
+	if len(kr.Headers) > 0 && t.handleMarker(kr) {
+		return nil
+	}
+	t.et.cur = t.et.inputs[kr.Topic]
 	var first, last time.Time
 	for attempt := 1; ; attempt++ {
 		err := t.attempt(entry, kr)
@@ -391,6 +404,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 // the changelog for each. At most limit keys per store per call bound the
 // work; the rest go on the next call.
 func (t *task) expire(limit int) error {
+	t.advanceWatermark() // the end of the task's part of the round
 	if t.db == nil || t.streamTime == math.MinInt64 {
 		return nil
 	}
@@ -458,7 +472,11 @@ func (t *task) checkpoint() error {
 	if len(cp) != len(t.stores) {
 		return nil // some store has neither been restored nor written: nothing to claim
 	}
-	if maps.Equal(cp, t.lastCheckpoint) {
+	staged, err := t.stageWatermark()
+	if err != nil {
+		return err
+	}
+	if maps.Equal(cp, t.lastCheckpoint) && !staged {
 		return nil // unchanged: spare the synced write
 	}
 	if err := t.db.WriteCheckpoint(cp); err != nil {
@@ -496,12 +514,29 @@ func (t *task) checkpointDue() bool {
 	return len(t.lastCheckpoint) == 0 || t.app.cfg.clock.Now().Sub(t.lastCheckpointAt) >= t.app.cfg.checkpointInterval
 }
 
-// markUnflushed notes that committed writes sit in the task's store cache
-// (loop goroutine, after a transaction whose checkpoint was not due).
-func (t *task) markUnflushed() {
+// noteFlushed records, after a commit or transaction end, whether committed
+// writes sit in the task's store cache (then queries ask the loop to flush
+// them) or Pebble holds them all (queries answer at once). Loop goroutine:
+// no round runs.
+func (t *task) noteFlushed() {
+	if !t.noteCached() {
+		t.markFlushed()
+	}
+}
+
+// noteCached marks the task unflushed if its store cache holds writes
+// Pebble does not, and reports whether it does. At-least-once calls it after
+// each round as well (outputs are visible before their commit, so a query
+// must see the round's writes too). Task goroutine, or the loop's between
+// rounds.
+func (t *task) noteCached() bool {
+	if t.db == nil || !t.db.Unflushed() {
+		return false
+	}
 	t.flushMu.Lock()
 	t.unflushed = true
 	t.flushMu.Unlock()
+	return true
 }
 
 // markFlushed notes that Pebble holds every committed write (loop

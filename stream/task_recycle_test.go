@@ -31,13 +31,12 @@ func TestRecordsRecycledOnlyWithTheClient(t *testing.T) {
 		}
 	}
 
-	tk := h.task("in", 0)
-	h.a.recycleRecords.Store(true)
 	var held *kgo.Record
-	h.a.producer = func(r *kgo.Record, promise func(*kgo.Record, error)) {
+	client := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
 		held = r
 		promise(r, nil)
-	}
+	}, true)
+	tk := newHarness(t, builtWith(recycleTopology), client).task("in", 0)
 	tk.produce(tk.newRecord())
 	if held == nil {
 		t.Fatal("nothing produced")

@@ -13,8 +13,10 @@
 //   - errorfs.Wrap: wraps any FS and injects errors (ENOSPC, EIO) by
 //     operation and path.
 //
-// Helpers: SyncDir, ReadFile, and WriteFileAtomic (the crash-safe replace:
-// temporary file, sync, rename, directory sync). Package vfstest holds the
+// Helpers, the only copies of them in weir: SyncDir, ReadFile,
+// WriteFileSynced, ReplaceFile and WriteFileAtomic (the crash-safe replace:
+// temporary file, sync, rename, directory sync) and MkdirAllDurable (create
+// a path and sync each new entry's parent). Package vfstest holds the
 // semantics every implementation shares, as a test body (it is run against
 // Default, MemFS and errorfs), and the MemFS is fuzzed against the OS.
 //

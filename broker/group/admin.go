@@ -26,6 +26,27 @@ import (
 //   - DeleteGroups: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or the group's
 //     offsets and metadata are tombstoned (durably) and it is gone.
 
+// Versions: FindCoordinator v0-6, DescribeGroups v0-6, ListGroups v0-5,
+// DeleteGroups v0-3.
+//   - FindCoordinator v1 CoordinatorType and ErrorMessage; v4 batched
+//     CoordinatorKeys; v5 (TRANSACTION_ABORTABLE) and v6 (key type 2,
+//     share groups: answered INVALID_REQUEST) add no fields.
+//   - DescribeGroups v3 AuthorizedOperations; v4 member InstanceID; v6
+//     GROUP_ID_NOT_FOUND with ErrorMessage.
+//   - ListGroups v4 StatesFilter and GroupState; v5 TypesFilter and
+//     GroupType.
+//   - DeleteGroups v3 ErrorMessage: left null (the field is nullable; the
+//     error code carries the answer).
+
+func init() {
+	regAPI(kmsg.FindCoordinator, 0, 6, func(c *Coordinator, _ context.Context, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+		return c.findCoordinator(req), nil
+	})
+	regAPI(kmsg.DescribeGroups, 0, 6, (*Coordinator).describeGroups)
+	regAPI(kmsg.ListGroups, 0, 5, (*Coordinator).listGroups)
+	regAPI(kmsg.DeleteGroups, 0, 3, (*Coordinator).deleteGroups)
+}
+
 func (c *Coordinator) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	r := kmsg.NewPtrFindCoordinatorResponse()
 	answer := func(key string) (int16, *string) {
@@ -188,7 +209,7 @@ func (c *Coordinator) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 			if werr != nil {
 				r.Groups[w.idx].ErrorCode = kerr.NotCoordinator.Code
 			}
-		case <-c.quit:
+		case <-c.stopping():
 			return nil, ErrClosed
 		}
 	}

@@ -35,6 +35,25 @@ import (
 //     group is Stable and the selected protocol is unchanged; the old member
 //     ID is fenced (FENCED_INSTANCE_ID).
 
+// Versions: JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup
+// v0-5.
+//   - JoinGroup v1 RebalanceTimeoutMillis (v0: the session timeout); v4
+//     MEMBER_ID_REQUIRED; v5 InstanceID (static members); v7 ProtocolType
+//     in the response; v8 Reason (not used); v9 SkipAssignment for a static
+//     leader that rejoins.
+//   - SyncGroup v3 InstanceID; v5 ProtocolType/Protocol checked against
+//     the group's (INCONSISTENT_GROUP_PROTOCOL) and answered.
+//   - Heartbeat v3 InstanceID.
+//   - LeaveGroup v3 a batch of members by member or instance ID, answered
+//     per member; v5 Reason (not used).
+
+func init() {
+	regAPI(kmsg.JoinGroup, 0, 9, (*Coordinator).joinGroup)
+	regAPI(kmsg.SyncGroup, 0, 5, (*Coordinator).syncGroup)
+	regAPI(kmsg.Heartbeat, 0, 4, (*Coordinator).heartbeat)
+	regAPI(kmsg.LeaveGroup, 0, 5, (*Coordinator).leaveGroup)
+}
+
 var (
 	errNotAvailable = kerr.CoordinatorNotAvailable
 )
@@ -136,7 +155,7 @@ func (c *Coordinator) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-c.quit:
+	case <-c.stopping():
 		return nil, ErrClosed
 	}
 }
@@ -752,7 +771,7 @@ func (c *Coordinator) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		case immediate = <-wait:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-c.quit:
+		case <-c.stopping():
 			return nil, ErrClosed
 		}
 	}

@@ -52,6 +52,17 @@ import (
 //     It needs Topics to implement TopicLister; otherwise, and for an
 //     invalid expression, INVALID_REGULAR_EXPRESSION.
 
+// Versions: ConsumerGroupHeartbeat v0-1, ConsumerGroupDescribe v0-1.
+//   - ConsumerGroupHeartbeat v1 SubscribedTopicRegex, and the client
+//     generates the member ID (an empty one is INVALID_REQUEST).
+//   - ConsumerGroupDescribe v1 MemberType (always 1, consumer: a KIP-848
+//     group has no classic members here).
+
+func init() {
+	regAPI(kmsg.ConsumerGroupHeartbeat, 0, 1, (*Coordinator).consumerHeartbeat)
+	regAPI(kmsg.ConsumerGroupDescribe, 0, 1, (*Coordinator).consumerDescribe)
+}
+
 type memberState int8
 
 const (

@@ -7,15 +7,17 @@
 //
 // # Concurrency
 //
-// All group state is owned by one goroutine, the loop (loop.go). Handle
-// turns a request into a closure run on the loop; requests that must wait
+// All group state is owned by one goroutine, the loop
+// (broker/internal/ownerloop, shared with the transaction coordinator;
+// loop.go wires it to the groups' timers). Handle turns a request into a
+// closure run on the loop; requests that must wait
 // (JoinGroup, SyncGroup) park a reply channel in the member and the loop
 // answers it later. Time comes only from Options.Now: timers (session,
 // rebalance, initial delay, offset retention) are deadlines checked by the
 // loop before every event and when the earliest deadline passes, so a test
 // with a fake clock advances time and calls tick (no sleeps).
 //
-// Writes to the offsets log are done by one writer goroutine (writer.go)
+// Writes to the offsets log are done by one writer goroutine (internal/ilog)
 // in the order the loop queued them; a record's effect on memory is applied
 // on the loop after its append returned, in the same order. So the
 // in-memory state is always a prefix-replay of the log, and a restart that
@@ -23,18 +25,20 @@
 //
 // # Files
 //
-//	coordinator.go       Options, NewCoordinator, Handle (dispatch), Close
-//	loop.go              the goroutine that owns the groups; timers
+//	coordinator.go       Options, NewCoordinator, Handle (dispatch through the
+//	                     API table each handler file registers in), Close
+//	loop.go              the groups' timers on the owner loop
 //	group.go             the group (classic or KIP-848) and its offsets
 //	classic.go           JoinGroup, SyncGroup, Heartbeat, LeaveGroup; static members
 //	consumer.go          ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
 //	assign.go            the server-side sticky "uniform" assignor
 //	consumer_persist.go  KIP-848 membership records and their restore
+//	commit.go            the path OffsetCommit and TxnOffsetCommit share
 //	offsets.go           OffsetCommit, OffsetFetch, OffsetDelete, offset expiry
 //	txnoffsets.go        TxnOffsetCommit and transaction markers (txn.OffsetCommitter)
 //	admin.go             FindCoordinator, DescribeGroups, ListGroups, DeleteGroups
 //	records.go           the __consumer_offsets record format, replay
-//	writer.go, store.go  the single writer to the offsets log
+//	store.go             the offsets log behind the single writer (internal/ilog)
 //	lag.go, metrics.go   lag (records and time), Prometheus metrics
 //
 // docs/format/consumer-offsets.md draws the record layouts; BENCHMARK.md
@@ -53,6 +57,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/internal/ilog"
+	"github.com/weirhq/weir/broker/internal/kapi"
+	"github.com/weirhq/weir/broker/internal/ownerloop"
 )
 
 // Topics is what the coordinator needs to know about the broker's topics.
@@ -152,12 +158,9 @@ type Coordinator struct {
 	logger *slog.Logger
 	store  store
 
-	events chan func()
-	wake   chan struct{} // tick requests (tests and the real timer)
-	quit   chan struct{} // closed by Close
-	done   chan struct{} // closed when the loop exits
-	w      *ilog.Writer
-	met    *metrics
+	loop *ownerloop.Loop // owns the groups (loop.go)
+	w    *ilog.Writer
+	met  *metrics
 
 	// Loop-owned state.
 	groups             map[string]*group
@@ -182,10 +185,6 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	c := &Coordinator{
 		opts:   opts,
 		logger: opts.Logger,
-		events: make(chan func()),
-		wake:   make(chan struct{}, 1),
-		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
 		groups: make(map[string]*group),
 		txns:   make(map[int64]*txnOffsets),
 	}
@@ -201,15 +200,7 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	c.met = met
 	// Replay may queue records; the writer starts after it. Results are
 	// handed to the loop, or dropped once Close began.
-	c.w = ilog.New(ilog.Options{
-		Append: c.store.append,
-		Deliver: func(fn func()) {
-			select {
-			case c.events <- fn:
-			case <-c.quit:
-			}
-		},
-	})
+	c.w = ilog.New(ilog.Options{Append: c.store.append, Deliver: c.post})
 	start := opts.Now()
 	n, err := c.replay()
 	if err != nil {
@@ -218,63 +209,38 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	}
 	c.logger.Info("offsets replayed", "records", n, "groups", len(c.groups), "took", opts.Now().Sub(start))
 	c.nextRetentionCheck = opts.Now().Add(opts.RetentionCheckInterval)
+	c.startLoop()
 	go c.w.Run()
-	go c.loop()
 	return c, nil
 }
 
 const offsetsTopicName = "__consumer_offsets"
 
-// apiKeys are the request keys Handle serves.
-var apiKeys = []int16{
-	int16(kmsg.OffsetCommit), int16(kmsg.OffsetFetch), int16(kmsg.FindCoordinator),
-	int16(kmsg.JoinGroup), int16(kmsg.Heartbeat), int16(kmsg.LeaveGroup), int16(kmsg.SyncGroup),
-	int16(kmsg.DescribeGroups), int16(kmsg.ListGroups), int16(kmsg.DeleteGroups),
-	int16(kmsg.OffsetDelete), int16(kmsg.ConsumerGroupHeartbeat), int16(kmsg.ConsumerGroupDescribe),
+// apis are the requests Handle serves, each registered (regAPI) next to
+// its handler, at the versions the handler implements: admin.go,
+// classic.go, consumer.go, offsets.go.
+var apis kapi.Table[*Coordinator]
+
+// regAPI registers h as the handler of key for versions min..max. Init
+// functions only.
+func regAPI[R kmsg.Request](key kmsg.Key, min, max int16, h func(*Coordinator, context.Context, R) (kmsg.Response, error)) {
+	kapi.Register(&apis, key, min, max, h)
 }
 
-// APIKeys are the request keys Handle serves, at every version kmsg knows.
-func (c *Coordinator) APIKeys() []int16 {
-	return append([]int16(nil), apiKeys...)
-}
+// APIVersions are the request keys and version ranges Handle serves,
+// sorted by key, for the broker's ApiVersions response.
+func APIVersions() []kmsg.ApiVersionsResponseApiKey { return apis.Versions() }
 
 // Handle answers one group-related request. It may block (JoinGroup waits
 // for the rebalance); it returns when ctx is done or the coordinator closes.
-// A request of a key Handle does not serve is an error (the broker closes
-// the connection).
+// A request of a key Handle does not serve, or of a version outside its
+// registered range, is an error (the broker closes the connection).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	var resp kmsg.Response
-	var err error
-	switch r := req.(type) {
-	case *kmsg.FindCoordinatorRequest:
-		resp = c.findCoordinator(r)
-	case *kmsg.JoinGroupRequest:
-		resp, err = c.joinGroup(ctx, r)
-	case *kmsg.SyncGroupRequest:
-		resp, err = c.syncGroup(ctx, r)
-	case *kmsg.HeartbeatRequest:
-		resp, err = c.heartbeat(ctx, r)
-	case *kmsg.LeaveGroupRequest:
-		resp, err = c.leaveGroup(ctx, r)
-	case *kmsg.OffsetCommitRequest:
-		resp, err = c.offsetCommit(ctx, r)
-	case *kmsg.OffsetFetchRequest:
-		resp, err = c.offsetFetch(ctx, r)
-	case *kmsg.DescribeGroupsRequest:
-		resp, err = c.describeGroups(ctx, r)
-	case *kmsg.ListGroupsRequest:
-		resp, err = c.listGroups(ctx, r)
-	case *kmsg.DeleteGroupsRequest:
-		resp, err = c.deleteGroups(ctx, r)
-	case *kmsg.OffsetDeleteRequest:
-		resp, err = c.offsetDelete(ctx, r)
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		resp, err = c.consumerHeartbeat(ctx, r)
-	case *kmsg.ConsumerGroupDescribeRequest:
-		resp, err = c.consumerDescribe(ctx, r)
-	default:
-		return nil, fmt.Errorf("group: unsupported request %s", kmsg.NameForKey(req.Key()))
+	h, err := apis.Lookup(req)
+	if err != nil {
+		return nil, fmt.Errorf("group: %w", err)
 	}
+	resp, err := h(c, ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -286,13 +252,9 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 // requests return ErrClosed. Queued but unacknowledged writes are
 // abandoned (their requests fail). It does not close Options.Offsets.
 func (c *Coordinator) Close() error {
-	select {
-	case <-c.quit:
+	if !c.loop.Stop() {
 		return nil
-	default:
 	}
-	close(c.quit)
-	<-c.done
 	// Append what is still queued (group metadata, member records,
 	// commits whose requests already returned ErrClosed: appending an
 	// unacknowledged commit is harmless, the client retries it).

@@ -41,9 +41,11 @@ func FuzzHandle(f *testing.F) {
 	seed(int16(kmsg.ConsumerGroupDescribe), 0, &kmsg.ConsumerGroupDescribeRequest{Groups: []string{"cg", "g"}})
 
 	f.Fuzz(func(t *testing.T, keyb, versionb byte, body []byte) {
-		key := apiKeys[int(keyb)%len(apiKeys)]
+		served := APIVersions()
+		api := served[int(keyb)%len(served)]
+		key := api.ApiKey
 		req := kmsg.RequestForKey(key)
-		req.SetVersion(int16(versionb) % (req.MaxVersion() + 1))
+		req.SetVersion(api.MinVersion + int16(versionb)%(api.MaxVersion-api.MinVersion+1))
 		if err := req.ReadFrom(body); err != nil {
 			return
 		}

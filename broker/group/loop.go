@@ -2,12 +2,16 @@ package group
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/weirhq/weir/broker/internal/ownerloop"
 )
 
-// The loop owns every group. It runs closures sent by Handle, and before
-// each one it fires the timers whose deadline has passed (by Options.Now),
-// so a request never observes a state a timer should already have changed.
+// The loop (broker/internal/ownerloop) owns every group. Every closure the
+// coordinator hands it goes through event, which first fires the timers
+// whose deadline has passed (by Options.Now), so a request never observes
+// a state a timer should already have changed.
 //
 // Checking every group's deadlines costs O(members), so it is not done on
 // every request: the loop remembers the earliest deadline found by the last
@@ -18,76 +22,62 @@ import (
 // groups there are.
 const scanEvery = 10 * time.Millisecond
 
-// loop runs until Close.
-func (c *Coordinator) loop() {
-	defer close(c.done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		select {
-		case <-c.quit:
-			c.failAllWaiters()
-			return
-		case fn := <-c.events:
-			c.fireTimers(false)
-			fn()
-			c.dirty = true
-		case <-timer.C:
-			c.fireTimers(false)
-		case <-c.wake:
-			c.fireTimers(true)
-		}
-		// Re-arm the real timer for the earliest deadline. With a fake
-		// clock the real timer may fire early or late; fireTimers only
-		// acts on deadlines passed by Options.Now, so that is harmless.
-		next := c.nextTick
-		if c.dirty {
-			next = earliest(next, c.lastScan.Add(scanEvery))
-		}
-		d := time.Hour
-		if !next.IsZero() {
-			d = max(next.Sub(c.opts.Now()), time.Millisecond)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(d)
+// startLoop starts the goroutine that owns the groups.
+func (c *Coordinator) startLoop() {
+	c.loop = ownerloop.Start(ownerloop.Options{
+		Now:     c.opts.Now,
+		Fire:    func(_ time.Time, force bool) { c.fireTimers(force) },
+		Next:    c.timerDeadline,
+		Stopped: c.failAllWaiters,
+	})
+}
+
+// event wraps fn for the loop: passed deadlines fire first, and the next
+// full check comes at most scanEvery after it.
+func (c *Coordinator) event(fn func()) func() {
+	return func() {
+		c.fireTimers(false)
+		fn()
+		c.dirty = true
 	}
+}
+
+// timerDeadline is when the loop's real timer wakes it: the earliest
+// deadline, or the next full check after a request. With a fake clock the
+// real timer may fire early or late; fireTimers only acts on deadlines
+// passed by Options.Now, so that is harmless.
+func (c *Coordinator) timerDeadline() time.Time {
+	next := c.nextTick
+	if c.dirty {
+		next = earliest(next, c.lastScan.Add(scanEvery))
+	}
+	return next
 }
 
 // do runs fn on the loop and waits for it. It returns ErrClosed if the
-// coordinator is closed and ctx.Err() if ctx ends first (fn may still run).
+// coordinator is closed and ctx.Err() if ctx ends before the loop took fn
+// (then fn never runs).
 func (c *Coordinator) do(ctx context.Context, fn func()) error {
-	ran := make(chan struct{})
-	select {
-	case c.events <- func() { fn(); close(ran) }:
-	case <-c.quit:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-ran:
-		return nil
-	case <-c.quit:
-		// The loop may have run fn before seeing quit.
-		select {
-		case <-ran:
-			return nil
-		default:
-		}
+	err := c.loop.Do(ctx, c.event(fn))
+	if errors.Is(err, ownerloop.ErrStopped) {
 		return ErrClosed
 	}
+	return err
 }
+
+// post hands fn to the loop without waiting; it is dropped once Close
+// began. Never call it from the loop.
+func (c *Coordinator) post(fn func()) {
+	c.loop.Post(c.event(fn))
+}
+
+// stopping is closed when Close begins: a request parked on the loop
+// selects on it.
+func (c *Coordinator) stopping() <-chan struct{} { return c.loop.Stopping() }
 
 // tick makes the loop fire expired timers now and waits for it; tests call
 // it after advancing their clock.
-func (c *Coordinator) tick() {
-	_ = c.do(context.Background(), func() { c.fireTimers(true) })
-}
+func (c *Coordinator) tick() { c.loop.Tick() }
 
 // fireTimers applies every deadline that has passed (see scanEvery; force
 // checks now).

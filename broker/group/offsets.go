@@ -28,6 +28,21 @@ import (
 //     expire (tombstones are written); for groups that never had members
 //     ("simple" groups) each offset expires retention after its commit.
 
+// Versions: OffsetCommit v0-10, OffsetFetch v0-10, OffsetDelete v0.
+//   - OffsetCommit v1 Generation/MemberID and a per-partition Timestamp
+//     (the expiry base, v1 only); v2-v4 RetentionTimeMillis; v6
+//     LeaderEpoch; v7 InstanceID; v9 the member epoch of a KIP-848 group in
+//     Generation (STALE_MEMBER_EPOCH); v10 topics by ID.
+//   - OffsetFetch v2 top-level ErrorCode (v0/v1: on every partition); v5
+//     LeaderEpoch; v7 RequireStable; v8 batched groups; v9 MemberID and
+//     MemberEpoch (STALE_MEMBER_EPOCH); v10 topics by ID.
+
+func init() {
+	regAPI(kmsg.OffsetCommit, 0, 10, (*Coordinator).offsetCommit)
+	regAPI(kmsg.OffsetFetch, 0, 10, (*Coordinator).offsetFetch)
+	regAPI(kmsg.OffsetDelete, 0, 0, (*Coordinator).offsetDelete)
+}
+
 const maxMetadataBytes = 4096
 
 func (g *group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
@@ -38,210 +53,87 @@ func (g *group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
 	return g.validateCommitter(gen, req.MemberID, req.InstanceID, false)
 }
 
-// validateCommitter checks the member of an OffsetCommit, or of a
-// TxnOffsetCommit when txn (as Kafka's validateOffsetCommit with
-// isTransactional): a transactional commit without member information is
-// accepted, and one is not refused while the group completes a rebalance.
-func (g *group) validateCommitter(gen int32, member string, instanceID *string, txn bool) *kerr.Error {
-	if txn && gen < 0 && member == "" {
-		return nil // no member information (v0-v2, or a producer outside the group)
-	}
-	if g.kind == kindConsumer {
-		if gen < 0 && member == "" && len(g.cg.members) == 0 {
-			return nil
-		}
-		m := g.cg.members[member]
-		if m == nil {
-			return kerr.UnknownMemberID
-		}
-		if gen > m.epoch {
-			return kerr.StaleMemberEpoch
-		}
-		// An older epoch is accepted: a member commits what it consumed
-		// while revoking (Kafka 4.3 relaxed this check the same way).
-		return nil
-	}
-	if g.state == stateDead {
-		return kerr.CoordinatorNotAvailable
-	}
-	if gen < 0 && g.state == stateEmpty {
-		return nil
-	}
-	if instanceID != nil && *instanceID != "" {
-		if cur, ok := g.instances[*instanceID]; !ok {
-			return kerr.UnknownMemberID
-		} else if cur != member {
-			return kerr.FencedInstanceID
-		}
-	}
-	if !txn && g.state == stateCompletingRebalance {
-		return kerr.RebalanceInProgress
-	}
-	if g.members[member] == nil {
-		return kerr.UnknownMemberID
-	}
-	if gen != g.generation {
-		return kerr.IllegalGeneration
-	}
-	return nil
-}
-
-// commitTopic resolves a topic of an OffsetCommit or TxnOffsetCommit: its
-// name (looked up by id when byID), its partition count (known false for
-// an unknown topic) and the error of every partition of it (groupErr
-// first, then UNKNOWN_TOPIC_ID).
-func (c *Coordinator) commitTopic(name string, id [16]byte, byID bool, groupErr *kerr.Error) (string, int32, bool, *kerr.Error) {
-	topicErr := groupErr
-	if topicErr == nil && byID {
-		n, ok := c.opts.Topics.TopicName(id)
-		if !ok {
-			topicErr = kerr.UnknownTopicID
-		}
-		name = n
-	}
-	nparts, known := c.opts.Topics.Partitions(name)
-	return name, nparts, known, topicErr
-}
-
-// commitPartitionErr is the error of one committed partition: the topic's
-// error, else UNKNOWN_TOPIC_OR_PARTITION or OFFSET_METADATA_TOO_LARGE.
-func commitPartitionErr(topicErr *kerr.Error, known bool, nparts, partition int32, metadata *string) *kerr.Error {
-	switch {
-	case topicErr != nil:
-		return topicErr
-	case !known || partition < 0 || partition >= nparts:
-		return kerr.UnknownTopicOrPartition
-	case metadata != nil && len(*metadata) > maxMetadataBytes:
-		return kerr.OffsetMetadataTooLarge
-	}
-	return nil
-}
-
-// newCommitted is an offset committed at now; its leader epoch is -1
-// unless the request version carries one (withEpoch).
-func newCommitted(now time.Time, offset int64, leaderEpoch int32, withEpoch bool, metadata *string) committed {
-	cm := committed{offset: offset, leaderEpoch: -1, commitTime: now}
-	if withEpoch {
-		cm.leaderEpoch = leaderEpoch
-	}
-	if metadata != nil {
-		cm.metadata = *metadata
-	}
-	return cm
-}
-
-// awaitAppend waits for the append a commit queued (applied nil: none was
-// queued) and returns its error, or ErrClosed if the coordinator closed
-// first.
-func (c *Coordinator) awaitAppend(applied chan error) (appendErr, err error) {
-	if applied == nil {
-		return nil, nil
-	}
-	select {
-	case werr := <-applied:
-		return werr, nil
-	case <-c.quit:
-		return nil, ErrClosed
-	}
-}
-
 func (c *Coordinator) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
-	r := kmsg.NewPtrOffsetCommitResponse()
-	var applied chan error
-	type ref struct{ t, p int }
-	var accepted []ref
-	err := c.do(ctx, func() {
-		now := c.opts.Now()
-		groupErr := (*kerr.Error)(nil)
-		if req.Group == "" {
-			groupErr = kerr.InvalidGroupID
-		}
-		g := c.groups[req.Group]
-		if groupErr == nil {
+	gen := req.Generation
+	if req.Version < 1 {
+		gen = -1
+	}
+	in := commitInput{
+		group: req.Group,
+		byID:  req.Version >= 10,
+		what:  "offset commit",
+		check: func() (commitTarget, *kerr.Error) {
+			g := c.groups[req.Group]
 			if g == nil {
-				gen := req.Generation
-				if req.Version < 1 {
-					gen = -1
-				}
 				if gen >= 0 {
-					groupErr = kerr.IllegalGeneration
-				} else {
-					g = c.newGroup(req.Group, kindClassic)
+					return nil, kerr.IllegalGeneration
 				}
+				g = c.newGroup(req.Group, kindClassic)
 			}
-		}
-		if groupErr == nil {
-			groupErr = g.validateCommit(req)
-		}
-		var recs []rec
-		var vals []committed
-		var tps []tp
-		for ti, t := range req.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			name, nparts, known, topicErr := c.commitTopic(t.Topic, t.TopicID, req.Version >= 10, groupErr)
-			for pi, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition = p.Partition
-				perr := commitPartitionErr(topicErr, known, nparts, p.Partition, p.Metadata)
-				rp.ErrorCode = errCode(perr)
-				rt.Partitions = append(rt.Partitions, rp)
-				if perr != nil {
-					continue
-				}
-				cm := newCommitted(now, p.Offset, p.LeaderEpoch, req.Version >= 6, p.Metadata)
-				switch {
-				case req.Version == 1 && p.Timestamp > 0:
-					cm.expireTime = time.UnixMilli(p.Timestamp).Add(c.opts.OffsetsRetention)
-				case req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis > 0:
-					cm.expireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
-				}
-				recs = append(recs, rec{Key: offsetKey(req.Group, name, p.Partition), Value: offsetValue(cm)})
-				vals = append(vals, cm)
-				tps = append(tps, tp{name, p.Partition})
-				accepted = append(accepted, ref{ti, pi})
+			if err := g.validateCommit(req); err != nil {
+				return nil, err
 			}
-			r.Topics = append(r.Topics, rt)
+			return &groupCommit{c: c, g: g}, nil
+		},
+	}
+	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis > 0 {
+		in.retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
+	}
+	for _, t := range req.Topics {
+		ct := commitTopicIn{name: t.Topic, id: t.TopicID}
+		for _, p := range t.Partitions {
+			cp := commitPartitionIn{partition: p.Partition, offset: p.Offset, leaderEpoch: -1, metadata: p.Metadata}
+			if req.Version >= 6 {
+				cp.leaderEpoch = p.LeaderEpoch
+			}
+			if req.Version == 1 {
+				cp.timestamp = p.Timestamp
+			}
+			ct.partitions = append(ct.partitions, cp)
 		}
-		if len(recs) == 0 {
-			return
-		}
-		// The member is alive: a commit counts as a sign of life for
-		// consumer groups too (Kafka does not, but it is harmless).
-		applied = make(chan error, 1)
-		inc := g.incarnation
-		g.pendingWrites++
-		c.w.Enqueue(ilog.Write{
-			Batch:   encodeBatch(recs, now),
-			Records: len(recs),
-			Durable: true,
-			Done: func(base int64, err error) {
-				g.pendingWrites--
-				if err == nil && c.groups[g.id] == g && g.incarnation == inc {
-					for i, t := range tps {
-						v := vals[i]
-						v.logOffset = base + int64(i)
-						g.offsets[t] = v
-					}
-				}
-				applied <- err
-			},
-		})
-	})
+		in.topics = append(in.topics, ct)
+	}
+	codes, err := c.commit(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	werr, err := c.awaitAppend(applied)
-	if err != nil {
-		return nil, err
-	}
-	if werr != nil {
-		c.logger.Error("offset commit append failed", "group", req.Group, "err", werr)
-		for _, a := range accepted {
-			r.Topics[a.t].Partitions[a.p].ErrorCode = kerr.NotCoordinator.Code
+	r := kmsg.NewPtrOffsetCommitResponse()
+	for ti, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for pi, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codes[ti][pi]
+			rt.Partitions = append(rt.Partitions, rp)
 		}
+		r.Topics = append(r.Topics, rt)
 	}
 	return r, nil
+}
+
+// groupCommit applies an OffsetCommit's offsets to its group. Loop only.
+type groupCommit struct {
+	c   *Coordinator
+	g   *group
+	inc uint64 // the group's incarnation when the write was queued
+}
+
+func (gc *groupCommit) batch(recs []rec, now time.Time) []byte {
+	gc.inc = gc.g.incarnation
+	gc.g.pendingWrites++
+	return encodeBatch(recs, now)
+}
+
+// applied makes the offsets committed, unless the group was deleted (or
+// deleted and recreated) while the write was in flight.
+func (gc *groupCommit) applied(offs []acceptedOffset, err error) {
+	g := gc.g
+	g.pendingWrites--
+	if err == nil && gc.c.groups[g.id] == g && g.incarnation == gc.inc {
+		for _, o := range offs {
+			g.offsets[o.tp] = o.cm
+		}
+	}
 }
 
 // ---- OffsetFetch ----
@@ -442,7 +334,7 @@ func (c *Coordinator) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 			if werr != nil {
 				r.ErrorCode = kerr.NotCoordinator.Code
 			}
-		case <-c.quit:
+		case <-c.stopping():
 			return nil, ErrClosed
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/internal/recbatch"
+	wlog "github.com/weirhq/weir/broker/log"
 )
 
 func seedBatches() [][]byte {
@@ -21,7 +22,7 @@ func seedBatches() [][]byte {
 		encodeBatch([]rec{{Key: offsetKey("g", "t", 0), Value: offsetValue(committed{offset: 5, leaderEpoch: -1, metadata: "m", commitTime: now})}}, now),
 		encodeBatch([]rec{{Key: groupKey("g"), Value: groupValue(g)}, {Key: offsetKey("g", "t", 0)}}, now),
 		encodeBatch([]rec{{Key: offsetKey("s", "u", 1), Value: offsetValue(committed{offset: 1, expireTime: now.Add(time.Hour), commitTime: now})}, {Key: groupKey("s")}}, now),
-		recbatch.Encode([]rec{{Key: offsetKey("x", "t", 2), Value: offsetValue(committed{offset: 9, leaderEpoch: -1, commitTime: now})}}, now.UnixMilli(), 7, 1, recbatch.AttrTransactional),
+		recbatch.Encode([]rec{{Key: offsetKey("x", "t", 2), Value: offsetValue(committed{offset: 9, leaderEpoch: -1, commitTime: now})}}, now.UnixMilli(), 7, 1, wlog.AttrTransactional),
 		recbatch.Marker(7, 1, true, 0, now.UnixMilli()),
 	}
 }

@@ -2,7 +2,6 @@ package group
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -10,34 +9,89 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Data-driven scripts for the classic protocol (testdata/classic/*.txt),
-// in the style of cockroachdb/datadriven: a block is one or more command
-// lines, "----", then the expected output, ended by a blank line. Members
-// are named by aliases; their member IDs are learned from responses and
-// printed back as aliases. Time only moves with "advance".
+// Data-driven scripts (github.com/cockroachdb/datadriven) for the
+// coordinator's state machines: testdata/classic (JoinGroup, SyncGroup,
+// Heartbeat, LeaveGroup; eager and cooperative clients, static members),
+// testdata/consumer (KIP-848 ConsumerGroupHeartbeat) and testdata/offsets
+// (OffsetCommit, TxnOffsetCommit, markers). A block is one or more command
+// lines, "----", then the expected output (one or more lines per command).
+// Members are named by aliases: classic member IDs are learned from
+// responses and printed back as aliases; KIP-848 members use their alias
+// as member ID. Time only moves with "advance" (a fake clock, then the
+// loop's Tick).
+//
+// Classic:
 //
 //	join A [v=N] [instance=I] [protocols=p1,p2] [session=MS] [rebalance=MS]
 //	sync A [gen=N] [assign=A:x,B:y]        (gen defaults to A's last)
 //	heartbeat A [gen=N]
 //	leave A [B...]                          (LeaveGroup v5, batched)
 //	forget A                                (A's process restarts: no member ID)
-//	advance DURATION
 //	pending                                 (answers of parked requests)
 //	state
 //
-// Set WEIR_REWRITE=1 to rewrite the expected outputs.
+// KIP-848 (a simulated client: it reports as owned what it was last
+// assigned, so revocations are acknowledged on its next heartbeat):
+//
+//	cg-heartbeat A [epoch=N] [topics=t,u] [instance=I] [owned=t:0,t:1] [keep]
+//	                                        (keep: report the partitions owned
+//	                                        before the last assignment)
+//	cg-leave A [static]                     (epoch -1, or -2 for a static member)
+//	cg-state
+//
+// Offsets:
+//
+//	commit A [gen=N] [v=N] t:P=OFFSET...    (A "-": no member, generation -1)
+//	txn-commit PID [epoch=N] [v=N] [member=A gen=N] t:P=OFFSET...
+//	marker PID commit|abort
+//	fetch [stable]                          (OffsetFetch v8 of the group)
+//
+// Any script:
+//
+//	advance DURATION
+//	records                                 (what was appended to the offsets
+//	                                        log since the last "records")
+//	restart                                 (crash: a new coordinator replays
+//	                                        what was durable)
+//
+// The group is "g"; topics "t" (4 partitions) and "u" (2). Rewrite the
+// expected outputs with: go test ./broker/group -run Scripts -rewrite
 
 type script struct {
 	h       *harness
 	ids     map[string]string // alias -> member ID
 	aliases map[string]string // member ID -> alias
 	gens    map[string]int32
+	protos  map[string]string // alias -> protocol of its last join
 	joins   map[string]chan *kmsg.JoinGroupResponse
 	syncs   map[string]chan *kmsg.SyncGroupResponse
+	cmems   map[string]*scriptMember
+	logged  int // batches of h.st already printed by "records"
+}
+
+// scriptMember is a simulated KIP-848 client.
+type scriptMember struct {
+	epoch     int32
+	owned     map[tp]bool
+	prevOwned map[tp]bool
+}
+
+func newScript(t *testing.T) *script {
+	return &script{
+		h:       newHarness(t),
+		ids:     map[string]string{},
+		aliases: map[string]string{},
+		gens:    map[string]int32{},
+		protos:  map[string]string{},
+		joins:   map[string]chan *kmsg.JoinGroupResponse{},
+		syncs:   map[string]chan *kmsg.SyncGroupResponse{},
+		cmems:   map[string]*scriptMember{},
+	}
 }
 
 func (s *script) alias(id string) string {
@@ -85,6 +139,7 @@ func (s *script) joinOut(alias string, r *kmsg.JoinGroupResponse) string {
 	}
 	s.learn(alias, r.MemberID)
 	s.gens[alias] = r.Generation
+	s.protos[alias] = *r.Protocol
 	var ms []string
 	for _, m := range r.Members {
 		ms = append(ms, s.alias(m.MemberID))
@@ -152,6 +207,9 @@ func (s *script) run(t *testing.T, line string) string {
 			}
 		}
 		req := syncReq("g", s.ids[alias], gen, nil)
+		if p, ok := s.protos[alias]; ok {
+			req.Protocol = &p
+		}
 		for id, v := range assign {
 			req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte(v)})
 		}
@@ -235,70 +293,47 @@ func (s *script) run(t *testing.T, line string) string {
 		})
 		return out
 	}
+	if out, ok := s.runConsumer(t, f, a); ok {
+		return out
+	}
+	if out, ok := s.runOffsets(t, f, a); ok {
+		return out
+	}
+	if out, ok := s.runLog(t, f); ok {
+		return out
+	}
 	t.Fatalf("unknown command %q", line)
 	return ""
 }
 
-func TestClassicScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/classic/*.txt")
+// runScripts runs every script under dir, each on a fresh coordinator.
+func runScripts(t *testing.T, dir string) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
+		t.Fatalf("no scripts in %s: %v", dir, err)
 	}
-	rewrite := os.Getenv("WEIR_REWRITE") == "1"
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &script{
-				h:       newHarness(t),
-				ids:     map[string]string{},
-				aliases: map[string]string{},
-				gens:    map[string]int32{},
-				joins:   map[string]chan *kmsg.JoinGroupResponse{},
-				syncs:   map[string]chan *kmsg.SyncGroupResponse{},
-			}
-			var out strings.Builder
-			lines := strings.Split(string(data), "\n")
-			for i := 0; i < len(lines); i++ {
-				line := lines[i]
-				if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-					out.WriteString(line + "\n")
-					continue
+			s := newScript(t)
+			datadriven.RunTest(t, file, func(t *testing.T, d *datadriven.TestData) string {
+				var out []string
+				for _, line := range append([]string{d.FullCmd()}, inputLines(d.Input)...) {
+					out = append(out, s.run(t, line))
 				}
-				// Commands up to "----".
-				var cmds []string
-				for ; i < len(lines) && lines[i] != "----"; i++ {
-					cmds = append(cmds, lines[i])
-				}
-				if i == len(lines) {
-					t.Fatalf("%s: block without ----: %q", file, cmds)
-				}
-				var want []string
-				for i++; i < len(lines) && lines[i] != ""; i++ {
-					want = append(want, lines[i])
-				}
-				var got []string
-				for _, c := range cmds {
-					got = append(got, strings.Split(s.run(t, c), "\n")...)
-				}
-				for _, c := range cmds {
-					out.WriteString(c + "\n")
-				}
-				out.WriteString("----\n" + strings.Join(got, "\n") + "\n")
-				if i < len(lines) {
-					out.WriteString("\n")
-				}
-				if !rewrite && strings.Join(got, "\n") != strings.Join(want, "\n") {
-					t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", file, strings.Join(cmds, "; "), strings.Join(got, "\n"), strings.Join(want, "\n"))
-				}
-			}
-			if rewrite {
-				if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+				return strings.Join(out, "\n") + "\n"
+			})
 		})
 	}
 }
+
+// inputLines are the lines of a block after its first: more commands.
+func inputLines(input string) []string {
+	if input == "" {
+		return nil
+	}
+	return strings.Split(input, "\n")
+}
+
+func TestClassicScripts(t *testing.T)  { runScripts(t, "testdata/classic") }
+func TestConsumerScripts(t *testing.T) { runScripts(t, "testdata/consumer") }
+func TestOffsetScripts(t *testing.T)   { runScripts(t, "testdata/offsets") }

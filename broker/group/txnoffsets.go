@@ -2,12 +2,14 @@ package group
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/internal/ilog"
 	"github.com/weirhq/weir/broker/internal/recbatch"
+	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // Transactional offset commits (KIP-98/KIP-447), the group coordinator's
@@ -96,93 +98,88 @@ func (g *group) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest) *kerr.Error 
 // ProducerEpoch); see the behavior above. The response has the request's
 // version.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error) {
+	in := commitInput{
+		group: req.Group,
+		byID:  req.Version >= 6,
+		what:  "transactional offset commit",
+		check: func() (commitTarget, *kerr.Error) {
+			if g := c.groups[req.Group]; g != nil {
+				if err := g.validateTxnCommit(req); err != nil {
+					return nil, err
+				}
+			} else if req.Version >= 3 && req.Generation >= 0 {
+				return nil, kerr.IllegalGeneration
+			}
+			return &txnCommit{c: c, pid: req.ProducerID, epoch: req.ProducerEpoch, group: req.Group}, nil
+		},
+	}
+	for _, t := range req.Topics {
+		ct := commitTopicIn{name: t.Topic, id: t.TopicID}
+		for _, p := range t.Partitions {
+			cp := commitPartitionIn{partition: p.Partition, offset: p.Offset, leaderEpoch: -1, metadata: p.Metadata}
+			if req.Version >= 2 {
+				cp.leaderEpoch = p.LeaderEpoch
+			}
+			ct.partitions = append(ct.partitions, cp)
+		}
+		in.topics = append(in.topics, ct)
+	}
+	codes, err := c.commit(ctx, in)
+	if err != nil {
+		return nil, err
+	}
 	r := kmsg.NewPtrTxnOffsetCommitResponse()
 	r.Version = req.Version
-	type ref struct{ t, p int }
-	var accepted []ref
-	var applied chan error
-	err := c.do(ctx, func() {
-		now := c.opts.Now()
-		groupErr := (*kerr.Error)(nil)
-		if req.Group == "" {
-			groupErr = kerr.InvalidGroupID
+	for ti, t := range req.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for pi, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codes[ti][pi]
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		g := c.groups[req.Group]
-		if groupErr == nil && g != nil {
-			groupErr = g.validateTxnCommit(req)
-		} else if groupErr == nil && req.Version >= 3 && req.Generation >= 0 {
-			groupErr = kerr.IllegalGeneration
-		}
-		var recs []rec
-		var vals []committed
-		var tps []tp
-		for ti, t := range req.Topics {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			name, nparts, known, topicErr := c.commitTopic(t.Topic, t.TopicID, req.Version >= 6, groupErr)
-			for pi, p := range t.Partitions {
-				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition = p.Partition
-				perr := commitPartitionErr(topicErr, known, nparts, p.Partition, p.Metadata)
-				rp.ErrorCode = errCode(perr)
-				rt.Partitions = append(rt.Partitions, rp)
-				if perr != nil {
-					continue
-				}
-				cm := newCommitted(now, p.Offset, p.LeaderEpoch, req.Version >= 2, p.Metadata)
-				recs = append(recs, rec{Key: offsetKey(req.Group, name, p.Partition), Value: offsetValue(cm)})
-				vals = append(vals, cm)
-				tps = append(tps, tp{name, p.Partition})
-				accepted = append(accepted, ref{ti, pi})
-			}
-			r.Topics = append(r.Topics, rt)
-		}
-		if len(recs) == 0 {
-			return
-		}
-		pid, epoch := req.ProducerID, req.ProducerEpoch
-		tx := c.txns[pid]
-		if tx == nil {
-			tx = &txnOffsets{epoch: epoch, groups: map[string]map[tp]committed{}}
-			c.txns[pid] = tx
-		}
-		tx.inflight++
-		applied = make(chan error, 1)
-		c.w.Enqueue(ilog.Write{
-			Batch:   recbatch.Encode(recs, now.UnixMilli(), pid, epoch, recbatch.AttrTransactional),
-			Records: len(recs),
-			Durable: true,
-			Done: func(base int64, err error) {
-				tx.inflight--
-				if err == nil && c.txns[pid] == tx {
-					for i, t := range tps {
-						v := vals[i]
-						v.logOffset = base + int64(i)
-						c.stageTxn(pid, epoch, req.Group, t, v)
-					}
-				}
-				c.logger.Debug("transactional offsets staged", "group", req.Group, "producer_id", pid, "partitions", len(tps), "err", err)
-				if c.txns[pid] == tx && tx.inflight == 0 && len(tx.groups) == 0 {
-					delete(c.txns, pid)
-				}
-				applied <- err
-			},
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	werr, err := c.awaitAppend(applied)
-	if err != nil {
-		return nil, err
-	}
-	if werr != nil {
-		c.logger.Error("transactional offset commit append failed", "group", req.Group, "err", werr)
-		for _, a := range accepted {
-			r.Topics[a.t].Partitions[a.p].ErrorCode = kerr.NotCoordinator.Code
-		}
+		r.Topics = append(r.Topics, rt)
 	}
 	return r, nil
+}
+
+// txnCommit stages a TxnOffsetCommit's offsets for its producer. Loop only.
+type txnCommit struct {
+	c     *Coordinator
+	pid   int64
+	epoch int16
+	group string
+	tx    *txnOffsets
+}
+
+// batch writes the offsets in a transactional batch of the producer, so
+// the producer's COMMIT or ABORT marker in this partition decides them on
+// replay.
+func (tc *txnCommit) batch(recs []rec, now time.Time) []byte {
+	c := tc.c
+	tc.tx = c.txns[tc.pid]
+	if tc.tx == nil {
+		tc.tx = &txnOffsets{epoch: tc.epoch, groups: map[string]map[tp]committed{}}
+		c.txns[tc.pid] = tc.tx
+	}
+	tc.tx.inflight++
+	return recbatch.Encode(recs, now.UnixMilli(), tc.pid, tc.epoch, wlog.AttrTransactional)
+}
+
+// applied stages the offsets, unless the transaction ended while the write
+// was in flight.
+func (tc *txnCommit) applied(offs []acceptedOffset, err error) {
+	c, tx, pid := tc.c, tc.tx, tc.pid
+	tx.inflight--
+	if err == nil && c.txns[pid] == tx {
+		for _, o := range offs {
+			c.stageTxn(pid, tc.epoch, tc.group, o.tp, o.cm)
+		}
+	}
+	c.logger.Debug("transactional offsets staged", "group", tc.group, "producer_id", pid, "partitions", len(offs), "err", err)
+	if c.txns[pid] == tx && tx.inflight == 0 && len(tx.groups) == 0 {
+		delete(c.txns, pid)
+	}
 }
 
 // WriteMarker ends pid's transaction in the offsets partition: a COMMIT or
@@ -214,7 +211,7 @@ func (c *Coordinator) WriteMarker(ctx context.Context, pid int64, epoch int16, c
 	select {
 	case err := <-applied:
 		return err
-	case <-c.quit:
+	case <-c.stopping():
 		return ErrClosed
 	}
 }

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -56,7 +55,7 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		res.LogAppendTime = l.now().UnixMilli()
 	}
 	for i := range vs {
-		b := batches[pos : pos+int(vs[i].hdr.size())]
+		b := batches[pos : pos+int(vs[i].hdr.Size())]
 		pos += len(b)
 		h := &vs[i].hdr
 		lat := h.Attributes&attrLogAppendTime != 0
@@ -110,8 +109,8 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		h.BaseOffset = next
 		h.LeaderEpoch = 0
 		setBaseOffset(batches[pos:], next, 0)
-		pos += int(h.size())
-		next = h.lastOffset() + 1
+		pos += int(h.Size())
+		next = h.LastOffset() + 1
 	}
 	seg.preallocate(start+int64(len(batches)), cfg.SegmentBytes)
 	if _, err := seg.f.WriteAt(batches, start); err != nil {
@@ -133,9 +132,9 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 	for i := range vs {
 		h := &vs[i].hdr
 		seg.ix.note(p, h, interval)
-		p += h.size()
+		p += h.Size()
 		res.Batches[i] = BatchInfo{
-			BaseOffset: h.BaseOffset, LastOffset: h.lastOffset(),
+			BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(),
 			ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence,
 			NumRecords: h.NumRecords, MaxTimestamp: h.MaxTimestamp,
 			Transactional: h.Attributes&attrTransactional != 0, Control: h.Attributes&attrControl != 0,
@@ -211,7 +210,7 @@ func checkTimestampBounds(batches []byte, vs []validated, cfg *Config, now int64
 	}
 	pos, index := 0, int32(0)
 	for i := range vs {
-		b := batches[pos : pos+int(vs[i].hdr.size())]
+		b := batches[pos : pos+int(vs[i].hdr.Size())]
 		pos += len(b)
 		if vs[i].recordsMinTimestamp >= lo && vs[i].recordsMaxTimestamp <= hi {
 			index += vs[i].hdr.NumRecords
@@ -239,10 +238,10 @@ func splitAndValidate(b []byte, cfg *Config, c *codecs) ([]validated, error) {
 	var vs []validated
 	for off := 0; off < len(b); {
 		rest := b[off:]
-		if len(rest) < logOverhead {
+		size, ok := BatchSize(rest)
+		if !ok {
 			return nil, batchErr("%d trailing bytes", len(rest))
 		}
-		size := int64(int32(binary.BigEndian.Uint32(rest[offLength:]))) + logOverhead
 		if size < batchHeaderSize || size > int64(len(rest)) {
 			return nil, batchErr("batch length %d invalid for %d remaining bytes", size-logOverhead, len(rest))
 		}
@@ -370,7 +369,7 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 	if seg.tFile, err = l.createIndexFile(seg.path(timeIndexSuffix), timeIndexMagic, base); err != nil {
 		return fail("create time index", err)
 	}
-	if err := syncDir(l.fs, l.dir); err != nil {
+	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 		return fail("sync dir for", err)
 	}
 	return seg, nil

@@ -4,99 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-
-	"github.com/weirhq/weir/internal/crc32c"
 )
 
-// RecordBatch v2 layout (Kafka's, big-endian). These offsets are Kafka's
-// wire and log format and must never change.
-//
-//	 0  baseOffset           int64   rewritten by the log on append
-//	 8  batchLength          int32   bytes after this field
-//	12  partitionLeaderEpoch int32   rewritten by the log on append (0)
-//	16  magic                int8    must be 2
-//	17  crc                  uint32  CRC-32C of bytes [21, end)
-//	21  attributes           int16   compression 0-2, tstype 3, txn 4, control 5
-//	23  lastOffsetDelta      int32
-//	27  firstTimestamp       int64
-//	35  maxTimestamp         int64   rewritten for LogAppendTime / wrong max
-//	43  producerId           int64
-//	51  producerEpoch        int16
-//	53  baseSequence         int32
-//	57  recordCount          int32
-//	61  records...
-const (
-	batchHeaderSize = 61 // bytes before the first record
-	logOverhead     = 12 // baseOffset + batchLength
-
-	offLength          = 8
-	offLeaderEpoch     = 12
-	offMagic           = 16
-	offCRC             = 17
-	offAttributes      = 21
-	offLastOffsetDelta = 23
-	offFirstTimestamp  = 27
-	offMaxTimestamp    = 35
-	offProducerID      = 43
-	offProducerEpoch   = 51
-	offBaseSequence    = 53
-	offNumRecords      = 57
-
-	attrCompression   = 0x07
-	attrLogAppendTime = 0x08
-	attrTransactional = 0x10
-	attrControl       = 0x20
-
-	// maxCompressionCodec is zstd (4); 5..7 are undefined.
-	maxCompressionCodec = 4
-)
-
-// batchHeader is the fixed part of a RecordBatch v2.
-type batchHeader struct {
-	BaseOffset      int64
-	Length          int32 // batchLength field: total size - 12
-	LeaderEpoch     int32
-	Magic           int8
-	CRC             uint32
-	Attributes      int16
-	LastOffsetDelta int32
-	FirstTimestamp  int64
-	MaxTimestamp    int64
-	ProducerID      int64
-	ProducerEpoch   int16
-	BaseSequence    int32
-	NumRecords      int32
-}
-
-// size is the whole batch's size in bytes.
-func (h batchHeader) size() int64 { return int64(h.Length) + logOverhead }
-
-// lastOffset is the offset of the batch's last record.
-func (h batchHeader) lastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
-
-func (h batchHeader) compression() int { return int(h.Attributes & attrCompression) }
-
-// parseHeader decodes the first batchHeaderSize bytes of b (len(b) must be at
-// least batchHeaderSize). It checks nothing.
-func parseHeader(b []byte) batchHeader {
-	_ = b[batchHeaderSize-1]
-	be := binary.BigEndian
-	return batchHeader{
-		BaseOffset:      int64(be.Uint64(b[0:])),
-		Length:          int32(be.Uint32(b[offLength:])),
-		LeaderEpoch:     int32(be.Uint32(b[offLeaderEpoch:])),
-		Magic:           int8(b[offMagic]),
-		CRC:             be.Uint32(b[offCRC:]),
-		Attributes:      int16(be.Uint16(b[offAttributes:])),
-		LastOffsetDelta: int32(be.Uint32(b[offLastOffsetDelta:])),
-		FirstTimestamp:  int64(be.Uint64(b[offFirstTimestamp:])),
-		MaxTimestamp:    int64(be.Uint64(b[offMaxTimestamp:])),
-		ProducerID:      int64(be.Uint64(b[offProducerID:])),
-		ProducerEpoch:   int16(be.Uint16(b[offProducerEpoch:])),
-		BaseSequence:    int32(be.Uint32(b[offBaseSequence:])),
-		NumRecords:      int32(be.Uint32(b[offNumRecords:])),
-	}
-}
+// maxCompressionCodec is zstd (4); 5..7 are undefined.
+const maxCompressionCodec = 4
 
 // checkFraming checks what can be checked from a batch header alone: the
 // length field is plausible (and, if avail >= 0, fits in avail bytes), magic
@@ -107,7 +18,7 @@ func (h *batchHeader) checkFraming(avail int64) string {
 	switch {
 	case h.Length < batchHeaderSize-logOverhead:
 		return "batch length too small"
-	case avail >= 0 && h.size() > avail:
+	case avail >= 0 && h.Size() > avail:
 		return "batch length beyond end of data"
 	case h.Magic != 2:
 		return "magic is not 2"
@@ -116,9 +27,6 @@ func (h *batchHeader) checkFraming(avail int64) string {
 	}
 	return ""
 }
-
-// batchCRC computes the CRC-32C of a whole batch b (attributes to end).
-func batchCRC(b []byte) uint32 { return crc32c.Checksum(b[offAttributes:]) }
 
 // validated is the outcome of validating one batch.
 type validated struct {
@@ -149,14 +57,14 @@ func validateBatch(b []byte, c *codecs) (validated, error) {
 	if r := h.checkFraming(int64(len(b))); r != "" {
 		return validated{}, batchErr("%s", r)
 	}
-	if h.size() != int64(len(b)) {
+	if h.Size() != int64(len(b)) {
 		return validated{}, batchErr("batch length %d does not match %d bytes", h.Length, len(b))
 	}
-	if c := batchCRC(b); c != h.CRC {
+	if c := BatchCRC(b); c != h.CRC {
 		return validated{}, batchErr("crc mismatch: stored %08x, computed %08x", h.CRC, c)
 	}
-	if h.compression() > maxCompressionCodec {
-		return validated{}, batchErr("unknown compression codec %d", h.compression())
+	if h.Compression() > maxCompressionCodec {
+		return validated{}, batchErr("unknown compression codec %d", h.Compression())
 	}
 	if h.NumRecords <= 0 {
 		return validated{}, batchErr("batch has %d records", h.NumRecords)
@@ -187,7 +95,7 @@ func validateBatch(b []byte, c *codecs) (validated, error) {
 		}
 		v.controlType, v.coordEpoch = typ, ce
 	}
-	if h.compression() != codecNone {
+	if h.Compression() != codecNone {
 		if c == nil {
 			c = &codecs{}
 		}
@@ -334,27 +242,6 @@ func varint(b []byte) (int64, int) {
 	return int64(u>>1) ^ -int64(u&1), m
 }
 
-// setBaseOffset writes the base offset and leader epoch of a batch in place.
-// Neither field is covered by the CRC.
-func setBaseOffset(b []byte, base int64, leaderEpoch int32) {
-	binary.BigEndian.PutUint64(b[0:], uint64(base))
-	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(leaderEpoch))
-}
-
-// setMaxTimestamp rewrites maxTimestamp and the timestamp-type attribute bit
-// and recomputes the CRC, as Kafka does when it validates a produced batch.
-func setMaxTimestamp(b []byte, ts int64, logAppendTime bool) {
-	attrs := binary.BigEndian.Uint16(b[offAttributes:])
-	if logAppendTime {
-		attrs |= attrLogAppendTime
-	} else {
-		attrs &^= attrLogAppendTime
-	}
-	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
-	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
-	binary.BigEndian.PutUint32(b[offCRC:], batchCRC(b))
-}
-
 // recordTimestamps calls fn with the offset and timestamp of every record of
 // a batch, in order, until fn returns false (compressed batches are
 // decompressed with c, nil for fresh decompressors). It returns false if the
@@ -365,15 +252,15 @@ func recordTimestamps(b []byte, c *codecs, fn func(offset, ts int64) bool) bool 
 		return false
 	}
 	h := parseHeader(b)
-	if h.size() != int64(len(b)) {
+	if h.Size() != int64(len(b)) {
 		return false
 	}
 	logAppend := h.Attributes&attrLogAppendTime != 0
-	if h.compression() != codecNone {
+	if h.Compression() != codecNone {
 		if c == nil {
 			c = &codecs{}
 		}
-		br, release, err := c.records(h.compression(), b[batchHeaderSize:])
+		br, release, err := c.records(h.Compression(), b[batchHeaderSize:])
 		if err != nil {
 			return false
 		}

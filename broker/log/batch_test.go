@@ -8,7 +8,7 @@ import (
 
 func TestValidateBatch(t *testing.T) {
 	good := func() []byte { return testBatch{records: 3, valueSize: 10, firstTs: 1000, tsStep: 5}.build() }
-	fixCRC := func(b []byte) []byte { binary.BigEndian.PutUint32(b[offCRC:], batchCRC(b)); return b }
+	fixCRC := func(b []byte) []byte { binary.BigEndian.PutUint32(b[offCRC:], BatchCRC(b)); return b }
 	cases := []struct {
 		name string
 		b    func() []byte
@@ -115,7 +115,7 @@ func TestValidateBatch(t *testing.T) {
 func TestValidateComputesMaxTimestamp(t *testing.T) {
 	b := testBatch{records: 4, firstTs: 1000, tsStep: 10}.build()
 	binary.BigEndian.PutUint64(b[offMaxTimestamp:], 5) // wrong max, as a buggy client might send
-	binary.BigEndian.PutUint32(b[offCRC:], batchCRC(b))
+	binary.BigEndian.PutUint32(b[offCRC:], BatchCRC(b))
 	v, err := validateBatch(b, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func FuzzValidateBatch(f *testing.F) {
 			}
 			return
 		}
-		if v.hdr.size() != int64(len(b)) || batchCRC(b) != v.hdr.CRC || v.hdr.Magic != 2 {
+		if v.hdr.Size() != int64(len(b)) || BatchCRC(b) != v.hdr.CRC || v.hdr.Magic != 2 {
 			t.Fatalf("accepted a bad batch")
 		}
 		recordTimestamps(b, nil, func(o, ts int64) bool { return true })
@@ -168,7 +168,7 @@ func FuzzSplitBatches(f *testing.F) {
 		}
 		var n int64
 		for _, v := range vs {
-			n += v.hdr.size()
+			n += v.hdr.Size()
 		}
 		if n != int64(len(data)) {
 			t.Fatalf("batches cover %d of %d bytes", n, len(data))
@@ -280,7 +280,7 @@ func FuzzValidateRecords(f *testing.F) {
 		be.PutUint32(b[offNumRecords:], uint32(count))
 		be.PutUint32(b[offLastOffsetDelta:], uint32(count-1))
 		be.PutUint64(b[offFirstTimestamp:], uint64(firstTs))
-		be.PutUint32(b[offCRC:], batchCRC(b))
+		be.PutUint32(b[offCRC:], BatchCRC(b))
 		v, err := validateBatch(b, nil)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptBatch) {
@@ -318,7 +318,7 @@ func FuzzCompressedPayload(f *testing.F) {
 		be.PutUint16(b[offAttributes:], uint16(codec&7))
 		be.PutUint32(b[offNumRecords:], uint32(count))
 		be.PutUint32(b[offLastOffsetDelta:], uint32(count-1))
-		be.PutUint32(b[offCRC:], batchCRC(b))
+		be.PutUint32(b[offCRC:], BatchCRC(b))
 		if _, err := validateBatch(b, nil); err != nil && !errors.Is(err, ErrCorruptBatch) {
 			t.Fatalf("error not ErrCorruptBatch: %v", err)
 		}

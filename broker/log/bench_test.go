@@ -129,7 +129,7 @@ func BenchmarkRead(b *testing.B) {
 				b.Fatal(err)
 			}
 			last := parseHeader(r.Data[lastBatchStart(r.Data):])
-			off = last.lastOffset() + 1
+			off = last.LastOffset() + 1
 			r.Release()
 		}
 		tLog += time.Since(start)
@@ -143,7 +143,7 @@ func BenchmarkRead(b *testing.B) {
 func lastBatchStart(d []byte) int {
 	pos := 0
 	for {
-		n := int(parseHeader(d[pos:]).size())
+		n := int(parseHeader(d[pos:]).Size())
 		if pos+n >= len(d) {
 			return pos
 		}

@@ -1,15 +1,12 @@
 package log
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // Compaction (cleanup.policy=compact).
@@ -494,12 +491,12 @@ func (s *segmentScanner) next() ([]byte, batchHeader, error) {
 			if r := h.checkFraming(s.end - filePos); r != "" {
 				return nil, h, &CorruptionError{Segment: s.seg.name(), Offset: filePos, Reason: r}
 			}
-			if int64(len(avail)) >= h.size() {
-				s.r += int(h.size())
-				return avail[:h.size()], h, nil
+			if int64(len(avail)) >= h.Size() {
+				s.r += int(h.Size())
+				return avail[:h.Size()], h, nil
 			}
-			if h.size() > int64(len(s.buf)) {
-				nb := make([]byte, h.size())
+			if h.Size() > int64(len(s.buf)) {
+				nb := make([]byte, h.Size())
 				copy(nb, avail)
 				s.buf = nb
 				s.pos, s.r, s.w = filePos, 0, len(avail)
@@ -581,8 +578,8 @@ func (l *Log) isAborted(h *batchHeader) bool {
 	if h.Attributes&attrTransactional == 0 || h.Attributes&attrControl != 0 {
 		return false
 	}
-	for _, a := range l.AbortedTransactions(h.BaseOffset, h.lastOffset()+1) {
-		if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && a.LastOffset > h.lastOffset() {
+	for _, a := range l.AbortedTransactions(h.BaseOffset, h.LastOffset()+1) {
+		if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && a.LastOffset > h.LastOffset() {
 			return true
 		}
 	}
@@ -602,7 +599,7 @@ type groupStats struct {
 // Control batches are decided by filterMarker, not here.
 func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64, lastOfProducer map[int64]int64, tt *txnTracker, scratch *[]byte) ([]byte, int64, error) {
 	last, known := lastOfProducer[h.ProducerID]
-	isLast := h.ProducerID >= 0 && known && last == h.lastOffset()
+	isLast := h.ProducerID >= 0 && known && last == h.LastOffset()
 	if tt.onData(&h) {
 		if isLast {
 			*scratch = emptyBatch(*scratch, b)
@@ -662,15 +659,14 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 	// Re-encode: same header fields but records, count, length,
 	// uncompressed; maxTimestamp from the kept records (LogAppendTime
 	// batches keep theirs).
-	be := binary.BigEndian
-	be.PutUint32(nb[offLength:], uint32(len(nb)-logOverhead))
-	attrs := uint16(h.Attributes) &^ attrCompression
-	be.PutUint16(nb[offAttributes:], attrs)
-	if h.Attributes&attrLogAppendTime == 0 {
-		be.PutUint64(nb[offMaxTimestamp:], uint64(maxTs))
+	nh := parseHeader(nb)
+	nh.Attributes &^= attrCompression
+	if !h.LogAppendTime() {
+		nh.MaxTimestamp = maxTs
 	}
-	be.PutUint32(nb[offNumRecords:], uint32(kept))
-	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
+	nh.NumRecords = kept
+	nh.Put(nb)
+	SealBatch(nb)
 	return nb, int64(dropped), nil
 }
 
@@ -680,11 +676,11 @@ func (l *Log) filterBatch(b []byte, h batchHeader, om *offsetMap, horizon int64,
 // offsets it covers and the producer's last sequence stay known.
 func emptyBatch(dst, b []byte) []byte {
 	nb := append(dst[:0], b[:batchHeaderSize]...)
-	be := binary.BigEndian
-	be.PutUint32(nb[offLength:], uint32(batchHeaderSize-logOverhead))
-	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])&^attrCompression)
-	be.PutUint32(nb[offNumRecords:], 0)
-	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
+	h := parseHeader(nb)
+	h.Attributes &^= attrCompression
+	h.NumRecords = 0
+	h.Put(nb)
+	SealBatch(nb)
 	return nb
 }
 

@@ -61,14 +61,14 @@ func TestCleanConcurrentWithAppendsReadsRetention(t *testing.T) {
 				b := rr.Data
 				for len(b) > 0 {
 					h := parseHeader(b)
-					if batchCRC(b[:h.size()]) != h.CRC || h.BaseOffset <= last {
+					if BatchCRC(b[:h.Size()]) != h.CRC || h.BaseOffset <= last {
 						rr.Release()
 						readerErr <- fmt.Errorf("bad batch at %d (last %d)", h.BaseOffset, last)
 						return
 					}
-					last = h.lastOffset()
+					last = h.LastOffset()
 					off = last + 1
-					b = b[h.size():]
+					b = b[h.Size():]
 				}
 				rr.Release()
 			}

@@ -43,7 +43,7 @@ func FuzzCleanRecords(f *testing.F) {
 			return
 		}
 		h := parseHeader(b)
-		if h.checkFraming(int64(len(b))) != "" || h.size() != int64(len(b)) || h.NumRecords < 0 || h.NumRecords > 1<<12 {
+		if h.checkFraming(int64(len(b))) != "" || h.Size() != int64(len(b)) || h.NumRecords < 0 || h.NumRecords > 1<<12 {
 			return
 		}
 		l := &Log{ps: newProducerState()}
@@ -54,7 +54,7 @@ func FuzzCleanRecords(f *testing.F) {
 				return
 			}
 			oh := parseHeader(out)
-			if batchCRC(out) != oh.CRC || oh.size() != h.size() || oh.Attributes&attrDeleteHorizon == 0 || oh.FirstTimestamp != 6000 {
+			if BatchCRC(out) != oh.CRC || oh.Size() != h.Size() || oh.Attributes&attrDeleteHorizon == 0 || oh.FirstTimestamp != 6000 {
 				t.Fatalf("stamped marker inconsistent: %+v from %+v", oh, h)
 			}
 			return
@@ -66,7 +66,7 @@ func FuzzCleanRecords(f *testing.F) {
 			return
 		}
 		oh := parseHeader(out)
-		if batchCRC(out) != oh.CRC || oh.size() != int64(len(out)) || oh.LastOffsetDelta != h.LastOffsetDelta || oh.BaseOffset != h.BaseOffset {
+		if BatchCRC(out) != oh.CRC || oh.Size() != int64(len(out)) || oh.LastOffsetDelta != h.LastOffsetDelta || oh.BaseOffset != h.BaseOffset {
 			t.Fatalf("re-encoded batch inconsistent: %+v from %+v", oh, h)
 		}
 		n := int32(0)

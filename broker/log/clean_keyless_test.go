@@ -31,7 +31,7 @@ func nullableKeyBatch(keys ...*string) []byte {
 	b := testBatch{records: len(keys)}.build()
 	out := append(b[:batchHeaderSize:batchHeaderSize], raw...)
 	binary.BigEndian.PutUint32(out[offLength:], uint32(len(out)-logOverhead))
-	binary.BigEndian.PutUint32(out[offCRC:], batchCRC(out))
+	binary.BigEndian.PutUint32(out[offCRC:], BatchCRC(out))
 	return out
 }
 

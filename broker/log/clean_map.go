@@ -170,8 +170,8 @@ func parseRecordBody(rec []byte) (r record, ok bool) {
 // forEachRecord calls fn with each record body of the batch b (header h),
 // decompressing if needed. A body is valid only during the call.
 func forEachRecord(b []byte, h batchHeader, c *codecs, fn func(body []byte) error) error {
-	if h.compression() != codecNone {
-		br, release, err := c.records(h.compression(), b[batchHeaderSize:])
+	if h.Compression() != codecNone {
+		br, release, err := c.records(h.Compression(), b[batchHeaderSize:])
 		if err != nil {
 			return batchErr("decompress: %v", err)
 		}
@@ -200,7 +200,7 @@ func checkKeys(batches []byte, vs []validated, c *codecs) error {
 	index := int32(0)
 	for i := range vs {
 		h := vs[i].hdr
-		b := batches[pos : pos+int(h.size())]
+		b := batches[pos : pos+int(h.Size())]
 		pos += len(b)
 		if h.Attributes&attrControl != 0 {
 			continue

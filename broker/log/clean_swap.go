@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/weirhq/weir/internal/crc32c"
+	"github.com/weirhq/weir/vfs"
 )
 
 // The swap of a cleaned group of segments, atomic with respect to a crash at
@@ -129,7 +130,7 @@ func (l *Log) loadCleanerLocked() error {
 	if l.cleaner.loaded {
 		return nil
 	}
-	b, err := readFile(l.fs, filepath.Join(l.dir, cleanCkptFile))
+	b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, cleanCkptFile))
 	switch {
 	case err == nil:
 		ps, derr := decodeCleanCkpt(b)
@@ -151,7 +152,7 @@ func (l *Log) loadCleanerLocked() error {
 // cleaner.mu must be held.
 func (l *Log) addCleanPass(p cleanPass, retentionMs, nowMs int64) error {
 	ps := compactPasses(append(append([]cleanPass(nil), l.cleaner.passes...), p), retentionMs, nowMs)
-	if err := writeFileAtomic(l.fs, l.dir, cleanCkptFile, encodeCleanCkpt(ps)); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, cleanCkptFile), encodeCleanCkpt(ps)); err != nil {
 		return storageErr("write cleaner checkpoint", err)
 	}
 	l.cleaner.passes = ps
@@ -337,18 +338,7 @@ func (l *Log) writeCleanedIndexes(ns *segment, as []AbortedTxn) error {
 	}
 	for _, x := range files {
 		name := ns.path(x.suffix) + cleanedSuffix
-		f, err := l.fs.Create(name)
-		if err != nil {
-			return storageErr("create "+name, err)
-		}
-		_, err = f.Write(x.data)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := vfs.WriteFileSynced(l.fs, name, x.data); err != nil {
 			return storageErr("write "+name, err)
 		}
 	}
@@ -409,7 +399,7 @@ func (l *Log) swapGroup(old []*segment, ns *segment, newBase int64, kept []Abort
 		}
 	}
 	// 2. Commit point.
-	if err := writeFileAtomic(l.fs, l.dir, cleanSwapFile, encodeCleanSwap(newBase, bases)); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, cleanSwapFile), encodeCleanSwap(newBase, bases)); err != nil {
 		l.unpin(old)
 		l.removeCleaned(old[0].base)
 		return 0, storageErr("write clean-swap", err)
@@ -487,7 +477,7 @@ func (l *Log) finishSwap(newBase int64, bases []int64) error {
 				}
 			}
 		}
-		if err := syncDir(l.fs, l.dir); err != nil {
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return err
 		}
 	}
@@ -499,7 +489,7 @@ func (l *Log) finishSwap(newBase int64, bases []int64) error {
 				return err
 			}
 		}
-		if err := syncDir(l.fs, l.dir); err != nil {
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return err
 		}
 	}
@@ -507,7 +497,7 @@ func (l *Log) finishSwap(newBase int64, bases []int64) error {
 	if err := l.fs.Remove(filepath.Join(l.dir, cleanSwapFile)); err != nil && !isNotExist(err) {
 		return err
 	}
-	return syncDir(l.fs, l.dir)
+	return vfs.SyncDir(l.fs, l.dir)
 }
 
 func exists(l *Log, name string) bool {
@@ -518,7 +508,7 @@ func exists(l *Log, name string) bool {
 // recoverCleanSwap completes or rolls back an interrupted swap; it runs
 // first in Open.
 func (l *Log) recoverCleanSwap() error {
-	b, err := readFile(l.fs, filepath.Join(l.dir, cleanSwapFile))
+	b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, cleanSwapFile))
 	switch {
 	case err == nil:
 		newBase, bases, derr := decodeCleanSwap(b)
@@ -549,7 +539,7 @@ func (l *Log) recoverCleanSwap() error {
 		}
 	}
 	if removed {
-		if err := syncDir(l.fs, l.dir); err != nil {
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return storageErr("sync log dir", err)
 		}
 	}

@@ -51,7 +51,7 @@ func kvBatch(tb testBatch, recs ...kv) []byte {
 	be := binary.BigEndian
 	be.PutUint32(out[offLength:], uint32(len(out)-logOverhead))
 	be.PutUint64(out[offMaxTimestamp:], uint64(tb.firstTs+tb.tsStep*int64(len(recs)-1)))
-	be.PutUint32(out[offCRC:], batchCRC(out))
+	be.PutUint32(out[offCRC:], BatchCRC(out))
 	return out
 }
 
@@ -80,11 +80,11 @@ func readRecords(t testing.TB, l *Log) []storedRec {
 		b := rr.Data
 		for len(b) > 0 {
 			h := parseHeader(b)
-			batch := b[:h.size()]
+			batch := b[:h.Size()]
 			if _, err := validateStored(batch); err != nil && h.NumRecords == h.LastOffsetDelta+1 {
 				t.Fatalf("stored batch %d invalid: %v", h.BaseOffset, err)
 			}
-			if batchCRC(batch) != h.CRC {
+			if BatchCRC(batch) != h.CRC {
 				t.Fatalf("batch %d: bad crc", h.BaseOffset)
 			}
 			if h.Attributes&attrControl == 0 {
@@ -105,8 +105,8 @@ func readRecords(t testing.TB, l *Log) []storedRec {
 					t.Fatalf("batch %d: %v", h.BaseOffset, err)
 				}
 			}
-			off = h.lastOffset() + 1
-			b = b[h.size():]
+			off = h.LastOffset() + 1
+			b = b[h.Size():]
 		}
 		rr.Release()
 	}
@@ -264,7 +264,7 @@ func TestCleanKeylessRejected(t *testing.T) {
 	i := batchHeaderSize + 1 + 1 + 1 + 1 // length, attrs, tsDelta, offDelta
 	bad[i] = 1                           // zig-zag -1
 	bad = bad[:len(bad)]
-	binary.BigEndian.PutUint32(bad[offCRC:], batchCRC(bad))
+	binary.BigEndian.PutUint32(bad[offCRC:], BatchCRC(bad))
 	if _, err := l.Append(bad, true); !errors.Is(err, ErrCorruptBatch) {
 		t.Fatalf("keyless append: %v", err)
 	}

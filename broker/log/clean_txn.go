@@ -1,10 +1,7 @@
 package log
 
 import (
-	"encoding/binary"
 	"sort"
-
-	"github.com/weirhq/weir/internal/crc32c"
 )
 
 // Transactions in a cleaning pass (Kafka's CleanedTransactionMetadata and
@@ -33,10 +30,6 @@ import (
 // transaction's data may lie in an earlier group than its marker), which is
 // stricter than Kafka's per-group state: a COMMIT whose data is kept in an
 // earlier group is never taken for an empty transaction.
-
-// attrDeleteHorizon is attribute bit 6 (KIP-534): firstTimestamp holds the
-// delete horizon of the batch (ms) instead of the first record's timestamp.
-const attrDeleteHorizon = 0x40
 
 // abortedSeen is an aborted transaction the pass has reached.
 type abortedSeen struct {
@@ -112,12 +105,12 @@ func (t *txnTracker) reach(off int64) {
 // onData records a data batch and reports whether it belongs to an aborted
 // transaction.
 func (t *txnTracker) onData(h *batchHeader) bool {
-	t.reach(h.lastOffset())
+	t.reach(h.LastOffset())
 	if h.Attributes&attrTransactional == 0 || h.ProducerID < 0 {
 		return false
 	}
 	if s, ok := t.aborted[h.ProducerID]; ok {
-		if s.a.LastOffset > h.lastOffset() {
+		if s.a.LastOffset > h.LastOffset() {
 			s.observed = true
 			return true
 		}
@@ -132,7 +125,7 @@ func (t *txnTracker) onData(h *batchHeader) bool {
 // onMarker records a control batch and reports whether it may be removed
 // (no data of its transaction was read by this pass).
 func (t *txnTracker) onMarker(b []byte, h *batchHeader) bool {
-	t.reach(h.lastOffset())
+	t.reach(h.LastOffset())
 	if h.NumRecords == 0 {
 		return true // already emptied
 	}
@@ -180,10 +173,11 @@ func deleteHorizon(h *batchHeader) (int64, bool) {
 // horizon ms (KIP-534 layout).
 func withDeleteHorizon(b []byte, horizon int64) []byte {
 	nb := append([]byte(nil), b...)
-	be := binary.BigEndian
-	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])|attrDeleteHorizon)
-	be.PutUint64(nb[offFirstTimestamp:], uint64(horizon))
-	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
+	h := parseHeader(nb)
+	h.Attributes |= attrDeleteHorizon
+	h.FirstTimestamp = horizon
+	h.Put(nb)
+	putCRC(nb)
 	return nb
 }
 
@@ -233,15 +227,12 @@ func (ps *producerState) pruneAborted(from, to int64, kept []AbortedTxn) int {
 // transaction to replay, or a marker a batch that looks like its data.
 func neutralEmptyBatch(b []byte) []byte {
 	nb := append([]byte(nil), b[:batchHeaderSize]...)
-	be := binary.BigEndian
-	be.PutUint32(nb[offLength:], uint32(batchHeaderSize-logOverhead))
-	be.PutUint16(nb[offAttributes:], 0)
-	maxTs := be.Uint64(nb[offMaxTimestamp:])
-	be.PutUint64(nb[offFirstTimestamp:], maxTs)
-	be.PutUint64(nb[offProducerID:], ^uint64(0))
-	be.PutUint16(nb[offProducerEpoch:], ^uint16(0))
-	be.PutUint32(nb[offBaseSequence:], ^uint32(0))
-	be.PutUint32(nb[offNumRecords:], 0)
-	be.PutUint32(nb[offCRC:], crc32c.Checksum(nb[offAttributes:]))
+	h := parseHeader(nb)
+	h.Attributes = 0
+	h.FirstTimestamp = h.MaxTimestamp
+	h.ProducerID, h.ProducerEpoch, h.BaseSequence = -1, -1, -1
+	h.NumRecords = 0
+	h.Put(nb)
+	SealBatch(nb)
 	return nb
 }

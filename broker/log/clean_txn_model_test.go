@@ -42,12 +42,12 @@ func committedView(t testing.TB, l *Log) map[string]*string {
 		}
 		for b := rr.Data; len(b) > 0; {
 			h := parseHeader(b)
-			batch := b[:h.size()]
-			b = b[h.size():]
-			if h.lastOffset() < off {
+			batch := b[:h.Size()]
+			b = b[h.Size():]
+			if h.LastOffset() < off {
 				continue
 			}
-			off = h.lastOffset() + 1
+			off = h.LastOffset() + 1
 			if h.Attributes&attrControl != 0 || isAborted(&h) {
 				continue
 			}
@@ -187,12 +187,12 @@ func TestCleanTxnModel(t *testing.T) {
 				}
 				for b := rr.Data; len(b) > 0; {
 					h := parseHeader(b)
-					b = b[h.size():]
-					if h.lastOffset() >= off {
+					b = b[h.Size():]
+					if h.LastOffset() >= off {
 						if h.ProducerID >= 0 {
-							t.Logf("batch %d-%d pid %d attrs %x n %d", h.BaseOffset, h.lastOffset(), h.ProducerID, h.Attributes, h.NumRecords)
+							t.Logf("batch %d-%d pid %d attrs %x n %d", h.BaseOffset, h.LastOffset(), h.ProducerID, h.Attributes, h.NumRecords)
 						}
-						off = h.lastOffset() + 1
+						off = h.LastOffset() + 1
 					}
 				}
 				rr.Release()

@@ -25,14 +25,14 @@ func controlBatches(t testing.TB, l *Log) []batchHeader {
 		}
 		for b := rr.Data; len(b) > 0; {
 			h := parseHeader(b)
-			if _, err := validateStored(b[:h.size()]); err != nil {
+			if _, err := validateStored(b[:h.Size()]); err != nil {
 				t.Fatalf("batch %d: %v", h.BaseOffset, err)
 			}
-			if h.Attributes&attrControl != 0 && h.lastOffset() >= off {
+			if h.Attributes&attrControl != 0 && h.LastOffset() >= off {
 				out = append(out, h)
 			}
-			off = max(off, h.lastOffset()+1)
-			b = b[h.size():]
+			off = max(off, h.LastOffset()+1)
+			b = b[h.Size():]
 		}
 		rr.Release()
 	}

@@ -70,18 +70,18 @@ func readAllRaw(t *testing.T, l *Log, where string) []rawBatch {
 			t.Fatalf("%s: empty read at %d < hw %d", where, off, hw)
 		}
 		for d := r.Data; len(d) > 0; {
-			h, err := validateStored(d[:parseHeader(d).size()])
+			h, err := validateStored(d[:parseHeader(d).Size()])
 			if err != nil {
 				t.Fatalf("%s: served a bad batch at %d: %v", where, h.BaseOffset, err)
 			}
-			if h.lastOffset() >= off {
+			if h.LastOffset() >= off {
 				if h.BaseOffset != off && len(out) > 0 {
 					t.Fatalf("%s: offsets not contiguous: batch %d, expected %d", where, h.BaseOffset, off)
 				}
-				out = append(out, rawBatch{h.BaseOffset, bytes.Clone(d[:h.size()])})
-				off = h.lastOffset() + 1
+				out = append(out, rawBatch{h.BaseOffset, bytes.Clone(d[:h.Size()])})
+				off = h.LastOffset() + 1
 			}
-			d = d[h.size():]
+			d = d[h.Size():]
 		}
 		r.Release()
 	}

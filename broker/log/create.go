@@ -46,7 +46,7 @@ func (l *Log) createIfMissing() (created bool, err error) {
 		return false, storageErr("stat log dir", err)
 	}
 	parent := parentDir(l.dir)
-	if err := mkdirAllDurable(l.fs, parent); err != nil {
+	if err := vfs.MkdirAllDurable(l.fs, parent); err != nil {
 		return false, storageErr("create parent of log dir", err)
 	}
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
@@ -57,9 +57,9 @@ func (l *Log) createIfMissing() (created bool, err error) {
 		_ = l.fs.RemoveAll(l.dir)
 		return false, err
 	}
-	if err = syncDir(l.fs, l.dir); err != nil {
+	if err = vfs.SyncDir(l.fs, l.dir); err != nil {
 		err = storageErr("sync log dir", err)
-	} else if err = syncDir(l.fs, parent); err != nil {
+	} else if err = vfs.SyncDir(l.fs, parent); err != nil {
 		err = storageErr("sync parent of log dir", err)
 	}
 	if err != nil {

@@ -27,7 +27,7 @@ func BenchmarkCreatePartitions(b *testing.B) {
 		open func(dir string) (*Log, error)
 	}{
 		{"old8", func(dir string) (*Log, error) {
-			if err := mkdirAllDurable(vfs.Default, dir); err != nil {
+			if err := vfs.MkdirAllDurable(vfs.Default, dir); err != nil {
 				return nil, err
 			}
 			return Open(Options{Dir: dir})
@@ -39,7 +39,7 @@ func BenchmarkCreatePartitions(b *testing.B) {
 	for i := range b.N {
 		for j, v := range variants {
 			parent := filepath.Join(root, fmt.Sprintf("%s-%d", v.name, i))
-			if err := mkdirAllDurable(vfs.Default, parent); err != nil {
+			if err := vfs.MkdirAllDurable(vfs.Default, parent); err != nil {
 				b.Fatal(err)
 			}
 			logs := make([]*Log, parts)

@@ -208,13 +208,13 @@ func TestReadersDuringRollbacks(t *testing.T) {
 						return
 					}
 					for d := r.Data; len(d) > 0; {
-						h, err := validateStored(d[:parseHeader(d).size()])
+						h, err := validateStored(d[:parseHeader(d).Size()])
 						if err != nil {
 							t.Errorf("bad batch: %v", err)
 							return
 						}
-						off = h.lastOffset() + 1
-						d = d[h.size():]
+						off = h.LastOffset() + 1
+						d = d[h.Size():]
 					}
 					r.Release()
 				}

@@ -240,7 +240,7 @@ func TestLogAppendTime(t *testing.T) {
 	l.SetConfig(Config{})
 	bad := testBatch{records: 2, firstTs: 100, tsStep: 50}.build()
 	binary.BigEndian.PutUint64(bad[offMaxTimestamp:], 1)
-	binary.BigEndian.PutUint32(bad[offCRC:], batchCRC(bad))
+	binary.BigEndian.PutUint32(bad[offCRC:], BatchCRC(bad))
 	r = mustAppend(t, l, bad, true)
 	if r.LogAppendTime != -1 || r.Batches[0].MaxTimestamp != 150 {
 		t.Fatalf("create time: %+v", r)
@@ -446,7 +446,7 @@ func TestIndexDamageRebuilt(t *testing.T) {
 		t.Fatalf("timestamp lookup after rebuild: %d %d", off, ts)
 	}
 	// Rewritten on disk.
-	b, err := readFile(mem, "/p/"+idx[0])
+	b, err := vfs.ReadFile(mem, "/p/"+idx[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,12 +493,12 @@ func TestConcurrentAppendReadRetention(t *testing.T) {
 					return
 				}
 				for d := r.Data; len(d) > 0; {
-					h, err := validateStored(d[:parseHeader(d).size()])
+					h, err := validateStored(d[:parseHeader(d).Size()])
 					if err != nil {
 						t.Errorf("bad batch: %v", err)
 						return
 					}
-					d = d[h.size():]
+					d = d[h.Size():]
 				}
 				r.Release()
 				l.OffsetForTimestamp(50)

@@ -117,7 +117,7 @@ func (tb testBatch) build() []byte {
 	be.PutUint16(b[offProducerEpoch:], uint16(tb.epoch))
 	be.PutUint32(b[offBaseSequence:], uint32(seq))
 	be.PutUint32(b[offNumRecords:], uint32(tb.records))
-	be.PutUint32(b[offCRC:], batchCRC(b))
+	be.PutUint32(b[offCRC:], BatchCRC(b))
 	return b
 }
 
@@ -153,7 +153,7 @@ func markerBatch(pid int64, epoch int16, commit bool, ce int32) []byte {
 	be.PutUint16(b[offProducerEpoch:], uint16(epoch))
 	be.PutUint32(b[offBaseSequence:], 0xffffffff)
 	be.PutUint32(b[offNumRecords:], 1)
-	be.PutUint32(b[offCRC:], batchCRC(b))
+	be.PutUint32(b[offCRC:], BatchCRC(b))
 	return b
 }
 
@@ -223,18 +223,18 @@ func readAll(t testing.TB, l *Log, from int64) []batchHeader {
 		d := r.Data
 		for len(d) > 0 {
 			h := parseHeader(d)
-			b := d[:h.size()]
+			b := d[:h.Size()]
 			if _, err := validateStored(b); err != nil {
 				t.Fatalf("read batch at offset %d: %v", h.BaseOffset, err)
 			}
-			if h.lastOffset() >= off {
-				if len(out) > 0 && h.BaseOffset != out[len(out)-1].lastOffset()+1 {
-					t.Fatalf("offsets not contiguous: %d after %d", h.BaseOffset, out[len(out)-1].lastOffset())
+			if h.LastOffset() >= off {
+				if len(out) > 0 && h.BaseOffset != out[len(out)-1].LastOffset()+1 {
+					t.Fatalf("offsets not contiguous: %d after %d", h.BaseOffset, out[len(out)-1].LastOffset())
 				}
 				out = append(out, h)
-				off = h.lastOffset() + 1
+				off = h.LastOffset() + 1
 			}
-			d = d[h.size():]
+			d = d[h.Size():]
 		}
 		r.Release()
 	}
@@ -247,7 +247,7 @@ func validateStored(b []byte) (batchHeader, error) {
 	if r := h.checkFraming(int64(len(b))); r != "" {
 		return h, &CorruptionError{Reason: r}
 	}
-	if batchCRC(b) != h.CRC {
+	if BatchCRC(b) != h.CRC {
 		return h, &CorruptionError{Reason: "crc"}
 	}
 	return h, nil

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+
+	"github.com/weirhq/weir/vfs"
 )
 
 // Index loading. The active segment's indexes are always in memory. A
@@ -51,7 +53,7 @@ func (l *Log) ensureIndex(seg *segment) error {
 	if rebuilt {
 		if err := seg.writeIndexFiles(); err != nil {
 			l.logger.Warn("writing rebuilt index", "segment", seg.name(), "err", err)
-		} else if err := syncDir(l.fs, l.dir); err != nil {
+		} else if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			l.logger.Warn("sync dir after index rebuild", "err", err)
 		}
 	}
@@ -67,11 +69,11 @@ func (nopLocker) Unlock() {}
 // readIndexes reads and validates both index files of a closed segment.
 func (l *Log) readIndexes(seg *segment) (indexState, error) {
 	ix := newIndexState(seg.base)
-	ob, err := readFile(l.fs, seg.path(indexSuffix))
+	ob, err := vfs.ReadFile(l.fs, seg.path(indexSuffix))
 	if err != nil {
 		return ix, err
 	}
-	tb, err := readFile(l.fs, seg.path(timeIndexSuffix))
+	tb, err := vfs.ReadFile(l.fs, seg.path(timeIndexSuffix))
 	if err != nil {
 		return ix, err
 	}

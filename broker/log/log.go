@@ -442,7 +442,7 @@ func (l *Log) Delete() error {
 	if err := l.fs.RemoveAll(l.dir); err != nil {
 		return storageErr("remove log dir", err)
 	}
-	if err := syncDir(l.fs, parentDir(l.dir)); err != nil {
+	if err := vfs.SyncDir(l.fs, parentDir(l.dir)); err != nil {
 		return storageErr("sync parent dir", err)
 	}
 	return cerr

@@ -35,7 +35,7 @@ func TestAppendReadReopen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := parseHeader(r.Data); h.BaseOffset != 30 || int64(len(r.Data)) != h.size() {
+		if h := parseHeader(r.Data); h.BaseOffset != 30 || int64(len(r.Data)) != h.Size() {
 			t.Fatalf("read 31: base %d len %d", h.BaseOffset, len(r.Data))
 		}
 		r.Release()

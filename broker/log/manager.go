@@ -89,7 +89,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if opts.RetentionCheckInterval == 0 {
 		opts.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
-	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
+	if err := vfs.MkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, storageErr("create data dir", err)
 	}
 	m := &Manager{opts: opts, logs: map[partKey]*Log{}, busy: map[partKey]chan struct{}{}, closeConcurrency: DefaultCloseConcurrency, stop: make(chan struct{}), done: make(chan struct{})}
@@ -217,7 +217,7 @@ func (m *Manager) Remove(topic string, partition int32) error {
 	if err := m.opts.FS.RemoveAll(dir); err != nil {
 		return storageErr("remove "+dir, err)
 	}
-	if err := syncDir(m.opts.FS, m.opts.Dir); err != nil {
+	if err := vfs.SyncDir(m.opts.FS, m.opts.Dir); err != nil {
 		return storageErr("sync "+m.opts.Dir, err)
 	}
 	return nil

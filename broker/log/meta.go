@@ -4,12 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"path/filepath"
 
 	"github.com/weirhq/weir/internal/crc32c"
-	"github.com/weirhq/weir/vfs"
 )
 
 // Small metadata files of a partition directory. Each is written atomically
@@ -45,7 +42,6 @@ const (
 	logStartSize      = 20
 	metaVersion       = 1
 	flagCleanShutdown = 1
-	tmpSuffix         = ".tmp"
 )
 
 // checkpoint is the decoded recovery-point file.
@@ -132,92 +128,4 @@ func decodeLogStart(b []byte) (int64, error) {
 	return off, nil
 }
 
-// writeFileAtomic replaces dir/name with data so that after a crash the file
-// is either its old or its new contents: write a temp file, fsync it, rename
-// it over name, fsync the directory.
-func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(fsys, dir)
-}
-
-// syncDir makes the entries of dir durable.
-func syncDir(fsys vfs.FS, dir string) error {
-	d, err := fsys.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
-}
-
-// readFile reads a whole (small) file. It returns fs.ErrNotExist-matching
-// errors unchanged.
-func readFile(fsys vfs.FS, name string) ([]byte, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
-		return nil, err
-	}
-	return b, nil
-}
-
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
-// mkdirAllDurable creates dir and any missing parents and syncs the parent
-// of each directory it created, so the whole path survives a crash.
-func mkdirAllDurable(fsys vfs.FS, dir string) error {
-	dir = filepath.Clean(dir)
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		} else if !isNotExist(err) {
-			return err
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := syncDir(fsys, filepath.Dir(missing[i])); err != nil {
-			return err
-		}
-	}
-	return nil
-}

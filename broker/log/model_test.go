@@ -146,17 +146,17 @@ func checkRead(t *testing.T, d []byte, off, upTo int64, maxBytes int, batchOf ma
 	next := int64(0)
 	n := 0
 	for len(d) > 0 {
-		h, err := validateStored(d[:parseHeader(d).size()])
+		h, err := validateStored(d[:parseHeader(d).Size()])
 		if err != nil {
 			t.Fatalf("bad batch: %v", err)
 		}
 		b := batchOf[h.BaseOffset]
-		if b[0] != h.BaseOffset || b[1] != h.lastOffset() {
-			t.Fatalf("batch %d-%d not a model batch %v", h.BaseOffset, h.lastOffset(), b)
+		if b[0] != h.BaseOffset || b[1] != h.LastOffset() {
+			t.Fatalf("batch %d-%d not a model batch %v", h.BaseOffset, h.LastOffset(), b)
 		}
 		if first {
-			if h.BaseOffset > off || h.lastOffset() < off {
-				t.Fatalf("first batch %d-%d does not contain %d", h.BaseOffset, h.lastOffset(), off)
+			if h.BaseOffset > off || h.LastOffset() < off {
+				t.Fatalf("first batch %d-%d does not contain %d", h.BaseOffset, h.LastOffset(), off)
 			}
 		} else if h.BaseOffset != next {
 			t.Fatalf("gap: %d after %d", h.BaseOffset, next)
@@ -164,10 +164,10 @@ func checkRead(t *testing.T, d []byte, off, upTo int64, maxBytes int, batchOf ma
 		if h.BaseOffset >= upTo {
 			t.Fatalf("batch %d at or beyond upTo %d", h.BaseOffset, upTo)
 		}
-		next = h.lastOffset() + 1
+		next = h.LastOffset() + 1
 		n++
 		first = false
-		d = d[h.size():]
+		d = d[h.Size():]
 	}
 	_ = n
 	_ = maxBytes

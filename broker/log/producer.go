@@ -417,7 +417,7 @@ const (
 // version int16 + coordinator epoch int32. It returns a reason on failure.
 func parseControl(b []byte) (typ int16, coordEpoch int32, reason string) {
 	h := parseHeader(b)
-	if h.compression() != codecNone {
+	if h.Compression() != codecNone {
 		return 0, 0, "compressed control batch"
 	}
 	if h.Attributes&attrTransactional == 0 {

@@ -8,10 +8,11 @@ import (
 	"sort"
 
 	"github.com/weirhq/weir/internal/crc32c"
+	"github.com/weirhq/weir/vfs"
 )
 
 // Producer-state files. Layouts and constants are part of the on-disk
-// format (see the package doc and docs/format/log.md). All integers are
+// format (docs/format/log.md). All integers are
 // big-endian; each file ends with a CRC-32C of everything before it and is
 // written atomically (temp, fsync, rename, fsync dir).
 //
@@ -269,7 +270,7 @@ func (l *Log) encodeSnapshotLocked() (int64, []byte) {
 func (l *Log) writeSnapshotFile(off int64, b []byte) error {
 	l.snapMu.Lock()
 	defer l.snapMu.Unlock()
-	if err := writeFileAtomic(l.fs, l.dir, segmentName(off, snapshotSuffix), b); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, segmentName(off, snapshotSuffix)), b); err != nil {
 		return storageErr("write producer snapshot", err)
 	}
 	offs, err := l.snapshotOffsets()
@@ -299,7 +300,7 @@ func (l *Log) writeTxnIndex(seg *segment, end int64) error {
 	if len(as) == 0 {
 		return nil
 	}
-	if err := writeFileAtomic(l.fs, l.dir, segmentName(seg.base, txnIndexSuffix), encodeTxnIndex(seg.base, as)); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, segmentName(seg.base, txnIndexSuffix)), encodeTxnIndex(seg.base, as)); err != nil {
 		return storageErr("write txn index of "+seg.name(), err)
 	}
 	return nil
@@ -371,7 +372,7 @@ func (l *Log) recoverProducerState() error {
 		l.ps.mu.Lock()
 		for i := range recovered {
 			rb := &recovered[i]
-			if rb.h.lastOffset() >= from && rb.h.BaseOffset < l.next {
+			if rb.h.LastOffset() >= from && rb.h.BaseOffset < l.next {
 				l.ps.replay(&rb.h, rb.ctype, rb.cepoch)
 			}
 		}
@@ -414,7 +415,7 @@ func (l *Log) loadSnapshotLocked(loadIndex bool) (from, indexedTo int64, err err
 			_ = l.fs.Remove(filepath.Join(l.dir, name))
 			continue
 		}
-		b, rerr := readFile(l.fs, filepath.Join(l.dir, name))
+		b, rerr := vfs.ReadFile(l.fs, filepath.Join(l.dir, name))
 		if rerr != nil {
 			return 0, 0, storageErr("read "+name, rerr)
 		}
@@ -447,7 +448,7 @@ func (l *Log) loadSnapshotLocked(loadIndex bool) (from, indexedTo int64, err err
 				break
 			}
 			name := segmentName(seg.base, txnIndexSuffix)
-			b, rerr := readFile(l.fs, filepath.Join(l.dir, name))
+			b, rerr := vfs.ReadFile(l.fs, filepath.Join(l.dir, name))
 			if isNotExist(rerr) {
 				continue
 			}
@@ -507,22 +508,22 @@ func (l *Log) replayLocked(from, to int64) error {
 			if reason := h.checkFraming(size - pos); reason != "" {
 				return &CorruptionError{Segment: seg.name(), Offset: pos, Reason: reason}
 			}
-			pos += h.size()
+			pos += h.Size()
 			if h.BaseOffset >= to {
 				break
 			}
-			if h.lastOffset() < from || h.ProducerID < 0 {
+			if h.LastOffset() < from || h.ProducerID < 0 {
 				continue
 			}
 			ctype, cepoch := int16(-1), int32(-1)
 			if h.Attributes&attrControl != 0 {
-				b, err := r.get(pos-h.size(), int(h.size()))
+				b, err := r.get(pos-h.Size(), int(h.Size()))
 				if err != nil {
 					return storageErr("replay "+seg.name(), err)
 				}
 				var reason string
 				if ctype, cepoch, reason = parseControl(b); reason != "" {
-					return &CorruptionError{Segment: seg.name(), Offset: pos - h.size(), Reason: reason}
+					return &CorruptionError{Segment: seg.name(), Offset: pos - h.Size(), Reason: reason}
 				}
 			}
 			ps.replay(&h, ctype, cepoch)
@@ -543,7 +544,7 @@ func (ps *producerState) replay(h *batchHeader, ctype int16, cepoch int32) {
 	if h.ProducerEpoch > e.epoch {
 		e.setEpoch(h.ProducerEpoch)
 	}
-	e.lastOff, e.lastTs = h.lastOffset(), h.MaxTimestamp
+	e.lastOff, e.lastTs = h.LastOffset(), h.MaxTimestamp
 	if h.Attributes&attrControl != 0 {
 		e.coordEpoch = max(e.coordEpoch, cepoch)
 		if e.txnFirst >= 0 {
@@ -556,7 +557,7 @@ func (ps *producerState) replay(h *batchHeader, ctype int16, cepoch int32) {
 	}
 	if h.BaseSequence >= 0 {
 		e.addBatch(seqBatch{firstSeq: h.BaseSequence, lastSeq: incSeq(h.BaseSequence, h.LastOffsetDelta),
-			firstOff: h.BaseOffset, lastOff: h.lastOffset()})
+			firstOff: h.BaseOffset, lastOff: h.LastOffset()})
 	}
 	if h.Attributes&attrTransactional != 0 && e.txnFirst < 0 {
 		e.txnFirst = h.BaseOffset

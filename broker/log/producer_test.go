@@ -154,7 +154,7 @@ func TestControlBatchValidation(t *testing.T) {
 		b := markerBatch(1, 0, true, 0)
 		mut(b)
 		copy(b[offCRC:], []byte{0, 0, 0, 0})
-		c := batchCRC(b)
+		c := BatchCRC(b)
 		b[offCRC], b[offCRC+1], b[offCRC+2], b[offCRC+3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
 		return b
 	}

@@ -113,10 +113,10 @@ func (l *Log) locate(seg *segment, offset int64, buf []byte) (int64, error) {
 			if r := h.checkFraming(end - (pos + k)); r != "" {
 				return 0, &CorruptionError{Segment: seg.name(), Offset: pos + k, Reason: r}
 			}
-			if h.lastOffset() >= offset {
+			if h.LastOffset() >= offset {
 				return pos + k, nil
 			}
-			k += h.size()
+			k += h.Size()
 		}
 		if k == 0 {
 			return 0, &CorruptionError{Segment: seg.name(), Offset: pos, Reason: "truncated batch header"}
@@ -157,10 +157,10 @@ func (l *Log) readSegment(seg *segment, offset int64, maxBytes int, upTo int64) 
 			l.putBuf(bp)
 			return nil, 0, &CorruptionError{Segment: seg.name(), Offset: start + take, Reason: r}
 		}
-		if h.BaseOffset >= upTo || take+h.size() > n {
+		if h.BaseOffset >= upTo || take+h.Size() > n {
 			break
 		}
-		take += h.size()
+		take += h.Size()
 	}
 	if take == 0 {
 		// The first batch does not fit in maxBytes: return it whole.
@@ -172,7 +172,7 @@ func (l *Log) readSegment(seg *segment, offset int64, maxBytes int, upTo int64) 
 		if h.BaseOffset >= upTo {
 			return bp, 0, nil
 		}
-		size := h.size()
+		size := h.Size()
 		if int64(cap(buf)) < size {
 			l.putBuf(bp)
 			nb := make([]byte, size)
@@ -321,8 +321,8 @@ func (l *Log) findTimestamp(seg *segment, ts, ls, hw int64) (int64, int64, bool,
 		if h.BaseOffset >= hw {
 			return -1, -1, true, nil // nothing visible at or after ts
 		}
-		if h.MaxTimestamp >= ts && h.lastOffset() >= ls {
-			b, err := r.get(pos, int(h.size()))
+		if h.MaxTimestamp >= ts && h.LastOffset() >= ls {
+			b, err := r.get(pos, int(h.Size()))
 			if err != nil {
 				return 0, 0, false, storageErr("read "+seg.name(), err)
 			}
@@ -342,7 +342,7 @@ func (l *Log) findTimestamp(seg *segment, ts, ls, hw int64) (int64, int64, bool,
 				return fo, ft, true, nil
 			}
 		}
-		pos += h.size()
+		pos += h.Size()
 	}
 	return 0, 0, false, nil
 }
@@ -407,7 +407,7 @@ snapshot:
 	defer l.putBuf(bp)
 	b := (*bp)[:n]
 	h := parseHeader(b)
-	recOff := h.lastOffset()
+	recOff := h.LastOffset()
 	recordTimestamps(b, &l.codecs, func(o, t int64) bool {
 		if t == bestTs {
 			recOff = o

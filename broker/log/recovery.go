@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/weirhq/weir/vfs"
 )
 
 // Recovery.
@@ -54,7 +56,7 @@ func (l *Log) recover() error {
 	}
 	for _, n := range names {
 		switch {
-		case strings.HasSuffix(n, tmpSuffix):
+		case strings.HasSuffix(n, vfs.TmpSuffix):
 			orphans = append(orphans, n) // an interrupted atomic write
 		case strings.HasSuffix(n, indexSuffix) || strings.HasSuffix(n, timeIndexSuffix):
 			b, ok := parseSegmentName(n, indexSuffix)
@@ -74,7 +76,7 @@ func (l *Log) recover() error {
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 
 	logStart := int64(0)
-	if b, err := readFile(l.fs, filepath.Join(l.dir, logStartFile)); err == nil {
+	if b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, logStartFile)); err == nil {
 		if v, derr := decodeLogStart(b); derr == nil {
 			logStart = v
 		} else {
@@ -85,7 +87,7 @@ func (l *Log) recover() error {
 		return storageErr("read log start offset", err)
 	}
 	var ckpt *checkpoint
-	if b, err := readFile(l.fs, filepath.Join(l.dir, checkpointFile)); err == nil {
+	if b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, checkpointFile)); err == nil {
 		if c, derr := decodeCheckpoint(b); derr == nil {
 			ckpt = &c
 		} else {
@@ -263,7 +265,7 @@ func (l *Log) recover() error {
 		return err
 	}
 	if rewrote {
-		if err := syncDir(l.fs, l.dir); err != nil {
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return storageErr("sync log dir", err)
 		}
 	}
@@ -322,11 +324,11 @@ func (l *Log) finishOpen(act *segment, logStart, next int64, writeCkpt bool) err
 // loadCheckpointIndexes loads the index entries of the checkpoint segment
 // that point below the checkpoint (those are durable). seg.mu must be held.
 func (l *Log) loadCheckpointIndexes(seg *segment, c *checkpoint) error {
-	ob, err := readFile(l.fs, seg.path(indexSuffix))
+	ob, err := vfs.ReadFile(l.fs, seg.path(indexSuffix))
 	if err != nil {
 		return err
 	}
-	tb, err := readFile(l.fs, seg.path(timeIndexSuffix))
+	tb, err := vfs.ReadFile(l.fs, seg.path(timeIndexSuffix))
 	if err != nil {
 		return err
 	}
@@ -375,7 +377,7 @@ func (l *Log) openActiveIndexFiles(act *segment, trusted bool) error {
 		return storageErr("open time index of "+act.name(), err)
 	}
 	if !trusted {
-		if err := syncDir(l.fs, l.dir); err != nil {
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return storageErr("sync log dir", err)
 		}
 	}
@@ -413,14 +415,14 @@ func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *index
 		if h.BaseOffset < next || (strict && h.BaseOffset != next) {
 			return bad("base offset %d, expected %d", h.BaseOffset, next)
 		}
-		if !seg.fitsOffsets(h.lastOffset()) {
-			return bad("offset %d too far from segment base", h.lastOffset())
+		if !seg.fitsOffsets(h.LastOffset()) {
+			return bad("offset %d too far from segment base", h.LastOffset())
 		}
-		b, err := r.get(pos, int(h.size()))
+		b, err := r.get(pos, int(h.Size()))
 		if err != nil {
 			return pos, next, nil, err
 		}
-		if c := batchCRC(b); c != h.CRC {
+		if c := BatchCRC(b); c != h.CRC {
 			return bad("crc mismatch: stored %08x, computed %08x", h.CRC, c)
 		}
 		mu.Lock()
@@ -429,8 +431,8 @@ func scanSegment(seg *segment, pos, next, interval int64, strict bool, ix *index
 		if collect != nil {
 			collect(&h, b)
 		}
-		pos += h.size()
-		next = h.lastOffset() + 1
+		pos += h.Size()
+		next = h.LastOffset() + 1
 	}
 	return pos, next, nil, nil
 }

@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"path/filepath"
+
+	"github.com/weirhq/weir/vfs"
 )
 
 // DeleteRecords advances the log start offset to before (-1 means the high
@@ -27,7 +29,7 @@ func (l *Log) DeleteRecords(before int64) (int64, error) {
 	if before <= l.logStart.Load() {
 		return l.logStart.Load(), nil
 	}
-	if err := writeFileAtomic(l.fs, l.dir, logStartFile, encodeLogStart(before)); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, logStartFile), encodeLogStart(before)); err != nil {
 		return l.logStart.Load(), storageErr("write log start offset", err)
 	}
 	l.logStart.Store(before)

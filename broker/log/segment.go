@@ -129,7 +129,7 @@ func (s *segment) destroy(l *Log) {
 			errs = append(errs, err)
 		}
 	}
-	if err := syncDir(s.fs, s.dir); err != nil {
+	if err := vfs.SyncDir(s.fs, s.dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -271,22 +271,7 @@ func (s *segment) writeIndexFiles() error {
 		suffix string
 		data   []byte
 	}{{indexSuffix, o}, {timeIndexSuffix, t}} {
-		tmp := s.path(x.suffix) + tmpSuffix
-		f, err := s.fs.Create(tmp)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(x.data)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = s.fs.Rename(tmp, s.path(x.suffix))
-		}
-		if err != nil {
+		if err := vfs.ReplaceFile(s.fs, s.path(x.suffix), x.data); err != nil {
 			return err
 		}
 	}

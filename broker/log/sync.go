@@ -2,7 +2,10 @@ package log
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
+
+	"github.com/weirhq/weir/vfs"
 )
 
 // Group commit.
@@ -224,7 +227,7 @@ func (l *Log) writeCheckpoint(c checkpoint) error {
 			return nil
 		}
 	}
-	if err := writeFileAtomic(l.fs, l.dir, checkpointFile, c.encode()); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, checkpointFile), c.encode()); err != nil {
 		return storageErr("write checkpoint", err)
 	}
 	l.lastCkpt, l.haveCkpt, l.lastCkptAt = c, true, time.Now()

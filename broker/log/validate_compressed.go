@@ -32,7 +32,7 @@ const maxPooledSnappy = 4 << 20
 // range.
 func (c *codecs) checkCompressedRecords(b []byte, h batchHeader) (tsRange, error) {
 	payload := b[batchHeaderSize:]
-	if h.compression() == codecSnappy && !(len(payload) >= 16 && bytes.Equal(payload[:8], xerialMagic)) {
+	if h.Compression() == codecSnappy && !(len(payload) >= 16 && bytes.Equal(payload[:8], xerialMagic)) {
 		recs, release, err := c.snappyDecode(payload)
 		if err != nil {
 			return tsRange{}, batchErr("decompress: %v", err)
@@ -40,7 +40,7 @@ func (c *codecs) checkCompressedRecords(b []byte, h batchHeader) (tsRange, error
 		defer release()
 		return checkRecords(recs, h)
 	}
-	br, release, err := c.records(h.compression(), payload)
+	br, release, err := c.records(h.Compression(), payload)
 	if err != nil {
 		return tsRange{}, batchErr("decompress: %v", err)
 	}

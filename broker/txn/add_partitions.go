@@ -26,6 +26,11 @@ import (
 //     transaction version 2.
 //   - AddOffsetsToTxn adds (__consumer_offsets, 0) the same way.
 
+func init() {
+	regAPI(kmsg.AddPartitionsToTxn, 0, 5, onLoop((*Coordinator).addPartitions))
+	regAPI(kmsg.AddOffsetsToTxn, 0, 4, onLoop((*Coordinator).addOffsets))
+}
+
 // addToTxn adds parts to id's transaction (Kafka's
 // handleAddPartitionsToTransaction after the request-level checks); done
 // gets one code for all of them, as Kafka answers a transaction's
@@ -306,13 +311,7 @@ func (c *Coordinator) addOffsets(req *kmsg.AddOffsetsToTxnRequest, reply func(km
 // to call after Close. err is non-nil only when ctx ended or the
 // coordinator closed; then release is a no-op.
 func (c *Coordinator) Verify(ctx context.Context, txnID string, pid int64, epoch int16, parts []TopicPartition, implicitAdd bool) (codes []int16, release func(), err error) {
-	type result struct {
-		codes []int16
-		held  *txnMeta
-	}
-	ch := make(chan result, 1)
-	ev := func() {
-		codes := c.verifyInTxn(txnID, pid, epoch, parts)
+	exist := func(codes []int16) {
 		for i, tp := range parts {
 			if codes[i] == 0 || codes[i] == kerr.TransactionAbortable.Code {
 				if !c.opts.Partitions.Exists(tp.Topic, tp.Partition) {
@@ -320,9 +319,37 @@ func (c *Coordinator) Verify(ctx context.Context, txnID string, pid int64, epoch
 				}
 			}
 		}
+	}
+	return c.verifyHold(ctx, txnID, pid, epoch, parts, implicitAdd, exist, produceCode)
+}
+
+// verifyHold is the check a write inside a transaction makes first, shared
+// by a produce's batches (Verify) and a TxnOffsetCommit's offsets: on the
+// loop, verifyInTxn gives each partition's code (TRANSACTION_ABORTABLE:
+// not in the transaction), adjust (if not nil) amends them, the partitions
+// not in the transaction are added durably when addMissing (transaction
+// version 2), and convert maps each code to what the caller answers. If
+// any code is then 0 the transaction's markers are held until release is
+// called (exactly once, safe after Close), so the write lands before the
+// marker that ends it. Once the loop took the check it waits for the
+// result whatever ctx does (a hold must not be lost); err is non-nil only
+// when ctx ended before that or the coordinator closed, and then release
+// is a no-op.
+func (c *Coordinator) verifyHold(ctx context.Context, txnID string, pid int64, epoch int16, parts []TopicPartition,
+	addMissing bool, adjust func(codes []int16), convert func(int16) int16) (codes []int16, release func(), err error) {
+	type result struct {
+		codes []int16
+		held  *txnMeta
+	}
+	ch := make(chan result, 1)
+	ev := func() {
+		codes := c.verifyInTxn(txnID, pid, epoch, parts)
+		if adjust != nil {
+			adjust(codes)
+		}
 		var missing []TopicPartition
 		for i, code := range codes {
-			if code == kerr.TransactionAbortable.Code && implicitAdd {
+			if code == kerr.TransactionAbortable.Code && addMissing {
 				missing = append(missing, parts[i])
 			}
 		}
@@ -330,7 +357,7 @@ func (c *Coordinator) Verify(ctx context.Context, txnID string, pid int64, epoch
 			m := c.txns[txnID]
 			var held *txnMeta
 			for i, code := range codes {
-				codes[i] = produceCode(code)
+				codes[i] = convert(code)
 				if codes[i] == 0 && held == nil && m != nil {
 					held = m
 				}
@@ -354,17 +381,13 @@ func (c *Coordinator) Verify(ctx context.Context, txnID string, pid int64, epoch
 		})
 	}
 	noop := func() {}
-	select {
-	case c.events <- ev:
-	case <-ctx.Done():
-		return nil, noop, ctx.Err()
-	case <-c.quit:
-		return nil, noop, ErrClosed
+	if err := c.do(ctx, ev); err != nil {
+		return nil, noop, err
 	}
 	var r result
 	select {
 	case r = <-ch:
-	case <-c.quit:
+	case <-c.stopping():
 		return nil, noop, ErrClosed
 	}
 	if r.held == nil {

@@ -153,22 +153,3 @@ func (o *Options) ensureDefaults() {
 
 // ErrClosed is returned by Handle and Verify after Close.
 var ErrClosed = errors.New("txn: coordinator closed")
-
-// apiVersions are the keys and versions Handle serves.
-var apiVersions = []kmsg.ApiVersionsResponseApiKey{
-	{ApiKey: int16(kmsg.FindCoordinator), MinVersion: 0, MaxVersion: 6},
-	{ApiKey: int16(kmsg.InitProducerID), MinVersion: 0, MaxVersion: 5},
-	{ApiKey: int16(kmsg.AddPartitionsToTxn), MinVersion: 0, MaxVersion: 5},
-	{ApiKey: int16(kmsg.AddOffsetsToTxn), MinVersion: 0, MaxVersion: 4},
-	{ApiKey: int16(kmsg.EndTxn), MinVersion: 0, MaxVersion: 5},
-	{ApiKey: int16(kmsg.TxnOffsetCommit), MinVersion: 0, MaxVersion: 5},
-	{ApiKey: int16(kmsg.DescribeTransactions), MinVersion: 0, MaxVersion: 0},
-	{ApiKey: int16(kmsg.ListTransactions), MinVersion: 0, MaxVersion: 2},
-	{ApiKey: int16(kmsg.WriteTxnMarkers), MinVersion: 0, MaxVersion: 2},
-}
-
-// APIVersions are the request keys and version ranges Handle serves, for
-// the broker's ApiVersions response.
-func (c *Coordinator) APIVersions() []kmsg.ApiVersionsResponseApiKey {
-	return append([]kmsg.ApiVersionsResponseApiKey(nil), apiVersions...)
-}

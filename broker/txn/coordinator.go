@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/internal/ilog"
+	"github.com/weirhq/weir/broker/internal/kapi"
+	"github.com/weirhq/weir/broker/internal/ownerloop"
 )
 
 // Coordinator is the transaction coordinator. Its exported methods are
@@ -22,11 +24,8 @@ type Coordinator struct {
 	logger *slog.Logger
 	met    *metrics
 
-	events    chan func()
-	quit      chan struct{} // closed by Close
-	done      chan struct{} // closed when the loop exited
-	closeOnce sync.Once
-	w         *ilog.Writer
+	loop *ownerloop.Loop // owns the state below
+	w    *ilog.Writer
 
 	// markerCtx is the context of marker writes; cancelled by Close.
 	markerCtx    context.Context
@@ -64,9 +63,6 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 		opts:        opts,
 		logger:      opts.Logger,
 		met:         met,
-		events:      make(chan func()),
-		quit:        make(chan struct{}),
-		done:        make(chan struct{}),
 		markerSem:   make(chan struct{}, 64),
 		txns:        make(map[string]*txnMeta),
 		markerTxns:  make(map[string]*txnMeta),
@@ -95,17 +91,24 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 		},
 	})
 	c.nextPeriod = opts.Now().Add(opts.AbortTimedOutInterval)
-	// Recovery: a prepared transaction completes (markers are idempotent,
-	// so the partitions that already have theirs get a harmless second).
-	for _, m := range c.txns {
-		if m.state.isPrepare() {
-			c.logger.Info("completing prepared transaction", "transactional_id", m.id, "state", m.state.String(),
-				"producer_id", m.producerID, "epoch", m.epoch, "partitions", len(m.parts))
-			c.beginMarkers(m)
+	c.loop = ownerloop.Start(ownerloop.Options{
+		Now:  opts.Now,
+		Fire: func(_ time.Time, force bool) { c.tick(force) },
+		Next: c.timerDeadline,
+	})
+	// Recovery, on the loop (marker writes report back to it): a prepared
+	// transaction completes (markers are idempotent, so the partitions
+	// that already have theirs get a harmless second).
+	_ = c.do(context.Background(), func() {
+		for _, m := range c.txns {
+			if m.state.isPrepare() {
+				c.logger.Info("completing prepared transaction", "transactional_id", m.id, "state", m.state.String(),
+					"producer_id", m.producerID, "epoch", m.epoch, "partitions", len(m.parts))
+				c.beginMarkers(m)
+			}
 		}
-	}
+	})
 	go c.w.Run()
-	go c.loop()
 	return c, nil
 }
 
@@ -180,27 +183,10 @@ func (c *Coordinator) applyRecord(rec stateRecord) {
 	}
 }
 
-// loop runs every event and the periodic work.
-func (c *Coordinator) loop() {
-	defer close(c.done)
-	t := time.NewTimer(c.opts.AbortTimedOutInterval)
-	defer t.Stop()
-	for {
-		select {
-		case fn := <-c.events:
-			fn()
-		case <-t.C:
-			c.tick(false)
-		case <-c.quit:
-			return
-		}
-		t.Reset(c.timerDelay())
-	}
-}
-
-// timerDelay is how long the real timer sleeps before the next tick: until
-// the next periodic scan or the earliest marker retry.
-func (c *Coordinator) timerDelay() time.Duration {
+// timerDeadline is when the loop's real timer wakes it: the next periodic
+// scan or the earliest marker retry, and at least every
+// AbortTimedOutInterval.
+func (c *Coordinator) timerDeadline() time.Time {
 	now := c.opts.Now()
 	next := c.nextPeriod
 	for _, m := range c.markerTxns {
@@ -208,29 +194,17 @@ func (c *Coordinator) timerDelay() time.Duration {
 			next = at
 		}
 	}
-	d := next.Sub(now)
-	if d < time.Millisecond {
-		d = time.Millisecond
+	if limit := now.Add(c.opts.AbortTimedOutInterval); limit.Before(next) {
+		return limit
 	}
-	if d > c.opts.AbortTimedOutInterval {
-		d = c.opts.AbortTimedOutInterval
-	}
-	return d
+	return next
 }
 
 // Tick runs the periodic work now, as of Options.Now: aborts timed-out
 // transactions, expires idle transactional ids and retries failed marker
 // writes whose backoff passed. The coordinator's own timer calls it too;
 // tests with a fake clock advance the clock and call Tick.
-func (c *Coordinator) Tick() {
-	done := make(chan struct{})
-	if c.post(func() { c.tick(true); close(done) }) {
-		select {
-		case <-done:
-		case <-c.quit:
-		}
-	}
-}
+func (c *Coordinator) Tick() { c.loop.Tick() }
 
 // tick is the loop's periodic work; force skips the scan interval.
 func (c *Coordinator) tick(force bool) {
@@ -245,78 +219,75 @@ func (c *Coordinator) tick(force bool) {
 	}
 }
 
-// post runs fn on the loop. It returns false if the coordinator closed.
-// Never call it from the loop.
-func (c *Coordinator) post(fn func()) bool {
-	select {
-	case c.events <- fn:
-		return true
-	case <-c.quit:
-		return false
-	}
+// post hands fn to the loop without waiting. It returns false (fn never
+// runs) if the coordinator closed. Never call it from the loop.
+func (c *Coordinator) post(fn func()) bool { return c.loop.Post(fn) }
+
+// do runs fn on the loop and waits for it to have run; ctx bounds only the
+// hand-over (see ownerloop.Loop.Do).
+func (c *Coordinator) do(ctx context.Context, fn func()) error {
+	return closedErr(c.loop.Do(ctx, fn))
 }
 
 // call runs fn on the loop and waits for the response it passes to reply
 // (possibly later, from another event).
 func (c *Coordinator) call(ctx context.Context, fn func(reply func(kmsg.Response))) (kmsg.Response, error) {
-	ch := make(chan kmsg.Response, 1)
-	ev := func() { fn(func(r kmsg.Response) { ch <- r }) }
-	select {
-	case c.events <- ev:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.quit:
-		return nil, ErrClosed
-	}
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.quit:
-		return nil, ErrClosed
-	}
+	r, err := ownerloop.Call(ctx, c.loop, fn)
+	return r, closedErr(err)
 }
+
+// stopping is closed when Close begins.
+func (c *Coordinator) stopping() <-chan struct{} { return c.loop.Stopping() }
+
+// closedErr is ErrClosed for a stopped loop, err otherwise.
+func closedErr(err error) error {
+	if errors.Is(err, ownerloop.ErrStopped) {
+		return ErrClosed
+	}
+	return err
+}
+
+// apis are the requests Handle serves, each registered (regAPI) next to
+// its handler, at the versions the handler implements:
+// init_producer_id.go, add_partitions.go, end_txn.go, offsets.go,
+// describe.go, write_txn_markers.go.
+var apis kapi.Table[*Coordinator]
+
+// regAPI registers h as the handler of key for versions min..max. Init
+// functions only.
+func regAPI[R kmsg.Request](key kmsg.Key, min, max int16, h func(*Coordinator, context.Context, R) (kmsg.Response, error)) {
+	kapi.Register(&apis, key, min, max, h)
+}
+
+// APIVersions are the request keys and version ranges Handle serves,
+// sorted by key, for the broker's ApiVersions response.
+func APIVersions() []kmsg.ApiVersionsResponseApiKey { return apis.Versions() }
 
 // Handle answers one transaction-related request: FindCoordinator,
 // InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 // TxnOffsetCommit, DescribeTransactions, ListTransactions and
 // WriteTxnMarkers (KIP-664 abort of a hanging transaction). It blocks
 // until the state change the response depends on is durable. A request of
-// another key is an error (the broker closes the connection).
+// another key, or of a version outside its registered range, is an error
+// (the broker closes the connection).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	if !versionOK(req) {
-		return nil, fmt.Errorf("txn: unsupported version %d of request key %d", req.GetVersion(), req.Key())
+	h, err := apis.Lookup(req)
+	if err != nil {
+		return nil, fmt.Errorf("txn: %w", err)
 	}
-	resp, err := c.handle(ctx, req)
-	if err == nil {
-		downgradeFenced(req, resp)
+	resp, err := h(c, ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	downgradeFenced(req, resp)
+	return resp, nil
 }
 
-func (c *Coordinator) handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	switch r := req.(type) {
-	case *kmsg.FindCoordinatorRequest:
-		return c.findCoordinator(r), nil
-	case *kmsg.InitProducerIDRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.initProducerID(r, reply) })
-	case *kmsg.AddPartitionsToTxnRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.addPartitions(r, reply) })
-	case *kmsg.AddOffsetsToTxnRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.addOffsets(r, reply) })
-	case *kmsg.EndTxnRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { c.endTxn(r, reply) })
-	case *kmsg.TxnOffsetCommitRequest:
-		return c.txnOffsetCommit(ctx, r)
-	case *kmsg.DescribeTransactionsRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.describe(r)) })
-	case *kmsg.ListTransactionsRequest:
-		return c.call(ctx, func(reply func(kmsg.Response)) { reply(c.list(r)) })
-	case *kmsg.WriteTxnMarkersRequest:
-		return c.writeTxnMarkers(ctx, r), nil
-	default:
-		return nil, fmt.Errorf("txn: request key %d is not a transaction request", req.Key())
+// onLoop adapts a handler that runs on the loop and answers through
+// reply (possibly from a later event) to a registered API handler.
+func onLoop[R kmsg.Request](h func(c *Coordinator, req R, reply func(kmsg.Response))) func(*Coordinator, context.Context, R) (kmsg.Response, error) {
+	return func(c *Coordinator, ctx context.Context, req R) (kmsg.Response, error) {
+		return c.call(ctx, func(reply func(kmsg.Response)) { h(c, req, reply) })
 	}
 }
 
@@ -358,28 +329,16 @@ func downgradeFenced(req kmsg.Request, resp kmsg.Response) {
 	}
 }
 
-func versionOK(req kmsg.Request) bool {
-	for _, k := range apiVersions {
-		if k.ApiKey == req.Key() {
-			v := req.GetVersion()
-			return v >= k.MinVersion && v <= k.MaxVersion
-		}
-	}
-	return false
-}
-
 // Close stops the coordinator: requests waiting on it get ErrClosed,
 // marker writes in flight are cancelled (they are re-sent on the next
 // start, from the durable PrepareCommit/PrepareAbort state).
 func (c *Coordinator) Close() error {
-	c.closeOnce.Do(func() {
-		close(c.quit)
-		<-c.done
+	if c.loop.Stop() {
 		c.markerCancel()
 		c.w.Stop()
 		c.markerWG.Wait()
 		c.met.unregister()
-	})
+	}
 	return nil
 }
 

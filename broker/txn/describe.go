@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"context"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,6 +24,18 @@ import (
 //   - FindCoordinator answers this broker for every key of a group (0) or
 //     transaction (1) key type; an empty transactional id or another key
 //     type is INVALID_REQUEST.
+
+func init() {
+	regAPI(kmsg.DescribeTransactions, 0, 0, onLoop(func(c *Coordinator, req *kmsg.DescribeTransactionsRequest, reply func(kmsg.Response)) {
+		reply(c.describe(req))
+	}))
+	regAPI(kmsg.ListTransactions, 0, 2, onLoop(func(c *Coordinator, req *kmsg.ListTransactionsRequest, reply func(kmsg.Response)) {
+		reply(c.list(req))
+	}))
+	regAPI(kmsg.FindCoordinator, 0, 6, func(c *Coordinator, _ context.Context, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+		return c.findCoordinator(req), nil
+	})
+}
 
 func (c *Coordinator) describe(req *kmsg.DescribeTransactionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)

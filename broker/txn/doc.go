@@ -54,14 +54,15 @@
 //
 // # Concurrency
 //
-// All state is owned by one goroutine, the loop. Handle and Verify send a
-// closure to it; a request that needs a state change parks its reply until
-// the writer goroutine (writer.go) appended the record, in loop order,
+// All state is owned by one goroutine, the loop (broker/internal/ownerloop,
+// shared with the group coordinator). Handle and Verify send a closure to
+// it; a request that needs a state change parks its reply until the writer
+// goroutine (broker/internal/ilog) appended the record, in loop order,
 // coalescing queued records into one fsync. Marker writes run on their own
 // goroutines (at most 64 at a time) and report back to the loop. Time
 // comes only from Options.Now: timeouts, expiration and marker retries are
-// checked by Tick, which the coordinator's timer calls and tests call after
-// advancing a fake clock.
+// checked by Tick, which the loop's timer calls (armed for the next scan or
+// marker retry) and tests call after advancing a fake clock.
 //
 // # Answering EndTxn
 //

@@ -32,6 +32,8 @@ import (
 //     Deviation: EndTxn with the new epoch while the previous transaction
 //     still completes is CONCURRENT_TRANSACTIONS (Kafka: PRODUCER_FENCED).
 
+func init() { regAPI(kmsg.EndTxn, 0, 5, onLoop((*Coordinator).endTxn)) }
+
 func (c *Coordinator) endTxn(req *kmsg.EndTxnRequest, reply func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.ProducerID, resp.ProducerEpoch = noProducerID, noProducerEpoch

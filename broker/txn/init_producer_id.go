@@ -33,6 +33,8 @@ type pidEpoch struct {
 	epoch int16
 }
 
+func init() { regAPI(kmsg.InitProducerID, 0, 5, onLoop((*Coordinator).initProducerID)) }
+
 func (c *Coordinator) initProducerID(req *kmsg.InitProducerIDRequest, reply func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = noProducerID, noProducerEpoch

@@ -2,7 +2,6 @@ package txn
 
 import (
 	"context"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,6 +21,8 @@ import (
 //     INVALID_TXN_STATE before v5; v5+ (transaction version 2) adds it.
 //   - Until the staged commit returned, the transaction's markers wait, so
 //     the offsets are always staged before the marker that commits them.
+
+func init() { regAPI(kmsg.TxnOffsetCommit, 0, 5, (*Coordinator).txnOffsetCommit) }
 
 func (c *Coordinator) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (kmsg.Response, error) {
 	errResp := func(code int16) *kmsg.TxnOffsetCommitResponse {
@@ -45,60 +46,32 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	if req.Group == "" {
 		return errResp(kerr.InvalidGroupID.Code), nil
 	}
-	type result struct {
-		code int16
-		held *txnMeta
+	codes, release, err := c.verifyHold(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch,
+		[]TopicPartition{{OffsetsTopic, 0}}, req.Version >= 5, nil, txnOffsetCommitCode)
+	if err != nil {
+		return nil, err
 	}
-	ch := make(chan result, 1)
-	parts := []TopicPartition{{OffsetsTopic, 0}}
-	ev := func() {
-		finish := func(code int16) {
-			var held *txnMeta
-			if code == 0 {
-				held = c.txns[req.TransactionalID]
-				held.holds++
-			}
-			ch <- result{code, held}
-		}
-		codes := c.verifyInTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts)
-		switch code := codes[0]; {
-		case code == kerr.TransactionAbortable.Code && req.Version >= 5:
-			c.addToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, TransactionVersion, func(code int16) {
-				if code == kerr.ProducerFenced.Code {
-					code = kerr.InvalidProducerEpoch.Code
-				}
-				finish(code)
-			})
-		case code == kerr.TransactionAbortable.Code:
-			finish(kerr.InvalidTxnState.Code)
-		case code == kerr.ProducerFenced.Code:
-			finish(kerr.InvalidProducerEpoch.Code)
-		default:
-			finish(code)
-		}
-	}
-	select {
-	case c.events <- ev:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.quit:
-		return nil, ErrClosed
-	}
-	var r result
-	select {
-	case r = <-ch:
-	case <-c.quit:
-		return nil, ErrClosed
-	}
-	if r.code != 0 {
-		return errResp(r.code), nil
-	}
-	var once sync.Once
-	release := func() { once.Do(func() { c.post(func() { c.releaseHold(r.held) }) }) }
 	defer release()
+	if codes[0] != 0 {
+		return errResp(codes[0]), nil
+	}
 	resp, err := c.opts.Offsets.TxnOffsetCommit(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// txnOffsetCommitCode converts a verification code to what TxnOffsetCommit
+// answers: a fenced producer is INVALID_PRODUCER_EPOCH (as Kafka's
+// verification does), the offsets partition not in the transaction
+// INVALID_TXN_STATE.
+func txnOffsetCommitCode(code int16) int16 {
+	switch code {
+	case kerr.ProducerFenced.Code:
+		return kerr.InvalidProducerEpoch.Code
+	case kerr.TransactionAbortable.Code:
+		return kerr.InvalidTxnState.Code
+	}
+	return code
 }

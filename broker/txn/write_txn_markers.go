@@ -21,6 +21,12 @@ import (
 //     epoch) is answered with it; any other failure is
 //     KAFKA_STORAGE_ERROR.
 
+func init() {
+	regAPI(kmsg.WriteTxnMarkers, 0, 2, func(c *Coordinator, ctx context.Context, req *kmsg.WriteTxnMarkersRequest) (kmsg.Response, error) {
+		return c.writeTxnMarkers(ctx, req), nil
+	})
+}
+
 func (c *Coordinator) writeTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	for _, mk := range req.Markers {

@@ -29,6 +29,7 @@ type consumeOptions struct {
 	format     string
 	keySep     string
 	group      string
+	registry   string // schema_values.go: decode wire-format values in -f json
 
 	now func() time.Time // for relative --timestamp values; injected by tests
 }
@@ -73,6 +74,7 @@ that is not valid UTF-8 is given base64-encoded as key_base64 / value_base64).`,
 	f.StringVarP(&o.format, "format", "f", "value", "output format: value, kv, json")
 	f.StringVarP(&o.keySep, "key-separator", "K", ":", "separator between key and value in the kv format")
 	f.StringVarP(&o.group, "group", "g", "", "consume as a member of this consumer group (commits offsets)")
+	f.StringVar(&o.registry, "registry", envRegistry(), "with -f json: schema registry URL; wire-format values are added decoded as value_schema {id, value}")
 	return cmd
 }
 
@@ -223,6 +225,11 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, topic string,
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
 	out := &recordPrinter{w: w, format: o.format, sep: o.keySep}
+	schemas, err := newValueDecoder(o.registry)
+	if err != nil {
+		return err
+	}
+	out.schemas = schemas
 
 	var opts []kgo.Opt
 	// remaining maps a partition to the end offset still to reach (--exit).
@@ -325,6 +332,8 @@ type recordPrinter struct {
 	format string
 	sep    string
 	err    error
+
+	schemas *valueDecoder // nil: values are not decoded
 }
 
 type jsonHeader struct {
@@ -343,6 +352,7 @@ type jsonRecord struct {
 	Value       *string      `json:"value"`
 	ValueBase64 *string      `json:"value_base64,omitempty"`
 	Headers     []jsonHeader `json:"headers,omitempty"`
+	ValueSchema *schemaValue `json:"value_schema,omitempty"`
 }
 
 // textOrBase64 returns b as text when it is valid UTF-8, else base64;
@@ -377,6 +387,7 @@ func (p *recordPrinter) print(r *kgo.Record) {
 		}
 		jr.Key, jr.KeyBase64 = textOrBase64(r.Key)
 		jr.Value, jr.ValueBase64 = textOrBase64(r.Value)
+		jr.ValueSchema = p.schemas.decode(r.Value)
 		for _, h := range r.Headers {
 			jh := jsonHeader{Key: h.Key}
 			jh.Value, jh.ValueBase64 = textOrBase64(h.Value)

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/broker"
-	"github.com/weirhq/weir/examples/surge"
+	"github.com/weirhq/weir/internal/demo/surge"
 )
 
 // devOptions are the flags of weir dev.
@@ -28,6 +28,7 @@ type devOptions struct {
 	seed       uint64
 	plain      bool
 	logLevel   string
+	registry   string // registry.go
 }
 
 func newDevCmd() *cobra.Command {
@@ -36,8 +37,8 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run the demo: embedded broker + the surge-pricing stream app + a generator, results live",
 		Long: `Run weir doing its main job, with nothing else to install: an embedded broker
-(the same as weir serve), the example stream application of examples/surge
-(ride requests and driver statuses per zone → a surge price multiplier per zone,
+(the same as weir serve), the example stream application of
+internal/demo/surge (ride requests and driver statuses per zone → a surge price multiplier per zone,
 with keyed state, two repartitions and changelogs), and a generator of realistic
 JSON events with event timestamps.
 
@@ -66,6 +67,7 @@ counts continue.`,
 	f.DurationVar(&o.refresh, "refresh", time.Second, "how often the table is redrawn (when it changed)")
 	f.Uint64Var(&o.seed, "seed", 0, "generator seed (0: from the clock)")
 	f.BoolVar(&o.plain, "plain", false, "append each table instead of redrawing in place (automatic when stdout is not a terminal)")
+	f.StringVar(&o.registry, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level of the broker and the app (to stderr): debug, info, warn, error")
 	return cmd
 }
@@ -109,6 +111,11 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			err = fmt.Errorf("broker close: %w", cerr)
 		}
 	}()
+	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
 	fmt.Fprintf(stdout, "weir dev: broker on %s, data in %s; Ctrl-C stops\n", b.Addr(), dir)
 	fmt.Fprintf(stdout, "  watch it with: kcat -C -b %s -t %s -f '%%k %%s\\n'   or   weir consume %s --brokers %s -f kv\n\n",
 		b.Addr(), surge.SurgeTopic, surge.SurgeTopic, b.Addr())

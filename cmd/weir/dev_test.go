@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirhq/weir/examples/surge"
+	"github.com/weirhq/weir/internal/demo/surge"
 )
 
 // finalTable returns the zone rows of the last table weir dev printed and

@@ -190,29 +190,44 @@ type partitionPos struct {
 	startErr, endErr error
 }
 
-func groupPositions(ctx context.Context, cf *clientFlags, adm *kadm.Client, gi *groupInfo) ([]partitionPos, error) {
-	offs, err := adm.FetchOffsets(ctx, gi.name)
+// groupPositions is the one place the CLI gathers a group's positions: the
+// committed offset, log start and log end of every partition of topics, or,
+// when topics is empty, of every topic the group has committed offsets for
+// or is assigned. Per-partition list errors are kept in startErr/endErr;
+// describe shows them, reset-offsets refuses to act on them. Lag is counted
+// from the committed offset, or from the log start where nothing is
+// committed (or the commit fell out of the log).
+func groupPositions(ctx context.Context, adm *kadm.Client, gi *groupInfo, topics []string) ([]partitionPos, error) {
+	var offs kadm.OffsetResponses
+	var err error
+	if len(topics) > 0 {
+		offs, err = adm.FetchOffsetsForTopics(ctx, gi.name, topics...)
+	} else {
+		offs, err = adm.FetchOffsets(ctx, gi.name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch offsets: %w", err)
 	}
 	if err := offs.Error(); err != nil {
 		return nil, fmt.Errorf("fetch offsets: %w", err)
 	}
-	topics := map[string]bool{}
-	for t := range offs {
-		topics[t] = true
-	}
-	for _, m := range gi.members {
-		for t := range m.assigned {
-			topics[t] = true
+	names := topics
+	if len(names) == 0 {
+		set := map[string]bool{}
+		for t := range offs {
+			set[t] = true
+		}
+		for _, m := range gi.members {
+			for t := range m.assigned {
+				set[t] = true
+			}
+		}
+		for t := range set {
+			names = append(names, t)
 		}
 	}
-	if len(topics) == 0 {
+	if len(names) == 0 {
 		return nil, nil
-	}
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
 	}
 	sort.Strings(names)
 	starts, err := adm.ListStartOffsets(ctx, names...)
@@ -229,14 +244,10 @@ func groupPositions(ctx context.Context, cf *clientFlags, adm *kadm.Client, gi *
 		if s, ok := starts.Lookup(e.Topic, e.Partition); ok {
 			pp.start, pp.startErr = s.Offset, s.Err
 		}
-		if o, ok := offs.Lookup(e.Topic, e.Partition); ok && o.Err == nil {
+		if o, ok := offs.Lookup(e.Topic, e.Partition); ok && o.Err == nil && o.At >= 0 {
 			pp.committed = o.At
 		}
-		from := pp.committed
-		if from < pp.start {
-			from = pp.start
-		}
-		pp.lag = max(pp.end-from, 0)
+		pp.lag = max(pp.end-max(pp.committed, pp.start), 0)
 		pp.owner = gi.owner(e.Topic, e.Partition)
 		out = append(out, pp)
 	})
@@ -246,7 +257,6 @@ func groupPositions(ctx context.Context, cf *clientFlags, adm *kadm.Client, gi *
 		}
 		return out[i].partition < out[j].partition
 	})
-	lagTimes(ctx, cf, out)
 	return out, nil
 }
 
@@ -315,10 +325,11 @@ func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pos, err := groupPositions(ctx, cf, adm, gi)
+			pos, err := groupPositions(ctx, adm, gi, nil)
 			if err != nil {
 				return err
 			}
+			lagTimes(ctx, cf, pos)
 			printGroup(cmd.OutOrStdout(), gi, pos)
 			return nil
 		},
@@ -510,38 +521,15 @@ func newGroupResetOffsetsCmd(cf *clientFlags) *cobra.Command {
 			if len(gi.members) > 0 {
 				return fmt.Errorf("group %q has %d active members (state %s): stop its consumers first; offsets of a live group are overwritten by its next commit", group, len(gi.members), gi.state)
 			}
-			starts, err := adm.ListStartOffsets(ctx, topics...)
+			pos, err := groupPositions(ctx, adm, gi, topics)
 			if err != nil {
-				return fmt.Errorf("list start offsets: %w", err)
+				return err
 			}
-			ends, err := adm.ListEndOffsets(ctx, topics...)
-			if err != nil {
-				return fmt.Errorf("list end offsets: %w", err)
-			}
-			if err := ends.Error(); err != nil {
-				return fmt.Errorf("list end offsets: %w", err)
-			}
-			offs, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
-			if err != nil {
-				return fmt.Errorf("fetch offsets: %w", err)
-			}
-			var pos []partitionPos
-			ends.Each(func(e kadm.ListedOffset) {
-				p := partitionPos{topic: e.Topic, partition: e.Partition, committed: -1, end: e.Offset}
-				if s, ok := starts.Lookup(e.Topic, e.Partition); ok {
-					p.start = s.Offset
+			for _, p := range pos {
+				if err := errors.Join(p.startErr, p.endErr); err != nil {
+					return fmt.Errorf("%s/%d: list offsets: %w", p.topic, p.partition, err)
 				}
-				if o, ok := offs.Lookup(e.Topic, e.Partition); ok && o.Err == nil && o.At >= 0 {
-					p.committed = o.At
-				}
-				pos = append(pos, p)
-			})
-			sort.Slice(pos, func(i, j int) bool {
-				if pos[i].topic != pos[j].topic {
-					return pos[i].topic < pos[j].topic
-				}
-				return pos[i].partition < pos[j].partition
-			})
+			}
 			var after kadm.ListedOffsets
 			if spec.datetime != "" {
 				ts, err := parseDatetime(spec.datetime)

@@ -75,8 +75,10 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newTopicCmd(),
 		newProduceCmd(),
 		newConsumeCmd(),
-		newGroupCmd(), // group.go
-		newTxnCmd(),   // txn.go
+		newGroupCmd(),    // group.go
+		newTxnCmd(),      // txn.go
+		newRegistryCmd(), // registry.go
+		newSchemaCmd(),   // schema.go
 		newVersionCmd(),
 	)
 	return root

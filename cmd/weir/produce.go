@@ -31,6 +31,7 @@ type produceOptions struct {
 	linger        time.Duration
 	input         string
 	quiet         bool
+	valueSchema   valueSchemaFlags // schema_values.go
 }
 
 func newProduceCmd() *cobra.Command {
@@ -72,6 +73,7 @@ that means fsynced) and exits non-zero if any record failed.`,
 	f.StringVar(&o.input, "input", "line", `input format: "line" (one value, or key+separator+value, per line) or "json" (one object per line, as written by weir consume -f json)`)
 	f.DurationVar(&o.linger, "linger", 0, "how long a partition's batch may wait for more records before it is sent (linger.ms)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print the summary line to stderr")
+	o.valueSchema.add(f)
 	return cmd
 }
 
@@ -129,6 +131,10 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 		return err
 	}
 	opts, err := o.clientOpts()
+	if err != nil {
+		return err
+	}
+	values, err := o.valueSchema.encoder(ctx, topic)
 	if err != nil {
 		return err
 	}
@@ -191,6 +197,13 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 			}
 		} else {
 			r = o.record(sc.Bytes(), hdrs)
+			if values != nil {
+				if r.Value, readErr = values.encode(r.Value); readErr != nil {
+					readErr = fmt.Errorf("line %d: %w", lines, readErr)
+					lines--
+					break
+				}
+			}
 		}
 		cl.Produce(ctx, r, promise)
 	}
@@ -258,6 +271,7 @@ type jsonInput struct {
 	ValueBase64 *string        `json:"value_base64"`
 	Timestamp   *int64         `json:"timestamp"`
 	Headers     []jsonHeaderIn `json:"headers"`
+	ValueSchema any            `json:"value_schema"` // consume --registry's decoding: ignored, value is the record
 }
 
 type jsonHeaderIn struct {

@@ -43,6 +43,7 @@ type serveOptions struct {
 	logLevel          string
 	logFormat         string
 	shutdownTimeout   time.Duration
+	registryAddr      string // registry.go
 }
 
 func newServeCmd() *cobra.Command { return newServeCmdFor(&serveOptions{}) }
@@ -88,6 +89,7 @@ the environment, which wins over the file.`,
 	f.Int32Var(&o.maxRequestBytes, "max-request-bytes", broker.DefaultMaxRequestBytes, "largest request frame accepted (socket.request.max.bytes); larger frames close the connection")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.registryAddr, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "longest a clean shutdown may take before weir gives up waiting")
 	return cmd
 }
@@ -207,6 +209,11 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		return err
 	}
 
+	rs, err := startRegistryServer(ctx, o.registryAddr, o.registryAddr != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	if err != nil {
+		return errors.Join(err, b.Close())
+	}
+
 	var healthy atomic.Bool
 	healthy.Store(true)
 	var srv *http.Server
@@ -214,7 +221,7 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 	if o.httpAddr != "" && o.httpAddr != "off" {
 		ln, err := net.Listen("tcp", o.httpAddr)
 		if err != nil {
-			return errors.Join(fmt.Errorf("http listen: %w", err), b.Close())
+			return errors.Join(fmt.Errorf("http listen: %w", err), rs.Close(), b.Close())
 		}
 		// The broker's read-only admin API (/v1/..., like Redpanda's on
 		// 9644) shares the address with /metrics and /healthz.
@@ -250,6 +257,9 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			}
 			cancel()
+		}
+		if err := rs.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("schema registry close: %w", err))
 		}
 		if err := b.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("broker close: %w", err))

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker"
+	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // Replay reach: how far back a consumer can replay a partition, derived from
@@ -144,10 +145,10 @@ func firstTimestamps(ctx context.Context, cl *kgo.Client, d kadm.TopicDetail, st
 					continue
 				}
 				v := rb.FirstTimestamp
-				// LogAppendTime (0x08): the batch's time is its max. A
-				// delete horizon (0x40, KIP-534: a cleaned transaction
-				// marker or tombstone batch) replaces firstTimestamp.
-				if logAppendTime || rb.Attributes&0x48 != 0 {
+				// LogAppendTime: the batch's time is its max. A delete
+				// horizon (KIP-534: a cleaned transaction marker or
+				// tombstone batch) replaces firstTimestamp.
+				if logAppendTime || rb.Attributes&(wlog.AttrLogAppendTime|wlog.AttrDeleteHorizon) != 0 {
 					v = rb.MaxTimestamp
 				}
 				ts[rp.Partition] = v

@@ -3,23 +3,14 @@
 // __transaction_state) and the transaction markers (control batches) they
 // append to any partition. It is a format package: no I/O, no state.
 //
-// Layout of one batch (Kafka's RecordBatch v2, big endian; kmsg.RecordBatch):
-//
-//	+--------------+----------+-------------+-------+--------+------------+
-//	| baseOffset 8 | length 4 | leaderEp. 4 | magic | crc 4  | attributes |
-//	+--------------+----------+-------------+-------+--------+------------+
-//	| lastOffsetDelta 4 | firstTs 8 | maxTs 8 | producerId 8 | epoch 2    |
-//	| baseSequence 4 | numRecords 4 | records (varint-framed, numRecords) |
-//	+----------------------------------------------------------------------+
-//
-// length counts the bytes after itself (total - 12); the CRC-32C
-// (Castagnoli) covers attributes to the end (bytes 21..). Encoded batches
-// have base offset 0 (the log assigns offsets), partition leader epoch -1,
-// magic 2, base sequence -1 (a coordinator's batch: no sequence check) and
-// every record's timestamp and offset deltas from the batch's first.
-// Attribute bits: 0x07 compression codec (never written here),
-// 0x10 transactional, 0x20 control. These values are Kafka's wire/disk
-// format and must not change.
+// The batch header is broker/log's view (wlog.BatchHeader, drawn in
+// broker/log/batchheader.go): Encode fills one and Walk hands each batch's
+// to its callback, so no byte offset of the header is known here. Encoded
+// batches have base offset 0 (the log assigns offsets), partition leader
+// epoch -1, magic 2, base sequence -1 (a coordinator's batch: no sequence
+// check) and every record's timestamp and offset deltas from the batch's
+// first; attributes are wlog.AttrTransactional and wlog.AttrControl, never
+// a compression codec. Records are encoded and decoded with kmsg.Record.
 package recbatch
 
 import (
@@ -30,19 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/weirhq/weir/internal/crc32c"
+	wlog "github.com/weirhq/weir/broker/log"
 )
-
-// Batch attribute bits (RecordBatch v2).
-const (
-	AttrCompression   int16 = 0x07
-	AttrTransactional int16 = 0x10
-	AttrControl       int16 = 0x20
-)
-
-// headerLen is the size of a batch without records; the smallest valid
-// length field is headerLen-12.
-const headerLen = 61
 
 // ErrCorrupt is wrapped by every framing error Walk returns.
 var ErrCorrupt = errors.New("recbatch: corrupt record batch")
@@ -52,8 +32,8 @@ type Record struct{ Key, Value []byte }
 
 // Encode builds one uncompressed RecordBatch v2 holding recs (at least
 // one), all timestamped tsMs, written by producer (pid, epoch) with the
-// given attributes (AttrTransactional, AttrControl; -1, -1, 0 for a
-// coordinator's plain batch).
+// given attributes (wlog.AttrTransactional, wlog.AttrControl; -1, -1, 0
+// for a coordinator's plain batch).
 func Encode(recs []Record, tsMs int64, pid int64, epoch int16, attrs int16) []byte {
 	var body []byte
 	for i, r := range recs {
@@ -63,22 +43,22 @@ func Encode(recs []Record, tsMs int64, pid int64, epoch int16, attrs int16) []by
 		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
 		body = kr.AppendTo(body)
 	}
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           attrs,
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       tsMs,
-		MaxTimestamp:         tsMs,
-		ProducerID:           pid,
-		ProducerEpoch:        epoch,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(recs)),
-		Records:              body,
+	h := wlog.BatchHeader{
+		LeaderEpoch:     -1,
+		Magic:           2,
+		Attributes:      attrs,
+		LastOffsetDelta: int32(len(recs) - 1),
+		FirstTimestamp:  tsMs,
+		MaxTimestamp:    tsMs,
+		ProducerID:      pid,
+		ProducerEpoch:   epoch,
+		BaseSequence:    -1,
+		NumRecords:      int32(len(recs)),
 	}
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:21], crc32c.Checksum(out[21:]))
+	out := make([]byte, wlog.BatchHeaderSize, wlog.BatchHeaderSize+len(body))
+	h.Put(out)
+	out = append(out, body...)
+	wlog.SealBatch(out)
 	return out
 }
 
@@ -97,31 +77,14 @@ func Marker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, tsMs in
 	val := kmsg.NewEndTxnMarker()
 	val.Version = 0
 	val.CoordinatorEpoch = coordinatorEpoch
-	return Encode([]Record{{key.AppendTo(nil), val.AppendTo(nil)}}, tsMs, pid, epoch, AttrTransactional|AttrControl)
+	return Encode([]Record{{key.AppendTo(nil), val.AppendTo(nil)}}, tsMs, pid, epoch, wlog.AttrTransactional|wlog.AttrControl)
 }
 
-// Batch is one batch Walk found: its header fields and its raw records.
+// Batch is one batch Walk found: its header and its raw records.
 type Batch struct {
-	FirstOffset     int64
-	LastOffsetDelta int32
-	ProducerID      int64
-	ProducerEpoch   int16
-	Attributes      int16
-	NumRecords      int32
-	records         []byte
+	wlog.BatchHeader
+	records []byte
 }
-
-// NextOffset is the offset after the batch's last record.
-func (b *Batch) NextOffset() int64 { return b.FirstOffset + int64(b.LastOffsetDelta) + 1 }
-
-// Transactional reports attribute bit 0x10.
-func (b *Batch) Transactional() bool { return b.Attributes&AttrTransactional != 0 }
-
-// Control reports attribute bit 0x20 (a transaction marker).
-func (b *Batch) Control() bool { return b.Attributes&AttrControl != 0 }
-
-// Compressed reports a compression codec; Records cannot walk such a batch.
-func (b *Batch) Compressed() bool { return b.Attributes&AttrCompression != 0 }
 
 // Records calls fn for each record of an uncompressed batch with its
 // absolute offset, in order. Key and value alias the walked data. It stops
@@ -129,20 +92,20 @@ func (b *Batch) Compressed() bool { return b.Attributes&AttrCompression != 0 }
 // decode is an error wrapping ErrCorrupt.
 func (b *Batch) Records(fn func(offset int64, key, value []byte) error) error {
 	if b.Compressed() {
-		return fmt.Errorf("%w: compressed batch at offset %d (codec %d)", ErrCorrupt, b.FirstOffset, b.Attributes&AttrCompression)
+		return fmt.Errorf("%w: compressed batch at offset %d (codec %d)", ErrCorrupt, b.BaseOffset, b.Compression())
 	}
 	recs := b.records
 	for i := int32(0); i < b.NumRecords; i++ {
 		l, n := binary.Varint(recs)
 		if n <= 0 || l < 0 || int64(len(recs)-n) < l {
-			return fmt.Errorf("%w: record %d of batch at offset %d: framing", ErrCorrupt, i, b.FirstOffset)
+			return fmt.Errorf("%w: record %d of batch at offset %d: framing", ErrCorrupt, i, b.BaseOffset)
 		}
 		var r kmsg.Record
 		if err := r.ReadFrom(recs[:n+int(l)]); err != nil {
-			return fmt.Errorf("%w: record %d of batch at offset %d: %v", ErrCorrupt, i, b.FirstOffset, err)
+			return fmt.Errorf("%w: record %d of batch at offset %d: %v", ErrCorrupt, i, b.BaseOffset, err)
 		}
 		recs = recs[n+int(l):]
-		if err := fn(b.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value); err != nil {
+		if err := fn(b.BaseOffset+int64(r.OffsetDelta), r.Key, r.Value); err != nil {
 			return err
 		}
 	}
@@ -157,36 +120,27 @@ func (b *Batch) Records(fn func(offset int64, key, value []byte) error) error {
 // Walk never panics on any input.
 func Walk(data []byte, fn func(b *Batch) error) (next int64, consumed int, err error) {
 	next = -1
-	for len(data)-consumed >= 12 {
+	for {
 		buf := data[consumed:]
-		length := int64(int32(binary.BigEndian.Uint32(buf[8:12])))
-		if length < headerLen-12 || length > math.MaxInt32-12 {
-			return next, consumed, fmt.Errorf("%w: batch length %d", ErrCorrupt, length)
-		}
-		size := int(12 + length)
-		if len(buf) < size {
+		size, ok := wlog.BatchSize(buf)
+		if !ok {
 			break
 		}
-		var rb kmsg.RecordBatch
-		if err := rb.ReadFrom(buf[:size]); err != nil {
-			return next, consumed, fmt.Errorf("%w: batch: %v", ErrCorrupt, err)
+		if size < wlog.BatchHeaderSize || size > math.MaxInt32 {
+			return next, consumed, fmt.Errorf("%w: batch length %d", ErrCorrupt, size-wlog.BatchLengthOverhead)
 		}
-		if rb.Magic != 2 {
-			return next, consumed, fmt.Errorf("%w: batch magic %d", ErrCorrupt, rb.Magic)
+		if int64(len(buf)) < size {
+			break
 		}
-		if crc32c.Checksum(buf[21:size]) != uint32(rb.CRC) {
-			return next, consumed, fmt.Errorf("%w: batch at offset %d: crc mismatch", ErrCorrupt, rb.FirstOffset)
+		h, _ := wlog.ReadBatchHeader(buf)
+		if h.Magic != 2 {
+			return next, consumed, fmt.Errorf("%w: batch magic %d", ErrCorrupt, h.Magic)
 		}
-		consumed += size
-		b := Batch{
-			FirstOffset:     rb.FirstOffset,
-			LastOffsetDelta: rb.LastOffsetDelta,
-			ProducerID:      rb.ProducerID,
-			ProducerEpoch:   rb.ProducerEpoch,
-			Attributes:      rb.Attributes,
-			NumRecords:      rb.NumRecords,
-			records:         rb.Records,
+		if wlog.BatchCRC(buf[:size]) != h.CRC {
+			return next, consumed, fmt.Errorf("%w: batch at offset %d: crc mismatch", ErrCorrupt, h.BaseOffset)
 		}
+		consumed += int(size)
+		b := Batch{BatchHeader: h, records: buf[wlog.BatchHeaderSize:size]}
 		next = b.NextOffset()
 		if err := fn(&b); err != nil {
 			return next, consumed, err

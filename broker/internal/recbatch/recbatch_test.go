@@ -49,9 +49,9 @@ func TestLogAcceptsEveryBatch(t *testing.T) {
 	big := bytes.Repeat([]byte("v"), 300) // multi-byte length varints
 	batches := [][]byte{
 		Encode([]Record{{[]byte("k1"), []byte("v1")}, {[]byte("k2"), nil}, {[]byte("k3"), big}}, now.UnixMilli(), -1, -1, 0),
-		Encode([]Record{{[]byte("t1"), []byte("x")}}, now.UnixMilli(), 7, 2, AttrTransactional),
+		Encode([]Record{{[]byte("t1"), []byte("x")}}, now.UnixMilli(), 7, 2, wlog.AttrTransactional),
 		Marker(7, 2, true, 4, now.UnixMilli()),
-		Encode([]Record{{[]byte("t2"), []byte("y")}}, now.UnixMilli(), 8, 0, AttrTransactional),
+		Encode([]Record{{[]byte("t2"), []byte("y")}}, now.UnixMilli(), 8, 0, wlog.AttrTransactional),
 		Marker(8, 0, false, 0, now.UnixMilli()),
 	}
 	for i, b := range batches {
@@ -76,7 +76,7 @@ func TestLogAcceptsEveryBatch(t *testing.T) {
 	if string(recs[0].key) != "k1" || string(recs[0].value) != "v1" || recs[1].value != nil || !bytes.Equal(recs[2].value, big) {
 		t.Fatalf("plain batch read back as %+v", recs[:3])
 	}
-	if recs[0].pid != -1 || recs[0].attrs != 0 || recs[3].pid != 7 || recs[3].epoch != 2 || recs[3].attrs != AttrTransactional {
+	if recs[0].pid != -1 || recs[0].attrs != 0 || recs[3].pid != 7 || recs[3].epoch != 2 || recs[3].attrs != wlog.AttrTransactional {
 		t.Fatalf("headers %+v %+v", recs[0], recs[3])
 	}
 	for i, want := range map[int]struct {
@@ -86,7 +86,7 @@ func TestLogAcceptsEveryBatch(t *testing.T) {
 		r := recs[i]
 		var k kmsg.ControlRecordKey
 		var v kmsg.EndTxnMarker
-		if r.attrs != AttrTransactional|AttrControl || k.ReadFrom(r.key) != nil || v.ReadFrom(r.value) != nil {
+		if r.attrs != wlog.AttrTransactional|wlog.AttrControl || k.ReadFrom(r.key) != nil || v.ReadFrom(r.value) != nil {
 			t.Fatalf("marker %d: %+v", i, r)
 		}
 		if k.Type != want.typ || v.CoordinatorEpoch != want.epoch {

@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/weirhq/weir/examples/surge"
+	"github.com/weirhq/weir/internal/demo/surge"
 )
 
 func main() {

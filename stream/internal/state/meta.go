@@ -125,3 +125,21 @@ func (d *DB) WriteCheckpoint(c Checkpoint) error {
 	}
 	return nil
 }
+
+// metaWatermark holds the task's watermark tracker state
+// (stream/internal/watermark, docs/format/watermark.md).
+const metaWatermark = "watermark"
+
+// Watermark returns the stored watermark tracker state, or nil if there is
+// none.
+func (d *DB) Watermark() ([]byte, error) { return d.getMeta(metaWatermark) }
+
+// SetWatermark stores the task's watermark tracker state, unsynced: it is
+// durable with the next synced write (WriteCheckpoint), which Pebble's WAL
+// orders after it.
+func (d *DB) SetWatermark(b []byte) error {
+	if err := d.db.Set(metaKey(metaWatermark), b, pebble.NoSync); err != nil {
+		return fmt.Errorf("write watermark %s: %w", d.dir, err)
+	}
+	return nil
+}

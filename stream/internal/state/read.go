@@ -49,3 +49,7 @@ func (d *DB) ReadScan(store string, from, to []byte, fn func(key, value []byte, 
 // Flush writes the cache's dirty entries to the database (unsynced), so Get
 // and ReadScan see them. Task goroutine only.
 func (d *DB) Flush() error { return d.flushDirty() }
+
+// Unflushed reports whether the cache may hold writes the database does not
+// (false: Get and ReadScan see every committed write). Task goroutine only.
+func (d *DB) Unflushed() bool { return len(d.cache.dirty) > 0 }

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/weirhq/weir/examples/surge"
+	"github.com/weirhq/weir/internal/demo/surge"
 	"github.com/weirhq/weir/stream"
 )
 

@@ -1,5 +1,8 @@
-// Package surge is weir's example stream application: surge pricing for a
-// ride-hailing service, built with package stream.
+// Package surge is the stream application `weir dev` runs, and weir's worked
+// example of package stream: surge pricing for a ride-hailing service. It
+// lives here, not under examples/, because the product (cmd/weir) runs it and
+// nothing in the product imports examples/; examples/surge/cmd runs it
+// against any Kafka-protocol cluster.
 //
 // Two input topics, both JSON with the event time in the payload:
 //
@@ -34,8 +37,9 @@
 // makes both exact.
 //
 // The same Build function runs in `weir dev` (embedded broker, with the
-// Generator), in ./cmd against any Kafka-protocol cluster, and in the tests
-// under package streamtest (no broker) and weirtest (a real broker).
+// Generator), in examples/surge/cmd against any Kafka-protocol cluster, and
+// in the tests under package streamtest (no broker) and weirtest (a real
+// broker).
 package surge
 
 import (
