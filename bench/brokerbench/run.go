@@ -207,7 +207,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return rep, err
 				}
 				fmt.Fprintf(cfg.Log, "round %d/%d: %s (compression %s)\n", round+1, cfg.Repeat, target, codec)
-				dir := filepath.Join(base, fmt.Sprintf("%s-%s-r%d", target, codec, round+1))
+				// <target>-r<round> (the profiles' prefix), with the
+				// codec before the round when there is one.
+				name := fmt.Sprintf("%s-r%d", target, round+1)
+				if codec != codecNone {
+					name = fmt.Sprintf("%s-%s-r%d", target, codec, round+1)
+				}
+				dir := filepath.Join(base, name)
 				res := runTarget(ctx, cfg, target, codec, dir)
 				res.Round, res.Position = round+1, pos+1
 				if res.Err != "" {
