@@ -432,10 +432,11 @@ func hasControlBatch(records []byte) bool {
 		if h.Control() {
 			return true
 		}
-		if n := h.Size(); n < wlog.BatchHeaderSize || n > int64(len(records)) {
+		n := h.Size()
+		if n < wlog.BatchHeaderSize || n > int64(len(records)) {
 			return false
 		}
-		records = records[h.Size():]
+		records = records[n:]
 	}
 }
 

@@ -54,9 +54,8 @@ func DecodeRegisterRequest(body []byte, maxSchema int) (*registerRequest, error)
 			return nil, err
 		}
 	}
-	if rr.ID < 0 || rr.Version < 0 {
-		return nil, newError(http.StatusUnprocessableEntity, CodeInvalidSchema, "Invalid schema: negative id or version")
-	}
+	// Clients send -1 (or 0) for "no explicit id or version".
+	rr.ID, rr.Version = max(rr.ID, 0), max(rr.Version, 0)
 	return &rr, nil
 }
 

@@ -87,6 +87,10 @@ func TestBadInput(t *testing.T) {
 	if err != nil || s.ID != 2 || s.Version != 2 {
 		t.Fatalf("after bad input: %+v %v", s, err)
 	}
+	// -1 for id and version means "none", as clients send it.
+	if status, _, raw := do(t, tr, "POST", "/subjects/s/versions", ct, `{"schema":"\"int\"","id":-1,"version":-1}`); status != 409 {
+		t.Fatalf("id and version -1: status %d (%s), want the compatibility check's 409", status, raw)
+	}
 	// Content types: the response is the registry's JSON type.
 	req, _ := http.NewRequest("GET", tr.srv.URL+"/schemas/ids/1", nil)
 	resp, err := http.DefaultClient.Do(req)

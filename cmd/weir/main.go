@@ -79,6 +79,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newTxnCmd(),      // txn.go
 		newRegistryCmd(), // registry.go
 		newSchemaCmd(),   // schema.go
+		newBenchCmd(),    // bench_nexmark.go
 		newVersionCmd(),
 	)
 	return root
