@@ -106,33 +106,11 @@ func init() {
 func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	now := b.cfg.Now()
-
-	var (
-		sess        *fetchSession
-		incremental bool
-	)
-	if req.Version >= 7 {
-		switch {
-		case req.SessionEpoch == 0:
-			if req.SessionID != 0 {
-				b.sessions.close(req.SessionID)
-			}
-			sess = b.sessions.open(now)
-		case req.SessionEpoch == -1:
-			if req.SessionID != 0 {
-				b.sessions.close(req.SessionID)
-			}
-		default:
-			var err error
-			sess, err = b.sessions.next(req.SessionID, req.SessionEpoch, now)
-			if err != nil {
-				resp.ErrorCode = errorCode(err)
-				b.metrics.partitionError("Fetch", resp.ErrorCode)
-				return resp, nil
-			}
-			incremental = true
-		}
+	sess, incremental, err := b.fetchSessionFor(req, b.cfg.Now())
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		b.metrics.partitionError("Fetch", resp.ErrorCode)
+		return resp, nil
 	}
 	byID := req.Version >= 13
 	keyOf := func(name string, id [16]byte, p int32) sessionKey {
@@ -141,12 +119,46 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 		}
 		return sessionKey{topic: name, partition: p}
 	}
+	parts := b.fetchParts(req, sess, keyOf)
+	setFetchEpochErrors(req, parts, keyOf)
+	b.awaitFetch(ctx, req, parts, byID)
+	b.fillFetchResponse(req, resp, s, sess, incremental, parts)
+	return resp, nil
+}
 
-	// The partitions to fetch, in order: the request's, or the session's
-	// after applying the request.
+// fetchSessionFor applies the request's session fields (KIP-227, v7+): epoch
+// 0 opens a new session (closing the named one), -1 closes the named one and
+// fetches sessionless, any other epoch continues a session incrementally.
+// An error is the response's top-level error.
+func (b *Broker) fetchSessionFor(req *kmsg.FetchRequest, now time.Time) (sess *fetchSession, incremental bool, err error) {
+	if req.Version < 7 {
+		return nil, false, nil
+	}
+	switch req.SessionEpoch {
+	case 0:
+		if req.SessionID != 0 {
+			b.sessions.close(req.SessionID)
+		}
+		return b.sessions.open(now), false, nil
+	case -1:
+		if req.SessionID != 0 {
+			b.sessions.close(req.SessionID)
+		}
+		return nil, false, nil
+	}
+	sess, err = b.sessions.next(req.SessionID, req.SessionEpoch, now)
+	if err != nil {
+		return nil, false, err
+	}
+	return sess, true, nil
+}
+
+// fetchParts returns the partitions to fetch, in order: the request's, or
+// the session's after applying the request (forgotten topics removed,
+// requested partitions upserted), each with its topic resolved.
+func (b *Broker) fetchParts(req *kmsg.FetchRequest, sess *fetchSession, keyOf func(string, [16]byte, int32) sessionKey) []*fetchPart {
 	var parts []*fetchPart
 	if sess != nil {
-		resp.SessionID = sess.id
 		sess.mu.Lock()
 		for _, ft := range req.ForgottenTopics {
 			for _, p := range ft.Partitions {
@@ -172,6 +184,7 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 			}
 		}
 	}
+	byID := req.Version >= 13
 	for _, fp := range parts {
 		if byID {
 			fp.t, _ = b.topics.getByID(fp.id)
@@ -179,8 +192,14 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 			fp.t, _ = b.topics.get(fp.name)
 		}
 	}
-	setFetchEpochErrors(req, parts, keyOf)
+	return parts
+}
 
+// awaitFetch reads the partitions until the response holds MinBytes, a
+// partition has an error, MaxWaitMillis passed, or ctx ended (long poll:
+// between reads it waits for any partition's next append). The parts hold
+// the last read.
+func (b *Broker) awaitFetch(ctx context.Context, req *kmsg.FetchRequest, parts []*fetchPart, byID bool) {
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	var deadline <-chan time.Time
 	if maxWait > 0 {
@@ -196,7 +215,7 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 	for {
 		total, anyErr, waitOn := b.fetchOnce(parts, responseMax, byID, req.IsolationLevel == 1)
 		if anyErr || total >= int64(req.MinBytes) || expired || len(waitOn) == 0 || ctx.Err() != nil {
-			break
+			return
 		}
 		for _, fp := range parts {
 			fp.drop()
@@ -213,11 +232,17 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 			expired = true
 		}
 	}
+}
 
-	// Build the response in partition order, grouping consecutive
-	// partitions of one topic.
+// fillFetchResponse builds the response from the parts' reads in partition
+// order, grouping consecutive partitions of one topic. An incremental
+// session response leaves out partitions with nothing new; the session
+// records what each partition was last sent. A read's buffer is released
+// once the response is written (s.onWritten).
+func (b *Broker) fillFetchResponse(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, s *slot, sess *fetchSession, incremental bool, parts []*fetchPart) {
 	namedLeader := false
 	if sess != nil {
+		resp.SessionID = sess.id
 		sess.mu.Lock()
 		defer sess.mu.Unlock()
 	}
@@ -270,7 +295,6 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 	if namedLeader {
 		resp.Brokers = []kmsg.FetchResponseBroker{b.fetchLeaderEndpoint()}
 	}
-	return resp, nil
 }
 
 // drop releases a read that will not be sent.

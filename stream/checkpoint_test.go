@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -300,5 +301,51 @@ func TestIdleAppLookupsAnswerAtOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStoppedRestoreKeepsWhatItRestored: a full restore stopped midway
+// (SIGTERM: the Run context ends) checkpoints what it restored, so the next
+// start replays only the rest of the changelog instead of all of it again
+// (issue 16 defect 4).
+func TestStoppedRestoreKeepsWhatItRestored(t *testing.T) {
+	b := startBroker(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	batches := 0
+	stopAfter := withRestoreBatches(func(int) {
+		if batches++; batches == 3 {
+			cancel() // the next poll sees it
+		}
+	})
+	// Small fetches: the changelog takes many batches.
+	small := ClientOpts(kgo.FetchMaxBytes(4<<10), kgo.FetchMaxPartitionBytes(4<<10))
+	r := newRestoreRig(t, b, dir, stopAfter, small)
+	b.createTopic(r.changelog, 1)
+	r.write(20_000, 500)
+
+	tk, err := r.a.newTask(r.id())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.restore(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("restore stopped with %v, want context.Canceled", err)
+	}
+	cp, err := tk.db.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.close(); err != nil {
+		t.Fatal(err)
+	}
+	kept := cp["counts"]
+	if kept <= 0 || kept >= r.written {
+		t.Fatalf("checkpoint after the stopped restore: %v, want one strictly inside (0, %d)", cp, r.written)
+	}
+
+	n, _ := r.restore() // checks the store against the changelog's model
+	if want := int(r.written - kept); n != want {
+		t.Fatalf("the next restore replayed %d records, want the %d past the checkpoint %d", n, want, kept)
 	}
 }

@@ -62,6 +62,14 @@
 // stores from the local checkpoint plus the changelog tail (or the whole
 // changelog if there is no usable local copy) before processing.
 //
+// What a stateful task costs: on disk, its Pebble directory under StateDir —
+// about 4.5 MiB for a store of a few keys (Pebble preallocates the write-ahead
+// log at 110% of the 4 MiB memtable) plus its data; in memory, its store
+// cache (StoreCache: up to 10 MiB by default, filled as keys are written),
+// Pebble's memtables (from 256 KiB up to 4 MiB, two while one is flushed)
+// and Pebble's block cache (up to 2 MiB). A task without stores has no
+// directory.
+//
 // # Errors
 //
 // A record whose key or value does not decode goes to "<topic>.dlq" at once.
@@ -109,11 +117,11 @@
 // pieces are internal packages, each tested on its own; the watermark is
 // wired into the task (eventtime.go), the rest not yet. How each plugs in:
 //
-//   - stream/internal/watermark.Tracker: one per task (task.et). At creation
-//     the task adds each input partition and resumes the state its local
-//     database kept. task.observe, where the stream time is kept, also
-//     observes the record's input; each batch end (task.expire) advances the
-//     watermark on the App's clock (idleness is processing time; the
+//   - stream/internal/watermark.Tracker: one per task. At creation the task
+//     adds each input partition and resumes the state its local database
+//     kept. Where the task keeps its stream time (the largest event time it
+//     has seen), it also observes the record's input; each batch end (where
+//     expiry runs) advances the watermark on the App's clock (idleness is processing time; the
 //     Watermarks option sets the bound and idle timeout); the checkpoint
 //     write syncs the tracker state with it (state meta "watermark"). Still
 //     to do: carry that state with the committed offsets or the changelog so
@@ -121,7 +129,7 @@
 //     sub-topology's task count) for repartition topics once upstream tasks
 //     write markers; Status into the metrics and App.Describe.
 //   - Watermark markers (watermark.MarkerHeader "weir.wm",
-//     docs/format/watermark.md): task.handle recognises them before the
+//     docs/format/watermark.md): the task recognises them before the
 //     source decodes anything (never data, never the DLQ) and hands them to
 //     ObserveMarker. Still to do: a task writing a repartition topic sends
 //     MarkerRecord to every partition of it at most every marker interval,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream/internal/watermark"
@@ -25,7 +26,8 @@ import (
 //     survives a restart on the same disk, not a move to another instance or
 //     a full restore (it will travel with the committed offsets or the
 //     changelog);
-//   - no metric or App.Describe line yet.
+//   - metrics: the task's watermark, event-time lag and idle inputs; no
+//     App.Describe line yet.
 
 // Watermarks sets the App's watermark strategy: a source partition's
 // watermark is the largest event time read from it minus outOfOrderness; a
@@ -47,6 +49,9 @@ type eventTime struct {
 	cur    watermark.Input
 	// saved is the state last given to the local database.
 	saved []byte
+	// the task's children of the event-time metrics (wmGauge and lagGauge
+	// nil until the task has a watermark)
+	wmGauge, lagGauge, idleGauge prometheus.Gauge
 }
 
 // initEventTime adds the task's input partitions to a new tracker and
@@ -57,7 +62,8 @@ func (t *task) initEventTime() error {
 	if err != nil {
 		return err
 	}
-	t.et = eventTime{tracker: tr, inputs: map[string]watermark.Input{}}
+	t.et = eventTime{tracker: tr, inputs: map[string]watermark.Input{},
+		idleGauge: t.app.metrics.taskIdleInputs.WithLabelValues(t.id.String())}
 	now := t.app.cfg.clock.Now()
 	for _, topic := range slices.Sorted(maps.Keys(t.entries)) {
 		t.et.inputs[topic] = tr.AddSource(topic, t.id.partition, now)
@@ -100,9 +106,22 @@ func (t *task) handleMarker(kr *kgo.Record) bool {
 }
 
 // advanceWatermark recomputes the task's watermark at the end of its part
-// of a round, on the App's clock.
+// of a round, on the App's clock, and updates the task's event-time
+// metrics.
 func (t *task) advanceWatermark() int64 {
-	return t.et.tracker.Advance(t.app.cfg.clock.Now())
+	now := t.app.cfg.clock.Now()
+	wm := t.et.tracker.Advance(now)
+	if wm != watermark.Min {
+		if t.et.wmGauge == nil { // the series appear with the first watermark
+			id := t.id.String()
+			t.et.wmGauge = t.app.metrics.taskWatermark.WithLabelValues(id)
+			t.et.lagGauge = t.app.metrics.taskEventLag.WithLabelValues(id)
+		}
+		t.et.wmGauge.Set(float64(wm) / 1e3)
+		t.et.lagGauge.Set(float64(now.UnixMilli()-wm) / 1e3)
+	}
+	t.et.idleGauge.Set(float64(t.et.tracker.IdleInputs()))
+	return wm
 }
 
 // stageWatermark gives the tracker's state to the local database if it

@@ -3,35 +3,13 @@ package stream
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weirhq/weir/stream/internal/watermark"
 )
-
-// manualClock is a processing clock the test moves; Sleep advances it.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Sleep(_ context.Context, d time.Duration) error {
-	c.advance(d)
-	return nil
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // newMergeDriver runs "a" merged with "b" (one partition each: one task
 // with two inputs) to "out".
@@ -89,16 +67,26 @@ func TestTaskWatermarkMinOverInputs(t *testing.T) {
 }
 
 func TestTaskWatermarkIdleInput(t *testing.T) {
-	clk := &manualClock{now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
-	d := newMergeDriver(t, Watermarks(0, 5*time.Second), WithClock(clk))
+	clk := &instantClock{now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)} // Sleep advances it
+	reg := prometheus.NewRegistry()
+	d := newMergeDriver(t, Watermarks(0, 5*time.Second), WithClock(clk), Registerer(reg))
 	pipeAt(t, d, "a", 1000)
 	if got := taskWatermark(t, d); got != math.MinInt64 {
 		t.Fatalf("b silent for 0s: watermark %d, want none", got)
 	}
-	clk.advance(5 * time.Second)
+	if m := gatherTask(t, reg, "0_0"); m["weir_stream_task_idle_inputs"] == nil || *m["weir_stream_task_idle_inputs"] != 0 || m["weir_stream_task_watermark_seconds"] != nil {
+		t.Fatalf("metrics before a watermark: %v", m)
+	}
+	clk.Sleep(context.Background(), 5*time.Second)
 	pipeAt(t, d, "a", 2000)
 	if got := taskWatermark(t, d); got != 2000 {
 		t.Fatalf("b silent for 5s (idle): watermark %d, want a's 2000", got)
+	}
+	m := gatherTask(t, reg, "0_0")
+	wantLag := float64(clk.Now().UnixMilli()-2000) / 1e3
+	if *m["weir_stream_task_idle_inputs"] != 1 || *m["weir_stream_task_watermark_seconds"] != 2 || *m["weir_stream_task_event_time_lag_seconds"] != wantLag {
+		t.Fatalf("metrics: idle %v watermark %v lag %v, want 1, 2, %v", *m["weir_stream_task_idle_inputs"],
+			*m["weir_stream_task_watermark_seconds"], *m["weir_stream_task_event_time_lag_seconds"], wantLag)
 	}
 	// b comes back behind: it holds the watermark again, which does not
 	// go back.
@@ -111,6 +99,27 @@ func TestTaskWatermarkIdleInput(t *testing.T) {
 	if got := taskWatermark(t, d); got != 2500 {
 		t.Fatalf("b at 2500: watermark %d, want 2500", got)
 	}
+}
+
+// gatherTask returns the gauges of task id (nil: no such series).
+func gatherTask(t *testing.T, reg *prometheus.Registry, id string) map[string]*float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "task" && l.GetValue() == id && m.GetGauge() != nil {
+					v := m.GetGauge().GetValue()
+					out[mf.GetName()] = &v
+				}
+			}
+		}
+	}
+	return out
 }
 
 func TestTaskWatermarkMarkersAreNotData(t *testing.T) {

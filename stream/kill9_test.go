@@ -24,6 +24,9 @@ const (
 	killChildEnv       = "STREAM_KILL_CHILD"        // the App's guarantee
 	killChildBrokerEnv = "STREAM_KILL_CHILD_BROKER" // seed broker
 	killChildDirEnv    = "STREAM_KILL_CHILD_DIR"    // state directory
+	// killChildDynamicEnv, if set, turns static membership off
+	// (GroupInstanceID("")): the baseline of BenchmarkKill9Recovery.
+	killChildDynamicEnv = "STREAM_KILL_CHILD_DYNAMIC"
 )
 
 // runKillChild runs the keyed count (countTopology) as app "crashy" with
@@ -37,8 +40,12 @@ func runKillChild() int {
 	bl := NewBuilder()
 	countTopology(bl)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	a, err := NewApp("crashy", bl, Brokers(os.Getenv(killChildBrokerEnv)), StateDir(os.Getenv(killChildDirEnv)),
-		WithGuarantee(g), Logger(logger))
+	opts := []Opt{Brokers(os.Getenv(killChildBrokerEnv)), StateDir(os.Getenv(killChildDirEnv)),
+		WithGuarantee(g), Logger(logger)}
+	if os.Getenv(killChildDynamicEnv) != "" {
+		opts = append(opts, GroupInstanceID(""))
+	}
+	a, err := NewApp("crashy", bl, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -59,11 +66,14 @@ type killChild struct {
 	done chan struct{}
 }
 
-func startKillChild(t testing.TB, b *testBroker, g Guarantee, dir string) *killChild {
+func startKillChild(t testing.TB, b *testBroker, g Guarantee, dir string, dynamic bool) *killChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), killChildEnv+"="+g.String(), killChildBrokerEnv+"="+b.seeds[0],
 		killChildDirEnv+"="+dir)
+	if dynamic {
+		cmd.Env = append(cmd.Env, killChildDynamicEnv+"=1")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c := &killChild{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
@@ -118,22 +128,22 @@ func (b *syncBuffer) String() string {
 // SIGKILL once it has counted a first batch, produces a second batch,
 // restarts the child on the same state directory, and returns how long
 // after the restart the outputs showed every record of both batches
-// (failing t if not within limit).
-func killRestart(t testing.TB, b *testBroker, g Guarantee, limit time.Duration) time.Duration {
+// (failing t if not within limit). dynamic turns static membership off.
+func killRestart(t testing.TB, b *testBroker, g Guarantee, limit time.Duration, dynamic bool) time.Duration {
 	t.Helper()
 	b.createTopic("events", 3)
 	b.createTopic("counts", 3)
 	dir := t.TempDir()
 	truth := map[string]int64{}
 	committed := g == ExactlyOnce
-	first := startKillChild(t, b, g, dir)
+	first := startKillChild(t, b, g, dir, dynamic)
 	produceEvents(b, 0, 300, 12, truth)
 	waitCounts(t, b, committed, 60*time.Second, truth, first)
 	first.kill(t)
 
 	produceEvents(b, 300, 300, 12, truth)
 	start := time.Now()
-	second := startKillChild(t, b, g, dir)
+	second := startKillChild(t, b, g, dir, dynamic)
 	waitCounts(t, b, committed, limit, truth, second)
 	return time.Since(start)
 }
@@ -180,7 +190,7 @@ func TestKill9RestartResumesAtOnce(t *testing.T) {
 	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
 		t.Run(g.String(), func(t *testing.T) {
 			b := startBrokerOn(t, weirBroker)
-			d := killRestart(t, b, g, 20*time.Second)
+			d := killRestart(t, b, g, 20*time.Second, false)
 			t.Logf("%s: every record counted %v after the restart", g, d.Round(time.Millisecond))
 		})
 	}
@@ -190,16 +200,20 @@ func TestKill9RestartResumesAtOnce(t *testing.T) {
 // (SIGKILL) App with default options its outputs are complete again: the
 // restarted process's start, its rejoin as the same static member, the
 // restore of the changelog tail, and the processing of what arrived
-// meanwhile (300 records).
+// meanwhile (300 records). Each iteration also measures the baseline, the
+// same with static membership off (GroupInstanceID("")), which waits for
+// the dead member's session timeout; dynamic/static is their ratio.
 func BenchmarkKill9Recovery(bm *testing.B) {
 	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
 		bm.Run(strings.ReplaceAll(g.String(), "-", ""), func(bm *testing.B) {
-			var total time.Duration
+			var static, dynamic time.Duration
 			for range bm.N {
-				b := startBrokerOn(bm, weirBroker)
-				total += killRestart(bm, b, g, 120*time.Second)
+				static += killRestart(bm, startBrokerOn(bm, weirBroker), g, 120*time.Second, false)
+				dynamic += killRestart(bm, startBrokerOn(bm, weirBroker), g, 120*time.Second, true)
 			}
-			bm.ReportMetric(total.Seconds()/float64(bm.N), "recovery-s")
+			bm.ReportMetric(static.Seconds()/float64(bm.N), "recovery-s")
+			bm.ReportMetric(dynamic.Seconds()/float64(bm.N), "dynamic-recovery-s")
+			bm.ReportMetric(float64(dynamic)/float64(static), "dynamic/static")
 		})
 	}
 }

@@ -27,6 +27,10 @@ type metrics struct {
 	taskOut *prometheus.CounterVec
 	taskDLQ *prometheus.CounterVec
 	taskLag *prometheus.GaugeVec
+	// event time (eventtime.go)
+	taskWatermark  *prometheus.GaugeVec
+	taskEventLag   *prometheus.GaugeVec
+	taskIdleInputs *prometheus.GaugeVec
 }
 
 func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
@@ -68,10 +72,19 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 	m.taskLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
 		Name: "task_input_lag", Help: "Records between the task's position and its input's high watermark (at the last poll).",
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.taskWatermark = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_watermark_seconds", Help: "The task's event-time watermark, Unix seconds (absent until the task has one).",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.taskEventLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_event_time_lag_seconds", Help: "Processing clock minus the task's watermark, at its last batch (absent until the task has a watermark).",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.taskIdleInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_idle_inputs", Help: "Input partitions of the task idle past the idle timeout (not holding its watermark back).",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
 			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.txnAborts, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
-			m.taskIn, m.taskOut, m.taskDLQ, m.taskLag} {
+			m.taskIn, m.taskOut, m.taskDLQ, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
@@ -96,4 +109,7 @@ func (m *metrics) dropTask(task string) {
 	m.taskOut.DeleteLabelValues(task)
 	m.taskDLQ.DeleteLabelValues(task)
 	m.taskLag.DeleteLabelValues(task)
+	m.taskWatermark.DeleteLabelValues(task)
+	m.taskEventLag.DeleteLabelValues(task)
+	m.taskIdleInputs.DeleteLabelValues(task)
 }

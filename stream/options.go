@@ -116,6 +116,10 @@ type seams struct {
 	// checkpoint it starts from (zeros after a wipe) and after each
 	// checkpoint it writes.
 	standbyCheckpointed func(taskID, state.Checkpoint)
+	// restoreBatch is called by a restore after each batch of changelog
+	// records it committed to the local store, with the records applied so
+	// far.
+	restoreBatch func(applied int)
 }
 
 // killed reports whether a test has killed the App (seams.killed).
@@ -228,8 +232,17 @@ func Workers(n int) Opt { return optFunc(func(c *config) { c.workers = n }) }
 // output and changelog write is acknowledged). A shorter interval means fewer
 // duplicates after a crash and more commit traffic. Under ExactlyOnce it is
 // the span of one transaction: outputs become visible to read_committed
-// readers at most this long after they are produced. Default: 1s, 100ms
-// under ExactlyOnce (as Kafka Streams).
+// readers at most this long after they are produced. Default: 1s
+// at-least-once, 100ms under ExactlyOnce.
+//
+// Kafka Streams' commit.interval.ms defaults to 30s at-least-once and 100ms
+// under exactly_once_v2. weir's exactly-once default is the same; its
+// at-least-once default is shorter because a crash replays everything since
+// the last commit (duplicates downstream, counts above the truth): 1s bounds
+// that to about a second of input, and a commit costs little here — one
+// OffsetCommit after a producer flush, the tasks' local checkpoints being
+// written at most every 2s whatever the interval (below), where a Kafka
+// Streams commit also flushes its caches and checkpoints its stores.
 //
 // A commit (or transaction end) also writes the tasks' local checkpoints
 // (their stores' cached writes go to the local database, synced) when 2s

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -95,8 +96,13 @@ func (t *task) restore(ctx context.Context) error {
 			return err
 		}
 	}
-	n, err := t.replay(ctx, from, end)
+	n, reached, err := t.replay(ctx, from, end)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM, a rebalance): keep what was restored, so
+			// the next start replays only the rest.
+			t.checkpointRestored(cp, full, from, end, reached)
+		}
 		return err
 	}
 	t.clMu.Lock()
@@ -127,11 +133,46 @@ func (t *task) restore(ctx context.Context) error {
 	return nil
 }
 
+// checkpointRestored checkpoints a restore that stopped early: each
+// changelog's position reached (one past the last record applied and
+// committed to the local database), or where its replay started if it
+// applied nothing (0 after a wipe, else the old checkpoint), or its end if it
+// needed no replay. A failure is logged: the next start then restores as if
+// this one had not run.
+func (t *task) checkpointRestored(cp state.Checkpoint, full bool, from map[string]map[int32]kgo.Offset,
+	end, reached map[string]int64,
+) {
+	t.clMu.Lock()
+	for _, s := range t.stores {
+		topic := s.changelog
+		switch {
+		case from[topic] == nil:
+			t.clEnd[topic] = end[topic]
+		case reached[topic] > 0:
+			t.clEnd[topic] = reached[topic]
+		case full:
+			t.clEnd[topic] = 0
+		default:
+			t.clEnd[topic] = cp[s.spec.name]
+		}
+	}
+	t.clMu.Unlock()
+	if err := t.checkpoint(); err != nil {
+		t.app.cfg.logger.Warn("checkpoint of a stopped restore failed; the next start restores again",
+			"task", t.id.String(), "err", err)
+		return
+	}
+	t.app.cfg.logger.Info("restore stopped; what it restored is checkpointed", "task", t.id.String(),
+		"checkpoint", t.lastCheckpoint)
+}
+
 // replay applies the changelog records in [from, end) of the task's
-// partition to the local stores.
-func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset, end map[string]int64) (int, error) {
+// partition to the local stores. reached is, per changelog, one past the
+// last record applied (all of them committed to the local database), also
+// when it stops early with an error.
+func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset, end map[string]int64) (n int, reached map[string]int64, err error) {
 	if len(from) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
 	a := t.app
 	store := map[string]string{}
@@ -148,10 +189,11 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 	}, a.path.readOpts()...)...)
 	rc, err := kgo.NewClient(opts...)
 	if err != nil {
-		return 0, fmt.Errorf("task %s: restore client: %w", t.id, err)
+		return 0, nil, fmt.Errorf("task %s: restore client: %w", t.id, err)
 	}
 	defer rc.Close()
-	pos := map[string]int64{}
+	pos := map[string]int64{}       // one past the last record fetched
+	committed := map[string]int64{} // pos as of the last batch committed locally
 	done := func() bool {
 		for topic := range from {
 			if pos[topic] < end[topic] {
@@ -171,19 +213,18 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 		return left
 	}
 	defer a.metrics.restoreLeft.Set(0)
-	n := 0
 	for !done() {
 		a.metrics.restoreLeft.Set(float64(remaining()))
 		fetches := rc.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return n, ctx.Err()
+			return n, committed, ctx.Err()
 		}
 		var ferr error
 		fetches.EachError(func(topic string, p int32, err error) {
 			ferr = fmt.Errorf("task %s: restore %s-%d: %w", t.id, topic, p, err)
 		})
 		if ferr != nil {
-			return n, ferr
+			return n, committed, ferr
 		}
 		txn := t.db.Begin()
 		var applyErr error
@@ -214,10 +255,14 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 		}
 		txn.Discard()
 		if applyErr != nil {
-			return n, fmt.Errorf("task %s: restore: %w", t.id, applyErr)
+			return n, committed, fmt.Errorf("task %s: restore: %w", t.id, applyErr)
+		}
+		maps.Copy(committed, pos)
+		if f := a.cfg.seams.restoreBatch; f != nil {
+			f(n)
 		}
 	}
-	return n, nil
+	return n, committed, nil
 }
 
 // applyChangelog applies one changelog record to store: a value is the key's

@@ -29,6 +29,12 @@ func withTaskOwners(userData []byte, f func([]taskOwner)) Opt {
 	return optFunc(func(c *config) { c.seams.memberUserData, c.seams.onTaskOwners = userData, f })
 }
 
+// withRestoreBatches hands f, after each batch a restore committed to the
+// local store, the records it applied so far.
+func withRestoreBatches(f func(applied int)) Opt {
+	return optFunc(func(c *config) { c.seams.restoreBatch = f })
+}
+
 // withStandbyCheckpoints hands f each checkpoint a standby starts from and
 // writes.
 func withStandbyCheckpoints(f func(taskID, state.Checkpoint)) Opt {

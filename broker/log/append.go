@@ -32,27 +32,62 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		return AppendResult{}, ErrClosed
 	}
 	cfg := l.config()
-	vs, err := splitAndValidate(batches, cfg, &l.codecs)
+	vs, logAppendTime, err := l.prepareAppend(batches, cfg)
 	if err != nil {
 		return AppendResult{}, err
+	}
+	l.mu.Lock()
+	res, err := l.appendLocked(batches, vs, cfg, logAppendTime)
+	l.mu.Unlock()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	// What is left is waiting for durability, outside the append lock
+	// (group commit): res.durableEnd/durableEpoch were taken under it, so a
+	// rollback after the unlock is seen by waitSynced.
+	switch {
+	case l.policy == SyncInterval:
+	case res.Duplicate:
+		if durable {
+			err = l.waitSynced(res.durableEnd, res.durableEpoch)
+		}
+	case !durable:
+		l.kickSync()
+	default:
+		err = l.waitSynced(res.durableEnd, res.durableEpoch)
+	}
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return res, nil
+}
+
+// prepareAppend validates the batches (framing, CRC, records; keys on a
+// compacted topic; timestamp bounds under CreateTime) and applies Kafka's
+// timestamp rules to them, rewriting a batch's max timestamp (and CRC) where
+// needed. It returns the LogAppendTime stamped on every batch (-1 under
+// CreateTime). It runs before the append lock: it is CPU work on the
+// caller's bytes only.
+func (l *Log) prepareAppend(batches []byte, cfg *Config) (vs []validated, logAppendTime int64, err error) {
+	vs, err = splitAndValidate(batches, cfg, &l.codecs)
+	if err != nil {
+		return nil, 0, err
 	}
 	if cfg.Compact {
 		// Kafka refuses keyless records on a compacted topic.
 		if err := checkKeys(batches, vs, &l.codecs); err != nil {
-			return AppendResult{}, err
+			return nil, 0, err
 		}
 	}
 	if cfg.TimestampType == CreateTime {
 		if err := checkTimestampBounds(batches, vs, cfg, l.now().UnixMilli(), &l.codecs); err != nil {
-			return AppendResult{}, err
+			return nil, 0, err
 		}
 	}
-	res := AppendResult{LogAppendTime: -1, Batches: make([]BatchInfo, len(vs))}
-	// Timestamps: Kafka's rules, applied before the append lock (the CRC
-	// recomputation is CPU work).
 	pos := 0
+	logAppendTime = -1
 	if cfg.TimestampType == LogAppendTime {
-		res.LogAppendTime = l.now().UnixMilli()
+		logAppendTime = l.now().UnixMilli()
 	}
 	for i := range vs {
 		b := batches[pos : pos+int(vs[i].hdr.Size())]
@@ -61,8 +96,8 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		lat := h.Attributes&attrLogAppendTime != 0
 		switch {
 		case cfg.TimestampType == LogAppendTime:
-			setMaxTimestamp(b, res.LogAppendTime, true)
-			h.MaxTimestamp = res.LogAppendTime
+			setMaxTimestamp(b, logAppendTime, true)
+			h.MaxTimestamp = logAppendTime
 			h.Attributes |= attrLogAppendTime
 		case lat || vs[i].recordsMaxTimestamp != h.MaxTimestamp:
 			setMaxTimestamp(b, vs[i].recordsMaxTimestamp, false)
@@ -70,40 +105,42 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 			h.Attributes &^= attrLogAppendTime
 		}
 	}
+	return vs, logAppendTime, nil
+}
 
-	l.mu.Lock()
+// appendLocked writes the prepared batches at the log end: producer-state
+// checks (a duplicate is answered with the original offsets, see
+// duplicateLocked), a roll if due, offsets assigned, the write, the index
+// entries, and the written point published. A failed write is rolled back.
+// Durability is the caller's (Append) to wait for. mu must be held.
+func (l *Log) appendLocked(batches []byte, vs []validated, cfg *Config, logAppendTime int64) (AppendResult, error) {
 	if l.shut {
-		l.mu.Unlock()
 		return AppendResult{}, ErrClosed
 	}
 	if err := l.fixTailLocked(); err != nil {
-		l.mu.Unlock()
 		return AppendResult{}, err
 	}
-	// Producer-state checks (idempotence, transactions): under the append
-	// lock, before the write; applied once the bytes are written.
+	// Producer-state checks (idempotence, transactions): before the write;
+	// applied once the bytes are written.
 	if l.ps.broken != nil {
 		if err := l.rebuildProducerStateLocked(); err != nil {
-			l.mu.Unlock()
 			return AppendResult{}, err
 		}
 	}
 	upd, dup, err := l.ps.check(vs, l.next)
 	if err != nil {
-		l.mu.Unlock()
 		return AppendResult{}, err
 	}
 	if dup != nil {
-		return l.answerDuplicate(dup, durable)
+		return l.duplicateLocked(dup), nil
 	}
 	if err := l.maybeRoll(cfg, int64(len(batches)), vs); err != nil {
-		l.mu.Unlock()
 		return AppendResult{}, err
 	}
 	seg := l.active
 	start := seg.size.Load()
 	next := l.next
-	pos = 0
+	pos := 0
 	for i := range vs {
 		h := &vs[i].hdr
 		h.BaseOffset = next
@@ -123,9 +160,9 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 		} else {
 			seg.truncated(start)
 		}
-		l.mu.Unlock()
 		return AppendResult{}, storageErr(fmt.Sprintf("write %s", seg.name()), err)
 	}
+	res := AppendResult{LogAppendTime: logAppendTime, Batches: make([]BatchInfo, len(vs))}
 	interval := int64(cfg.IndexIntervalBytes)
 	seg.mu.Lock()
 	p := start
@@ -152,46 +189,27 @@ func (l *Log) Append(batches []byte, durable bool) (AppendResult, error) {
 
 	l.syncMu.Lock()
 	l.written = syncPoint{seg: seg, pos: p, next: next, maxTs: maxTs, maxTsOff: maxTsOff}
-	epoch := l.rollbacks
 	if l.policy == SyncInterval {
 		l.setHW(next)
+	} else {
+		res.durableEnd, res.durableEpoch = next, l.rollbacks
 	}
 	l.syncMu.Unlock()
-	l.mu.Unlock()
-
-	if l.policy == SyncInterval {
-		return res, nil
-	}
-	res.durableEnd, res.durableEpoch = next, epoch
-	if !durable {
-		l.kickSync()
-		return res, nil
-	}
-	if err := l.waitSynced(next, epoch); err != nil {
-		return AppendResult{}, err
-	}
 	return res, nil
 }
 
-// answerDuplicate answers an append whose batch is already in the log with
-// the original offsets. A durable append still waits until those are
-// synced. mu is held on entry and released.
-func (l *Log) answerDuplicate(d *duplicate, durable bool) (AppendResult, error) {
-	l.syncMu.Lock()
-	epoch := l.rollbacks
-	l.syncMu.Unlock()
+// duplicateLocked answers an append whose batch is already in the log with
+// the original offsets; a durable append still waits until those are synced
+// (Append). mu must be held.
+func (l *Log) duplicateLocked(d *duplicate) AppendResult {
 	res := AppendResult{BaseOffset: d.firstOff, LastOffset: d.lastOff, LogAppendTime: -1,
 		LogStartOffset: l.logStart.Load(), Duplicate: true}
 	if l.policy == SyncAlways {
-		res.durableEnd, res.durableEpoch = d.lastOff+1, epoch
+		l.syncMu.Lock()
+		res.durableEnd, res.durableEpoch = d.lastOff+1, l.rollbacks
+		l.syncMu.Unlock()
 	}
-	l.mu.Unlock()
-	if durable && l.policy == SyncAlways {
-		if err := l.waitSynced(d.lastOff+1, epoch); err != nil {
-			return AppendResult{}, err
-		}
-	}
-	return res, nil
+	return res
 }
 
 // checkTimestampBounds applies message.timestamp.before/after.max.ms to the

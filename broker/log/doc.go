@@ -34,6 +34,5 @@
 // # Concurrency
 //
 // A *Log is goroutine-safe. Appends are serialised; reads run concurrently
-// with appends and each other. Lock order: ckptMu, metaMu, mu (append),
-// segsMu, seg.idxFileMu, seg.mu, syncMu; ckptFileMu is a leaf.
+// with appends and each other. The lock order is stated on Log.
 package log

@@ -195,9 +195,12 @@ type syncPoint struct {
 // each other.
 //
 // Lock order (outer first): ckptMu -> metaMu -> mu -> segsMu -> seg.idxFileMu
-// -> seg.mu -> syncMu. No lock is held across an fsync of the data file by
-// the group-commit leader; mu is held across the fsyncs of a segment roll
-// (rare) and for the rollback after a failed write or fsync.
+// -> seg.mu -> syncMu, and mu -> ps.mu (producer state; no Log lock is taken
+// under it). ckptFileMu and snapMu are leaves: nothing else is locked while
+// one is held. A function named …Locked expects mu held. No lock is held
+// across an fsync of the data file by the group-commit leader; mu is held
+// across the fsyncs of a segment roll (rare) and for the rollback after a
+// failed write or fsync.
 type Log struct {
 	fs     vfs.FS
 	dir    string

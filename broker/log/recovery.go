@@ -30,7 +30,11 @@ import (
 // After a clean Close the checkpoint is at the end of the log: nothing is
 // scanned.
 
-// recover opens the directory, rebuilding state after a crash if needed.
+// recover opens the directory, rebuilding state after a crash if needed, in
+// phases: list the segment files (removing orphans), read the log start and
+// recovery point, open every segment, choose where the scan starts, scan
+// the tail (truncating a torn or corrupt one), and make the last segment
+// active.
 func (l *Log) recover() error {
 	// A new partition (create.go).
 	if created, err := l.createIfMissing(); err != nil || created {
@@ -41,9 +45,40 @@ func (l *Log) recover() error {
 	if err := l.recoverCleanSwap(); err != nil {
 		return err
 	}
+	bases, err := l.listSegments()
+	if err != nil {
+		return err
+	}
+	logStart, ckpt, err := l.readRecoveryFiles()
+	if err != nil {
+		return err
+	}
+	if len(bases) == 0 {
+		seg, err := l.createSegment(logStart)
+		if err != nil {
+			return err
+		}
+		l.segs = []*segment{seg}
+		return l.finishOpen(seg, logStart, logStart, true)
+	}
+	if err := l.openSegments(bases); err != nil {
+		return err
+	}
+	sp := l.scanStart(ckpt)
+	scan, err := l.scanTail(sp)
+	if err != nil {
+		return err
+	}
+	return l.activate(logStart, ckpt, sp, scan)
+}
+
+// listSegments returns the base offsets of the directory's segments in
+// order, after removing orphan files: interrupted atomic writes and index
+// files whose .log was deleted first.
+func (l *Log) listSegments() ([]int64, error) {
 	names, err := l.fs.List(l.dir)
 	if err != nil {
-		return storageErr("list log dir", err)
+		return nil, storageErr("list log dir", err)
 	}
 	var bases []int64
 	haveLog := map[int64]bool{}
@@ -70,12 +105,18 @@ func (l *Log) recover() error {
 	}
 	for _, n := range orphans {
 		if err := l.fs.Remove(filepath.Join(l.dir, n)); err != nil && !isNotExist(err) {
-			return storageErr("remove "+n, err)
+			return nil, storageErr("remove "+n, err)
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
 
-	logStart := int64(0)
+// readRecoveryFiles reads the log start offset (0 if absent) and the
+// recovery point (nil if absent). A damaged file is logged and ignored:
+// the log start then comes from the first segment, and the scan starts at
+// the last segment.
+func (l *Log) readRecoveryFiles() (logStart int64, ckpt *checkpoint, err error) {
 	if b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, logStartFile)); err == nil {
 		if v, derr := decodeLogStart(b); derr == nil {
 			logStart = v
@@ -84,9 +125,8 @@ func (l *Log) recover() error {
 				&CorruptionError{Segment: logStartFile, Reason: derr.Error()})
 		}
 	} else if !isNotExist(err) {
-		return storageErr("read log start offset", err)
+		return 0, nil, storageErr("read log start offset", err)
 	}
-	var ckpt *checkpoint
 	if b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, checkpointFile)); err == nil {
 		if c, derr := decodeCheckpoint(b); derr == nil {
 			ckpt = &c
@@ -95,18 +135,15 @@ func (l *Log) recover() error {
 				&CorruptionError{Segment: checkpointFile, Reason: derr.Error()})
 		}
 	} else if !isNotExist(err) {
-		return storageErr("read recovery point", err)
+		return 0, nil, storageErr("read recovery point", err)
 	}
+	return logStart, ckpt, nil
+}
 
-	if len(bases) == 0 {
-		seg, err := l.createSegment(logStart)
-		if err != nil {
-			return err
-		}
-		l.segs = []*segment{seg}
-		return l.finishOpen(seg, logStart, logStart, true)
-	}
-
+// openSegments opens every segment file as a closed segment (only its size
+// is read) and drops an empty segment that is not the last: a leftover of
+// a roll that failed after creating its file.
+func (l *Log) openSegments(bases []int64) error {
 	for _, b := range bases {
 		seg := &segment{base: b, fs: l.fs, dir: l.dir, ix: newIndexState(b)}
 		seg.refs.Store(1)
@@ -123,9 +160,6 @@ func (l *Log) recover() error {
 		seg.size.Store(st.Size())
 		seg.closed = true
 	}
-
-	// An empty segment that is not the last is a leftover of a roll that
-	// failed after creating its file: drop it.
 	kept := l.segs[:0]
 	for i, seg := range l.segs {
 		if i < len(l.segs)-1 && seg.size.Load() == 0 {
@@ -137,13 +171,28 @@ func (l *Log) recover() error {
 		kept = append(kept, seg)
 	}
 	l.segs = kept
+	return nil
+}
 
-	// Where the scan starts. Without a usable recovery point: at the start
-	// of the last segment, since a segment is closed only after its data
-	// and index files are fsynced (roll), so every closed segment is whole.
+// scanPoint is where recovery's scan starts: segment index seg, byte pos in
+// it, next offset at that byte. trusted: it is the recovery point (the
+// bytes before it are durable and need no scan); indexOK: the segment's
+// index entries below pos were loaded from its index files.
+type scanPoint struct {
+	seg     int
+	pos     int64
+	next    int64
+	trusted bool
+	indexOK bool
+}
+
+// scanStart decides where the scan starts. Without a usable recovery point:
+// at the start of the last segment, since a segment is closed only after its
+// data and index files are fsynced (roll), so every closed segment is whole.
+// It marks the start segment loaded.
+func (l *Log) scanStart(ckpt *checkpoint) scanPoint {
 	lastSeg := len(l.segs) - 1
-	start, startPos, next := lastSeg, int64(0), l.segs[lastSeg].base
-	trusted := false
+	sp := scanPoint{seg: lastSeg, next: l.segs[lastSeg].base}
 	if ckpt == nil {
 		if len(l.segs) == 1 && l.segs[0].size.Load() == 0 {
 			// A new partition that never got data: it has no recovery
@@ -162,96 +211,117 @@ func (l *Log) recover() error {
 			l.logger.Error("segment shorter than its recovery point, scanning it", "err", &CorruptionError{
 				Segment: l.segs[i].name(), Offset: l.segs[i].size.Load(),
 				Reason: fmt.Sprintf("recovery point at byte %d", ckpt.pos)})
-			start, next = i, l.segs[i].base
+			sp.seg, sp.next = i, l.segs[i].base
 		default:
-			start, startPos, next, trusted = i, ckpt.pos, ckpt.next, true
+			sp = scanPoint{seg: i, pos: ckpt.pos, next: ckpt.next, trusted: true}
 		}
 	}
-	first := l.segs[start]
+	first := l.segs[sp.seg]
 	first.mu.Lock()
 	first.loaded = true
 	first.maxTsKnown = true
-	indexOK := trusted
-	if trusted {
+	sp.indexOK = sp.trusted
+	if sp.trusted {
 		if err := l.loadCheckpointIndexes(first, ckpt); err != nil {
 			l.logger.Warn("rebuilding index of checkpoint segment", "err", err)
-			startPos, next = 0, first.base
+			sp.pos, sp.next = 0, first.base
 			first.ix = newIndexState(first.base)
 			first.flushedO, first.flushedT = 0, 0
-			indexOK = false
+			sp.indexOK = false
 		}
 	}
 	first.mu.Unlock()
+	return sp
+}
 
-	scanned := false
+// scanResult is what scanTail found: the index of the last segment kept,
+// the next offset after the last good batch, and whether any byte was
+// scanned.
+type scanResult struct {
+	last    int
+	next    int64
+	scanned bool
+}
+
+// scanTail scans from sp to the end of the log, batch by batch. The first
+// bad batch ends the log: its segment is truncated there (synced) and every
+// later segment is dropped. A segment that does not start where the
+// previous one ended ends the log the same way.
+func (l *Log) scanTail(sp scanPoint) (scanResult, error) {
+	res := scanResult{last: len(l.segs) - 1, next: sp.next}
 	l.scanFrom = -1
-	last := len(l.segs) - 1
 	interval := int64(l.config().IndexIntervalBytes)
-	for i := start; i < len(l.segs); i++ {
+	for i := sp.seg; i < len(l.segs); i++ {
 		seg := l.segs[i]
 		pos := int64(0)
-		if i == start {
-			pos = startPos
+		if i == sp.seg {
+			pos = sp.pos
 		} else {
 			seg.mu.Lock()
 			seg.loaded, seg.maxTsKnown = true, true
 			seg.mu.Unlock()
-			if seg.base != next {
+			if seg.base != res.next {
 				// A segment is created at the log end by a roll.
 				l.logger.Error("segment does not start where the previous one ends", "err",
-					&CorruptionError{Segment: seg.name(), Reason: fmt.Sprintf("base offset %d, previous segment ends at %d", seg.base, next)})
-				last = i - 1
+					&CorruptionError{Segment: seg.name(), Reason: fmt.Sprintf("base offset %d, previous segment ends at %d", seg.base, res.next)})
+				res.last = i - 1
 				break
 			}
-			next = seg.base
+			res.next = seg.base
 		}
 		if pos == seg.size.Load() {
 			continue
 		}
-		if !scanned {
-			l.scanFrom = next
+		if !res.scanned {
+			l.scanFrom = res.next
 		}
-		scanned = true
-		end, n, cerr, err := scanSegment(seg, pos, next, interval, true, &seg.ix, &seg.mu, l.collectProducerBatch)
+		res.scanned = true
+		end, n, cerr, err := scanSegment(seg, pos, res.next, interval, true, &seg.ix, &seg.mu, l.collectProducerBatch)
 		if err != nil {
-			return storageErr("scan "+seg.name(), err)
+			return res, storageErr("scan "+seg.name(), err)
 		}
-		next = n
+		res.next = n
 		if cerr == nil && i < len(l.segs)-1 {
 			// A closed segment whose tail was scanned: make sure the
 			// bytes are durable (a process crash leaves them in the page
 			// cache only) before anything depends on them.
 			if err := seg.f.Sync(); err != nil {
-				return storageErr("sync "+seg.name(), err)
+				return res, storageErr("sync "+seg.name(), err)
 			}
 		}
 		if cerr != nil {
 			l.logger.Warn("truncating torn or corrupt tail", "segment", seg.name(), "pos", end, "err", cerr)
 			if err := seg.f.Truncate(end); err != nil {
-				return storageErr("truncate "+seg.name(), err)
+				return res, storageErr("truncate "+seg.name(), err)
 			}
 			if err := seg.f.Sync(); err != nil {
-				return storageErr("sync "+seg.name(), err)
+				return res, storageErr("sync "+seg.name(), err)
 			}
 			seg.size.Store(end)
 			if i < len(l.segs)-1 {
 				l.logger.Error("dropping segments after a corrupt batch", "from", l.segs[i+1].name())
 			}
-			last = i
+			res.last = i
 			break
 		}
 	}
 	// Drop segments after a corruption point (files removed, .log first).
-	for _, seg := range l.segs[last+1:] {
+	for _, seg := range l.segs[res.last+1:] {
 		seg.deleted.Store(true)
 		seg.release(l)
 	}
-	l.segs = l.segs[:last+1]
-	act := l.segs[last]
+	l.segs = l.segs[:res.last+1]
+	return res, nil
+}
 
-	// Closed segments that were scanned get their index files rewritten.
+// activate makes the last segment the active one after a scan: the closed
+// segments that were scanned get their index files rewritten, the active
+// segment's index files are opened, a scanned tail is synced before it
+// becomes visible, and the offsets are set (finishOpen).
+func (l *Log) activate(logStart int64, ckpt *checkpoint, sp scanPoint, scan scanResult) error {
+	act := l.segs[scan.last]
 	rewrote := false
-	for i := start; i < last; i++ {
+	for i := sp.seg; i < scan.last; i++ {
 		seg := l.segs[i]
 		seg.mu.Lock()
 		seg.ix.addTimeEntry()
@@ -261,7 +331,7 @@ func (l *Log) recover() error {
 		}
 		rewrote = true
 	}
-	if err := l.openActiveIndexFiles(act, indexOK && start == last); err != nil {
+	if err := l.openActiveIndexFiles(act, sp.indexOK && sp.seg == scan.last); err != nil {
 		return err
 	}
 	if rewrote {
@@ -269,7 +339,7 @@ func (l *Log) recover() error {
 			return storageErr("sync log dir", err)
 		}
 	}
-	if scanned {
+	if scan.scanned {
 		// The recovered tail may be only in the page cache (a process
 		// crash): make it durable before it becomes visible.
 		if err := act.f.Sync(); err != nil {
@@ -286,13 +356,14 @@ func (l *Log) recover() error {
 			}
 		}
 	}
-	if err := l.finishOpen(act, logStart, next, scanned || !trusted); err != nil {
+	if err := l.finishOpen(act, logStart, scan.next, scan.scanned || !sp.trusted); err != nil {
 		return err
 	}
-	if trusted && ckpt.clean && !scanned {
-		l.logger.Debug("opened after clean shutdown", "segments", len(l.segs), "log_end", next)
+	if sp.trusted && ckpt.clean && !scan.scanned {
+		l.logger.Debug("opened after clean shutdown", "segments", len(l.segs), "log_end", scan.next)
 	} else {
-		l.logger.Info("recovered log", "segments", len(l.segs), "log_end", next, "scanned_from_segment", first.name(), "scanned_from_pos", startPos)
+		l.logger.Info("recovered log", "segments", len(l.segs), "log_end", scan.next,
+			"scanned_from_segment", l.segs[sp.seg].name(), "scanned_from_pos", sp.pos)
 	}
 	return nil
 }

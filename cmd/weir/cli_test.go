@@ -249,9 +249,9 @@ func TestProduceConsume(t *testing.T) {
 		seen[*r.Key] = true
 	}
 
-	// kv format round-trips with produce -K.
+	// kv format round-trips with produce -K; headers follow a tab.
 	out = mustCLI(t, "", "consume", b, "events", "-e", "-f", "kv", "-p", fmt.Sprint(javaPartition([]byte("user-7"), 4)))
-	if !strings.Contains(out, "user-7:event 7: with a colon\n") {
+	if !strings.Contains(out, "user-7:event 7: with a colon\tsource=cli,k2=v=2\n") {
 		t.Fatalf("kv output lacks user-7:\n%s", out)
 	}
 
@@ -502,5 +502,130 @@ func TestVersion(t *testing.T) {
 	out := mustCLI(t, "", "version")
 	if !strings.HasPrefix(out, "weir ") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("version output %q", out)
+	}
+}
+
+// Issue 18: consume reads several topics and topics matching a regex
+// (directly and in a group), prints kcat-like format strings, and reads
+// committed data only unless --isolation read_uncommitted.
+func TestConsumeTopicsRegexFormatIsolation(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	for _, tp := range []string{"orders-eu", "orders-us", "payments"} {
+		mustCLI(t, "", "topic", "create", b, tp, "-p", "1")
+		mustCLI(t, "k:"+tp+"\n", "produce", b, tp, "-K", ":", "-H", "src=cli", "-q")
+	}
+	lines := func(s string) []string {
+		l := strings.Split(strings.TrimSpace(s), "\n")
+		sort.Strings(l)
+		return l
+	}
+	out := mustCLI(t, "", "consume", b, "orders-eu", "payments", "-e", "-F", `%t %p %o %k %s %h %K %S`)
+	if got, want := lines(out), []string{"orders-eu 0 0 k orders-eu src=cli 1 9", "payments 0 0 k payments src=cli 1 8"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("two topics with -F: %q, want %q", got, want)
+	}
+	out = mustCLI(t, "", "consume", b, "--regex", "orders-.*", "-e", "-F", `%t\t%s\n`)
+	if got, want := lines(out), []string{"orders-eu\torders-eu", "orders-us\torders-us"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("--regex: %q, want %q", got, want)
+	}
+	// A regex matches whole names: "orders" alone matches nothing.
+	if _, errOut, code := runCLI(t, "", "consume", b, "--regex", "orders", "-e"); code == 0 || !strings.Contains(errOut, "no topic matches") {
+		t.Fatalf("--regex orders: exit %d, %q", code, errOut)
+	}
+	out = mustCLI(t, "", "consume", b, "--regex", "orders-.*", "-g", "rx", "-n", "2", "-F", "%t")
+	if got, want := lines(out), []string{"orders-eu", "orders-us"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("--regex -g: %q, want %q", got, want)
+	}
+	for _, bad := range [][]string{
+		{"-F", "%x"}, {"-F", "50%"}, {"-F", `\q`}, {"-F", "%s", "-f", "json"}, {"--isolation", "serializable"}, {"--regex", "("},
+	} {
+		if _, errOut, code := runCLI(t, "", append([]string{"consume", b, "payments", "-e"}, bad...)...); code == 0 {
+			t.Errorf("consume %v: exit 0 (%s)", bad, errOut)
+		}
+	}
+
+	// An aborted transaction's record and a committed one.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mustCLI(t, "", "topic", "create", b, "tx", "-p", "1")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("cli-test"), kgo.DefaultProduceTopic("tx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		v := "aborted"
+		if commit {
+			v = "committed"
+		}
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// -e ends at the end even though the last offset is a commit marker.
+	if out := mustCLI(t, "", "consume", b, "tx", "-e"); out != "committed\n" {
+		t.Fatalf("default (read_committed): %q", out)
+	}
+	if out := mustCLI(t, "", "consume", b, "tx", "-e", "--isolation", "read_uncommitted"); out != "aborted\ncommitted\n" {
+		t.Fatalf("read_uncommitted: %q", out)
+	}
+	if out := mustCLI(t, "", "consume", b, "tx", "-n", "1", "-g", "txg"); out != "committed\n" {
+		t.Fatalf("group, read_committed: %q", out)
+	}
+}
+
+// Issue 18: produce --input json takes values as JSON objects (written as
+// JSON), headers as an object or an array, timestamps in RFC 3339 or ms, and
+// says what is wrong in JSON's terms, never with a Go type name.
+func TestProduceJSONInputForms(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "j", "-p", "1")
+	in := `{"key":"k1","value":{"b":1,"a":[true,null]},"headers":{"h1":"x","h0":"y"},"timestamp":"2026-01-02T15:04:05.5Z"}
+{"key":7,"value":"plain","headers":[{"key":"z","value":"1"},{"key":"bin","value_base64":"/wA="}],"timestamp":1700000000123}
+{"value":null,"timestamp":"1700000000999"}
+`
+	mustCLI(t, in, "produce", b, "j", "--input", "json", "-q")
+	out := mustCLI(t, "", "consume", b, "j", "-e", "-f", "json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("consumed:\n%s", out)
+	}
+	for i, want := range []string{
+		`"timestamp":1767366245500,"key":"k1","value":"{\"b\":1,\"a\":[true,null]}","headers":[{"key":"h1","value":"x"},{"key":"h0","value":"y"}]}`,
+		`"timestamp":1700000000123,"key":"7","value":"plain","headers":[{"key":"z","value":"1"},{"key":"bin","value_base64":"/wA="}]}`,
+		`"timestamp":1700000000999,"key":null,"value":null}`,
+	} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("record %d: %s\nwant suffix %s", i, lines[i], want)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`[1,2]`, "a record must be a JSON object, got an array"},
+		{`{"value":"x","timestamp":true}`, "timestamp: want milliseconds since the epoch"},
+		{`{"timestamp":"yesterday"}`, `timestamp "yesterday": want milliseconds`},
+		{`{"headers":"h=1"}`, "headers: want an array"},
+		{`{"headers":[{"key":1}]}`, `headers[0]: "key" must be a string`},
+		{`{"headers":[{"key":"a","valu":"x"}]}`, `headers[0]: unknown field "valu"`},
+		{`{"key_base64":5}`, "key_base64: want a base64 string, got a number"},
+		{`{"value":"a","value_base64":"YQ=="}`, "value: both value and value_base64"},
+		{`{"kye":"b"}`, `unknown field "kye"`},
+		{`{"value":`, "not valid JSON: the line ends inside the JSON value"},
+	} {
+		_, errOut, code := runCLI(t, tc.in+"\n", "produce", b, "j", "--input", "json")
+		if code == 0 || !strings.Contains(errOut, "line 1: "+tc.want) {
+			t.Errorf("input %s: exit %d, stderr %q, want %q", tc.in, code, errOut, tc.want)
+		}
+		for _, goName := range []string{"Go struct", "of type", "jsonInput", "string into", "*string", "int64"} {
+			if strings.Contains(errOut, goName) {
+				t.Errorf("input %s: error names a Go type (%q): %s", tc.in, goName, errOut)
+			}
+		}
 	}
 }

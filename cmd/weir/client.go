@@ -65,8 +65,43 @@ func (cf *clientFlags) client(extra ...kgo.Opt) (*kgo.Client, error) {
 	return cl, nil
 }
 
-func (cf *clientFlags) admin() (*kadm.Client, func(), error) {
-	cl, err := cf.client()
+// reachable checks, within --timeout, that one of the brokers answers, so
+// that a wrong or dead address fails with "broker unreachable: <address>"
+// instead of a client retrying in the background forever (franz-go buffers
+// produced records and rejoins groups until told otherwise).
+func (cf *clientFlags) reachable(ctx context.Context, cl *kgo.Client) error {
+	pctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	err := cl.Ping(pctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case pctx.Err() != nil:
+		return fmt.Errorf("broker unreachable: %s (no answer within --timeout %s)", strings.Join(cf.brokers, ","), cf.timeout)
+	default:
+		return fmt.Errorf("broker unreachable: %s (%w)", strings.Join(cf.brokers, ","), err)
+	}
+}
+
+// connect is client followed by reachable.
+func (cf *clientFlags) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := cf.client(extra...)
+	if err != nil {
+		return nil, err
+	}
+	if err := cf.reachable(ctx, cl); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
+}
+
+// admin is a connected (reachable) admin client whose requests carry
+// --timeout as their broker-side timeout.
+func (cf *clientFlags) admin(ctx context.Context) (*kadm.Client, func(), error) {
+	cl, err := cf.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -78,7 +113,7 @@ func (cf *clientFlags) admin() (*kadm.Client, func(), error) {
 // adminCtx is admin plus the per-command deadline (--timeout) derived
 // from parent; done closes the client and releases the deadline.
 func (cf *clientFlags) adminCtx(parent context.Context) (context.Context, *kadm.Client, func(), error) {
-	adm, closeClient, err := cf.admin()
+	adm, closeClient, err := cf.admin(parent)
 	if err != nil {
 		return nil, nil, nil, err
 	}

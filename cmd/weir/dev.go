@@ -6,21 +6,29 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/broker"
 	"github.com/weirhq/weir/internal/demo/surge"
 )
 
+// defaultDevHTTPAddr is weir dev's --http-addr default, weir serve's.
+const defaultDevHTTPAddr = "127.0.0.1:9644"
+
 // devOptions are the flags of weir dev.
 type devOptions struct {
 	dataDir    string
 	kafkaAddr  string
+	httpAddr   string
 	rate       float64
 	duration   time.Duration
 	partitions int32
@@ -49,6 +57,11 @@ connect to --kafka-addr meanwhile, e.g.
   weir consume ride-requests -f kv
   weir group describe surge
 
+Unlike weir serve, dev creates a topic the first time a client produces to it or
+asks for it (auto.create.topics.enable, as Redpanda's dev mode), so any client can
+start writing at once. Prometheus metrics of the broker and the app are served on
+--http-addr (/metrics, /healthz).
+
 Ctrl-C or SIGTERM stops the generator, the app (which commits what it processed)
 and the broker. With --duration the demo stops by itself once the app has
 processed everything generated. Data stays in --data-dir: run it again and the
@@ -61,6 +74,7 @@ counts continue.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "data-dir", filepath.Join("weir-data", "dev"), `directory for the broker's data ("broker/") and the app's state ("app/"); "" for a temporary one removed at exit`)
 	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (port 0 picks one)")
+	f.StringVar(&o.httpAddr, "http-addr", defaultDevHTTPAddr, `HTTP address for /metrics and /healthz (port 0 picks one; "" or "off" disables)`)
 	f.Float64Var(&o.rate, "rate", 20, "generated events per second (0: no generator; produce to ride-requests and driver-status yourself)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long, once everything generated is processed (0: until interrupted)")
 	f.Int32Var(&o.partitions, "partitions", 3, "partitions of the demo's topics when they are created")
@@ -88,14 +102,19 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		}
 		defer os.RemoveAll(dir)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := broker.Start(ctx, broker.Config{
 		DataDir:   filepath.Join(dir, "broker"),
 		KafkaAddr: o.kafkaAddr,
+		// Topics appear on first use, as in Redpanda's dev mode (serve
+		// keeps Kafka's choice of off unless asked).
+		AutoCreateTopics: true,
 		// The demo's consumers start at once instead of after Kafka's 3s
 		// group.initial.rebalance.delay.ms.
 		GroupInitialRebalanceDelay: -1,
 		Logger:                     logger.With("component", "broker"),
-		Registerer:                 prometheus.NewRegistry(),
+		Registerer:                 reg,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -111,12 +130,38 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			err = fmt.Errorf("broker close: %w", cerr)
 		}
 	}()
+	metrics := ""
+	if o.httpAddr != "" && o.httpAddr != "off" {
+		ln, err := net.Listen("tcp", o.httpAddr)
+		switch {
+		case err != nil && o.httpAddr == defaultDevHTTPAddr:
+			// As for the registry: a busy default (a weir serve running)
+			// does not stop the demo.
+			logger.Warn("metrics not served: the address is busy (set --http-addr, or off)", "addr", o.httpAddr, "err", err)
+		case err != nil:
+			return fmt.Errorf("http listen on %s: %w (try --http-addr 127.0.0.1:0, or off)", o.httpAddr, err)
+		default:
+			var healthy atomic.Bool
+			healthy.Store(true)
+			srv := &http.Server{Handler: newHTTPHandler(reg, &healthy), ReadHeaderTimeout: 10 * time.Second}
+			go srv.Serve(ln)
+			defer func() {
+				healthy.Store(false)
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if serr := srv.Shutdown(sctx); serr != nil && err == nil {
+					err = fmt.Errorf("http shutdown: %w", serr)
+				}
+			}()
+			metrics = fmt.Sprintf(", metrics on http://%s/metrics", ln.Addr())
+		}
+	}
 	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
 	if err != nil {
 		return err
 	}
 	defer rs.Close()
-	fmt.Fprintf(stdout, "weir dev: broker on %s, data in %s; Ctrl-C stops\n", b.Addr(), dir)
+	fmt.Fprintf(stdout, "weir dev: broker on %s%s, data in %s; topics are created on first use; Ctrl-C stops\n", b.Addr(), metrics, dir)
 	fmt.Fprintf(stdout, "  watch it with: kcat -C -b %s -t %s -f '%%k %%s\\n'   or   weir consume %s --brokers %s -f kv\n\n",
 		b.Addr(), surge.SurgeTopic, surge.SurgeTopic, b.Addr())
 
@@ -135,6 +180,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		Out:        stdout,
 		Live:       !o.plain && isTerminal(stdout),
 		Logger:     logger.With("component", "app"),
+		Registerer: reg,
 	})
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func finalTable(t *testing.T, out string) (rows map[string][]string, produced in
 // committed offsets, changelog-backed state).
 func TestDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
-	args := []string{"dev", "--duration", "3s", "--kafka-addr", "127.0.0.1:0", "--data-dir", dir,
+	args := []string{"dev", "--duration", "3s", "--kafka-addr", "127.0.0.1:0", "--http-addr", "off", "--data-dir", dir,
 		"--rate", "100", "--seed", "7", "--refresh", "500ms"}
 	out := mustCLI(t, "", args...)
 	for _, want := range []string{"weir dev: broker on 127.0.0.1:", "app surge (at-least-once)",
@@ -80,7 +80,7 @@ func TestDev(t *testing.T) {
 	}
 
 	// Again on the same data: the counts continue from the first run.
-	out2 := mustCLI(t, "", "dev", "--duration", "2s", "--kafka-addr", "127.0.0.1:0", "--data-dir", dir,
+	out2 := mustCLI(t, "", "dev", "--duration", "2s", "--kafka-addr", "127.0.0.1:0", "--http-addr", "off", "--data-dir", dir,
 		"--rate", "50", "--seed", "8")
 	rows2, produced2 := finalTable(t, out2)
 	var counted2 int64
@@ -115,7 +115,7 @@ func TestDevInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "dev", "--kafka-addr", "127.0.0.1:0", "--data-dir", "", "--rate", "50",
+	cmd := exec.Command(exe, "dev", "--kafka-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", "", "--rate", "50",
 		"--refresh", "200ms")
 	cmd.Env = append(os.Environ(), execMainEnv+"=1")
 	stdout, err := cmd.StdoutPipe()
@@ -172,8 +172,57 @@ func TestDevPortBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, errOut, code := runCLI(t, "", "dev", "--kafka-addr", ln.Addr().String(), "--data-dir", "", "--duration", "1s")
+	_, errOut, code := runCLI(t, "", "dev", "--kafka-addr", ln.Addr().String(), "--http-addr", "off", "--data-dir", "", "--duration", "1s")
 	if code == 0 || !strings.Contains(errOut, "--kafka-addr 127.0.0.1:0") {
 		t.Fatalf("exit %d, stderr %q: want an error suggesting another address", code, errOut)
 	}
+}
+
+// Issue 18: weir dev creates topics on first use (serve does not by default)
+// and serves the broker's and the app's metrics on --http-addr.
+func TestDevAutoCreateAndMetrics(t *testing.T) {
+	p := startWeir(t, "dev", "--kafka-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", "", "--rate", "0", "--plain")
+	deadline := time.Now().Add(60 * time.Second)
+	var kafkaAddr, metricsURL string
+	for kafkaAddr == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("weir dev did not print its addresses:\n%s\n%s", p.stdout, p.stderr)
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("weir dev exited: %v\n%s\n%s", p.err, p.stdout, p.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		for _, l := range strings.Split(p.stdout.String(), "\n") {
+			var rest string
+			if _, after, ok := strings.Cut(l, "weir dev: broker on "); ok {
+				rest = after
+			} else {
+				continue
+			}
+			kafkaAddr, rest, _ = strings.Cut(rest, ",")
+			if _, after, ok := strings.Cut(rest, "metrics on "); ok {
+				metricsURL, _, _ = strings.Cut(after, ",")
+			}
+		}
+	}
+	if metricsURL == "" {
+		t.Fatalf("no metrics address printed:\n%s", p.stdout)
+	}
+	b := "--brokers=" + kafkaAddr
+	// A topic nobody created: produce creates it.
+	mustCLI(t, "hello\n", "produce", b, "fresh-topic", "-q")
+	if out := mustCLI(t, "", "consume", b, "fresh-topic", "-e"); out != "hello\n" {
+		t.Fatalf("consume of the auto-created topic: %q", out)
+	}
+	code, body := httpGet(t, metricsURL)
+	if code != 200 {
+		t.Fatalf("GET %s: %d", metricsURL, code)
+	}
+	for _, want := range []string{"weir_broker_requests_total", "go_goroutines", "weir_broker_topics_auto_created_total"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	p.interrupt(t)
 }

@@ -70,8 +70,17 @@ func newGroupDeleteCmd(cf *clientFlags) *cobra.Command {
 	}
 }
 
+// groupListEntry is one group of `group list -o json`.
+type groupListEntry struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	Type         string `json:"type"`
+	ProtocolType string `json:"protocol_type"`
+}
+
 func newGroupListCmd(cf *clientFlags) *cobra.Command {
 	var states []string
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -87,6 +96,13 @@ func newGroupListCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("list groups: %w", err)
 			}
+			if output.json() {
+				js := []groupListEntry{}
+				for _, g := range groups.Sorted() {
+					js = append(js, groupListEntry{g.Group, g.State, g.GroupType, g.ProtocolType})
+				}
+				return writeJSON(cmd.OutOrStdout(), js)
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE\tPROTOCOL-TYPE")
 			for _, g := range groups.Sorted() {
@@ -96,6 +112,7 @@ func newGroupListCmd(cf *clientFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only groups in these states (e.g. Stable,Empty)")
+	output = addOutputFlag(cmd)
 	return cmd
 }
 
@@ -311,6 +328,7 @@ func lagTimes(ctx context.Context, cf *clientFlags, ps []partitionPos) {
 }
 
 func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's state, members, assignment and per-partition lag (records and time)",
@@ -329,12 +347,81 @@ func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if gi.kind == "-" && len(pos) == 0 {
+				return fmt.Errorf("group %q does not exist (no members, no committed offsets)", gi.name)
+			}
 			lagTimes(ctx, cf, pos)
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), groupJSON(gi, pos))
+			}
 			printGroup(cmd.OutOrStdout(), gi, pos)
 			return nil
 		},
 	}
+	output = addOutputFlag(cmd)
 	return cmd
+}
+
+// groupDescription is `group describe -o json`.
+type groupDescription struct {
+	Group    string            `json:"group"`
+	State    string            `json:"state"`
+	Type     string            `json:"type"`
+	Protocol string            `json:"protocol"`
+	Members  []groupMemberJSON `json:"members"`
+	Offsets  []groupOffsetJSON `json:"offsets"`
+	TotalLag int64             `json:"total_lag"`
+}
+
+type groupMemberJSON struct {
+	MemberID   string             `json:"member_id"`
+	InstanceID *string            `json:"instance_id"`
+	ClientID   string             `json:"client_id"`
+	Host       string             `json:"host"`
+	Assignment map[string][]int32 `json:"assignment"`
+}
+
+type groupOffsetJSON struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Committed *int64  `json:"committed"` // null: none
+	LogStart  int64   `json:"log_start"`
+	LogEnd    int64   `json:"log_end"`
+	Lag       int64   `json:"lag"`
+	LagMs     *int64  `json:"lag_ms"` // null: unknown
+	Member    *string `json:"member"`
+	Error     string  `json:"error,omitempty"`
+}
+
+func groupJSON(gi *groupInfo, pos []partitionPos) groupDescription {
+	d := groupDescription{Group: gi.name, State: gi.state, Type: gi.kind, Protocol: gi.protocol,
+		Members: []groupMemberJSON{}, Offsets: []groupOffsetJSON{}}
+	for _, m := range gi.members {
+		mj := groupMemberJSON{MemberID: m.id, ClientID: m.client, Host: m.host, Assignment: m.assigned}
+		if m.instance != "" {
+			mj.InstanceID = &m.instance
+		}
+		d.Members = append(d.Members, mj)
+	}
+	for _, p := range pos {
+		o := groupOffsetJSON{Topic: p.topic, Partition: p.partition, LogStart: p.start, LogEnd: p.end, Lag: p.lag}
+		if p.committed >= 0 {
+			o.Committed = &p.committed
+		}
+		if p.lagTime >= 0 {
+			ms := p.lagTime.Milliseconds()
+			o.LagMs = &ms
+		}
+		if p.owner != "" {
+			o.Member = &p.owner
+		}
+		if err := errors.Join(p.startErr, p.endErr); err != nil {
+			o.Error = err.Error()
+		}
+		d.TotalLag += p.lag
+		d.Offsets = append(d.Offsets, o)
+	}
+	return d
 }
 
 func printGroup(w io.Writer, gi *groupInfo, pos []partitionPos) {
@@ -402,194 +489,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// resetSpec is one of the --to-* / --shift-by flags.
-type resetSpec struct {
-	earliest, latest bool
-	toOffset         int64
-	toOffsetSet      bool
-	datetime         string
-	shiftBy          int64
-	shiftSet         bool
-}
-
-func (s resetSpec) validate() error {
-	n := 0
-	for _, b := range []bool{s.earliest, s.latest, s.toOffsetSet, s.datetime != "", s.shiftSet} {
-		if b {
-			n++
-		}
-	}
-	if n != 1 {
-		return errors.New("exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by is required")
-	}
-	return nil
-}
-
-// parseDatetime accepts RFC 3339, "2006-01-02T15:04:05" (UTC) or a date.
-func parseDatetime(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--to-datetime %q: use RFC 3339 (2026-01-02T15:04:05Z) or 2026-01-02", s)
-}
-
-// resetPlan is one partition's change.
-type resetPlan struct {
-	topic      string
-	partition  int32
-	current    int64 // -1: none
-	target     int64
-	start, end int64
-	note       string
-}
-
-// planReset computes the new offsets. Targets are clamped to
-// [log start, log end] like Kafka's tool, and the clamp is reported.
-func planReset(spec resetSpec, pos []partitionPos, afterTime kadm.ListedOffsets) []resetPlan {
-	var out []resetPlan
-	for _, p := range pos {
-		rp := resetPlan{topic: p.topic, partition: p.partition, current: p.committed, start: p.start, end: p.end}
-		switch {
-		case spec.earliest:
-			rp.target = p.start
-		case spec.latest:
-			rp.target = p.end
-		case spec.toOffsetSet:
-			rp.target = spec.toOffset
-		case spec.shiftSet:
-			base := p.committed
-			if base < 0 {
-				base = p.end
-			}
-			rp.target = base + spec.shiftBy
-		case spec.datetime != "":
-			rp.target = p.end
-			if o, ok := afterTime.Lookup(p.topic, p.partition); ok && o.Err == nil && o.Offset >= 0 {
-				rp.target = o.Offset
-			}
-		}
-		switch {
-		case rp.target < p.start:
-			rp.note = fmt.Sprintf("target %d is before the log start %d (outside the replay reach): using %d", rp.target, p.start, p.start)
-			rp.target = p.start
-		case rp.target > p.end:
-			rp.note = fmt.Sprintf("target %d is past the log end %d: using %d", rp.target, p.end, p.end)
-			rp.target = p.end
-		}
-		out = append(out, rp)
-	}
-	return out
-}
-
-func newGroupResetOffsetsCmd(cf *clientFlags) *cobra.Command {
-	var (
-		spec    resetSpec
-		topics  []string
-		execute bool
-	)
-	cmd := &cobra.Command{
-		Use:   "reset-offsets GROUP --topic T (--to-earliest|--to-latest|--to-offset N|--to-datetime T|--shift-by N)",
-		Short: "Move a group's committed offsets (dry run unless --execute; the group must have no members)",
-		Example: `  weir group reset-offsets billing --topic orders --to-earliest
-  weir group reset-offsets billing --topic orders --to-datetime 2026-01-02T15:00:00Z --execute
-  weir group reset-offsets billing --topic orders --shift-by -100 --execute`,
-		Args: cobra.ExactArgs(1),
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			spec.toOffsetSet = cmd.Flags().Changed("to-offset")
-			spec.shiftSet = cmd.Flags().Changed("shift-by")
-			if len(topics) == 0 {
-				return errors.New("--topic is required")
-			}
-			return spec.validate()
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			group := args[0]
-			out := cmd.OutOrStdout()
-			ctx, adm, done, err := cf.adminCtx(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			gi, err := describeGroup(ctx, adm, group)
-			if err != nil {
-				return err
-			}
-			if len(gi.members) > 0 {
-				return fmt.Errorf("group %q has %d active members (state %s): stop its consumers first; offsets of a live group are overwritten by its next commit", group, len(gi.members), gi.state)
-			}
-			pos, err := groupPositions(ctx, adm, gi, topics)
-			if err != nil {
-				return err
-			}
-			for _, p := range pos {
-				if err := errors.Join(p.startErr, p.endErr); err != nil {
-					return fmt.Errorf("%s/%d: list offsets: %w", p.topic, p.partition, err)
-				}
-			}
-			var after kadm.ListedOffsets
-			if spec.datetime != "" {
-				ts, err := parseDatetime(spec.datetime)
-				if err != nil {
-					return err
-				}
-				after, err = adm.ListOffsetsAfterMilli(ctx, ts.UnixMilli(), topics...)
-				if err != nil {
-					return fmt.Errorf("list offsets after %s: %w", ts, err)
-				}
-			}
-			plan := planReset(spec, pos, after)
-			printPlan(out, group, plan)
-			if !execute {
-				fmt.Fprintln(out, "\ndry run: nothing changed; add --execute to apply")
-				return nil
-			}
-			commit := kadm.Offsets{}
-			for _, p := range plan {
-				commit.Add(kadm.Offset{Topic: p.topic, Partition: p.partition, At: p.target, LeaderEpoch: -1})
-			}
-			resp, err := adm.CommitOffsets(ctx, group, commit)
-			if err != nil {
-				return fmt.Errorf("commit offsets: %w", err)
-			}
-			if err := resp.Error(); err != nil {
-				return fmt.Errorf("commit offsets: %w", err)
-			}
-			fmt.Fprintf(out, "\napplied: %d partitions of group %q reset\n", len(plan), group)
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringSliceVar(&topics, "topic", nil, "topic to reset (repeatable or comma separated); all its partitions")
-	f.BoolVar(&spec.earliest, "to-earliest", false, "reset to the log start offset")
-	f.BoolVar(&spec.latest, "to-latest", false, "reset to the log end offset")
-	f.Int64Var(&spec.toOffset, "to-offset", 0, "reset to this offset")
-	f.StringVar(&spec.datetime, "to-datetime", "", "reset to the first offset with a timestamp at or after this time (RFC 3339)")
-	f.Int64Var(&spec.shiftBy, "shift-by", 0, "move the committed offset by N (negative: back)")
-	f.BoolVar(&execute, "execute", false, "apply the change (default: dry run)")
-	return cmd
-}
-
-func printPlan(w io.Writer, group string, plan []resetPlan) {
-	fmt.Fprintf(w, "group %s:\n", group)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT\t\tNEW\tLOG-START\tLOG-END")
-	var notes []string
-	for _, p := range plan {
-		cur := "-"
-		if p.current >= 0 {
-			cur = fmt.Sprint(p.current)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t→\t%d\t%d\t%d\n", p.topic, p.partition, cur, p.target, p.start, p.end)
-		if p.note != "" {
-			notes = append(notes, fmt.Sprintf("%s/%d: %s", p.topic, p.partition, p.note))
-		}
-	}
-	tw.Flush()
-	for _, n := range notes {
-		fmt.Fprintln(w, "warning:", n)
-	}
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -168,7 +172,13 @@ func TestGroupDescribeKIP848(t *testing.T) {
 	defer cancel()
 	var out string
 	for {
-		out = mustCLI(t, "", "group", "describe", b, "next")
+		// Until the member joined, the group does not exist (exit 1).
+		var errOut string
+		var code int
+		out, errOut, code = runCLI(t, "", "group", "describe", b, "next")
+		if code != 0 && !strings.Contains(errOut, "does not exist") {
+			t.Fatalf("group describe: exit %d: %s", code, errOut)
+		}
 		if strings.Contains(out, "type:     consumer") && strings.Contains(out, "events[0,1,2]") && strings.Contains(out, "state:    Stable") {
 			break
 		}
@@ -182,5 +192,171 @@ func TestGroupDescribeKIP848(t *testing.T) {
 	out = mustCLI(t, "", "group", "list", b)
 	if !regexpLine(out, `^next\s+Stable\s+consumer\s+consumer`) {
 		t.Fatalf("group list:\n%s", out)
+	}
+}
+
+// Issue 18: reset-offsets as kafka-consumer-groups users expect it:
+// partition selection, relative and ISO times, --by-duration, --all-topics,
+// a CSV plan exported and imported; describe of a missing group fails.
+func TestGroupResetOffsetsSelection(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "ev", "-p", "3")
+	mustCLI(t, "", "topic", "create", b, "other", "-p", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// 10 records per partition, one every 10 minutes, the last 5 minutes ago.
+	base := time.Now().Add(-95 * time.Minute).Truncate(time.Millisecond)
+	prod := groupTestClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, tp := range []struct {
+		topic string
+		p     int32
+	}{{"ev", 0}, {"ev", 1}, {"ev", 2}, {"other", 0}} {
+		for i := range 10 {
+			r := &kgo.Record{Topic: tp.topic, Partition: tp.p, Value: []byte("v"), Timestamp: base.Add(time.Duration(i) * 10 * time.Minute)}
+			if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	adm := kadm.NewClient(groupTestClient(t, addr))
+	commit := kadm.Offsets{}
+	for p := int32(0); p < 3; p++ {
+		commit.Add(kadm.Offset{Topic: "ev", Partition: p, At: 5, LeaderEpoch: -1})
+	}
+	commit.Add(kadm.Offset{Topic: "other", Partition: 0, At: 5, LeaderEpoch: -1})
+	if r, err := adm.CommitOffsets(ctx, "g", commit); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	committedTP := func() map[string]int64 {
+		offs, err := adm.FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		offs.Each(func(o kadm.OffsetResponse) { out[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o.At })
+		return out
+	}
+
+	// Partitions 0 and 2 only.
+	mustCLI(t, "", "group", "reset-offsets", b, "g", "--topic", "ev:0,2", "--to-earliest", "--execute")
+	if got := committedTP(); got["ev/0"] != 0 || got["ev/1"] != 5 || got["ev/2"] != 0 || got["other/0"] != 5 {
+		t.Fatalf("after --topic ev:0,2 --to-earliest: %v", got)
+	}
+	// A relative time, as consume --timestamp takes it: 30 minutes back is
+	// between records 6 (35m ago) and 7 (25m ago).
+	mustCLI(t, "", "group", "reset-offsets", b, "g", "--topic", "ev:1", "--to-datetime", "-30m", "--execute")
+	if got := committedTP(); got["ev/1"] != 7 || got["ev/0"] != 0 {
+		t.Fatalf("after --to-datetime -30m: %v", got)
+	}
+	// --by-duration, ISO 8601 as kafka-consumer-groups: 50 minutes back
+	// lands on record 5 (45m ago).
+	mustCLI(t, "", "group", "reset-offsets", b, "g", "--topic", "ev:1", "--by-duration", "PT50M", "--execute")
+	if got := committedTP(); got["ev/1"] != 5 {
+		t.Fatalf("after --by-duration PT50M: %v", got)
+	}
+	// --all-topics with --shift-by.
+	mustCLI(t, "", "group", "reset-offsets", b, "g", "--all-topics", "--shift-by", "2", "--execute")
+	if got := committedTP(); got["ev/0"] != 2 || got["ev/1"] != 7 || got["ev/2"] != 2 || got["other/0"] != 7 {
+		t.Fatalf("after --all-topics --shift-by 2: %v", got)
+	}
+	// Export a plan (dry run: nothing changes; stdout is only the CSV),
+	// then apply it from the file.
+	out, errOut, code := runCLI(t, "", "group", "reset-offsets", b, "g", "--topic", "ev", "--to-offset", "9", "--export")
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	if want := "ev,0,9\nev,1,9\nev,2,9\n"; out != want {
+		t.Fatalf("exported plan %q, want %q", out, want)
+	}
+	if got := committedTP(); got["ev/0"] != 2 {
+		t.Fatalf("export changed offsets: %v", got)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.csv")
+	if err := os.WriteFile(planFile, []byte("ev,1,3\ng,other,0,4\nnot-g,other,0,8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = mustCLI(t, "", "group", "reset-offsets", b, "g", "--from-file", planFile, "--execute")
+	if got := committedTP(); got["ev/1"] != 3 || got["other/0"] != 4 || got["ev/0"] != 2 {
+		t.Fatalf("after --from-file: %v\n%s", got, out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--topic", "ev:7", "--to-earliest"}, "no partition 7"},
+		{[]string{"--topic", "ev:x", "--to-earliest"}, "not a partition number"},
+		{[]string{"--topic", "ev", "--all-topics", "--to-earliest"}, "exactly one of --topic, --all-topics, --from-file"},
+		{[]string{"--topic", "ev", "--to-datetime", "yesterday"}, "--to-datetime"},
+		{[]string{"--topic", "ev", "--by-duration", "P"}, "--by-duration"},
+		{[]string{"--topic", "ev", "--by-duration", "-5m"}, "--by-duration"},
+		{[]string{"--from-file", planFile, "--to-earliest"}, "exactly one of --to-earliest"},
+	} {
+		_, errOut, code := runCLI(t, "", append([]string{"group", "reset-offsets", b, "g"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("reset-offsets %v: exit %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+
+	_, errOut, code = runCLI(t, "", "group", "describe", b, "no-such-group")
+	if code == 0 || !strings.Contains(errOut, `group "no-such-group" does not exist`) {
+		t.Fatalf("describe of a missing group: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestParseTopicSelection(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"a"}, "a:*"},
+		{[]string{"a:0,2"}, "a:0,2"},
+		{[]string{"a,b:1"}, "a:* b:1"},
+		{[]string{"a:1", "a:3,4", "b"}, "a:1,3,4 b:*"},
+		{[]string{"a", "a:1"}, "a:*"},
+		{[]string{"a:1,b,2"}, "2:* a:1 b:*"},
+	} {
+		sel, err := parseTopicSelection(tc.in)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.in, err)
+		}
+		var parts []string
+		for _, tp := range sel.topics() {
+			if sel[tp] == nil {
+				parts = append(parts, tp+":*")
+				continue
+			}
+			var ps []string
+			for p := range sel[tp] {
+				ps = append(ps, fmt.Sprint(p))
+			}
+			sort.Strings(ps)
+			parts = append(parts, tp+":"+strings.Join(ps, ","))
+		}
+		if got := strings.Join(parts, " "); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	for _, bad := range []string{":1", "a:-1", "a:x"} {
+		if _, err := parseTopicSelection([]string{bad}); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseDurationArg(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"90m": 90 * time.Minute, "P1D": 24 * time.Hour, "PT15M": 15 * time.Minute,
+		"P1DT2H3M4S": 26*time.Hour + 3*time.Minute + 4*time.Second, "pt1.5s": 1500 * time.Millisecond,
+	} {
+		if got, err := parseDurationArg(in); err != nil || got != want {
+			t.Errorf("%s: %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "P", "PT", "-5m", "1x", "P1Y"} {
+		if _, err := parseDurationArg(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }

@@ -47,7 +47,9 @@ they land where any Kafka client would put them.
 
 With --input json, each line is one object as printed by weir consume -f json (key,
 value, key_base64/value_base64 for binary data, headers, timestamp; topic, partition and
-offset are ignored), so consume -f json | produce --input json copies records.
+offset are ignored), so consume -f json | produce --input json copies records. A key or
+value may also be any JSON value (an object is written as its JSON text); headers may be
+an object {"name": "value"}; a timestamp may be milliseconds or an RFC 3339 time.
 
 weir produce waits until every record is acknowledged (acks=all by default: on weir,
 that means fsynced) and exits non-zero if any record failed.`,
@@ -150,7 +152,11 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 	// Like the Java console producer, ask for auto-creation of a missing
 	// topic; whether it happens is the broker's policy (off on weir unless
 	// serve --auto-create-topics).
-	cl, err := cf.client(append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
+	// connect fails fast on a broker that is not there. (franz-go's
+	// RecordDeliveryTimeout would also bound a broker lost mid-run, but it
+	// counts from each record's timestamp, so it fails at once the records
+	// of --input json that carry an old timestamp.)
+	cl, err := cf.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
 	if err != nil {
 		return err
 	}
@@ -256,57 +262,55 @@ func (o *produceOptions) record(line []byte, hdrs [][2]string) *kgo.Record {
 	return r
 }
 
-// jsonInput is one record in the json input format: the objects weir
-// consume -f json prints. topic, partition and offset are accepted and
-// ignored (the record goes to the command's topic, partitioned by key
-// unless --partition); a timestamp (ms) is kept; a null or absent key or
-// value stays null. Unknown fields are an error, so a typo is not dropped.
-type jsonInput struct {
-	Topic       string         `json:"topic"`
-	Partition   int32          `json:"partition"`
-	Offset      int64          `json:"offset"`
-	Key         *string        `json:"key"`
-	KeyBase64   *string        `json:"key_base64"`
-	Value       *string        `json:"value"`
-	ValueBase64 *string        `json:"value_base64"`
-	Timestamp   *int64         `json:"timestamp"`
-	Headers     []jsonHeaderIn `json:"headers"`
-	ValueSchema any            `json:"value_schema"` // consume --registry's decoding: ignored, value is the record
-}
-
-type jsonHeaderIn struct {
-	Key         string  `json:"key"`
-	Value       *string `json:"value"`
-	ValueBase64 *string `json:"value_base64"`
+// The json input format: one object per line, as weir consume -f json
+// prints them, and what people write by hand:
+//
+//   - key, value: a string (its UTF-8 bytes), null or absent (a null key or
+//     value), or any other JSON value (an object, array, number or boolean:
+//     written as compact JSON text); key_base64 / value_base64 give binary
+//     data instead;
+//   - timestamp: milliseconds since the epoch (a number or a string of
+//     digits) or an RFC 3339 time; absent: the producer's clock;
+//   - headers: an array of {"key", "value" | "value_base64"} objects (as
+//     consume prints them) or an object {"name": value, ...} (in order);
+//   - topic, partition, offset: accepted and ignored (the record goes to the
+//     command's topic, partitioned by key unless --partition);
+//   - value_schema (consume --registry's decoding): accepted and ignored, the
+//     value is the record's.
+//
+// Unknown fields are an error, so a typo is not dropped; errors name the
+// field and what it should be, in JSON's terms.
+var jsonInputFields = map[string]bool{
+	"topic": true, "partition": true, "offset": true, "key": true, "key_base64": true,
+	"value": true, "value_base64": true, "timestamp": true, "headers": true, "value_schema": true,
 }
 
 func (o *produceOptions) jsonRecord(line []byte, hdrs [][2]string) (*kgo.Record, error) {
-	var in jsonInput
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return nil, fmt.Errorf("bad json record: %w", err)
+	fields, err := jsonObject(line)
+	if err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, errors.New("bad json record: more than one value on the line")
+	for name := range fields {
+		if !jsonInputFields[name] {
+			return nil, fmt.Errorf("unknown field %q (known: key, value, key_base64, value_base64, timestamp, headers, topic, partition, offset)", name)
+		}
 	}
 	r := &kgo.Record{Partition: o.partition}
-	var err error
-	if r.Key, err = textOrB64("key", in.Key, in.KeyBase64); err != nil {
+	if r.Key, err = jsonBytes("key", fields["key"], fields["key_base64"]); err != nil {
 		return nil, err
 	}
-	if r.Value, err = textOrB64("value", in.Value, in.ValueBase64); err != nil {
+	if r.Value, err = jsonBytes("value", fields["value"], fields["value_base64"]); err != nil {
 		return nil, err
 	}
-	if in.Timestamp != nil {
-		r.Timestamp = time.UnixMilli(*in.Timestamp)
-	}
-	for _, h := range in.Headers {
-		v, err := textOrB64("header "+strconv.Quote(h.Key), h.Value, h.ValueBase64)
-		if err != nil {
+	if ts, ok := fields["timestamp"]; ok && !isJSONNull(ts) {
+		if r.Timestamp, err = jsonTimestamp(ts); err != nil {
 			return nil, err
 		}
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: v})
+	}
+	if h, ok := fields["headers"]; ok && !isJSONNull(h) {
+		if r.Headers, err = jsonHeaders(h); err != nil {
+			return nil, err
+		}
 	}
 	for _, h := range hdrs {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
@@ -314,20 +318,175 @@ func (o *produceOptions) jsonRecord(line []byte, hdrs [][2]string) (*kgo.Record,
 	return r, nil
 }
 
-// textOrB64 is the inverse of consume's textOrBase64: at most one of text
-// and b64 may be given; neither means null.
-func textOrB64(what string, text, b64 *string) ([]byte, error) {
+// jsonKind names the kind of a JSON value, for error messages.
+func jsonKind(raw json.RawMessage) string {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func isJSONNull(raw json.RawMessage) bool { return jsonKind(raw) == "null" }
+
+// jsonObject decodes one line holding exactly one JSON object.
+func jsonObject(line []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %s", jsonSyntaxText(err))
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value on the line (one record per line)")
+	}
+	if k := jsonKind(raw); k != "an object" {
+		return nil, fmt.Errorf("a record must be a JSON object, got %s", k)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %s", jsonSyntaxText(err))
+	}
+	return fields, nil
+}
+
+// jsonSyntaxText is a JSON decoding error without Go's type names.
+func jsonSyntaxText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return "the line ends inside the JSON value"
+	}
+	return err.Error()
+}
+
+// jsonBytes is a key's or value's bytes from its text field and its
+// base64 field (at most one of them; neither, or null, means null).
+func jsonBytes(what string, text, b64 json.RawMessage) ([]byte, error) {
+	hasText, hasB64 := text != nil && !isJSONNull(text), b64 != nil && !isJSONNull(b64)
 	switch {
-	case text != nil && b64 != nil:
-		return nil, fmt.Errorf("%s: both text and base64 given", what)
-	case text != nil:
-		return []byte(*text), nil
-	case b64 != nil:
-		b, err := base64.StdEncoding.DecodeString(*b64)
+	case hasText && hasB64:
+		return nil, fmt.Errorf("%s: both %s and %s_base64 given", what, what, what)
+	case hasB64:
+		var s string
+		if json.Unmarshal(b64, &s) != nil {
+			return nil, fmt.Errorf("%s_base64: want a base64 string, got %s", what, jsonKind(b64))
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: bad base64: %w", what, err)
+			return nil, fmt.Errorf("%s_base64: not valid base64 (%v)", what, err)
 		}
 		return b, nil
+	case hasText:
+		return jsonValueBytes(text), nil
 	}
 	return nil, nil
+}
+
+// jsonValueBytes is a JSON string's contents, or any other value's compact
+// JSON text.
+func jsonValueBytes(raw json.RawMessage) []byte {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []byte(s)
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return bytes.Clone(raw)
+	}
+	return buf.Bytes()
+}
+
+// jsonTimestamp reads milliseconds since the epoch (number or digits) or an
+// RFC 3339 time.
+func jsonTimestamp(raw json.RawMessage) (time.Time, error) {
+	var ms int64
+	if json.Unmarshal(raw, &ms) == nil {
+		return time.UnixMilli(ms), nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return time.UnixMilli(n), nil
+		}
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t, nil
+		}
+		return time.Time{}, fmt.Errorf("timestamp %q: want milliseconds since the epoch or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+	}
+	return time.Time{}, fmt.Errorf("timestamp: want milliseconds since the epoch (a whole number) or an RFC 3339 time string, got %s", jsonKind(raw))
+}
+
+// jsonHeaders reads headers given as an array of {"key", "value" |
+// "value_base64"} or as an object {"name": value, ...}, keeping their order.
+func jsonHeaders(raw json.RawMessage) ([]kgo.RecordHeader, error) {
+	var out []kgo.RecordHeader
+	switch jsonKind(raw) {
+	case "an array":
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, fmt.Errorf("headers: %s", jsonSyntaxText(err))
+		}
+		for i, item := range items {
+			if k := jsonKind(item); k != "an object" {
+				return nil, fmt.Errorf("headers[%d]: want an object {\"key\": ..., \"value\": ...}, got %s", i, k)
+			}
+			var f map[string]json.RawMessage
+			if err := json.Unmarshal(item, &f); err != nil {
+				return nil, fmt.Errorf("headers[%d]: %s", i, jsonSyntaxText(err))
+			}
+			var key string
+			if json.Unmarshal(f["key"], &key) != nil {
+				return nil, fmt.Errorf("headers[%d]: \"key\" must be a string", i)
+			}
+			for name := range f {
+				if name != "key" && name != "value" && name != "value_base64" {
+					return nil, fmt.Errorf("headers[%d]: unknown field %q (key, value, value_base64)", i, name)
+				}
+			}
+			v, err := jsonBytes("header "+strconv.Quote(key)+" value", f["value"], f["value_base64"])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, kgo.RecordHeader{Key: key, Value: v})
+		}
+	case "an object":
+		// A decoder walks the object to keep the headers' order.
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if _, err := dec.Token(); err != nil { // {
+			return nil, fmt.Errorf("headers: %s", jsonSyntaxText(err))
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, fmt.Errorf("headers: %s", jsonSyntaxText(err))
+			}
+			key, _ := tok.(string)
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return nil, fmt.Errorf("headers: %s", jsonSyntaxText(err))
+			}
+			var b []byte
+			if !isJSONNull(v) {
+				b = jsonValueBytes(v)
+			}
+			out = append(out, kgo.RecordHeader{Key: key, Value: b})
+		}
+	default:
+		return nil, fmt.Errorf("headers: want an array of {\"key\", \"value\"} objects or an object of name: value, got %s", jsonKind(raw))
+	}
+	return out, nil
 }

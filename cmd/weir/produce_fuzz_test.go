@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // FuzzJSONRecord: any input line gives a record or an error, never a
@@ -15,6 +18,8 @@ func FuzzJSONRecord(f *testing.F) {
 		`{"topic":"t","partition":3,"offset":9,"timestamp":1700000000123,"key":null,"key_base64":"/wE=","value":null,"value_base64":"gA==","headers":[{"key":"h","value":"x"},{"key":"b","value_base64":"AA=="}]}`,
 		`{"key":"tomb","value":null}`, `{}`, `{"value":""}`, `{"key":"a","key_base64":"YQ=="}`,
 		`{"value_base64":"!!"}`, `{"headers":[{"key":"h"}]}`, `{"timestamp":-1}`, `[]`, `{"a":1}`, `null`,
+		`{"key":7,"value":{"b":[1,2.5e3,null]},"headers":{"h":"x","n":null,"o":{}},"timestamp":"2026-01-02T15:04:05.5Z"}`,
+		`{"timestamp":"1700000000999"}`, `{"timestamp":true}`, `{"headers":[1]}`, `{"value":`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -52,4 +57,27 @@ func FuzzJSONRecord(f *testing.F) {
 // sameBytes compares including the null / empty distinction.
 func sameBytes(a, b []byte) bool {
 	return (a == nil) == (b == nil) && bytes.Equal(a, b)
+}
+
+// FuzzConsumeFormats: -F format strings, --topic selections and reset plan
+// files are parsed or refused, never a panic; an accepted format prints a
+// record.
+func FuzzConsumeFormats(f *testing.F) {
+	for _, seed := range []string{`%t %p %o %k %s %h`, `%%\n`, `%`, `\q`, `%T\t%K:%S`, `t:0,2`, `a,b:1,c`, `:1`,
+		"ev,1,3\ng,other,0,4\n", "a,b\n", "\"x\n"} {
+		f.Add(seed)
+	}
+	r := &kgo.Record{Topic: "t", Key: []byte("k"), Value: []byte("v"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("1")}}}
+	f.Fuzz(func(t *testing.T, s string) {
+		if tmpl, err := parseTemplate(s); err == nil && tmpl != nil {
+			var buf bytes.Buffer
+			p := &recordPrinter{w: &buf, template: tmpl}
+			p.print(r)
+			if p.err != nil || !bytes.HasSuffix(buf.Bytes(), []byte("\n")) {
+				t.Fatalf("format %q printed %q, %v", s, buf.Bytes(), p.err)
+			}
+		}
+		_, _ = parseTopicSelection([]string{s})
+		_, _ = readPlanCSV(strings.NewReader(s), "g")
+	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +21,7 @@ import (
 func newTopicCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe, alter and delete topics (any Kafka-compatible cluster)",
+		Short: "Create, list, describe, alter, trim and delete topics (any Kafka-compatible cluster)",
 		Args:  cobra.NoArgs, // "weir topic bogus" is an unknown-command error
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -33,6 +32,7 @@ func newTopicCmd() *cobra.Command {
 		newTopicDescribeCmd(cf),
 		newTopicAlterCmd(cf),
 		newTopicDeleteCmd(cf),
+		newTopicTrimCmd(cf),
 	)
 	return cmd
 }
@@ -95,8 +95,18 @@ func newTopicCreateCmd(cf *clientFlags) *cobra.Command {
 	return cmd
 }
 
+// topicListEntry is one topic of `topic list -o json`.
+type topicListEntry struct {
+	Topic             string `json:"topic"`
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Internal          bool   `json:"internal"`
+	Error             string `json:"error,omitempty"`
+}
+
 func newTopicListCmd(cf *clientFlags) *cobra.Command {
 	var internal bool
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -117,6 +127,20 @@ func newTopicListCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("list topics: %w", err)
 			}
+			if output.json() {
+				js := []topicListEntry{}
+				for _, name := range details.Names() {
+					d := details[name]
+					e := topicListEntry{Topic: name, Internal: d.IsInternal}
+					if d.Err != nil {
+						e.Error = d.Err.Error()
+					} else {
+						e.Partitions, e.ReplicationFactor = len(d.Partitions), d.Partitions.NumReplicas()
+					}
+					js = append(js, e)
+				}
+				return writeJSON(cmd.OutOrStdout(), js)
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICAS")
 			for _, name := range details.Names() {
@@ -131,12 +155,14 @@ func newTopicListCmd(cf *clientFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&internal, "internal", false, "include internal topics (__consumer_offsets, ...)")
+	output = addOutputFlag(cmd)
 	return cmd
 }
 
 func newTopicDescribeCmd(cf *clientFlags) *cobra.Command {
 	var allConfigs bool
-	var output, adminAddr string
+	var adminAddr string
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:   "describe TOPIC...",
 		Short: "Show partitions (leader, replicas, offsets, size, replay reach) and configs of topics",
@@ -153,10 +179,7 @@ is stated as unknown and only the latest value per key is guaranteed before
 the end offset.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output must be text or json, not %q", output)
-			}
-			cl, err := cf.client()
+			cl, err := cf.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -215,7 +238,7 @@ the end offset.`,
 			for i, t := range found {
 				rc, _ := cfgs.On(t, nil)
 				reach := describeReach(ctx, adm, cl, details[t], starts, ends, rc, sizes, admin)
-				if output == "json" {
+				if output.json() {
 					d := details[t]
 					tr := topicReach{Topic: t, ID: topicID(d.ID), Internal: d.IsInternal, ReplicationFactor: d.Partitions.NumReplicas(),
 						Configs: map[string]string{}, Partitions: reach}
@@ -233,10 +256,11 @@ the end offset.`,
 				printTopic(out, details[t], starts, ends, rc, docs[t], allConfigs)
 				printReach(out, reach)
 			}
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(js); err != nil {
+			if output.json() {
+				if js == nil {
+					js = []topicReach{}
+				}
+				if err := writeJSON(out, js); err != nil {
 					return err
 				}
 			}
@@ -244,7 +268,7 @@ the end offset.`,
 		},
 	}
 	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "show every config, not only those set on the topic")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output = addOutputFlag(cmd)
 	cmd.Flags().StringVar(&adminAddr, "admin-addr", "", `weir admin API host:port for the cleaner's progress (default: the first broker's host, port 9644; "off" to not ask)`)
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,4 +101,64 @@ func FuzzDecodeAdminTopic(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Issue 18: weir topic trim moves the log start forward (DeleteRecords) to an
+// offset or to the first record at or after a time.
+func TestTopicTrim(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	mustCLI(t, "", "topic", "create", b, "tr", "-p", "2")
+	// 10 records per partition, one a minute, the last 1 minute ago.
+	base := time.Now().Add(-10 * time.Minute).Truncate(time.Millisecond)
+	var in strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&in, "{\"value\":\"v%d\",\"timestamp\":%d}\n", i, base.Add(time.Duration(i)*time.Minute).UnixMilli())
+	}
+	mustCLI(t, in.String(), "produce", b, "tr", "-p", "0", "--input", "json", "-q")
+	mustCLI(t, in.String(), "produce", b, "tr", "-p", "1", "--input", "json", "-q")
+	starts := func() (int64, int64) {
+		var got []topicReach
+		if err := json.Unmarshal([]byte(mustCLI(t, "", "topic", "describe", b, "tr", "-o", "json")), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got[0].Partitions[0].LogStartOffset, got[0].Partitions[1].LogStartOffset
+	}
+
+	out := mustCLI(t, "", "topic", "trim", b, "tr", "--before", "4", "-p", "0", "--dry-run")
+	if !strings.Contains(out, "dry run") {
+		t.Fatalf("dry run:\n%s", out)
+	}
+	if s0, s1 := starts(); s0 != 0 || s1 != 0 {
+		t.Fatalf("dry run trimmed: %d %d", s0, s1)
+	}
+	mustCLI(t, "", "topic", "trim", b, "tr", "--before", "4", "-p", "0")
+	if s0, s1 := starts(); s0 != 4 || s1 != 0 {
+		t.Fatalf("after --before 4 -p 0: %d %d", s0, s1)
+	}
+	if out := mustCLI(t, "", "consume", b, "tr", "-p", "0", "-e"); !strings.HasPrefix(out, "v4\n") {
+		t.Fatalf("partition 0 after the trim starts with %q", out)
+	}
+	// 6.5 minutes back: records 0-3 of each partition are older.
+	mustCLI(t, "", "topic", "trim", b, "tr", "--before", "-6m30s")
+	if s0, s1 := starts(); s0 != 4 || s1 != 4 {
+		t.Fatalf("after --before -6m30s: %d %d", s0, s1)
+	}
+	mustCLI(t, "", "topic", "trim", b, "tr", "--before", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if s0, s1 := starts(); s0 != 10 || s1 != 10 {
+		t.Fatalf("after --before a future time: %d %d", s0, s1)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--before", "11"}, "past the log end 10"},
+		{[]string{"--before", "soon"}, "want an offset or a time"},
+		{[]string{"--before", "1", "-p", "5"}, "no partition 5"},
+		{nil, "--before is required"},
+	} {
+		if _, errOut, code := runCLI(t, "", append([]string{"topic", "trim", b, "tr"}, tc.args...)...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("trim %v: exit %d, %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
 }

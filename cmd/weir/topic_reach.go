@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +90,14 @@ func reachConfigs(rc kadm.ResourceConfig) (retMs, retBytes int64, policy string,
 // firstTimestamps fetches, per partition of topic, the first batch at its
 // log start and returns its timestamp (-1 if the partition is empty or the
 // fetch failed; errors are per partition).
+//
+// One Fetch per leader asks for all of its partitions with
+// PartitionMaxBytes=1. By KIP-74 only the first partition of a response
+// with data is sure to get its (oversized) first batch; the others may come
+// back empty. So the partitions still unanswered are asked again, in
+// rounds, until each has its batch, an error, or a round answers nothing
+// new (then they stay unknown): at most one round per partition, usually
+// one in all (weir and many brokers answer every partition at once).
 func firstTimestamps(ctx context.Context, cl *kgo.Client, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, logAppendTime bool) (map[int32]int64, map[int32]error) {
 	ts := map[int32]int64{}
 	errs := map[int32]error{}
@@ -101,61 +110,78 @@ func firstTimestamps(ctx context.Context, cl *kgo.Client, d kadm.TopicDetail, st
 		}
 		byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
 	}
-	for leader, parts := range byLeader {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxWaitMillis = 0
-		req.MinBytes = 1
-		req.MaxBytes = 1 << 20
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = d.Topic
-		rt.TopicID = d.ID
-		for _, p := range parts {
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition = p
-			rp.FetchOffset = offsetOf(starts, d.Topic, p)
-			rp.PartitionMaxBytes = 1 // at least one whole batch is returned
-			rp.CurrentLeaderEpoch = -1
-			rp.LogStartOffset = -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
-		kr, err := cl.Broker(int(leader)).Request(ctx, req)
-		if err != nil {
-			for _, p := range parts {
-				errs[p] = err
+	for leader, pending := range byLeader {
+		answered := map[int32]bool{}
+		for len(pending) > 0 {
+			if n := fetchFirstBatches(ctx, cl, leader, d, starts, pending, logAppendTime, ts, errs, answered); n == 0 {
+				break
 			}
-			continue
-		}
-		resp := kr.(*kmsg.FetchResponse)
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			for _, p := range parts {
-				errs[p] = err
-			}
-			continue
-		}
-		for _, t := range resp.Topics {
-			for _, rp := range t.Partitions {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					errs[rp.Partition] = err
-					continue
-				}
-				var rb kmsg.RecordBatch
-				if len(rp.RecordBatches) == 0 || rb.ReadFrom(rp.RecordBatches) != nil {
-					continue
-				}
-				v := rb.FirstTimestamp
-				// LogAppendTime: the batch's time is its max. A delete
-				// horizon (KIP-534: a cleaned transaction marker or
-				// tombstone batch) replaces firstTimestamp.
-				if logAppendTime || rb.Attributes&(wlog.AttrLogAppendTime|wlog.AttrDeleteHorizon) != 0 {
-					v = rb.MaxTimestamp
-				}
-				ts[rp.Partition] = v
-			}
+			pending = slices.DeleteFunc(pending, func(p int32) bool { return answered[p] })
 		}
 	}
 	return ts, errs
+}
+
+// fetchFirstBatches sends one Fetch for the log start of parts to leader and
+// records each first batch's timestamp in ts, or the error in errs, marking
+// the partition answered. It returns how many partitions it answered.
+func fetchFirstBatches(ctx context.Context, cl *kgo.Client, leader int32, d kadm.TopicDetail, starts kadm.ListedOffsets,
+	parts []int32, logAppendTime bool, ts map[int32]int64, errs map[int32]error, answered map[int32]bool) int {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 0
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = d.Topic
+	rt.TopicID = d.ID
+	for _, p := range parts {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p
+		rp.FetchOffset = offsetOf(starts, d.Topic, p)
+		rp.PartitionMaxBytes = 1 // the first partition with data gets one whole batch
+		rp.CurrentLeaderEpoch = -1
+		rp.LogStartOffset = -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	kr, err := cl.Broker(int(leader)).Request(ctx, req)
+	if err == nil {
+		err = kerr.ErrorForCode(kr.(*kmsg.FetchResponse).ErrorCode)
+	}
+	if err != nil {
+		for _, p := range parts {
+			errs[p] = err
+			answered[p] = true
+		}
+		return len(parts)
+	}
+	n := 0
+	for _, t := range kr.(*kmsg.FetchResponse).Topics {
+		for _, rp := range t.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				errs[rp.Partition] = err
+				answered[rp.Partition] = true
+				n++
+				continue
+			}
+			var rb kmsg.RecordBatch
+			if len(rp.RecordBatches) == 0 || rb.ReadFrom(rp.RecordBatches) != nil {
+				continue
+			}
+			v := rb.FirstTimestamp
+			// LogAppendTime: the batch's time is its max. A delete
+			// horizon (KIP-534: a cleaned transaction marker or
+			// tombstone batch) replaces firstTimestamp.
+			if logAppendTime || rb.Attributes&(wlog.AttrLogAppendTime|wlog.AttrDeleteHorizon) != 0 {
+				v = rb.MaxTimestamp
+			}
+			ts[rp.Partition] = v
+			answered[rp.Partition] = true
+			n++
+		}
+	}
+	return n
 }
 
 // reachText states a partition's replay reach.

@@ -259,3 +259,40 @@ func TestTopicDescribeStampedMarkerAtLogStart(t *testing.T) {
 		t.Fatalf("log start timestamp %d (%s), want the marker's time, between %d and now", pr.StartTsMillis, pr.StartTimestamp, before.UnixMilli())
 	}
 }
+
+// Issue 18 defect 4: describe knows every partition's log start time, not
+// only the first non-empty one's (one Fetch with PartitionMaxBytes=1 is only
+// guaranteed to return the first partition's batch, KIP-74).
+func TestTopicDescribeReachEveryPartition(t *testing.T) {
+	addr := startTestBroker(t)
+	b := "--brokers=" + addr
+	const parts = 5
+	mustCLI(t, "", "topic", "create", b, "wide", "-p", fmt.Sprint(parts))
+	cl := groupTestClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for p := range int32(parts) {
+		for i := range 3 {
+			r := &kgo.Record{Topic: "wide", Partition: p, Value: []byte(strings.Repeat("v", 100)),
+				Timestamp: first.Add(time.Duration(p)*time.Hour + time.Duration(i)*time.Minute)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out := mustCLI(t, "", "topic", "describe", b, "wide", "-o", "json")
+	var got []topicReach
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	if len(got) != 1 || len(got[0].Partitions) != parts {
+		t.Fatalf("shape: %s", out)
+	}
+	for _, pr := range got[0].Partitions {
+		want := first.Add(time.Duration(pr.Partition) * time.Hour)
+		if pr.StartTsMillis != want.UnixMilli() || pr.Error != "" {
+			t.Errorf("partition %d: log start time %d (%s), want %d (%s); error %q", pr.Partition, pr.StartTsMillis, pr.StartTimestamp, want.UnixMilli(), want.Format(time.RFC3339), pr.Error)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ func newTxnListCmd(cf *clientFlags) *cobra.Command {
 		pids    []int64
 		pattern string
 		minAge  time.Duration
+		output  *outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -68,6 +70,7 @@ func newTxnListCmd(cf *clientFlags) *cobra.Command {
 			now := time.Now()
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TRANSACTIONAL-ID\tSTATE\tPRODUCER-ID\tEPOCH\tTIMEOUT\tRUNNING\tPARTITIONS")
+			js := []txnJSON{}
 			for _, l := range listed.Sorted() {
 				d, ok := described[l.TxnID]
 				epoch, timeout, running, parts := "-", "-", "-", "-"
@@ -87,7 +90,18 @@ func newTxnListCmd(cf *clientFlags) *cobra.Command {
 				} else if minAge > 0 {
 					continue
 				}
+				if output.json() {
+					j := txnJSON{TransactionalID: l.TxnID, State: l.State, ProducerID: l.ProducerID}
+					if ok && d.Err == nil {
+						j = describedTxnJSON(d, now)
+					}
+					js = append(js, j)
+					continue
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.TxnID, l.State, l.ProducerID, epoch, timeout, running, parts)
+			}
+			if output.json() {
+				return writeJSON(cmd.OutOrStdout(), js)
 			}
 			return tw.Flush()
 		},
@@ -96,6 +110,7 @@ func newTxnListCmd(cf *clientFlags) *cobra.Command {
 	cmd.Flags().Int64SliceVar(&pids, "producer-id", nil, "only these producer ids")
 	cmd.Flags().StringVar(&pattern, "pattern", "", "only transactional ids matching this regular expression (full match; brokers with ListTransactions v2)")
 	cmd.Flags().DurationVar(&minAge, "older-than", 0, "only open transactions running for at least this long")
+	output = addOutputFlag(cmd)
 	return cmd
 }
 
@@ -117,8 +132,43 @@ func countPartitions(ts kadm.TopicsSet) int {
 	return n
 }
 
+// txnJSON is one transactional id of `txn list -o json` and `txn describe
+// -o json`. Fields the listing does not know are null.
+type txnJSON struct {
+	TransactionalID  string             `json:"transactional_id"`
+	State            string             `json:"state"`
+	ProducerID       int64              `json:"producer_id"`
+	ProducerEpoch    *int16             `json:"producer_epoch"`
+	TimeoutMs        *int32             `json:"timeout_ms"`
+	StartTimestampMs *int64             `json:"start_timestamp_ms"` // null: none
+	RunningMs        *int64             `json:"running_ms"`         // open transactions only
+	Coordinator      *int32             `json:"coordinator"`
+	Partitions       map[string][]int32 `json:"partitions"`
+}
+
+func describedTxnJSON(d kadm.DescribedTransaction, now time.Time) txnJSON {
+	j := txnJSON{TransactionalID: d.TxnID, State: d.State, ProducerID: d.ProducerID,
+		ProducerEpoch: &d.ProducerEpoch, TimeoutMs: &d.TimeoutMillis, Coordinator: &d.Coordinator,
+		Partitions: map[string][]int32{}}
+	if d.StartTimestamp >= 0 {
+		j.StartTimestampMs = &d.StartTimestamp
+		if isOpenTxnState(d.State) {
+			ms := now.Sub(time.UnixMilli(d.StartTimestamp)).Milliseconds()
+			j.RunningMs = &ms
+		}
+	}
+	for t, ps := range d.Topics {
+		for p := range ps {
+			j.Partitions[t] = append(j.Partitions[t], p)
+		}
+		slices.Sort(j.Partitions[t])
+	}
+	return j
+}
+
 func newTxnDescribeCmd(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
+	var output *outputFlag
+	cmd := &cobra.Command{
 		Use:   "describe TRANSACTIONAL-ID...",
 		Short: "Describe transactional ids: state, producer id and epoch, timeout, start, partitions",
 		Args:  cobra.MinimumNArgs(1),
@@ -133,8 +183,9 @@ func newTxnDescribeCmd(cf *clientFlags) *cobra.Command {
 				return fmt.Errorf("describe transactions: %w", err)
 			}
 			var failed []string
+			js := []txnJSON{}
 			for i, id := range ids {
-				if i > 0 {
+				if i > 0 && !output.json() {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
 				d, ok := described[id]
@@ -149,7 +200,16 @@ func newTxnDescribeCmd(cf *clientFlags) *cobra.Command {
 					failed = append(failed, fmt.Sprintf("%s: %v", id, d.Err))
 					continue
 				}
+				if output.json() {
+					js = append(js, describedTxnJSON(d, time.Now()))
+					continue
+				}
 				printTxn(cmd.OutOrStdout(), d, time.Now())
+			}
+			if output.json() {
+				if err := writeJSON(cmd.OutOrStdout(), js); err != nil {
+					return err
+				}
 			}
 			if len(failed) > 0 {
 				return errors.New(strings.Join(failed, "; "))
@@ -157,6 +217,8 @@ func newTxnDescribeCmd(cf *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
+	output = addOutputFlag(cmd)
+	return cmd
 }
 
 func printTxn(w io.Writer, d kadm.DescribedTransaction, now time.Time) {
@@ -198,8 +260,21 @@ func printTxn(w io.Writer, d kadm.DescribedTransaction, now time.Time) {
 	}
 }
 
+// producerJSON is one active producer of `txn producers -o json`.
+type producerJSON struct {
+	Topic            string `json:"topic"`
+	Partition        int32  `json:"partition"`
+	ProducerID       int64  `json:"producer_id"`
+	ProducerEpoch    int16  `json:"producer_epoch"`
+	LastSequence     int32  `json:"last_sequence"`
+	LastTimestampMs  *int64 `json:"last_timestamp_ms"`
+	CoordinatorEpoch int32  `json:"coordinator_epoch"`
+	TxnStartOffset   *int64 `json:"txn_start_offset"` // null: no open transaction
+}
+
 func newTxnProducersCmd(cf *clientFlags) *cobra.Command {
 	var olderThan time.Duration
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:   "producers TOPIC...",
 		Short: "Show the active producers of partitions, with their open transaction's first offset",
@@ -234,6 +309,7 @@ func newTxnProducersCmd(cf *clientFlags) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOPIC\tPARTITION\tPRODUCER-ID\tEPOCH\tLAST-SEQUENCE\tLAST-WRITE\tCOORDINATOR-EPOCH\tTXN-START-OFFSET")
 			var failed []string
+			js := []producerJSON{}
 			for _, p := range described.SortedPartitions() {
 				if p.Err != nil {
 					failed = append(failed, fmt.Sprintf("%s/%d: %v", p.Topic, p.Partition, p.Err))
@@ -242,6 +318,18 @@ func newTxnProducersCmd(cf *clientFlags) *cobra.Command {
 				for _, pr := range p.ActiveProducers.Sorted() {
 					last := time.UnixMilli(pr.LastTimestamp)
 					if olderThan > 0 && (pr.CurrentTxnStartOffset < 0 || now.Sub(last) < olderThan) {
+						continue
+					}
+					if output.json() {
+						j := producerJSON{Topic: pr.Topic, Partition: pr.Partition, ProducerID: pr.ProducerID, ProducerEpoch: pr.ProducerEpoch,
+							LastSequence: pr.LastSequence, CoordinatorEpoch: pr.CoordinatorEpoch}
+						if pr.LastTimestamp >= 0 {
+							j.LastTimestampMs = &pr.LastTimestamp
+						}
+						if pr.CurrentTxnStartOffset >= 0 {
+							j.TxnStartOffset = &pr.CurrentTxnStartOffset
+						}
+						js = append(js, j)
 						continue
 					}
 					start := "-"
@@ -256,7 +344,11 @@ func newTxnProducersCmd(cf *clientFlags) *cobra.Command {
 						pr.LastSequence, lastStr, pr.CoordinatorEpoch, start)
 				}
 			}
-			if err := tw.Flush(); err != nil {
+			if output.json() {
+				if err := writeJSON(cmd.OutOrStdout(), js); err != nil {
+					return err
+				}
+			} else if err := tw.Flush(); err != nil {
 				return err
 			}
 			if len(failed) > 0 {
@@ -266,6 +358,7 @@ func newTxnProducersCmd(cf *clientFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&olderThan, "hanging", 0, "only producers with an open transaction and no write for at least this long")
+	output = addOutputFlag(cmd)
 	return cmd
 }
 

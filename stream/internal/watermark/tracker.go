@@ -249,6 +249,17 @@ func sub(a, b int64) int64 {
 // Watermark returns the task's watermark as of the last Advance (or Restore).
 func (t *Tracker) Watermark() int64 { return t.wm }
 
+// IdleInputs returns how many inputs were idle at the last Advance.
+func (t *Tracker) IdleInputs() int {
+	n := 0
+	for i := range t.inputs {
+		if t.inputs[i].idle {
+			n++
+		}
+	}
+	return n
+}
+
 // InputStatus is one input's state as of the last Advance, for metrics and
 // App.Describe.
 type InputStatus struct {

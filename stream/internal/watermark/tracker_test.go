@@ -99,8 +99,8 @@ func TestIdleness(t *testing.T) {
 		t.Fatalf("b idle after 5s without records: %d, want 2000", got)
 	}
 	st := tr.Status()
-	if st[0].Idle || !st[1].Idle {
-		t.Fatalf("status %+v: want a active, b idle", st)
+	if st[0].Idle || !st[1].Idle || tr.IdleInputs() != 1 {
+		t.Fatalf("status %+v, %d idle: want a active, b idle", st, tr.IdleInputs())
 	}
 
 	// b comes back behind the watermark: it holds the watermark where it is
