@@ -101,6 +101,12 @@ type Config struct {
 	// nothing in flight that sends nothing for this long is closed
 	// (default 10 minutes, Kafka's; negative: never).
 	ConnectionsMaxIdle time.Duration
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the bytes of
+	// request frames larger than 1 MiB being read, across connections;
+	// past it reading stops until frames are read (see readbudget.go).
+	// Default DefaultQueuedMaxRequestBytes (Kafka's default is
+	// unbounded).
+	QueuedMaxRequestBytes int64
 	// MaxInFlightPerConn bounds the requests of one connection being
 	// handled or waiting to be written (default 128). Reading from the
 	// connection pauses while the bound is reached.
@@ -127,6 +133,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ConnectionsMaxIdle == 0 {
 		c.ConnectionsMaxIdle = 10 * time.Minute
+	}
+	if c.QueuedMaxRequestBytes <= 0 {
+		c.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
 	}
 	if c.MaxInFlightPerConn <= 0 {
 		c.MaxInFlightPerConn = 128
@@ -168,6 +177,7 @@ type Broker struct {
 	txns      txnHandler
 	metrics   *metrics
 	frames    framePool
+	reading   *readBudget  // memory of frames being read (readbudget.go)
 	lock      *dataDirLock // held from Start to the end of Close
 
 	ctx    context.Context // canceled by Close: long polls return
@@ -203,6 +213,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		logger: cfg.Logger.With("component", "broker"),
 		conns:  make(map[*conn]struct{}),
 	}
+	b.reading = newReadBudget(cfg.QueuedMaxRequestBytes)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.sessions = newFetchSessions(1000)
 

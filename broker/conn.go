@@ -222,8 +222,18 @@ func (c *conn) readLoop() {
 // the broker's frame pool and is returned as pooled too (the caller puts
 // it back when the request is done); the API key is peeked to tell.
 func (c *conn) readFrame(size int) (frame []byte, pooled *[]byte, err error) {
+	if size > readBudgetMin {
+		// Reading stops while the broker's read budget is spent.
+		if !c.b.reading.acquire(c.ctx, int64(size)) {
+			return nil, nil, c.ctx.Err()
+		}
+		defer c.b.reading.release(int64(size))
+	}
 	if size < pooledFrameMin || size > pooledFrameMax {
 		frame, err = readFrame(c.nc, size)
+		if err != nil && size > readBudgetMin {
+			c.b.reading.wasted(int64(size))
+		}
 		return frame, nil, err
 	}
 	var key [2]byte

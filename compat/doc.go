@@ -50,4 +50,19 @@
 // which read the records to produce as JSON lines on stdin and print what
 // they delivered/consumed as JSON lines on stdout. A missing tool is a test
 // failure: .ci/run installs them.
+//
+// franz-go's own integration tests (package kgo, in the module cache at
+// $(go env GOMODCACHE)/github.com/twmb/franz-go@<version>/pkg/kgo) run
+// against any broker named by KGO_SEEDS; KGO_TEST_RF=1 makes them create
+// single-replica topics. To run some against weir, copy the module out of
+// the (read-only) cache and point it at a `weir serve`:
+//
+//	weir serve --data-dir /tmp/kgo-weir --kafka-addr 127.0.0.1:19092 --http-addr off --group-initial-rebalance-delay 0 &
+//	cp -r $(go env GOMODCACHE)/github.com/twmb/franz-go@v1.22.3 /tmp/franz-go && chmod -R u+w /tmp/franz-go
+//	cd /tmp/franz-go/pkg/kgo && KGO_SEEDS=127.0.0.1:19092 KGO_TEST_RF=1 KGO_LOG_LEVEL=none \
+//		go test -count=1 -run '^(TestConsumeRegex|Test848RegexBrokerResolves)$' .
+//
+// Those two pass (they need __consumer_offsets in all-topics Metadata with
+// IsInternal, and KIP-848 regexes matched on whole names, internal topics
+// included, as Kafka does).
 package compat

@@ -211,6 +211,17 @@ func (p *exactlyOnce) end(commit bool) error {
 	if commit {
 		try = kgo.TryCommit
 	}
+	if commit {
+		// Readers of the outputs see the transaction at End, before
+		// flushState puts its store writes in the cache: from here on a
+		// query waits for the flush that follows (serveFlushes, between
+		// transactions) instead of reading Pebble without them.
+		for _, t := range tasks {
+			if t.txn != nil {
+				t.markUnflushed()
+			}
+		}
+	}
 	committed, err := p.sess.End(ctx, try)
 	p.stale.Store(false)
 	for _, t := range tasks {

@@ -555,10 +555,16 @@ func (t *task) noteCached() bool {
 	if t.db == nil || !t.db.Unflushed() {
 		return false
 	}
+	t.markUnflushed()
+	return true
+}
+
+// markUnflushed notes that committed writes may sit outside Pebble, so
+// queries of the task wait for a flush. Any goroutine.
+func (t *task) markUnflushed() {
 	t.flushMu.Lock()
 	t.unflushed = true
 	t.flushMu.Unlock()
-	return true
 }
 
 // markFlushed notes that Pebble holds every committed write (loop

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +238,9 @@ func TestConfigValidate(t *testing.T) {
 		"repeat":          func(c *Config) { c.Repeat = 0 },
 		"order":           func(c *Config) { c.Order = "sideways" },
 		"wide partitions": func(c *Config) { c.WidePartitions = -1 },
+		"no codec":        func(c *Config) { c.Compression = nil },
+		"unknown codec":   func(c *Config) { c.Compression = []string{"none", "brotli"} },
+		"codec twice":     func(c *Config) { c.Compression = []string{"lz4", "lz4"} },
 	}
 	for name, mut := range bad {
 		c := DefaultConfig()
@@ -250,6 +255,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--records", "10", "--targets", "nats, kfake"}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
+	}
+	if c, err := parseFlags([]string{"--compression", "none, snappy,zstd"}, &bytes.Buffer{}); err != nil || !slices.Equal(c.Compression, []string{"none", "snappy", "zstd"}) {
+		t.Fatalf("--compression: %v %v", c.Compression, err)
 	}
 	if _, err := parseFlags([]string{"extra"}, &bytes.Buffer{}); err == nil {
 		t.Fatal("stray argument accepted")
@@ -272,7 +280,7 @@ func TestChildCPU(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	d, err := newKafkaDriver(ch.addr, cfg)
+	d, err := newKafkaDriver(ch.addr, codecNone, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +423,7 @@ func TestCreateTopicTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.stop()
-	d, err := newKafkaDriver(ch.addr, cfg)
+	d, err := newKafkaDriver(ch.addr, codecNone, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,5 +437,40 @@ func TestCreateTopicTwice(t *testing.T) {
 	defer cancelShort()
 	if err := d.createTopic(short, "twice", 4); err == nil {
 		t.Fatal("create with another partition count succeeded")
+	}
+}
+
+// TestCompression runs weir with every producer codec in one invocation:
+// each run reads every record back, and the report has the compression table with a ratio and verdict for each codec
+// that has a target. It does not look at any speed.
+func TestCompression(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Targets = []string{targetWeir}
+	cfg.Compression = slices.Clone(allCodecs)
+	cfg.WidePartitions = 0
+	var log bytes.Buffer
+	cfg.Log = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\nlog:\n%s", err, log.String())
+	}
+	if len(rep.Results) != len(allCodecs) {
+		t.Fatalf("%d results, want one per codec", len(rep.Results))
+	}
+	for i, r := range rep.Results {
+		if r.Err != "" || r.Codec != allCodecs[i] || r.Read.Distinct != cfg.Records {
+			t.Errorf("run %d: codec %s err %q read %+v", i, r.Codec, r.Err, r.Read)
+		}
+	}
+	md := rep.Markdown()
+	if !strings.Contains(md, "## Compression") {
+		t.Fatalf("no compression table:\n%s", md)
+	}
+	for _, z := range []string{"snappy", "lz4", "zstd"} {
+		if !regexp.MustCompile(`(?m)^\| weir \| ` + z + ` \| [0-9.]+ \| [0-9.]+x \| <= [0-9.]+x \| (PASS|MISS) \|`).MatchString(md) {
+			t.Errorf("no complete compression row for %s:\n%s", z, md)
+		}
 	}
 }

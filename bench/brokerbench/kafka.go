@@ -24,18 +24,19 @@ const (
 // default idempotent producer when Config.Idempotent is set.
 type kafkaDriver struct {
 	cfg   Config
+	codec kgo.CompressionCodec
 	addr  string
 	admin *kgo.Client
 	adm   *kadm.Client
 	pl    *payloads
 }
 
-func newKafkaDriver(addr string, cfg Config) (*kafkaDriver, error) {
+func newKafkaDriver(addr, codec string, cfg Config) (*kafkaDriver, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaDriver{cfg: cfg, addr: addr, admin: cl, adm: kadm.NewClient(cl), pl: newPayloads(cfg.RecordSize, 64<<10)}, nil
+	return &kafkaDriver{cfg: cfg, codec: kgoCodec(codec), addr: addr, admin: cl, adm: kadm.NewClient(cl), pl: newPayloads(cfg.RecordSize, 64<<10)}, nil
 }
 
 func (d *kafkaDriver) close() { d.admin.Close() }
@@ -46,7 +47,7 @@ func (d *kafkaDriver) producerOpts(extra ...kgo.Opt) []kgo.Opt {
 		kgo.DefaultProduceTopic(benchTopic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchCompression(d.codec),
 	}
 	if !d.cfg.Idempotent {
 		// kgo's idempotent producer keeps up to 5 requests in flight
@@ -245,4 +246,19 @@ func (d *kafkaDriver) writeWide(ctx context.Context, n int) error {
 		return errors.New("wide: not every record was produced")
 	}
 	return nil
+}
+
+// kgoCodec is the franz-go codec of a --compression name (validated).
+func kgoCodec(name string) kgo.CompressionCodec {
+	switch name {
+	case codecGzip:
+		return kgo.GzipCompression()
+	case codecSnappy:
+		return kgo.SnappyCompression()
+	case codecLZ4:
+		return kgo.Lz4Compression()
+	case codecZstd:
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
 }

@@ -115,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.InFlight, "nats-inflight", cfg.InFlight, "max outstanding async publishes for NATS")
 	fs.IntVar(&cfg.KafkaInFlight, "kafka-inflight", cfg.KafkaInFlight, "max produce requests in flight per broker (Kafka targets, idempotence off)")
 	fs.BoolVar(&cfg.Idempotent, "idempotent", cfg.Idempotent, "Kafka targets: use franz-go's idempotent producer (5 requests in flight) instead of the plain one")
+	compression := fs.String("compression", strings.Join(cfg.Compression, ","), "Kafka targets: producer compression, one or more of none,gzip,snappy,lz4,zstd; each runs in turn and the report compares broker CPU per GB produced with the first (the main table uses the first)")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "upper bound on each phase")
 	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "parent directory for the brokers' data directories (default: a temp dir)")
 	fs.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the data directories")
@@ -128,6 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.Targets = splitList(*targets)
+	cfg.Compression = splitList(*compression)
 	return cfg, cfg.Validate()
 }
 

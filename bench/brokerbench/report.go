@@ -13,6 +13,7 @@ import (
 // Result is one target's run in one round.
 type Result struct {
 	Target   string
+	Codec    string // producer compression (Kafka targets; "none" for NATS)
 	Round    int
 	Position int    // 1-based position in the round's order
 	Err      string // non-empty: the run failed here; later figures are missing
@@ -141,11 +142,21 @@ func (rep *Report) Failed() bool {
 	return slices.ContainsFunc(rep.Results, func(r Result) bool { return r.Err != "" })
 }
 
-// ok returns the successful results of target.
+// ok returns the successful results of target with the main codec (the
+// first of Config.Compression; NATS runs with none only).
 func (rep *Report) ok(target string) []Result {
+	codec := rep.Config.Compression[0]
+	if !isKafka(target) {
+		codec = codecNone
+	}
+	return rep.okCodec(target, codec)
+}
+
+// okCodec returns the successful results of target with codec.
+func (rep *Report) okCodec(target, codec string) []Result {
 	var out []Result
 	for _, r := range rep.Results {
-		if r.Target == target && r.Err == "" {
+		if r.Target == target && r.Codec == codec && r.Err == "" {
 			out = append(out, r)
 		}
 	}
@@ -154,7 +165,11 @@ func (rep *Report) ok(target string) []Result {
 
 // median returns the median of m over target's successful runs.
 func (rep *Report) median(m metric, target string) (float64, bool) {
-	rs := rep.ok(target)
+	return rep.medianOf(m, rep.ok(target), target)
+}
+
+// medianOf returns the median of m over rs (results of target).
+func (rep *Report) medianOf(m metric, rs []Result, target string) (float64, bool) {
 	if len(rs) == 0 || (m.kafka && !isKafka(target)) || (m.kafka && rep.Config.WidePartitions == 0) {
 		return 0, false
 	}
@@ -190,6 +205,7 @@ func (rep *Report) Markdown() string {
 	if cfg.Idempotent {
 		b.WriteString("- Kafka producers: franz-go's idempotent producer\n")
 	}
+	fmt.Fprintf(&b, "- Kafka producer compression: %s (the tables below the first compare the others)\n", strings.Join(cfg.Compression, ", "))
 	if cfg.ProfileDir != "" {
 		fmt.Fprintf(&b, "- Brokers were CPU-profiled during the measured phases (profiles in %s); their CPU figures include the profiler's cost\n", cfg.ProfileDir)
 	}
@@ -254,16 +270,18 @@ func (rep *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 
+	rep.compressionTable(&b)
+
 	b.WriteString("\n## Runs\n\n")
-	b.WriteString("| round | pos | target | produce rec/s | consume rec/s | broker CPU-s prod | broker CPU-s cons | p50 ms | p99 ms | idle RSS MB | wide RSS MB | read back | error |\n")
-	b.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| round | pos | target | codec | produce rec/s | consume rec/s | broker CPU-s prod | broker CPU-s cons | p50 ms | p99 ms | idle RSS MB | wide RSS MB | read back | error |\n")
+	b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rep.Results {
 		read := fmt.Sprintf("%d/%d", r.Read.Distinct, cfg.Records)
 		if r.Read.Duplicates > 0 || r.Read.Foreign > 0 {
 			read += fmt.Sprintf(" (+%d dup, %d foreign)", r.Read.Duplicates, r.Read.Foreign)
 		}
-		fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %s | %s |\n",
-			r.Round, r.Position, r.Target,
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %s | %s |\n",
+			r.Round, r.Position, r.Target, r.Codec,
 			recPerSec(r.Produce.Wall, cfg.Records), recPerSec(r.Consume.Wall, cfg.Records),
 			r.Produce.BrokerCPU, r.Consume.BrokerCPU,
 			ms(r.Latency.P50), ms(r.Latency.P99), mb(r.IdleRSS), wideCell(r, cfg), read, mdEscape(r.Err))
@@ -281,7 +299,8 @@ func (rep *Report) Markdown() string {
   the child reports its getrusage figure (microsecond resolution; /proc/<pid>/stat utime+stime is the same
   number in 10 ms ticks, which the test cross-checks). Client CPU = the harness process (getrusage), which
   includes the harness's own bookkeeping.
-- Produce: acks=all, idempotence off unless --idempotent, up to 5 produce requests in flight, default linger (10 ms), no compression,
+- Produce: acks=all, idempotence off unless --idempotent, up to 5 produce requests in flight, default linger (10 ms),
+  compression as --compression says (the main table: the first codec listed),
   records spread round-robin over the partitions. NATS: async publish with a bounded number of pending acks.
   The phase ends when the last record is acknowledged.
 - Consume: a fresh consumer reads from the start until every record index has been seen; the value of each
@@ -385,4 +404,64 @@ func machineFacts() string {
 	}
 	return fmt.Sprintf("%d CPUs (%s), GOMAXPROCS %d, Linux %s, %s %s/%s, load average at the end %s",
 		runtime.NumCPU(), model, runtime.GOMAXPROCS(0), kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH, load)
+}
+
+// compressionGoals are issue 18's targets for weir: broker CPU per GB
+// produced with a codec, as a ratio to weir's own figure without
+// compression in the same run.
+var compressionGoals = map[string]float64{codecSnappy: 1.3, codecLZ4: 1.3, codecZstd: 2}
+
+// compressionTable compares, for each Kafka target, broker CPU per GB
+// produced (and produce throughput) with each codec against the same
+// target without compression. Only when more than one codec ran.
+func (rep *Report) compressionTable(b *strings.Builder) {
+	cfg := rep.Config
+	if len(cfg.Compression) < 2 {
+		return
+	}
+	cpu, thr := metricNamed("broker CPU per GB produced", "CPU-s/GB"), metricNamed("produce throughput", "records/s")
+	b.WriteString("\n## Compression: broker CPU per GB produced, by producer codec\n\n")
+	b.WriteString("| target | codec | broker CPU-s/GB produced | vs none | target | verdict | produce records/s | vs none |\n")
+	b.WriteString("|---|---|---:|---:|---|---|---:|---:|\n")
+	for _, t := range cfg.Targets {
+		if !isKafka(t) {
+			continue
+		}
+		base, bok := rep.medianOf(cpu, rep.okCodec(t, codecNone), t)
+		baseThr, btok := rep.medianOf(thr, rep.okCodec(t, codecNone), t)
+		for _, z := range cfg.Compression {
+			rs := rep.okCodec(t, z)
+			v, ok := rep.medianOf(cpu, rs, t)
+			q, qok := ratio(v, base, ok && bok)
+			tv, tok := rep.medianOf(thr, rs, t)
+			tq, tqok := ratio(tv, baseThr, tok && btok)
+			goalText, verdict := "", ""
+			if g, has := compressionGoals[z]; has && t == targetWeir {
+				goalText = fmt.Sprintf("<= %.1fx", g)
+				verdict = "n/a (not measured)"
+				if qok {
+					verdict = passMiss(q <= g)
+				}
+			}
+			cell := "failed"
+			if ok {
+				cell = fmtVal(v)
+			}
+			tcell := "failed"
+			if tok {
+				tcell = fmtVal(tv)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", t, z, cell, fmtRatio(q, qok), goalText, verdict, tcell, fmtRatio(tq, tqok))
+		}
+	}
+}
+
+// metricNamed returns the metric of that name and unit (it must exist).
+func metricNamed(name, unit string) metric {
+	for _, m := range metrics {
+		if m.name == name && m.unit == unit {
+			return m
+		}
+	}
+	panic("brokerbench: no metric " + name + " in " + unit)
 }

@@ -21,6 +21,17 @@ const (
 
 var allTargets = []string{targetWeir, targetKfake, targetNATS}
 
+// Producer compression codecs (--compression).
+const (
+	codecNone   = "none"
+	codecGzip   = "gzip"
+	codecSnappy = "snappy"
+	codecLZ4    = "lz4"
+	codecZstd   = "zstd"
+)
+
+var allCodecs = []string{codecNone, codecGzip, codecSnappy, codecLZ4, codecZstd}
+
 // isKafka reports whether a target speaks the Kafka protocol.
 func isKafka(target string) bool { return target == targetWeir || target == targetKfake }
 
@@ -39,6 +50,7 @@ type Config struct {
 	InFlight       int           // NATS max pending async publishes
 	KafkaInFlight  int           // kgo produce requests in flight per broker (non-idempotent producer)
 	Idempotent     bool          // Kafka targets: kgo's default idempotent producer
+	Compression    []string      // Kafka targets: producer codecs, each run in turn (none|gzip|snappy|lz4|zstd)
 	PhaseTimeout   time.Duration // bound on each phase
 	Settle         time.Duration // wait before reading idle RSS
 	Dir            string        // parent of the data directories; "" = temp dir
@@ -67,6 +79,7 @@ func DefaultConfig() Config {
 		Order:          "alternate",
 		InFlight:       4096,
 		KafkaInFlight:  5,
+		Compression:    []string{codecNone},
 		PhaseTimeout:   10 * time.Minute,
 		Settle:         time.Second,
 	}
@@ -108,6 +121,17 @@ func (c *Config) Validate() error {
 		return errors.New("--phase-timeout must be > 0")
 	}
 
+	if len(c.Compression) == 0 {
+		return errors.New("--compression: no codec")
+	}
+	for i, z := range c.Compression {
+		if !slices.Contains(allCodecs, z) {
+			return fmt.Errorf("--compression %q: want some of %v", z, allCodecs)
+		}
+		if slices.Contains(c.Compression[:i], z) {
+			return fmt.Errorf("--compression %q listed twice", z)
+		}
+	}
 	switch c.Order {
 	case "alternate", "random", "fixed":
 	default:
@@ -171,22 +195,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		order := roundOrder(cfg.Targets, cfg.Order, round, rng)
 		rep.Orders = append(rep.Orders, order)
 		for pos, target := range order {
-			if err := ctx.Err(); err != nil {
-				rep.Finished = time.Now().UTC()
-				return rep, err
+			// Every codec of a Kafka target runs in the same round, one
+			// after the other; NATS has no batch compression.
+			codecs := cfg.Compression
+			if !isKafka(target) {
+				codecs = codecs[:1]
 			}
-			fmt.Fprintf(cfg.Log, "round %d/%d: %s\n", round+1, cfg.Repeat, target)
-			dir := filepath.Join(base, fmt.Sprintf("%s-r%d", target, round+1))
-			res := runTarget(ctx, cfg, target, dir)
-			res.Round, res.Position = round+1, pos+1
-			if res.Err != "" {
-				fmt.Fprintf(cfg.Log, "  %s FAILED: %s\n", target, res.Err)
-			} else {
-				fmt.Fprintf(cfg.Log, "  %s: %s\n", target, res.summary())
-			}
-			rep.Results = append(rep.Results, res)
-			if !cfg.Keep {
-				os.RemoveAll(dir)
+			for _, codec := range codecs {
+				if err := ctx.Err(); err != nil {
+					rep.Finished = time.Now().UTC()
+					return rep, err
+				}
+				fmt.Fprintf(cfg.Log, "round %d/%d: %s (compression %s)\n", round+1, cfg.Repeat, target, codec)
+				// <target>-r<round> (the profiles' prefix), with the
+				// codec before the round when there is one.
+				name := fmt.Sprintf("%s-r%d", target, round+1)
+				if codec != codecNone {
+					name = fmt.Sprintf("%s-%s-r%d", target, codec, round+1)
+				}
+				dir := filepath.Join(base, name)
+				res := runTarget(ctx, cfg, target, codec, dir)
+				res.Round, res.Position = round+1, pos+1
+				if res.Err != "" {
+					fmt.Fprintf(cfg.Log, "  %s FAILED: %s\n", target, res.Err)
+				} else {
+					fmt.Fprintf(cfg.Log, "  %s: %s\n", target, res.summary())
+				}
+				rep.Results = append(rep.Results, res)
+				if !cfg.Keep {
+					os.RemoveAll(dir)
+				}
 			}
 		}
 	}
@@ -239,30 +277,30 @@ type readStats struct {
 	Foreign    int // indices outside [0, n): must be 0
 }
 
-func newDriver(target, addr string, cfg Config) (driver, error) {
+func newDriver(target, codec, addr string, cfg Config) (driver, error) {
 	if isKafka(target) {
-		return newKafkaDriver(addr, cfg)
+		return newKafkaDriver(addr, codec, cfg)
 	}
 	return newNATSDriver(addr, cfg)
 }
 
 // runTarget runs the whole workload against one fresh child process (and a
 // second one for the wide-partitions phase).
-func runTarget(ctx context.Context, cfg Config, target, dir string) Result {
-	res := Result{Target: target}
-	if err := runThroughput(ctx, cfg, target, filepath.Join(dir, "data"), &res); err != nil {
+func runTarget(ctx context.Context, cfg Config, target, codec, dir string) Result {
+	res := Result{Target: target, Codec: codec}
+	if err := runThroughput(ctx, cfg, target, codec, filepath.Join(dir, "data"), &res); err != nil {
 		res.Err = err.Error()
 		return res
 	}
-	if cfg.WidePartitions > 0 && isKafka(target) {
-		if err := runWide(ctx, cfg, target, filepath.Join(dir, "wide"), &res); err != nil {
+	if cfg.WidePartitions > 0 && isKafka(target) && codec == cfg.Compression[0] {
+		if err := runWide(ctx, cfg, target, codec, filepath.Join(dir, "wide"), &res); err != nil {
 			res.Err = fmt.Sprintf("wide partitions: %v", err)
 		}
 	}
 	return res
 }
 
-func runThroughput(ctx context.Context, cfg Config, target, dir string, res *Result) (err error) {
+func runThroughput(ctx context.Context, cfg Config, target, codec, dir string, res *Result) (err error) {
 	ch, err := startChild(ctx, cfg, target, dir)
 	if err != nil {
 		return err
@@ -279,7 +317,7 @@ func runThroughput(ctx context.Context, cfg Config, target, dir string, res *Res
 		return err
 	}
 
-	d, err := newDriver(target, ch.addr, cfg)
+	d, err := newDriver(target, codec, ch.addr, cfg)
 	if err != nil {
 		return err
 	}
@@ -326,7 +364,7 @@ func runThroughput(ctx context.Context, cfg Config, target, dir string, res *Res
 	return nil
 }
 
-func runWide(ctx context.Context, cfg Config, target, dir string, res *Result) (err error) {
+func runWide(ctx context.Context, cfg Config, target, codec, dir string, res *Result) (err error) {
 	ch, err := startChild(ctx, cfg, target, dir)
 	if err != nil {
 		return err
@@ -336,7 +374,7 @@ func runWide(ctx context.Context, cfg Config, target, dir string, res *Result) (
 			err = cerr
 		}
 	}()
-	d, err := newDriver(target, ch.addr, cfg)
+	d, err := newDriver(target, codec, ch.addr, cfg)
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,20 @@ import (
 // Metrics (all labelled by group):
 //
 //	weir_group_members                         gauge   members per group
+//	weir_group_generation                      gauge   current generation (classic)
+//	                                           or group epoch (KIP-848)
 //	weir_group_rebalances_total                counter completed rebalances
 //	weir_group_rebalance_duration_seconds      histogram from the start of a
 //	                                           rebalance to Stable
-//	weir_group_lag_records{topic,partition}    log end - committed offset
-//	weir_group_lag_seconds{topic,partition}    age of the oldest unconsumed record
+//	weir_group_lag_records{topic,partition,from}  log end - committed offset
+//	weir_group_lag_seconds{topic,partition,from}  age of the oldest unconsumed record
 //
 // Lag is computed at scrape time (Collect) from a snapshot of the
-// committed offsets, so it keeps growing for a stopped consumer.
+// committed offsets, so it keeps growing for a stopped consumer. It covers
+// the partitions with a committed offset (from="committed") and every
+// partition of the topics the group subscribes to that has none
+// (from="log_start": counted from the log start, what a consumer starting
+// at the earliest offset would read).
 
 type metrics struct {
 	c          *Coordinator
@@ -26,6 +32,7 @@ type metrics struct {
 	rebalances *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	members    *prometheus.Desc
+	generation *prometheus.Desc
 	lagRecords *prometheus.Desc
 	lagSeconds *prometheus.Desc
 	inProgress map[string]bool // loop only
@@ -43,9 +50,15 @@ func newMetrics(c *Coordinator, reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from the start of a rebalance until the group is stable.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"group"}),
-		members:    prometheus.NewDesc("weir_group_members", "Members per consumer group.", []string{"group"}, nil),
-		lagRecords: prometheus.NewDesc("weir_group_lag_records", "Log end offset minus committed offset.", []string{"group", "topic", "partition"}, nil),
-		lagSeconds: prometheus.NewDesc("weir_group_lag_seconds", "Age of the oldest unconsumed record (0 when caught up).", []string{"group", "topic", "partition"}, nil),
+		members: prometheus.NewDesc("weir_group_members", "Members per consumer group.", []string{"group"}, nil),
+		generation: prometheus.NewDesc("weir_group_generation",
+			"Current generation of a classic group, or group epoch of a KIP-848 consumer group.", []string{"group"}, nil),
+		lagRecords: prometheus.NewDesc("weir_group_lag_records",
+			`Log end offset minus the committed offset (from="committed"), or minus the log start offset for a subscribed partition with no committed offset (from="log_start").`,
+			[]string{"group", "topic", "partition", "from"}, nil),
+		lagSeconds: prometheus.NewDesc("weir_group_lag_seconds",
+			`Age of the oldest unconsumed record (0 when caught up); from as for weir_group_lag_records.`,
+			[]string{"group", "topic", "partition", "from"}, nil),
 		inProgress: map[string]bool{},
 	}
 	if reg != nil {
@@ -89,6 +102,7 @@ type lagCollector metrics
 
 func (l *lagCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- l.members
+	ch <- l.generation
 	ch <- l.lagRecords
 	ch <- l.lagSeconds
 }
@@ -102,11 +116,15 @@ func (l *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, g := range snap {
 		ch <- prometheus.MustNewConstMetric(l.members, prometheus.GaugeValue, float64(g.Members), g.Group)
+		ch <- prometheus.MustNewConstMetric(l.generation, prometheus.GaugeValue, float64(g.Generation), g.Group)
 		for _, p := range l.c.lagOf(g) {
-			part := strconv.Itoa(int(p.Partition))
-			ch <- prometheus.MustNewConstMetric(l.lagRecords, prometheus.GaugeValue, float64(p.Lag), g.Group, p.Topic, part)
+			part, from := strconv.Itoa(int(p.Partition)), "committed"
+			if p.Uncommitted {
+				from = "log_start"
+			}
+			ch <- prometheus.MustNewConstMetric(l.lagRecords, prometheus.GaugeValue, float64(p.Lag), g.Group, p.Topic, part, from)
 			if p.LagTime >= 0 {
-				ch <- prometheus.MustNewConstMetric(l.lagSeconds, prometheus.GaugeValue, p.LagTime.Seconds(), g.Group, p.Topic, part)
+				ch <- prometheus.MustNewConstMetric(l.lagSeconds, prometheus.GaugeValue, p.LagTime.Seconds(), g.Group, p.Topic, part, from)
 			}
 		}
 	}

@@ -44,6 +44,7 @@ type codecs struct {
 	lz4  sync.Pool // *lz4.Reader
 	zstd sync.Pool // *zstd.Decoder
 	bufr sync.Pool // *bufio.Reader
+	snap sync.Pool // *[]byte: decoded raw snappy blocks (validation)
 }
 
 // records returns a reader of the uncompressed record bytes of a
@@ -211,34 +212,4 @@ func readN(r io.Reader, buf []byte, n int) ([]byte, error) {
 		}
 	}
 	return buf, nil
-}
-
-// checkCompressedRecords validates the records of a compressed batch as
-// checkRecords does for uncompressed ones.
-func (c *codecs) checkCompressedRecords(b []byte, h batchHeader) (tsRange, error) {
-	br, release, err := c.records(h.Compression(), b[batchHeaderSize:])
-	if err != nil {
-		return tsRange{}, batchErr("decompress: %v", err)
-	}
-	defer release()
-	tr := newTsRange()
-	err = walkRecordStream(br, h.NumRecords, func(i int32, rec []byte) error {
-		tsDelta, offDelta, rerr := checkRecord(rec)
-		if rerr != nil {
-			return fmt.Errorf("record %d: %s", i, rerr.reason)
-		}
-		if offDelta != int64(i) {
-			return fmt.Errorf("record %d has offset delta %d", i, offDelta)
-		}
-		ts := h.FirstTimestamp + tsDelta
-		if (tsDelta > 0 && ts < h.FirstTimestamp) || (tsDelta < 0 && ts > h.FirstTimestamp) || ts < -1 {
-			return fmt.Errorf("record %d: timestamp out of range", i)
-		}
-		tr.add(ts)
-		return nil
-	})
-	if err != nil {
-		return tsRange{}, batchErr("%v", err)
-	}
-	return tr, nil
 }

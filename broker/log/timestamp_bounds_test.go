@@ -80,3 +80,20 @@ func TestTimestampBounds(t *testing.T) {
 func codecName(c int) string {
 	return [...]string{"none", "gzip", "snappy", "lz4", "zstd"}[c]
 }
+
+// TestValidateLargeCompressed: a compressed batch that decodes to more
+// than a pooled buffer keeps (maxPooledSnappy) validates the same, every
+// codec.
+func TestValidateLargeCompressed(t *testing.T) {
+	var c codecs
+	for _, codec := range []int{codecGzip, codecSnappy, codecLZ4, codecZstd} {
+		b := testBatch{records: maxPooledSnappy/1000 + 100, valueSize: 1000, firstTs: 5, tsStep: 1, codec: codec}.build()
+		v, err := validateBatch(b, &c)
+		if err != nil {
+			t.Fatalf("%s: %v", codecName(codec), err)
+		}
+		if want := int64(5 + maxPooledSnappy/1000 + 99); v.recordsMaxTimestamp != want || v.recordsMinTimestamp != 5 {
+			t.Fatalf("%s: timestamps [%d, %d], want [5, %d]", codecName(codec), v.recordsMinTimestamp, v.recordsMaxTimestamp, want)
+		}
+	}
+}
