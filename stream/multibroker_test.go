@@ -40,7 +40,7 @@ func startMultiBroker(t *testing.T) (*kfake.Cluster, *testBroker) {
 
 // multiOpts are the options of every App of these tests.
 func multiOpts(t *testing.T, g Guarantee) []Opt {
-	return []Opt{testLogger(t), WithGuarantee(g), ReplicationFactor(multiBrokers), StateDir(t.TempDir()),
+	return []Opt{testLogger(t), Delivery(g), ReplicationFactor(multiBrokers), StateDir(t.TempDir()),
 		CommitInterval(20 * time.Millisecond), MaxPollRecords(25), Workers(2)}
 }
 
@@ -49,7 +49,7 @@ func multiOpts(t *testing.T, g Guarantee) []Opt {
 func rekeyedCountTopology(b *Builder) {
 	in := From(b, "events", String(), String())
 	byVal := KeyBy(in, func(r Record[string, string]) (string, error) { return r.Value, nil })
-	Count(GroupByKey(byVal, String(), String()), StoreConfig{Name: "n", TTL: time.Hour}).To("counts", String(), Int64())
+	Count(GroupByKey(byVal, Codecs(String(), String())), StoreConfig{Name: "n", TTL: time.Hour}).ToStream().To("counts", String(), Int64())
 }
 
 // produceRekeyed writes events from..from+n-1, each under its own key with
@@ -251,7 +251,7 @@ func movesRun(t *testing.T, b *testBroker, g Guarantee, move func(*App)) {
 		produceRekeyed(b, round*per, per, keys, truth)
 		// Wait for the first results of the round, not all of them.
 		n := round*per + per/3
-		b.waitForIso("counts", committed, 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= n })
+		b.waitForIso("counts", committed, 30*time.Second, counted(t, int64(n)))
 		move(a.a)
 	}
 	b.waitForIso("counts", committed, 30*time.Second, atLeast(t, truth))
