@@ -250,6 +250,18 @@ func (a *App) runBatch(ctx context.Context, b batch) (complete bool) {
 			complete = false
 			break
 		}
+		if n, ok := b.t.next[r.Topic]; ok && r.Offset < n.Offset {
+			// Below what the task has handled: the client moved its
+			// position back without the task asking (it resets a
+			// partition it believes lost records, e.g. after a leader
+			// epoch answer it cannot reconcile). The task's state,
+			// outputs and open transaction already hold this record;
+			// handling it again would count it twice, also under
+			// ExactlyOnce. (A rewind the task asks for — an aborted
+			// transaction — restores next first, see abortRound.)
+			b.t.m.redelivered.Inc()
+			continue
+		}
 		if r.Attrs.IsControl() {
 			// A transaction marker: nothing to process, but the
 			// committed position moves past it.

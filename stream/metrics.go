@@ -26,7 +26,10 @@ type metrics struct {
 	taskIn  *prometheus.CounterVec
 	taskOut *prometheus.CounterVec
 	taskDLQ *prometheus.CounterVec
-	taskLag *prometheus.GaugeVec
+	// taskRedelivered counts records a task skipped because they were below
+	// its next offset (the client moved its position back on its own).
+	taskRedelivered *prometheus.CounterVec
+	taskLag         *prometheus.GaugeVec
 	// event time (eventtime.go)
 	taskWatermark  *prometheus.GaugeVec
 	taskEventLag   *prometheus.GaugeVec
@@ -66,6 +69,10 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 	m.taskOut = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
 		Name: "task_records_out_total", Help: "Records produced by the task (all topics).",
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.taskRedelivered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
+		Name:        "task_redelivered_records_total",
+		Help:        "Records a task skipped because the client delivered them again below the task's position (its state already holds them).",
+		ConstLabels: prometheus.Labels{"app": appID}}, labels)
 	m.taskDLQ = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
 		Name: "task_dlq_records_total", Help: "Records the task sent to a dead-letter topic.",
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
@@ -84,7 +91,7 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
 			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.txnAborts, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
-			m.taskIn, m.taskOut, m.taskDLQ, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs} {
+			m.taskIn, m.taskOut, m.taskDLQ, m.taskRedelivered, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
@@ -95,19 +102,21 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 
 // taskMetrics are one task's children of the per-task vectors.
 type taskMetrics struct {
-	in, out, dlq prometheus.Counter
-	lag          prometheus.Gauge
+	in, out, dlq, redelivered prometheus.Counter
+	lag                       prometheus.Gauge
 }
 
 func (m *metrics) forTask(task string) taskMetrics {
 	return taskMetrics{in: m.taskIn.WithLabelValues(task), out: m.taskOut.WithLabelValues(task),
-		dlq: m.taskDLQ.WithLabelValues(task), lag: m.taskLag.WithLabelValues(task)}
+		dlq: m.taskDLQ.WithLabelValues(task), redelivered: m.taskRedelivered.WithLabelValues(task),
+		lag: m.taskLag.WithLabelValues(task)}
 }
 
 func (m *metrics) dropTask(task string) {
 	m.taskIn.DeleteLabelValues(task)
 	m.taskOut.DeleteLabelValues(task)
 	m.taskDLQ.DeleteLabelValues(task)
+	m.taskRedelivered.DeleteLabelValues(task)
 	m.taskLag.DeleteLabelValues(task)
 	m.taskWatermark.DeleteLabelValues(task)
 	m.taskEventLag.DeleteLabelValues(task)
