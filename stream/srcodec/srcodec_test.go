@@ -213,7 +213,7 @@ func TestUndecodableRecordsGoToDLQ(t *testing.T) {
 	if len(items) != 2 || string(items[0].Value) != "tea" || string(items[1].Value) != "tea" {
 		t.Fatalf("processed %d records, want the 2 good ones", len(items))
 	}
-	dlq := d.Records(stream.DLQTopic("orders"))
+	dlq := d.Records(stream.DLQTopic("shop")) // the App's dead-letter topic
 	if len(dlq) != 2 {
 		t.Fatalf("dead-letter topic holds %d records, want 2", len(dlq))
 	}
