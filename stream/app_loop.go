@@ -205,7 +205,8 @@ func (a *App) ensureTasks(ctx context.Context, polled map[taskID]*polledTask) er
 }
 
 // batches orders each polled task's records for processing (by timestamp
-// across its partitions, see mergeByTimestamp).
+// across its partitions, see mergeByTimestamp), and adds an empty batch (a
+// tick) for every other task with time-driven operators (timed.go).
 func (a *App) batches(polled map[taskID]*polledTask) []batch {
 	batches := make([]batch, 0, len(polled))
 	a.mu.Lock()
@@ -214,6 +215,14 @@ func (a *App) batches(polled map[taskID]*polledTask) []batch {
 		t := a.tasks[id]
 		batches = append(batches, batch{t: t, recs: mergeByTimestamp(pt.parts, a.tableFirst)})
 		t.m.lag.Set(float64(pt.lag))
+	}
+	// A tick for each task with time-driven operators that polled
+	// nothing: an idle input's timeout or the processing clock may close
+	// its windows or fire its timers.
+	for id, t := range a.tasks {
+		if _, ok := polled[id]; !ok && len(t.timed) > 0 {
+			batches = append(batches, batch{t: t})
+		}
 	}
 	return batches
 }

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"errors"
 	"slices"
 	"time"
 
@@ -103,18 +102,12 @@ func (u *tableUpdates[K, V]) flush() error {
 		if u.next == nil {
 			continue
 		}
-		err := t.attempt(func(*kgo.Record) error { return u.next(up.rec) }, nil)
-		if err == nil {
-			continue
-		}
-		var fatal *fatalError
-		if errors.As(err, &fatal) {
-			return fatal.err
-		}
-		now := t.app.cfg.clock.Now()
 		o := up.rec.Origin
-		t.deadLetter(&kgo.Record{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Key: up.key,
-			Value: up.value, Timestamp: up.rec.Timestamp}, err, 1, now, now)
+		origin := &kgo.Record{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Key: up.key,
+			Value: up.value, Timestamp: up.rec.Timestamp}
+		if err := t.emitTimed(func() error { return u.next(up.rec) }, origin); err != nil {
+			return err
+		}
 	}
 	clear(u.latest)
 	u.latest = u.latest[:0]

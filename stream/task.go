@@ -60,8 +60,10 @@ type task struct {
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
 
 	// flushers collapse the updates of the task's aggregate tables within
-	// a round, in node (topological) order; see tableUpdates.
+	// a round, in node (topological) order; see tableUpdates. timed are
+	// its time-driven operators, in node order (timed.go).
 	flushers []roundFlusher
+	timed    []timedOperator
 
 	m taskMetrics
 	// promise is onProduced, bound once (a method value made per produced
@@ -409,15 +411,16 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
-// endBatch ends the task's part of a processing round: its tables'
-// collapsed updates go to their changelogs and downstream (see
-// tableUpdates), then expired keys are removed. Called after the batch's
-// last record, before any commit.
+// endBatch ends the task's part of a processing round: the watermark
+// advances, then in node order its tables' collapsed updates go to their
+// changelogs and downstream (see tableUpdates) and its time-driven
+// operators act on the watermark and clock (timed.go), then expired keys are
+// removed. Called after the batch's last record (also of an empty batch, a
+// tick), before any commit.
 func (t *task) endBatch() error {
-	for _, f := range t.flushers {
-		if err := f.flush(); err != nil {
-			return err
-		}
+	wm := t.advanceWatermark() // the end of the task's part of the round
+	if err := t.endOperators(wm, t.app.cfg.clock.Now()); err != nil {
+		return err
 	}
 	return t.expire(1000)
 }
@@ -426,7 +429,6 @@ func (t *task) endBatch() error {
 // the changelog for each. At most limit keys per store per call bound the
 // work; the rest go on the next call.
 func (t *task) expire(limit int) error {
-	t.advanceWatermark() // the end of the task's part of the round
 	if t.db == nil || t.streamTime == math.MinInt64 {
 		return nil
 	}
