@@ -152,6 +152,11 @@ func (a *App) Describe() string {
 		fmt.Fprintf(&b, "  %-11s %s: %s — %s; order: %s\n", g.Role, g.Topic, g.Delivery, g.Mechanism, g.Ordering)
 	}
 	for _, s := range a.Stores() {
+		if spec := a.stores[s.Store]; spec != nil && spec.window != "" {
+			fmt.Fprintf(&b, "  store %s: %s; %s; changelog %s; %s\n", s.Store, spec.window, a.windowLateSummary(s.Store),
+				s.Changelog, s.Recovery)
+			continue
+		}
 		if s.NoExpiry != "" {
 			fmt.Fprintf(&b, "  store %s: RISK no expiry, keys are kept until deleted (stated reason: %q); changelog %s; %s\n",
 				s.Store, s.NoExpiry, s.Changelog, s.Recovery)
