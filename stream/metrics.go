@@ -92,8 +92,8 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		Name: "task_idle_inputs", Help: "Input partitions of the task idle past the idle timeout (not holding its watermark back).",
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
 	m.windowLate = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
-		Name: "window_late_records_total",
-		Help: "Late records of windowed stores, by late policy (drop, topic, dlq, updates-expired: past the retention of LateUpdates); partial: windows a record that was not late skipped because they were closed.",
+		Name:        "window_late_records_total",
+		Help:        "Late records of windowed stores, by late policy (drop, topic, dlq, updates-expired: past the retention of LateUpdates); partial: windows a record that was not late skipped because they were closed.",
 		ConstLabels: prometheus.Labels{"app": appID}}, []string{"store", "policy"})
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,

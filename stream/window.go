@@ -108,7 +108,7 @@ type SessionWindows struct{ w window.Sessions }
 // Session returns session windows with the given inactivity gap.
 func Session(gap time.Duration) SessionWindows { return SessionWindows{w: window.Sessions{Gap: gap}} }
 
-func (w SessionWindows) validate() error { return w.w.Validate() }
+func (w SessionWindows) validate() error  { return w.w.Validate() }
 func (w SessionWindows) describe() string { return fmt.Sprintf("session, gap %v", w.w.Gap) }
 
 // LatePolicy says what happens to a late record: one whose every window is

@@ -45,9 +45,9 @@ type windowRun struct {
 type windowAgg int
 
 const (
-	aggCount windowAgg = iota
-	aggSum             // WindowedReduce with +
-	aggAggregate       // WindowedAggregate summing, with a merge function
+	aggCount     windowAgg = iota
+	aggSum                 // WindowedReduce with +
+	aggAggregate           // WindowedAggregate summing, with a merge function
 )
 
 func newWindowRun(t *testing.T, w Windows, store WindowStore, parts int32, bound time.Duration, agg windowAgg, opts ...Opt) *windowRun {

@@ -120,4 +120,3 @@ func TestWindowEmitUpdatesEveryChange(t *testing.T) {
 		t.Fatalf("updates %v, want %s", got, want)
 	}
 }
-
