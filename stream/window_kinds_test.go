@@ -61,3 +61,41 @@ func TestWindowSlidingKafkaExample(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// A restart that loses the local stores restores the windows (and their
+// close index) from the changelog: the final results are still emitted,
+// each exactly once, and equal the batch answer; a record the old owner's
+// watermark had made late is still late after the restart, although the
+// new owner's watermark starts from nothing.
+func TestWindowRestartRestoresFromChangelog(t *testing.T) {
+	for _, w := range []Windows{Hopping(time.Second, 500*time.Millisecond), Session(300 * time.Millisecond),
+		Sliding(200 * time.Millisecond)} {
+		recs := genRecords(6, 400, testKeys, 1_000_000, 25, 0)
+		r := newWindowRun(t, w, finalStore("restart"), 3, 0, aggSum)
+		r.pipe(recs[:200]...)
+		before := len(r.outputs())
+		if before == 0 {
+			t.Fatalf("%s: nothing closed before the restart", w.describe())
+		}
+		if err := r.d.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		// Late for the old watermark (which closed windows at its time),
+		// not for a watermark starting afresh.
+		r.pipe(wrec{key: "a", ts: recs[0].ts, val: 1000})
+		r.pipe(recs[200:]...)
+		r.flush(10_000_000)
+		var want map[string]int64
+		switch w.(type) {
+		case TimeWindows:
+			want = batchTime(recs, 1000, 500, 0, false)
+		case SessionWindows:
+			want = batchSessions(recs, 300, false)
+		case SlidingWindows:
+			want = batchSliding(recs, 200, false)
+		}
+		if d := diffResults(r.finals(), want); d != "[]" {
+			t.Fatalf("%s: %s", w.describe(), d)
+		}
+	}
+}
