@@ -83,8 +83,11 @@ func (a *App) Guarantees() []TopicGuarantee {
 	}
 	for _, s := range a.b.sinks {
 		role := "output"
-		if s.internal {
+		switch {
+		case s.internal:
 			role = "repartition"
+		case s.op == "late":
+			role = "late" // a windowed store's LateToTopic
 		}
 		add(TopicGuarantee{Topic: a.sinkTopic(s), Role: role, Delivery: a.cfg.guarantee,
 			Mechanism: a.mechanism(), Ordering: orderPerKey})

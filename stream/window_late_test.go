@@ -100,7 +100,7 @@ func TestWindowLateToTopic(t *testing.T) {
 	if got := lateCount(t, reg, "late", "topic"); got != 1 {
 		t.Fatalf("late metric %v, want 1", got)
 	}
-	if !slices.ContainsFunc(d.App().Guarantees(), func(g TopicGuarantee) bool { return g.Topic == "late-rides" }) {
+	if !slices.ContainsFunc(d.App().Guarantees(), func(g TopicGuarantee) bool { return g.Topic == "late-rides" && g.Role == "late" }) {
 		t.Fatalf("the late topic is not among the written topics: %+v", d.App().Guarantees())
 	}
 }
