@@ -385,9 +385,11 @@ func indexKey(key []byte, w window.Window, retained bool) []byte {
 // the caller) and notes it for the transaction's scans.
 func (o *windowOp[K, V, A]) addWindow(kb []byte, w window.Window, ts int64, retained bool) error {
 	ik := indexKey(kb, w, retained)
-	if err := o.put(ik, indexValue, ts); err != nil {
-		return err
+	// The window is new, so is its index entry: no read of it.
+	if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, ts); err != nil {
+		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 	}
+	o.t.emit(o.st.changelog, o.t.id.partition, ik, indexValue, time.UnixMilli(ts), nil)
 	o.created[string(ik)] = struct{}{}
 	i := 0
 	if retained {
@@ -420,13 +422,16 @@ func (o *windowOp[K, V, A]) update(r Record[K, V], kb []byte, w window.Window, t
 		return err
 	}
 	s.pending++
-	if err := o.store(r, kb, wk, w, ts, s, retained); err != nil {
-		return err
-	}
 	if !found {
-		return o.addWindow(kb, w, ts, retained)
+		// The index entry first: a crash that keeps a prefix of the
+		// changelog leaves at worst an index entry without its window
+		// (dropped when the scan reaches it), never a window that no
+		// index entry closes.
+		if err := o.addWindow(kb, w, ts, retained); err != nil {
+			return err
+		}
 	}
-	return nil
+	return o.store(r, kb, wk, w, ts, s, retained)
 }
 
 // store writes window w's new state and emits what its emission says: every
@@ -647,9 +652,8 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 			Timestamp: time.UnixMilli(ts)})
 		return nil
 	}
-	if err := del(ik); err != nil {
-		return false, err
-	}
+	// The window before its index entry (see update), and a retained
+	// window's new entry before its old one goes.
 	keep := !retained && o.d.retain > 0 && satAddMs(end, o.d.closeDelta()+o.d.retain) > o.wm
 	if keep && found {
 		rk := indexKey(key, w, true)
@@ -664,6 +668,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		if err := del(wk); err != nil {
 			return false, err
 		}
+	}
+	if err := del(ik); err != nil {
+		return false, err
 	}
 	if err := t.txn.Apply(); err != nil {
 		return false, err

@@ -59,6 +59,7 @@ func (o *windowOp[K, V, A]) processSession(r Record[K, V], kb []byte, ts int64) 
 			}
 			s.pending += es.pending
 		}
+		// The window before its index entry (see update).
 		ts := o.windowTime(e.w)
 		if err := o.del(e.wk, ts); err != nil {
 			return err
@@ -73,8 +74,8 @@ func (o *windowOp[K, V, A]) processSession(r Record[K, V], kb []byte, ts int64) 
 	s.pending++
 	w := m.Session
 	wk := timekey.WindowKey(nil, kb, w.Start, w.End)
-	if err := o.store(r, kb, wk, w, o.windowTime(w), s, false); err != nil {
+	if err := o.addWindow(kb, w, o.windowTime(w), false); err != nil {
 		return err
 	}
-	return o.addWindow(kb, w, o.windowTime(w), false)
+	return o.store(r, kb, wk, w, o.windowTime(w), s, false)
 }

@@ -52,10 +52,10 @@ func (o *windowOp[K, V, A]) processSliding(r Record[K, V], kb []byte, ts int64) 
 		s.first, s.last = c.Window.First, c.Window.Last
 		w := c.Window.Window
 		wk := timekey.WindowKey(nil, kb, w.Start, w.End)
-		if err := o.store(r, kb, wk, w, o.windowTime(w), s, false); err != nil {
+		if err := o.addWindow(kb, w, o.windowTime(w), false); err != nil {
 			return err
 		}
-		if err := o.addWindow(kb, w, o.windowTime(w), false); err != nil {
+		if err := o.store(r, kb, wk, w, o.windowTime(w), s, false); err != nil {
 			return err
 		}
 	}
