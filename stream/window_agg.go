@@ -115,7 +115,8 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowStore, op str
 	if !ok || !s.valid() {
 		return Table[Windowed[K], A]{b: b}
 	}
-	spec := &storeSpec{name: store.Name, source: s.sources[0], op: op, window: d.desc}
+	spec := &storeSpec{name: store.Name, source: s.sources[0], op: op, window: d.desc,
+		codecs: windowStoreCodecs(g.key, codec, d.kind)}
 	b.stores = append(b.stores, spec)
 	if d.late.kind == lateTopic {
 		b.sinks = append(b.sinks, &sinkSpec{topic: d.late.topic, op: "late", sources: s.sources})

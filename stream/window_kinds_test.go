@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -96,6 +97,43 @@ func TestWindowRestartRestoresFromChangelog(t *testing.T) {
 		}
 		if d := diffResults(r.finals(), want); d != "[]" {
 			t.Fatalf("%s: %s", w.describe(), d)
+		}
+	}
+}
+
+// QueryWindows reads a key's open windows from the running topology.
+func TestWindowQueryFetch(t *testing.T) {
+	for _, w := range []Windows{Hopping(time.Second, 500*time.Millisecond), Sliding(time.Second), Session(time.Second)} {
+		// An out-of-orderness bound of 10 s: no window closes.
+		r := newWindowRun(t, w, finalStore("q"), 3, 10*time.Second, aggSum)
+		r.pipe(wrec{key: "a", ts: 1200, val: 1}, wrec{key: "a", ts: 1700, val: 2}, wrec{key: "b", ts: 1800, val: 4})
+		q, err := QueryWindows[string, int64](r.d.App(), "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := q.Fetch(context.Background(), "a", time.UnixMilli(0), time.UnixMilli(10_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, e := range es {
+			got[wkey(e.Key.Key, e.Key.Start.UnixMilli(), e.Key.End.UnixMilli())] = e.Value
+		}
+		var want map[string]int64
+		recs := []wrec{{key: "a", ts: 1200, val: 1}, {key: "a", ts: 1700, val: 2}}
+		switch w.(type) {
+		case TimeWindows:
+			want = batchTime(recs, 1000, 500, 0, false)
+		case SlidingWindows:
+			want = batchSliding(recs, 1000, false)
+		case SessionWindows:
+			want = batchSessions(recs, 1000, false)
+		}
+		if d := diffResults(got, want); d != "[]" {
+			t.Fatalf("%s: %s", w.describe(), d)
+		}
+		if _, err := QueryWindows[string, string](r.d.App(), "q"); err == nil {
+			t.Fatal("QueryWindows with the wrong aggregate type: no error")
 		}
 	}
 }
