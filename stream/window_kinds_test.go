@@ -177,3 +177,26 @@ func TestWindowAfterRepartition(t *testing.T) {
 		t.Fatalf("no repartition topic among %v", d.Topics())
 	}
 }
+
+// EmitUpdates: the latest update of every window (an upsert view) equals
+// the batch result, for time and sliding windows.
+func TestWindowEmitUpdatesLatestMatchesBatch(t *testing.T) {
+	recs := genRecords(12, 300, testKeys[:3], 1_000_000, 40, 200)
+	store := WindowStore{Name: "upd", Late: DropLate(), Emit: EmitUpdates()}
+	for _, w := range []Windows{Hopping(time.Second, 250*time.Millisecond), Sliding(150 * time.Millisecond)} {
+		r := newWindowRun(t, w, store, 1, 200*time.Millisecond, aggSum)
+		r.pipe(recs...)
+		var want map[string]int64
+		if _, ok := w.(SlidingWindows); ok {
+			want = batchSliding(recs, 150, false)
+		} else {
+			want = batchTime(recs, 1000, 250, 0, false)
+		}
+		if d := diffResults(r.latest(), want); d != "[]" {
+			t.Fatalf("%s: %s", w.describe(), d)
+		}
+		if n, m := len(r.outputs()), len(want); n <= m {
+			t.Fatalf("%s: %d updates for %d windows: not every change emitted", w.describe(), n, m)
+		}
+	}
+}
