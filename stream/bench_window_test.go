@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/window"
 )
 
 // Windowed count benchmarks against the hand loop of BenchmarkE2ERatioSteady
@@ -81,12 +83,16 @@ func BenchmarkWindowRatio(b *testing.B) {
 		rounds, _ = strconv.Atoi(s)
 	}
 	n := e2eSteadyRecords
+	if s := os.Getenv("WINDOW_BENCH_N"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	tumbling, hopping := Tumbling(10*time.Second), Hopping(10*time.Second, 2*time.Second)
 	for range b.N {
 		var rt, rh, rw []float64
 		for range rounds {
 			h := runHandLoopN(b, n)
-			tu := runWindowApp(b, n, 2*e2eKeys, buildWindowedCount(Tumbling(10*time.Second)))
-			ho := runWindowApp(b, n, 15*e2eKeys, buildWindowedCount(Hopping(10*time.Second, 2*time.Second)))
+			tu := runWindowApp(b, n, windowBenchResults(n, tumbling.w), buildWindowedCount(tumbling))
+			ho := runWindowApp(b, n, windowBenchResults(n, hopping.w), buildWindowedCount(hopping))
 			rt = append(rt, tu.perCPUSec()/h.perCPUSec())
 			rh = append(rh, tu.perCPUSec()/ho.perCPUSec())
 			rw = append(rw, tu.rate()/h.rate())
@@ -180,6 +186,21 @@ func memNow() (rss, heap uint64) {
 		}
 	}
 	return rss, ms.HeapInuse
+}
+
+// windowBenchResults is the number of final results of windowBenchSetup's
+// n records in windows w: the distinct (key, window) pairs.
+func windowBenchResults(n int, w window.TimeWindows) int64 {
+	base := t0.UnixMilli()
+	seen := map[[2]int64]bool{}
+	var wins []window.Window
+	for i := range n {
+		ts := base + int64(i)*windowBenchSpan/int64(n)
+		for _, win := range w.AssignTo(wins[:0], ts) {
+			seen[[2]int64{int64((i * 7919) % e2eKeys), win.Start}] = true
+		}
+	}
+	return int64(len(seen))
 }
 
 // timeApp times an App over tb's "in" until "out" holds outs records.

@@ -624,9 +624,9 @@ func readEnd(k []byte) int64 {
 // if the transaction still holds it.
 func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) {
 	t := o.t
-	_, found, err := o.get(ik)
-	if err != nil || !found {
-		return false, unfatal(err)
+	// The scan found ik in the database; the round may have deleted it.
+	if found, known := t.txn.Known(o.name, ik); known && !found {
+		return false, nil
 	}
 	pk := ik
 	if retained {
@@ -658,7 +658,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 	keep := !retained && o.d.retain > 0 && satAddMs(end, o.d.closeDelta()+o.d.retain) > o.wm
 	if keep && found {
 		rk := indexKey(key, w, true)
-		if _, err := t.txn.Put(o.name, rk, indexValue, ts); err != nil {
+		if _, err := t.txn.PutAbsent(o.name, rk, indexValue, ts); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
 		recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: rk, Value: indexValue,
@@ -670,9 +670,13 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 			return false, err
 		}
 	}
-	if err := del(ik); err != nil {
-		return false, err
+	// The index entry was written at ts and the scan found it: delete it
+	// without reading it.
+	if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
+		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
+	recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: ik,
+		Timestamp: time.UnixMilli(ts)})
 	if err := t.txn.Apply(); err != nil {
 		return false, err
 	}
