@@ -97,6 +97,9 @@ type App struct {
 	// store cache (task.awaitFlush); the loop serves them between rounds.
 	flushRequests atomic.Int32
 
+	// bounded is the state of a bounded run (RunBounded; nil: Run).
+	bounded *boundedRun
+
 	query    *queryState     // queryable state (query.go)
 	standbys *standbyManager // standby replicas (standby.go)
 }
@@ -294,7 +297,11 @@ func (a *App) session(ctx context.Context) error {
 	}
 	a.standbys.start(ctx)
 	stopQuerySession := a.startQuerySession(ctx, cl)
-	err = a.loop(ctx)
+	if a.bounded != nil {
+		err = a.boundedLoop(ctx)
+	} else {
+		err = a.loop(ctx)
+	}
 	stopQuerySession()
 	a.shutdown(err)
 	if instance != "" {

@@ -1,0 +1,216 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// keyFor returns a key the producer partitions to partition p of a topic
+// of n partitions (murmur2).
+func keyFor(topic string, p, n int32, prefix string) string {
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+	for i := 0; ; i++ {
+		k := fmt.Sprint(prefix, i)
+		if int32(part.Partition(&kgo.Record{Key: []byte(k)}, int(n))) == p {
+			return k
+		}
+	}
+}
+
+// advanceAll writes a "noop" record at ms to every partition of events: each
+// task's watermark reaches ms.
+func advanceAll(b *testBroker, parts int32, ms int64) {
+	for p := range parts {
+		b.produce(&kgo.Record{Topic: "events", Key: []byte(keyFor("events", p, parts, "adv")), Value: []byte("noop"),
+			Timestamp: time.UnixMilli(ms)})
+	}
+}
+
+func sessionTopology(b *Builder) {
+	sessionProc(b, From(b, "events", String(), String())).To("out", String(), String())
+}
+
+// Under ExactlyOnce a fired timer's output appears exactly once: timers set
+// by one incarnation (killed without a final commit) fire in the next one,
+// restored on an empty state directory from the timer changelog; timers that
+// fired before the kill do not fire again.
+func TestProcessTimersExactlyOnceAcrossRestart(t *testing.T) {
+	b := startBrokerFor(t, ExactlyOnce)
+	const parts = 3
+	b.createTopic("events", parts)
+	b.createTopic("out", parts)
+	opts := []Opt{testLogger(t), Delivery(ExactlyOnce), CommitInterval(30 * time.Millisecond)}
+	base := int64(1_000_000)
+	produceKeys := func(from, to int, ms int64) {
+		for i := from; i < to; i++ {
+			b.produce(&kgo.Record{Topic: "events", Key: []byte(key(i)), Value: []byte("e"), Timestamp: time.UnixMilli(ms)})
+		}
+	}
+	outputs := func(n int) func([]*kgo.Record) bool {
+		return func(rs []*kgo.Record) bool { return len(rs) >= n }
+	}
+
+	app1 := b.run("exact", sessionTopology, append(opts, StateDir(t.TempDir()))...)
+	produceKeys(0, 10, base)
+	advanceAll(b, parts, base+20_000) // k00..k09 fire at base+10s
+	b.waitForIso("out", true, 30*time.Second, outputs(10))
+	produceKeys(10, 20, base+30_000) // timers at base+40s, not yet due
+	// 10 timers set and fired (2 entries each, set and tombstoned), 10 set.
+	b.waitForIso("exact-sessions-timers-changelog", true, 30*time.Second, outputs(60))
+	if err := app1.kill(); err != nil {
+		t.Fatalf("killed app: %v", err)
+	}
+
+	app2 := b.run("exact", sessionTopology, append(opts, StateDir(t.TempDir()))...)
+	advanceAll(b, parts, base+50_000)
+	recs := b.waitForIso("out", true, 30*time.Second, outputs(20))
+	advanceAll(b, parts, base+90_000)
+	// Whatever was still to fire has had its chance: the advance records
+	// are handled once read_committed offsets pass them.
+	time.Sleep(300 * time.Millisecond)
+	if err := app2.stop(); err != nil {
+		t.Fatalf("app2: %v", err)
+	}
+	recs = b.readCommitted("out")
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[string(r.Value)]++
+	}
+	for i := range 20 {
+		fire := base + 10_000
+		if i >= 10 {
+			fire = base + 40_000
+		}
+		v := fmt.Sprintf("%s:1@%d", key(i), fire)
+		if seen[v] != 1 {
+			t.Errorf("%s: %d times in read_committed out, want exactly once", v, seen[v])
+		}
+	}
+	if len(recs) != 20 {
+		t.Errorf("%d outputs, want 20: %v", len(recs), seen)
+	}
+}
+
+// A bounded run reads each input up to its end offsets at start — not the
+// records appended while it runs — then fires every event-time timer, commits
+// and returns; a second bounded run reads exactly what the first left.
+func TestRunBoundedFiresTimersAtEndOfInput(t *testing.T) {
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) { runBoundedTest(t, g) })
+	}
+}
+
+func runBoundedTest(t *testing.T, g Guarantee) {
+	b := startBrokerFor(t, g)
+	const parts = 3
+	b.createTopic("events", parts)
+	b.createTopic("out", parts)
+	base := int64(5_000_000)
+	var recs []*kgo.Record
+	for i := range 60 { // 30 keys, 2 records each, all within 10 s: no timer fires before the end
+		recs = append(recs, &kgo.Record{Topic: "events", Key: []byte(key(i % 30)), Value: []byte("e"),
+			Timestamp: time.UnixMilli(base + int64(i))})
+	}
+	b.produce(recs...)
+	startEnds, err := b.adm.ListEndOffsets(context.Background(), "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Records appended while the run is on (after it listed its ends):
+	// written from the first record's processing.
+	var once sync.Once
+	var appendErr atomic.Value
+	build := func(bl *Builder) {
+		src := From(bl, "events", String(), String()).Peek(func(Record[string, string]) {
+			once.Do(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				var extra []*kgo.Record
+				for i := range 5 {
+					extra = append(extra, &kgo.Record{Topic: "events", Key: []byte(fmt.Sprint("extra", i)),
+						Value: []byte("e"), Timestamp: time.UnixMilli(base + 100)})
+				}
+				if err := b.cl.ProduceSync(ctx, extra...).FirstErr(); err != nil {
+					appendErr.Store(err)
+				}
+			})
+		})
+		sessionProc(bl, src).To("out", String(), String())
+	}
+	run := func() *App {
+		t.Helper()
+		bl := NewBuilder()
+		build(bl)
+		a, err := NewApp("bounded", bl, testLogger(t), Brokers(b.seeds...), Delivery(g), StateDir(t.TempDir()),
+			CommitInterval(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := a.RunBounded(ctx); err != nil {
+			t.Fatalf("RunBounded: %v", err)
+		}
+		return a
+	}
+
+	a1 := run()
+	if err, _ := appendErr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterValue(a1.metrics.recordsIn); got != 60 {
+		t.Errorf("first run handled %v records, want the 60 below the end offsets at start", got)
+	}
+	out := b.readCommitted("out")
+	var got []string
+	for _, r := range out {
+		got = append(got, string(r.Value))
+	}
+	slices.Sort(got)
+	var want []string
+	for k := range 30 {
+		// Each key's timer sits 10 s after its second record (k + 30).
+		want = append(want, fmt.Sprintf("%s:2@%d", key(k), base+int64(k+30)+10_000))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("first run's outputs:\n%v\nwant every key's timer once:\n%v", got, want)
+	}
+	committed, err := b.adm.FetchOffsetsForTopics(context.Background(), "bounded", "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEnds.Each(func(o kadm.ListedOffset) {
+		c, _ := committed.Lookup("events", o.Partition)
+		if c.At != o.Offset {
+			t.Errorf("partition %d: committed %d, want the end at start %d", o.Partition, c.At, o.Offset)
+		}
+	})
+
+	a2 := run()
+	if got := counterValue(a2.metrics.recordsIn); got != 5 {
+		t.Errorf("second run handled %v records, want the 5 appended during the first", got)
+	}
+	var extra []string
+	for _, r := range b.readCommitted("out")[0:] {
+		if v := string(r.Value); strings.HasPrefix(v, "extra") {
+			extra = append(extra, v)
+		}
+	}
+	slices.Sort(extra)
+	var wantExtra []string
+	for i := range 5 {
+		wantExtra = append(wantExtra, fmt.Sprintf("extra%d:1@%d", i, base+100+10_000))
+	}
+	if !slices.Equal(extra, wantExtra) {
+		t.Errorf("second run's outputs %v, want %v", extra, wantExtra)
+	}
+}
