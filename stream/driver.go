@@ -37,8 +37,9 @@ import (
 // it instead of waiting); ProcessingClock supplies another clock, which
 // AdvanceProcessingTime then refuses to move. Tick ends a round for every
 // task without new records, as an App does for tasks that polled nothing:
-// processing-time timers fire, idle timeouts pass. A Driver is not safe for
-// concurrent use.
+// processing-time timers fire, idle timeouts pass. EndOfInput moves every
+// watermark to the end of time, as a bounded run ends. A Driver is not safe
+// for concurrent use.
 type Driver struct {
 	a      *App
 	clock  *instantClock
@@ -250,6 +251,20 @@ func (d *Driver) Tick() error {
 		}
 	}
 	return d.Process()
+}
+
+// EndOfInput ends the input as a bounded run does at the end of its
+// records (App.RunBounded): what is queued is processed, then every task's
+// watermark moves to the end of time — every window closes, every
+// event-time timer fires — and what that writes to repartition topics is
+// processed at the end of time too. Records piped afterwards are processed
+// with the watermark at the end of time (late for every window).
+func (d *Driver) EndOfInput() error {
+	if err := d.Process(); err != nil {
+		return err
+	}
+	d.a.bounded = &boundedRun{finishing: true}
+	return d.Tick()
 }
 
 // before orders two queued records of one task as mergeByTimestamp does.

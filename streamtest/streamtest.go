@@ -25,7 +25,8 @@
 // after the record that moves the watermark past them. Processing time starts
 // at the Unix epoch and moves only with AdvanceProcessingTime, which then
 // ends a round for every task (Tick): processing-time timers fire and idle
-// inputs stop holding the watermark back, without new records.
+// inputs stop holding the watermark back, without new records. EndOfInput
+// moves every watermark to the end of time, as a bounded run ends.
 //
 //	d := streamtest.New(t, "alerts", b, streamtest.AppOpts(stream.Watermarks(2*time.Second, time.Minute)))
 //	in.Pipe("k", v, t0.Add(10*time.Second)) // the watermark reaches t0+8s
@@ -127,6 +128,17 @@ func (d *Driver) Tick() {
 	d.t.Helper()
 	if err := d.Driver.Tick(); err != nil {
 		d.t.Fatalf("streamtest: tick: %v", err)
+	}
+}
+
+// EndOfInput processes what is queued, then moves every task's watermark to
+// the end of time, as a bounded run ends (stream.App.RunBounded): every
+// window closes, every event-time timer fires. It fails the test on an
+// error.
+func (d *Driver) EndOfInput() {
+	d.t.Helper()
+	if err := d.Driver.EndOfInput(); err != nil {
+		d.t.Fatalf("streamtest: end of input: %v", err)
 	}
 }
 
