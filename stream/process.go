@@ -27,8 +27,13 @@ import (
 //
 // Timers fire at the end of a processing round, after its records — also in
 // a round that polled nothing for the task (a tick) — in time order (then by
-// key and name); a timer set or moved during that firing that is already due
-// fires in the same round. A timer (domain, key, name) is one timer: setting
+// key and name). So a record is handled before the timers its own event time
+// makes due (as with Kafka Streams' stream-time punctuation, and Flink's
+// watermarks, which come between records): a click 45 minutes after the last
+// one moves a 30-minute session timer before it fires, unless an earlier
+// round's watermark already passed it (the Driver runs a round per record;
+// an App one per poll). A timer set or moved during that firing that is
+// already due fires in the same round. A timer (domain, key, name) is one timer: setting
 // it again moves it. Event-time timers fire when the watermark reaches their
 // time (watermark >= time); processing-time timers when the processing clock
 // does. Each firing is one unit, like a record's processing: the timer's
