@@ -67,8 +67,14 @@ func (a *App) RunBounded(ctx context.Context, opts ...BoundedOpt) error {
 //
 // Phases: reading (external inputs up to their end offsets), then draining
 // (repartition topics up to their ends once nothing upstream writes more),
-// then finishing (every task's watermark at the end of time, until a final
-// round writes nothing more to a repartition topic).
+// then finishing, one sub-topology at a time in topological order (their
+// index order: a repartition topic's reading sub-topology is numbered after
+// its writers): the tasks of sub-topologies below level run with the
+// watermark at the end of time; the level rises once a round at that level
+// wrote nothing more for a task downstream to read. As in Flink, where the
+// end-of-input watermark follows the last records through every channel, a
+// downstream task reaches the end of time only after every record its
+// upstream wrote, including what the upstream's end wrote, was handled.
 type boundedRun struct {
 	upTo    int64
 	hasUpTo bool
@@ -85,18 +91,19 @@ type boundedRun struct {
 	// quick: the inputs are read; polls wait briefly (only repartition
 	// topics and ticks are left).
 	quick bool
-	// finishing: the watermark is at the end of time (task.endBatch).
-	finishing bool
+	// level: the tasks of sub-topologies below level run with the
+	// watermark at the end of time (task.endBatch).
+	level int
 	// lastEnds are the repartition topics' ends at the previous check of
 	// the finishing phase.
 	lastEnds map[topicPartition]int64
 	done     bool
 }
 
-// boundedEnd reports whether the App's tasks are past the end of a bounded
-// run's input: their watermark is the end of time. False if the App does
-// not run bounded.
-func (a *App) boundedEnd() bool { return a.bounded != nil && a.bounded.finishing }
+// boundedEnd reports whether the tasks of sub-topology sub are past the end
+// of a bounded run's input: their watermark is the end of time. False if the
+// App does not run bounded.
+func (a *App) boundedEnd(sub int) bool { return a.bounded != nil && sub < a.bounded.level }
 
 // boundedLoop is the processing loop of a bounded run (see loop).
 func (a *App) boundedLoop(ctx context.Context) error {
@@ -333,20 +340,25 @@ func (a *App) boundedStep(ctx context.Context) (bool, error) {
 	if err != nil || !drained {
 		return false, err
 	}
-	if !b.finishing {
+	if b.level == 0 {
 		// The next rounds (ticks for every task with time-driven
-		// operators) run with the watermark at the end of time.
-		b.finishing = true
+		// operators) run with the watermark of sub-topology 0 at the
+		// end of time.
+		b.level = 1
 		b.lastEnds = ends
-		a.cfg.logger.Info("bounded run: input read; watermark to the end of time")
+		a.cfg.logger.Info("bounded run: input read; watermarks to the end of time")
 		return false, nil
 	}
-	// A round ran at the end of time since the last check: done if it
-	// wrote nothing more for a task downstream to read.
-	if maps.Equal(ends, b.lastEnds) {
+	// A round ran at this level since the last check: the level is done
+	// if it wrote nothing more for a task downstream to read.
+	if !maps.Equal(ends, b.lastEnds) {
+		b.lastEnds = ends
+		return false, nil
+	}
+	if b.level == len(a.subs) {
 		return true, nil
 	}
-	b.lastEnds = ends
+	b.level++
 	return false, nil
 }
 

@@ -263,8 +263,17 @@ func (d *Driver) EndOfInput() error {
 	if err := d.Process(); err != nil {
 		return err
 	}
-	d.a.bounded = &boundedRun{finishing: true}
-	return d.Tick()
+	// One sub-topology at a time, in topological order: a downstream
+	// task reaches the end of time after everything its upstream wrote
+	// at its own end (see App.RunBounded).
+	d.a.bounded = &boundedRun{}
+	for range d.a.subs {
+		d.a.bounded.level++
+		if err := d.Tick(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // before orders two queued records of one task as mergeByTimestamp does.

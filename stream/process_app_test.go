@@ -214,3 +214,101 @@ func runBoundedTest(t *testing.T, g Guarantee) {
 		t.Errorf("second run's outputs %v, want %v", extra, wantExtra)
 	}
 }
+
+// groupedSessions chains two session processors through a repartition: the
+// first ends each key's session (its timer), the second counts the ended
+// sessions per group "g<n % 3>" of key "k<n>" and ends the group's session
+// 10 s after the last one. At the end of a bounded input the first
+// sub-topology's timers fire first, and only then, once their outputs went
+// through the repartition, the second's: each group's session ends once,
+// with every key.
+func groupedSessions(b *Builder) {
+	ended := sessionProcNamed(From(b, "events", String(), String()), "keys", "key-counts")
+	byGroup := KeyBy(ended, func(r Record[string, string]) (string, error) {
+		var n int
+		if _, err := fmt.Sscanf(r.Key, "k%d", &n); err != nil {
+			return "", err
+		}
+		return fmt.Sprint("g", n%3), nil
+	})
+	sessionProcNamed(MapValues(byGroup, func(Record[string, string]) (string, error) { return "e", nil }),
+		"groups", "group-counts").To("out", String(), String())
+}
+
+func TestRunBoundedEndsSubTopologiesInOrder(t *testing.T) {
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			b := startBrokerFor(t, g)
+			b.createTopic("events", 3)
+			b.createTopic("out", 3)
+			base := int64(7_000_000)
+			var recs []*kgo.Record
+			for i := range 60 {
+				recs = append(recs, &kgo.Record{Topic: "events", Key: []byte(key(i % 30)), Value: []byte("e"),
+					Timestamp: time.UnixMilli(base + int64(i))})
+			}
+			b.produce(recs...)
+			bl := NewBuilder()
+			groupedSessions(bl)
+			a, err := NewApp("grouped", bl, testLogger(t), Brokers(b.seeds...), Delivery(g), StateDir(t.TempDir()),
+				CommitInterval(50*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := a.RunBounded(ctx); err != nil {
+				t.Fatalf("RunBounded: %v", err)
+			}
+			var got []string
+			for _, r := range b.readCommitted("out") {
+				got = append(got, string(r.Value))
+			}
+			checkGroupSessions(t, got, base)
+		})
+	}
+}
+
+// The Driver's EndOfInput ends the sub-topologies in the same order.
+func TestDriverEndOfInputEndsSubTopologiesInOrder(t *testing.T) {
+	bl := NewBuilder()
+	groupedSessions(bl)
+	d, err := NewDriver("grouped", bl, map[string]int32{"events": 3}, StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	base := int64(7_000_000)
+	for i := range 60 {
+		if _, err := d.Pipe("events", []byte(key(i%30)), []byte("e"), time.UnixMilli(base+int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.EndOfInput(); err != nil {
+		t.Fatal(err)
+	}
+	checkGroupSessions(t, outValues(d, "out"), base)
+}
+
+// checkGroupSessions checks groupedSessions' outputs: each group's session
+// once, with its 10 keys, ending 10 s after one of its keys' sessions (key
+// k's ends at base+k+30+10s; which key's time depends on the order the
+// repartition delivered them in).
+func checkGroupSessions(t *testing.T, got []string, base int64) {
+	t.Helper()
+	slices.Sort(got)
+	if len(got) != 3 {
+		t.Fatalf("outputs %v, want one per group", got)
+	}
+	for g, v := range got {
+		var gi, n int
+		var at int64
+		if _, err := fmt.Sscanf(v, "g%d:%d@%d", &gi, &n, &at); err != nil || gi != g || n != 10 {
+			t.Errorf("output %q, want g%d:10@...", v, g)
+			continue
+		}
+		if k := at - base - 20_000 - 30; k < 0 || k >= 30 || int(k)%3 != g {
+			t.Errorf("output %q: the session ends 10 s after no key of group %d", v, g)
+		}
+	}
+}

@@ -15,8 +15,14 @@ import (
 // the key's timer; a "ping" event sets a processing-time timer one minute
 // ahead that emits "<key>:ping". OnTimer fails for key "bad".
 func sessionProc(b *Builder, src Stream[string, string], opts ...CodecOpt[string, string]) Stream[string, string] {
-	counts := KeyValueStore[string, int64](StoreConfig{Name: "counts", TTL: time.Hour})
-	return Process(src, ProcessConfig{Name: "sessions", Stores: []ProcessStore{counts}},
+	return sessionProcNamed(src, "sessions", "counts", opts...)
+}
+
+// sessionProcNamed is sessionProc as the operator name, with its count
+// store store.
+func sessionProcNamed(src Stream[string, string], name, store string, opts ...CodecOpt[string, string]) Stream[string, string] {
+	counts := KeyValueStore[string, int64](StoreConfig{Name: store, TTL: time.Hour})
+	return Process(src, ProcessConfig{Name: name, Stores: []ProcessStore{counts}},
 		Processor[string, string, string, string]{
 			OnRecord: func(c *ProcessContext[string, string, string], r Record[string, string]) error {
 				switch r.Value {

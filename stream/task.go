@@ -425,7 +425,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 // tick), before any commit.
 func (t *task) endBatch() error {
 	wm := t.advanceWatermark() // the end of the task's part of the round
-	if t.app.boundedEnd() {
+	if t.app.boundedEnd(t.id.sub) {
 		wm = math.MaxInt64 // a bounded run past its input (bounded.go)
 	}
 	if err := t.endOperators(wm, t.app.cfg.clock.Now()); err != nil {
