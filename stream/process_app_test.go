@@ -312,3 +312,99 @@ func checkGroupSessions(t *testing.T, got []string, base int64) {
 		}
 	}
 }
+
+// UpTo bounds a run by time: each partition is read up to its first record
+// at or after the timestamp; a later unbounded-by-time run reads the rest.
+func TestRunBoundedUpTo(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic("events", 3)
+	b.createTopic("out", 3)
+	base := int64(9_000_000)
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, &kgo.Record{Topic: "events", Key: []byte(key(i % 10)), Value: []byte("e"),
+			Timestamp: time.UnixMilli(base + int64(i)*1000)})
+	}
+	b.produce(recs...)
+	run := func(opts ...BoundedOpt) *App {
+		t.Helper()
+		bl := NewBuilder()
+		sessionTopology(bl)
+		a, err := NewApp("upto", bl, testLogger(t), Brokers(b.seeds...), StateDir(t.TempDir()),
+			CommitInterval(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := a.RunBounded(ctx, opts...); err != nil {
+			t.Fatalf("RunBounded: %v", err)
+		}
+		return a
+	}
+	values := func() []string {
+		var out []string
+		for _, r := range b.readAll("out") {
+			out = append(out, string(r.Value))
+		}
+		slices.Sort(out)
+		return out
+	}
+	a1 := run(UpTo(time.UnixMilli(base + 20_000)))
+	if got := counterValue(a1.metrics.recordsIn); got != 20 {
+		t.Errorf("first run handled %v records, want the 20 before the time", got)
+	}
+	var want []string
+	for k := range 10 {
+		want = append(want, fmt.Sprintf("%s:2@%d", key(k), base+int64(k+10)*1000+10_000))
+	}
+	if got := values(); !slices.Equal(got, want) {
+		t.Fatalf("first run: %v, want %v", got, want)
+	}
+	a2 := run()
+	if got := counterValue(a2.metrics.recordsIn); got != 20 {
+		t.Errorf("second run handled %v records, want the other 20", got)
+	}
+	for k := range 10 {
+		want = append(want, fmt.Sprintf("%s:2@%d", key(k), base+int64(k+30)*1000+10_000))
+	}
+	slices.Sort(want)
+	if got := values(); !slices.Equal(got, want) {
+		t.Fatalf("after the second run: %v, want %v", got, want)
+	}
+}
+
+// Processing-time timers of a running App fire when its ProcessingClock
+// passes them, in rounds that poll nothing (ticks).
+func TestProcessProcessingTimerOnApp(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic("events", 2)
+	b.createTopic("out", 2)
+	clk := newFakeClock()
+	app := b.run("ticks", sessionTopology, testLogger(t), StateDir(t.TempDir()), ProcessingClock(clk),
+		CommitInterval(20*time.Millisecond))
+	defer app.stop()
+	b.produce(&kgo.Record{Topic: "events", Key: []byte("p1"), Value: []byte("ping"), Timestamp: time.UnixMilli(1)},
+		&kgo.Record{Topic: "events", Key: []byte("p2"), Value: []byte("ping"), Timestamp: time.UnixMilli(1)})
+	deadline := time.Now().Add(30 * time.Second)
+	for counterValue(app.a.metrics.recordsIn) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pings were not processed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // tick rounds run; the clock has not moved
+	if got := b.readAll("out"); len(got) != 0 {
+		t.Fatalf("%d outputs before the clock reached the timers", len(got))
+	}
+	clk.Sleep(context.Background(), time.Minute)
+	recs := b.waitFor("out", 30*time.Second, func(rs []*kgo.Record) bool { return len(rs) >= 2 })
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	slices.Sort(got)
+	if want := []string{"p1:ping", "p2:ping"}; !slices.Equal(got, want) {
+		t.Fatalf("outputs %v, want %v", got, want)
+	}
+}
