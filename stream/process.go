@@ -114,8 +114,12 @@ func Process[K, V, KO, VO any](s Stream[K, V], cfg ProcessConfig, p Processor[K,
 	}
 	for _, st := range cfg.Stores {
 		sc := st.processStore()
+		op := "process"
+		if sc.window {
+			op = "process-window"
+		}
 		b.stores = append(b.stores, &storeSpec{name: sc.cfg.Name, ttl: sc.cfg.TTL, noExpiry: sc.cfg.NoExpiry,
-			source: s.sources[0], op: "process", codecs: sc.codecs})
+			source: s.sources[0], op: op, codecs: sc.codecs})
 	}
 	if timerStore != "" {
 		b.stores = append(b.stores, &storeSpec{name: timerStore, noExpiry: "timers: a timer is deleted when it fires",
@@ -161,7 +165,8 @@ type ProcessConfig struct {
 	// store "<name>-timers" and the repartition topic
 	// "<app>-<name>-repartition" when one is needed.
 	Name string
-	// Stores the processor reads and writes, declared with KeyValueStore;
+	// Stores the processor reads and writes, declared with KeyValueStore
+	// or KeyValueWindowStore;
 	// each states its bound (TTL or NoExpiry) as StoreConfig requires. A
 	// handler can use only the stores listed here.
 	Stores []ProcessStore
@@ -220,7 +225,10 @@ type procCore struct {
 	n      *node
 	stores map[string]*taskStore
 	timers *procTimers // nil: no OnTimer
-	meta   RecordMeta
+	// windows: per window store, the keys written in the open Txn
+	// (process_window.go).
+	windows map[string]*windowDirty
+	meta    RecordMeta
 	// wm is the task's watermark at the end of the previous round
 	// (watermark.Min: none yet).
 	wm int64
@@ -320,15 +328,16 @@ func (c *ProcessContext[K, KO, VO]) deleteTimer(d TimerDomain, key K, name strin
 }
 
 // ProcessStore is a store declaration a Process operator lists in
-// ProcessConfig.Stores (made by KeyValueStore).
+// ProcessConfig.Stores (made by KeyValueStore or KeyValueWindowStore).
 type ProcessStore interface {
 	processStore() *procStoreDecl
 }
 
 type procStoreDecl struct {
 	cfg    StoreConfig
-	codecs *storeCodecs
+	codecs *storeCodecs // nil: not queryable by typed key
 	err    error
+	window bool // a window store
 }
 
 // StoreAccess is a handler's access to its processor's stores: the
@@ -380,16 +389,7 @@ func (s *KVStore[K, V]) processStore() *procStoreDecl { return &s.decl }
 // Name returns the store's name.
 func (s *KVStore[K, V]) Name() string { return s.decl.cfg.Name }
 
-func (s *KVStore[K, V]) handle(a StoreAccess) (*taskStore, error) {
-	if a == nil {
-		return nil, fmt.Errorf("store %s: nil context", s.decl.cfg.Name)
-	}
-	st := a.processCore().stores[s.decl.cfg.Name]
-	if st == nil {
-		return nil, fmt.Errorf("store %s: not declared in this processor's ProcessConfig.Stores", s.decl.cfg.Name)
-	}
-	return st, nil
-}
+func (s *KVStore[K, V]) handle(a StoreAccess) (*taskStore, error) { return storeHandle(a, &s.decl) }
 
 // Get returns key's value (found false: absent).
 func (s *KVStore[K, V]) Get(a StoreAccess, key K) (v V, found bool, err error) {
