@@ -172,8 +172,8 @@
 // # Timers and the low-level processor
 //
 // Process is Kafka Streams' Processor API, typed: a handler per record with
-// the key-value stores it declared (KeyValueStore; each with a TTL or
-// NoExpiry), Forward to a typed downstream, the record's metadata, the task's
+// the stores it declared (KeyValueStore, KeyValueWindowStore; each with a
+// TTL or NoExpiry), Forward to a typed downstream, the record's metadata, the task's
 // watermark and processing time, and timers keyed by (key, name):
 // event-time timers fire when the watermark reaches them, processing-time
 // timers when the App's ProcessingClock does. Timers are keyed state in the
@@ -221,8 +221,7 @@
 // # Not yet
 //
 // Event-time windows (each task tracks its watermark; see
-// "Where event time attaches"), window stores for Process, table-table and
-// stream-stream
+// "Where event time attaches"), table-table and stream-stream
 // joins, global tables, waiting for a lagging input of a task before
 // processing (Kafka's max.task.idle.ms).
 // A keyed operator after a Merge of several sources still repartitions
