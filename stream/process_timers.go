@@ -35,7 +35,13 @@ import (
 //     happens only once the watermark or clock reaches it. Setting a timer
 //     lowers it; a scan raises it to the first timer left. A timer the open
 //     Txn deleted (fired, moved, deleted) lowers low[d], folded into next[d]
-//     when the Txn ends, since an abort brings it back.
+//     when the Txn ends, since an abort brings it back;
+//   - floor[d] is a lower bound of the fire time of every timer of domain d
+//     the database holds that has not fired: a scan starts there, not at
+//     the start of the domain, so it does not wade through the tombstones
+//     of the timers fired before (until a compaction drops them, Pebble
+//     would step over each one). A due timer set in the open Txn fires from
+//     pending; one still pending when the Txn ends, and low[d], lower it.
 
 // timerValue is the value of a timer entry.
 var timerValue = []byte{1}
@@ -61,6 +67,7 @@ type procTimers struct {
 	pending [2]map[string]struct{}
 	next    [2]int64
 	low     [2]int64
+	floor   [2]int64
 }
 
 func newProcTimers(c *procCore, st *taskStore) *procTimers {
@@ -69,6 +76,7 @@ func newProcTimers(c *procCore, st *taskStore) *procTimers {
 		p.pending[i] = map[string]struct{}{}
 		p.next[i] = math.MinInt64 // unknown: the first advance scans
 		p.low[i] = math.MaxInt64
+		p.floor[i] = math.MinInt64
 	}
 	return p
 }
@@ -89,8 +97,14 @@ func (p *procTimers) sync() {
 	}
 	p.gen = p.c.t.txnGen
 	for i := range p.pending {
+		for k := range p.pending[i] {
+			if tm, err := timekey.ParseTimerKey([]byte(k)); err == nil {
+				p.floor[i] = min(p.floor[i], tm.Fire)
+			}
+		}
 		clear(p.pending[i])
 		p.next[i] = min(p.next[i], p.low[i])
+		p.floor[i] = min(p.floor[i], p.low[i])
 		p.low[i] = math.MaxInt64
 	}
 }
@@ -200,8 +214,8 @@ func (p *procTimers) fireDomain(d TimerDomain, w int64, now time.Time) error {
 		return nil
 	}
 	t := p.c.t
-	from, to := timekey.FiringBy(timekey.Domain(d), w)
-	cursor := from
+	_, to := timekey.FiringBy(timekey.Domain(d), w)
+	cursor := timekey.AppendTime([]byte{byte(d)}, p.floor[i])
 	dbDone := false
 	for pass := 0; pass < maxRefirePasses; {
 		var batch [][]byte
@@ -250,6 +264,9 @@ func (p *procTimers) fireDomain(d TimerDomain, w int64, now time.Time) error {
 				return err
 			}
 		}
+	}
+	if w < math.MaxInt64 {
+		p.floor[i] = max(p.floor[i], w+1)
 	}
 	return p.findNext(d, to)
 }
