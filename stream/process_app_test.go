@@ -408,3 +408,34 @@ func TestProcessProcessingTimerOnApp(t *testing.T) {
 		t.Fatalf("outputs %v, want %v", got, want)
 	}
 }
+
+// A bounded run over empty inputs returns at once with nothing written; one
+// whose context ends first says so.
+func TestRunBoundedEmptyAndInterrupted(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic("events", 2)
+	b.createTopic("out", 2)
+	newApp := func() *App {
+		bl := NewBuilder()
+		sessionTopology(bl)
+		a, err := NewApp("empty", bl, testLogger(t), Brokers(b.seeds...), StateDir(t.TempDir()),
+			CommitInterval(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := newApp().RunBounded(ctx); err != nil {
+		t.Fatalf("RunBounded over empty inputs: %v", err)
+	}
+	if got := b.readAll("out"); len(got) != 0 {
+		t.Fatalf("%d outputs from empty inputs", len(got))
+	}
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if err := newApp().RunBounded(done); err != ErrBoundedInterrupted {
+		t.Fatalf("RunBounded with its context done: %v, want ErrBoundedInterrupted", err)
+	}
+}

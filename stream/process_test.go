@@ -390,3 +390,25 @@ func TestProcessUndeclaredUse(t *testing.T) {
 		}
 	}
 }
+
+// A timer set for a time the watermark already passed fires at the end of
+// the round that set it, also after later timers fired (the scans start past
+// those).
+func TestProcessTimerInThePastFiresAtOnce(t *testing.T) {
+	d := newSessionDriver(t, nil)
+	pipeKV(t, d, "events", "a", "e", 0)     // a@10000
+	pipeKV(t, d, "events", "b", "e", 30000) // fires a; b@40000
+	pipeKV(t, d, "events", "c", "e", 5000)  // late: c@15000, already passed
+	pipeKV(t, d, "events", "d", "e", 1000)  // late: d@11000
+	want := []string{"a:1@10000", "c:1@15000", "d:1@11000"}
+	if got := outValues(d, "out"); !slices.Equal(got, want) {
+		t.Fatalf("outputs %v, want %v", got, want)
+	}
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	pipeKV(t, d, "events", "z", "noop", 50000)
+	if got, want := outValues(d, "out"), append(want, "b:1@40000"); !slices.Equal(got, want) {
+		t.Fatalf("after the restart %v, want %v", got, want)
+	}
+}
