@@ -235,10 +235,14 @@ func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 // returns nil) or a fatal error occurs (returned; nothing past the failure
 // is committed). Processing errors in user code are not fatal: they go to
 // the dead-letter topics.
-func (a *App) Run(ctx context.Context) (err error) {
+func (a *App) Run(ctx context.Context) (err error) { return a.run(ctx, nil) }
+
+// run is Run, bounded if b is not nil (RunBounded).
+func (a *App) run(ctx context.Context, b *boundedRun) error {
 	if !a.running.CompareAndSwap(false, true) {
 		return errors.New("stream: App.Run called twice")
 	}
+	a.bounded = b
 	stopQueries, err := a.serveQueries()
 	if err != nil {
 		return fmt.Errorf("stream: app %s: %w", a.id, err)

@@ -53,8 +53,7 @@ func (a *App) RunBounded(ctx context.Context, opts ...BoundedOpt) error {
 	for _, o := range opts {
 		o.applyBounded(b)
 	}
-	a.bounded = b
-	if err := a.Run(ctx); err != nil {
+	if err := a.run(ctx, b); err != nil {
 		return err
 	}
 	if !b.done {
