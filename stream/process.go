@@ -268,7 +268,8 @@ func (c *ProcessContext[K, KO, VO]) Forward(r Record[KO, VO]) error {
 func (c *ProcessContext[K, KO, VO]) Meta() RecordMeta { return c.core.meta }
 
 // Watermark returns the task's watermark as of the end of its previous
-// round (false: none yet — some input has delivered nothing).
+// round (false: none yet — some input has delivered nothing). At the end of
+// a bounded run it is the largest millisecond time (the end of time).
 func (c *ProcessContext[K, KO, VO]) Watermark() (time.Time, bool) {
 	if c.core.wm == watermark.Min {
 		return time.Time{}, false
