@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -203,6 +204,11 @@ func (a *App) boundedInit(ctx context.Context) error {
 	committed, err := a.adm.FetchOffsetsForTopics(ctx, a.id, all...)
 	if err == nil {
 		err = committed.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// A group that never committed (some brokers say so before
+		// its first join): every partition starts at its log start.
+		committed, err = nil, nil
 	}
 	if err != nil {
 		return fmt.Errorf("bounded run: committed offsets: %w", err)
