@@ -113,6 +113,7 @@ func (a *App) boundedLoop(ctx context.Context) error {
 			return err
 		}
 	}
+	clear(b.paused) // a new session's client has nothing paused
 	for {
 		if err := a.fatalErr(); err != nil {
 			a.path.stop(false)
