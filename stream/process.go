@@ -36,7 +36,7 @@ import (
 // already due fires in the same round. A timer (domain, key, name) is one timer: setting
 // it again moves it. Event-time timers fire when the watermark reaches their
 // time (watermark >= time); processing-time timers when the processing clock
-// does. Each firing is one unit, like a record's processing: the timer's
+// does (one that came due while the App was down fires in its first round). Each firing is one unit, like a record's processing: the timer's
 // deletion, the callback's store writes and its forwarded records are
 // applied together or not at all, inside the round's transaction under
 // ExactlyOnce (a fired timer's outputs appear exactly once). A callback that
@@ -251,11 +251,15 @@ type ProcessContext[K, KO, VO any] struct {
 func (c *ProcessContext[K, KO, VO]) processCore() *procCore { return c.core }
 
 // Forward sends r to the operators downstream. A zero Timestamp becomes the
-// current record's (or timer's), a zero Origin the current record's. Its
+// current record's (or timer's), nil Headers and a zero Origin the current
+// record's (as every operator carries them, a traceparent among them). Its
 // error (an operator downstream failed) should be returned by the handler.
 func (c *ProcessContext[K, KO, VO]) Forward(r Record[KO, VO]) error {
 	if r.Timestamp.IsZero() {
 		r.Timestamp = c.core.meta.Timestamp
+	}
+	if r.Headers == nil {
+		r.Headers = c.core.meta.Headers
 	}
 	if r.Origin == (Origin{}) {
 		r.Origin = c.core.meta.Origin

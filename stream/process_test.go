@@ -412,3 +412,39 @@ func TestProcessTimerInThePastFiresAtOnce(t *testing.T) {
 		t.Fatalf("after the restart %v, want %v", got, want)
 	}
 }
+
+// Forward carries the current record's headers and origin unless given.
+func TestProcessForwardCarriesHeaders(t *testing.T) {
+	b := NewBuilder()
+	Process(From(b, "in", String(), String()), ProcessConfig{Name: "p"},
+		Processor[string, string, string, string]{
+			OnRecord: func(c *ProcessContext[string, string, string], r Record[string, string]) error {
+				if err := c.Forward(Record[string, string]{Key: r.Key, Value: "carried"}); err != nil {
+					return err
+				}
+				return c.Forward(Record[string, string]{Key: r.Key, Value: "own", Headers: []Header{{Key: "h", Value: []byte("own")}},
+					Timestamp: time.UnixMilli(7)})
+			},
+		}).To("out", String(), String())
+	d, err := NewDriver("app", b, nil, StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Pipe("in", []byte("k"), []byte("v"), time.UnixMilli(5), Header{Key: "traceparent", Value: []byte("tp")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Process(); err != nil {
+		t.Fatal(err)
+	}
+	out := d.Records("out")
+	if len(out) != 2 {
+		t.Fatalf("%d outputs, want 2", len(out))
+	}
+	if h := out[0].Headers; len(h) != 1 || h[0].Key != "traceparent" || out[0].Timestamp.UnixMilli() != 5 {
+		t.Errorf("carried: headers %v timestamp %v", h, out[0].Timestamp)
+	}
+	if h := out[1].Headers; len(h) != 1 || h[0].Key != "h" || out[1].Timestamp.UnixMilli() != 7 {
+		t.Errorf("own: headers %v timestamp %v", h, out[1].Timestamp)
+	}
+}
