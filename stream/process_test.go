@@ -1,12 +1,15 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // sessionProc counts a key's events in a store and, 10 s of event time
@@ -446,5 +449,62 @@ func TestProcessForwardCarriesHeaders(t *testing.T) {
 	}
 	if h := out[1].Headers; len(h) != 1 || h[0].Key != "h" || out[1].Timestamp.UnixMilli() != 7 {
 		t.Errorf("own: headers %v timestamp %v", h, out[1].Timestamp)
+	}
+}
+
+// A timer fired in a round whose transaction aborts (ExactlyOnce: the
+// task's writes are discarded and its records redone) fires again when the
+// records are redone: its deletion was discarded with the round, and the
+// timer scans start low enough to find it again.
+func TestProcessTimerFiresAgainAfterAbort(t *testing.T) {
+	bl := NewBuilder()
+	sessionTopology(bl)
+	var out []string
+	capture := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		if r.Topic == "out" {
+			out = append(out, string(r.Value))
+		}
+		promise(r, nil)
+	}, false)
+	a, err := NewApp("abort", bl, Brokers("127.0.0.1:1"), StateDir(t.TempDir()), capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := a.newTask(taskID{sub: 0, partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.close()
+	ctx := context.Background()
+	round := func(key string, ms, offset int64) {
+		t.Helper()
+		r := &kgo.Record{Topic: "events", Key: []byte(key), Value: []byte("e"), Offset: offset, Timestamp: time.UnixMilli(ms)}
+		if err := tk.handle(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.endBatch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round("a", 0, 0) // a@10000
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	tk.beginRound()
+	round("b", 20000, 1) // fires a; b@30000
+	if want := []string{"a:1@10000"}; !slices.Equal(out, want) {
+		t.Fatalf("before the abort: %v, want %v", out, want)
+	}
+	tk.abortRound()
+	round("b", 20000, 1) // redone
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a:1@10000", "a:1@10000"}; !slices.Equal(out, want) {
+		t.Fatalf("after the redo: %v, want a's timer fired again", out)
+	}
+	round("z", 40000, 2)
+	if want := []string{"a:1@10000", "a:1@10000", "b:1@30000"}; !slices.Equal(out, want) {
+		t.Fatalf("at 40000: %v, want %v", out, want)
 	}
 }
