@@ -25,25 +25,29 @@ import (
 // through "<app>-<name>-repartition" (codecs as for GroupByKey), so that a
 // key's state and timers belong to one task.
 //
-// Timers fire at the end of a processing round, after its records — also in
-// a round that polled nothing for the task (a tick) — in time order (then by
-// key and name). So a record is handled before the timers its own event time
-// makes due (as with Kafka Streams' stream-time punctuation, and Flink's
-// watermarks, which come between records): a click 45 minutes after the last
-// one moves a 30-minute session timer before it fires, unless an earlier
-// round's watermark already passed it (the Driver runs a round per record;
-// an App one per poll). A timer set or moved during that firing that is
-// already due fires in the same round. A timer (domain, key, name) is one timer: setting
-// it again moves it. Event-time timers fire when the watermark reaches their
-// time (watermark >= time); processing-time timers when the processing clock
-// does (one that came due while the App was down fires in its first round). Each firing is one unit, like a record's processing: the timer's
-// deletion, the callback's store writes and its forwarded records are
-// applied together or not at all, inside the round's transaction under
-// ExactlyOnce (a fired timer's outputs appear exactly once). A callback that
-// fails (error or panic) is not retried: the timer goes to the dead-letter
-// topic (key: the timer's key, value: its name, offset -1; the origin topic
-// is the task's first source topic) and is deleted, so it does not fire
-// again.
+// Timers (they need Processor.OnTimer) fire at the end of a processing
+// round, after its records — also in a round that polled nothing for the
+// task (a tick) — in time order, then by key and name. So a record is handled
+// before the timers its own event time makes due (as with Kafka Streams'
+// stream-time punctuation, and Flink's watermarks, which come between
+// records): a click 45 minutes after the last one moves a 30-minute session
+// timer before it fires, unless an earlier round's watermark already passed
+// it (the Driver runs a round per record; an App one per poll). A timer set
+// or moved during that firing that is already due fires in the same round.
+// A timer (domain, key, name) is one timer: setting it again moves it.
+// Event-time timers fire when the watermark reaches their time (watermark >=
+// time); processing-time timers when the processing clock does (one that
+// came due while the App was down fires in its first round). Each firing is
+// one unit, like a record's processing: the timer's deletion, the callback's
+// store writes and its forwarded records are applied together or not at
+// all, inside the round's transaction under ExactlyOnce (a fired timer's
+// outputs appear exactly once). A callback that fails (error or panic) is not
+// retried: the timer goes to the dead-letter topic (key: the timer's key,
+// value: its name, offset -1; the origin topic is the task's first source
+// topic) and is deleted, so it does not fire again.
+//
+// The output stream counts as re-keyed: a keyed operator after it
+// repartitions first.
 //
 // The handlers run on the task's goroutine, for several tasks at once:
 // they keep their state in the declared stores, not in variables they share.
