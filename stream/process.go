@@ -160,6 +160,10 @@ func Process[K, V, KO, VO any](s Stream[K, V], cfg ProcessConfig, p Processor[K,
 		return invalid[KO, VO](b)
 	}
 	n.name = "process-" + cfg.Name
+	if cfg.Retry != nil {
+		cfg.Retry.applyOp(n)
+		b.validateOp(n)
+	}
 	return Stream[KO, VO]{b: b, n: n, sources: s.sources, keyChanged: true}
 }
 
@@ -174,6 +178,9 @@ type ProcessConfig struct {
 	// each states its bound (TTL or NoExpiry) as StoreConfig requires. A
 	// handler can use only the stores listed here.
 	Stores []ProcessStore
+	// Retry is the error policy of OnRecord (nil: the App's), as an
+	// operator's Retry option. Timer callbacks are not retried.
+	Retry *Retry
 }
 
 // Processor is the user code of a Process operator.

@@ -508,3 +508,41 @@ func TestProcessTimerFiresAgainAfterAbort(t *testing.T) {
 		t.Fatalf("at 40000: %v, want %v", out, want)
 	}
 }
+
+// ProcessConfig.Retry replaces the App's error policy for OnRecord.
+func TestProcessRetryPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		retry *Retry
+		want  int
+	}{{nil, 3}, {&Retry{Attempts: 1}, 1}} {
+		attempts := 0
+		b := NewBuilder()
+		Process(From(b, "in", String(), String()), ProcessConfig{Name: "p", Retry: tt.retry},
+			Processor[string, string, string, string]{
+				OnRecord: func(*ProcessContext[string, string, string], Record[string, string]) error {
+					attempts++
+					return Retriable(errors.New("flaky"))
+				},
+			}).To("out", String(), String())
+		d, err := NewDriver("app", b, nil, StateDir(t.TempDir()), MaxAttempts(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pipeKV(t, d, "in", "k", "v", 0)
+		d.Close()
+		if attempts != tt.want {
+			t.Errorf("retry %v: %d attempts, want %d", tt.retry, attempts, tt.want)
+		}
+		if n := len(d.Records(DLQTopic("app"))); n != 1 {
+			t.Errorf("retry %v: %d dead letters, want 1", tt.retry, n)
+		}
+	}
+	b := NewBuilder()
+	Process(From(b, "in", String(), String()), ProcessConfig{Name: "p", Retry: &Retry{Attempts: -1}},
+		Processor[string, string, string, string]{
+			OnRecord: func(*ProcessContext[string, string, string], Record[string, string]) error { return nil },
+		})
+	if _, err := NewApp("app", b, Brokers("127.0.0.1:1")); err == nil || !strings.Contains(err.Error(), "retry attempts") {
+		t.Errorf("NewApp with Retry{Attempts: -1}: %v", err)
+	}
+}
