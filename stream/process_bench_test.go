@@ -65,3 +65,24 @@ func BenchmarkTaskProcessCountBaseline(b *testing.B) {
 			ToStream().To("out", String(), Int64())
 	})
 }
+
+// BenchmarkTaskProcessStore: the same Process counting in its store, with
+// no timer: the cost of the operator without the timers'.
+func BenchmarkTaskProcessStore(b *testing.B) {
+	benchSessions(b, func(bl *Builder) {
+		counts := KeyValueStore[string, int64](StoreConfig{Name: "counts", TTL: time.Hour})
+		Process(From(bl, "events", String(), String()), ProcessConfig{Name: "p", Stores: []ProcessStore{counts}},
+			Processor[string, string, string, int64]{
+				OnRecord: func(c *ProcessContext[string, string, int64], r Record[string, string]) error {
+					n, _, err := counts.Get(c, r.Key)
+					if err != nil {
+						return err
+					}
+					if err := counts.Put(c, r.Key, n+1); err != nil {
+						return err
+					}
+					return c.Forward(Record[string, int64]{Key: r.Key, Value: n + 1})
+				},
+			}).To("out", String(), Int64())
+	})
+}
