@@ -215,13 +215,24 @@ func (p *procTimers) fireDomain(d TimerDomain, w int64, now time.Time) error {
 	}
 	t := p.c.t
 	_, to := timekey.FiringBy(timekey.Domain(d), w)
+	_, domainEnd := timekey.FiringBy(timekey.Domain(d), math.MaxInt64)
 	cursor := timekey.AppendTime([]byte{byte(d)}, p.floor[i])
 	dbDone := false
+	// beyond: the first database keys past the due range, read by the
+	// scan that reached it, for findNext.
+	var beyond [][]byte
 	for pass := 0; pass < maxRefirePasses; {
 		var batch [][]byte
 		truncated := false
 		if !dbDone {
-			err := t.db.Scan(p.st.spec.name, cursor, to, func(k, _ []byte, _ int64) error {
+			err := t.db.Scan(p.st.spec.name, cursor, domainEnd, func(k, _ []byte, _ int64) error {
+				if bytes.Compare(k, to) >= 0 {
+					beyond = append(beyond, append([]byte(nil), k...))
+					if len(beyond) == nextProbe {
+						return errStopTimerScan
+					}
+					return nil
+				}
 				if len(batch) == scanBatch {
 					truncated = true
 					return errStopTimerScan
@@ -268,7 +279,7 @@ func (p *procTimers) fireDomain(d TimerDomain, w int64, now time.Time) error {
 	if w < math.MaxInt64 {
 		p.floor[i] = max(p.floor[i], w+1)
 	}
-	return p.findNext(d, to)
+	return p.findNext(d, beyond)
 }
 
 // fireOne fires the timer of key k if the open Txn still has it: the
@@ -323,10 +334,14 @@ func (p *procTimers) fireOne(k []byte, now time.Time) error {
 	}, p.c.timerOrigin(tm.Key, name))
 }
 
-// findNext sets next[d] to a lower bound of the first timer of domain d at
-// or after from (the end of the range just fired): the first timer the
-// database and the open Txn both have, or the pending ones.
-func (p *procTimers) findNext(d TimerDomain, from []byte) error {
+// nextProbe bounds the keys past the due range a scan reads for findNext.
+const nextProbe = 16
+
+// findNext sets next[d] to a lower bound of the first timer of domain d
+// after the range just fired: the first of beyond (the database's first
+// keys past that range) the open Txn still has — or the last of them, a
+// lower bound of the rest — and the pending ones.
+func (p *procTimers) findNext(d TimerDomain, beyond [][]byte) error {
 	i := domainIdx(d)
 	next := int64(math.MaxInt64)
 	for k := range p.pending[i] {
@@ -334,30 +349,15 @@ func (p *procTimers) findNext(d TimerDomain, from []byte) error {
 			next = tm.Fire
 		}
 	}
-	_, end := timekey.FiringBy(timekey.Domain(d), math.MaxInt64)
-	const probe = 16
-	var keys [][]byte
 	t := p.c.t
-	err := t.db.Scan(p.st.spec.name, from, end, func(k, _ []byte, _ int64) error {
-		keys = append(keys, append([]byte(nil), k...))
-		if len(keys) == probe {
-			return errStopTimerScan
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStopTimerScan) {
-		return &fatalError{fmt.Errorf("task %s: timers %s: %w", t.id, p.st.spec.name, err)}
-	}
-	for j, k := range keys {
+	for j, k := range beyond {
 		tm, err := timekey.ParseTimerKey(k)
 		if err != nil {
 			return &fatalError{fmt.Errorf("task %s: timers %s: %w", t.id, p.st.spec.name, err)}
 		}
 		if _, found, err := p.st.get(k); err != nil {
 			return err
-		} else if found || j == len(keys)-1 {
-			// The first live one; or the last probed, a lower bound
-			// of the rest.
+		} else if found || j == len(beyond)-1 {
 			next = min(next, tm.Fire)
 			break
 		}
