@@ -59,7 +59,7 @@ func buildWindowedCount(w Windows) func(*Builder) {
 	return func(bl *Builder) {
 		in := From(bl, "in", String(), JSON[benchEvent]())
 		WindowedCount(GroupByKey(in, Codecs(String(), JSON[benchEvent]())), w,
-			WindowStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+			WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
 			ToStream().To("out", WindowedKeys(String(), w), Int64())
 	}
 }
@@ -127,7 +127,7 @@ func BenchmarkWindowOpenRSS(b *testing.B) {
 	for range b.N {
 		bl := NewBuilder()
 		in := From(bl, "in", String(), Int64())
-		WindowedCount(GroupByKey(in), Tumbling(time.Hour), WindowStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+		WindowedCount(GroupByKey(in), Tumbling(time.Hour), WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
 			ToStream().To("out", TimeWindowed(String(), time.Hour), Int64())
 		var outs int
 		discard := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {

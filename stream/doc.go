@@ -164,7 +164,8 @@
 //     stores: same changelog, checkpoint and TTL machinery as the
 //     aggregates'. A round ends by firing the timers and closing the windows
 //     the watermark passed, inside the round's transaction under
-//     ExactlyOnce.
+//     ExactlyOnce. Timers are done: see "Timers and the low-level
+//     processor".
 //   - Windowed[K] with TimeWindowed and SessionWindowed (windowed.go) are the
 //     public key type and codecs of windowed results, byte-compatible with
 //     Kafka Streams' windowed serdes.
@@ -175,12 +176,12 @@
 // stream per key and window — Tumbling, Hopping (both optionally offset, or
 // laid on a time zone's calendar with WindowIn), Sliding or Session — into
 // a Table keyed by Windowed[K], whose codecs (WindowedKeys) are Kafka
-// Streams' windowed serdes. A WindowStore names the store and states the
+// Streams' windowed serdes. A WindowedStore names the store and states the
 // time semantics; none has a default:
 //
 //	w := stream.Hopping(time.Minute, 10*time.Second)
 //	perZone := stream.WindowedCount(stream.GroupByKey(rides), w,
-//		stream.WindowStore{Name: "demand", Grace: 5 * time.Second,
+//		stream.WindowedStore{Name: "demand", Grace: 5 * time.Second,
 //			Late: stream.LateToTopic("rides-late"), Emit: stream.EmitFinal()})
 //	perZone.ToStream().To("demand", stream.WindowedKeys(stream.String(), w), stream.Int64())
 //
@@ -236,6 +237,36 @@
 //     Kafka's retention period by segment; queries see open (and retained)
 //     windows.
 //
+// # Timers and the low-level processor
+//
+// Process is Kafka Streams' Processor API, typed: a handler per record with
+// the stores it declared (KeyValueStore, KeyValueWindowStore; each with a
+// TTL or NoExpiry), Forward to a typed downstream, the record's metadata, the task's
+// watermark and processing time, and timers keyed by (key, name):
+// event-time timers fire when the watermark reaches them, processing-time
+// timers when the App's ProcessingClock does. Timers are keyed state in the
+// store "<name>-timers" with its changelog, so they survive restarts and
+// moves. A round's records are handled first; then, at the round's end (also
+// of a tick round, with no records), the due timers fire in time order, each
+// as one all-or-nothing unit with its deletion (inside the round's
+// transaction under ExactlyOnce: a fired timer's outputs appear exactly
+// once). A failing callback sends the timer to the dead-letter topic. The
+// Driver (and streamtest) move processing time with AdvanceProcessingTime
+// and run rounds without records with Tick; event time moves with the
+// records piped.
+//
+// # Bounded runs
+//
+// App.RunBounded reads each input up to its end offsets at start (under
+// ExactlyOnce its last stable offsets; UpTo: up to a timestamp), then moves
+// every watermark to the end of time — every event-time timer fires, every
+// window closes — one sub-topology at a time in topological order, so a task
+// downstream of a repartition reaches the end only after all its upstream
+// wrote (as Flink at the end of a bounded source); then it commits and
+// returns. Processing-time timers do not fire at the end (Flink quiesces
+// them too), and the end-of-time watermark is not persisted: a later run
+// resumes from the records. The Driver's EndOfInput does the same in tests.
+//
 // # Queryable state and standby replicas
 //
 // A running App answers point lookups and key ranges on its stores (App.Get,
@@ -257,9 +288,10 @@
 //
 // # Not yet
 //
-// Event-time timers and a Process operator, typed queries of windowed
-// stores (App.Range reads their raw keys), LateUpdates for sliding and
-// session windows, table-table and stream-stream
+// LateUpdates for sliding and session windows, watermark markers on
+// repartition topics (a windowed operator after a repartition judges
+// lateness by the largest time read minus the bound), table-table and
+// stream-stream
 // joins, global tables, waiting for a lagging input of a task before
 // processing (Kafka's max.task.idle.ms).
 // A keyed operator after a Merge of several sources still repartitions

@@ -167,7 +167,7 @@ func LateToTopic(topic string) LatePolicy { return latePolicy{kind: lateTopic, t
 func LateToDLQ() LatePolicy { return latePolicy{kind: lateDLQ} }
 
 // LateUpdates lets a late record update its window as long as the store
-// still holds it — up to WindowStore.Retain of watermark after the window
+// still holds it — up to WindowedStore.Retain of watermark after the window
 // closed — and emits the window's corrected result downstream (for
 // EmitFinal a second result for the window, which a consumer keyed by the
 // window upserts). A record later than that is dropped and counted as
@@ -242,8 +242,8 @@ func EmitFinal(early ...EarlyFiring) Emission {
 // downstream sees updates of a window and upserts them.
 func EmitUpdates() Emission { return emission{} }
 
-// WindowStore declares a windowed operation's store and time semantics.
-type WindowStore struct {
+// WindowedStore declares a windowed operation's store and time semantics.
+type WindowedStore struct {
 	// Name of the store, unique in the topology; it names the changelog
 	// "<app>-<name>-changelog" (and "<app>-<name>-repartition" when the
 	// operation repartitions).
@@ -276,7 +276,7 @@ type windowDecl struct {
 
 // declareWindow validates a windowed operation's declaration, recording its
 // errors; nil if it is invalid.
-func (b *Builder) declareWindow(op string, w Windows, store WindowStore, hasMerge bool) *windowDecl {
+func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMerge bool) *windowDecl {
 	var errs []string
 	if err := validTopic(store.Name); err != nil {
 		errs = append(errs, fmt.Sprintf("store: %v", err))
@@ -391,7 +391,7 @@ func WindowedKeys[K any](key Codec[K], w Windows) Codec[Windowed[K]] {
 
 // WindowedCount counts the records per key and window into a table keyed
 // by Windowed[K] (Kafka Streams' windowedBy(...).count()).
-func WindowedCount[K, V any](g Grouped[K, V], w Windows, store WindowStore) Table[Windowed[K], int64] {
+func WindowedCount[K, V any](g Grouped[K, V], w Windows, store WindowedStore) Table[Windowed[K], int64] {
 	return windowed(g, w, store, "windowed-count", Int64(), windowFns[K, V, int64]{
 		add:   func(_ Record[K, V], n int64, _ bool) (int64, error) { return n + 1, nil },
 		merge: func(a, b int64) (int64, error) { return a + b, nil },
@@ -401,7 +401,7 @@ func WindowedCount[K, V any](g Grouped[K, V], w Windows, store WindowStore) Tabl
 // WindowedReduce combines the values per key and window with fn(previous,
 // new); a window's first value is stored as is. Sessions merge with fn too.
 // The table's values use the group's value codec.
-func WindowedReduce[K, V any](g Grouped[K, V], w Windows, store WindowStore, fn func(agg, v V) (V, error)) Table[Windowed[K], V] {
+func WindowedReduce[K, V any](g Grouped[K, V], w Windows, store WindowedStore, fn func(agg, v V) (V, error)) Table[Windowed[K], V] {
 	if g.valueErr != nil && g.s.b != nil {
 		g.s.b.errorf("windowed reduce %q: %v", store.Name, g.valueErr)
 		return Table[Windowed[K], V]{b: g.s.b}
@@ -422,7 +422,7 @@ func WindowedReduce[K, V any](g Grouped[K, V], w Windows, store WindowStore, fn 
 // aggregates of two sessions a record bridges (older first): required for
 // Session windows, unused (may be nil) for the others. A's codec is
 // inferred (InferCodec) or given with Codecs (whose key codec is ignored).
-func WindowedAggregate[K, V, A any](g Grouped[K, V], w Windows, store WindowStore, init func() A,
+func WindowedAggregate[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, init func() A,
 	fn func(r Record[K, V], agg A) (A, error), merge func(a, b A) (A, error), opts ...CodecOpt[K, A],
 ) Table[Windowed[K], A] {
 	var codec Codec[A]

@@ -85,7 +85,7 @@ func (e *lateError) Error() string {
 }
 
 // windowed declares a windowed operation (see WindowedCount).
-func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowStore, op string, codec Codec[A],
+func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op string, codec Codec[A],
 	fns windowFns[K, V, A],
 ) Table[Windowed[K], A] {
 	s := g.s

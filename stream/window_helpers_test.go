@@ -50,7 +50,7 @@ const (
 	aggAggregate           // WindowedAggregate summing, with a merge function
 )
 
-func newWindowRun(t *testing.T, w Windows, store WindowStore, parts int32, bound time.Duration, agg windowAgg, opts ...Opt) *windowRun {
+func newWindowRun(t *testing.T, w Windows, store WindowedStore, parts int32, bound time.Duration, agg windowAgg, opts ...Opt) *windowRun {
 	t.Helper()
 	b := NewBuilder()
 	g := GroupByKey(From(b, "in", String(), Int64()))

@@ -28,7 +28,7 @@ const windowKillChildEnv = "STREAM_WINDOW_KILL_CHILD" // the App's guarantee
 func windowKillTopology(bl *Builder) {
 	in := From(bl, "wevents", String(), String())
 	WindowedCount(GroupByKey(in), Tumbling(time.Second),
-		WindowStore{Name: "wc", Late: DropLate(), Emit: EmitFinal()}).
+		WindowedStore{Name: "wc", Late: DropLate(), Emit: EmitFinal()}).
 		ToStream().To("wcounts", TimeWindowed(String(), time.Second), Int64())
 }
 

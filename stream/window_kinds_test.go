@@ -182,7 +182,7 @@ func TestWindowAfterRepartition(t *testing.T) {
 // the batch result, for time and sliding windows.
 func TestWindowEmitUpdatesLatestMatchesBatch(t *testing.T) {
 	recs := genRecords(12, 300, testKeys[:3], 1_000_000, 40, 200)
-	store := WindowStore{Name: "upd", Late: DropLate(), Emit: EmitUpdates()}
+	store := WindowedStore{Name: "upd", Late: DropLate(), Emit: EmitUpdates()}
 	for _, w := range []Windows{Hopping(time.Second, 250*time.Millisecond), Sliding(150 * time.Millisecond)} {
 		r := newWindowRun(t, w, store, 1, 200*time.Millisecond, aggSum)
 		r.pipe(recs...)

@@ -43,7 +43,7 @@ var lateInput = []wrec{{key: "a", ts: 500, val: 1}, {key: "a", ts: 1500, val: 2}
 
 func lateRun(t *testing.T, p LatePolicy, retain time.Duration) (*windowRun, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
-	store := WindowStore{Name: "late", Grace: 100 * time.Millisecond, Late: p, Emit: EmitFinal(), Retain: retain}
+	store := WindowedStore{Name: "late", Grace: 100 * time.Millisecond, Late: p, Emit: EmitFinal(), Retain: retain}
 	r := newWindowRun(t, Tumbling(time.Second), store, 1, 0, aggSum, Registerer(reg))
 	r.pipe(lateInput...)
 	return r, reg
@@ -66,7 +66,7 @@ func TestWindowLateDrop(t *testing.T) {
 func TestWindowLateToTopic(t *testing.T) {
 	b := NewBuilder()
 	g := GroupByKey(From(b, "in", String(), Int64()))
-	store := WindowStore{Name: "late", Grace: 100 * time.Millisecond, Late: LateToTopic("late-rides"), Emit: EmitFinal()}
+	store := WindowedStore{Name: "late", Grace: 100 * time.Millisecond, Late: LateToTopic("late-rides"), Emit: EmitFinal()}
 	WindowedCount(g, Tumbling(time.Second), store).ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
 	reg := prometheus.NewRegistry()
 	d, err := NewDriver("win", b, nil, StateDir(t.TempDir()), Registerer(reg))
@@ -171,19 +171,19 @@ func TestWindowDeclarationErrors(t *testing.T) {
 	tests := []struct {
 		name  string
 		w     Windows
-		store WindowStore
+		store WindowedStore
 		want  string
 	}{
-		{"no late policy", Tumbling(time.Second), WindowStore{Name: "s", Emit: EmitFinal()}, "no late policy"},
-		{"no emission", Tumbling(time.Second), WindowStore{Name: "s", Late: DropLate()}, "no emission"},
-		{"no windows", nil, WindowStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, "no windows"},
-		{"bad size", Tumbling(0), WindowStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, "size"},
-		{"advance > size", Hopping(time.Second, 2*time.Second), WindowStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, "advance"},
-		{"negative grace", Tumbling(time.Second), WindowStore{Name: "s", Grace: -1, Late: DropLate(), Emit: EmitFinal()}, "grace"},
-		{"updates without retain", Tumbling(time.Second), WindowStore{Name: "s", Late: LateUpdates(), Emit: EmitFinal()}, "Retain"},
-		{"updates on sessions", Session(time.Second), WindowStore{Name: "s", Late: LateUpdates(), Emit: EmitFinal(), Retain: time.Second}, "time windows only"},
-		{"bad late topic", Tumbling(time.Second), WindowStore{Name: "s", Late: LateToTopic("a b"), Emit: EmitFinal()}, "late topic"},
-		{"bad name", Tumbling(time.Second), WindowStore{Name: "", Late: DropLate(), Emit: EmitFinal()}, "invalid name"},
+		{"no late policy", Tumbling(time.Second), WindowedStore{Name: "s", Emit: EmitFinal()}, "no late policy"},
+		{"no emission", Tumbling(time.Second), WindowedStore{Name: "s", Late: DropLate()}, "no emission"},
+		{"no windows", nil, WindowedStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, "no windows"},
+		{"bad size", Tumbling(0), WindowedStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, "size"},
+		{"advance > size", Hopping(time.Second, 2*time.Second), WindowedStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, "advance"},
+		{"negative grace", Tumbling(time.Second), WindowedStore{Name: "s", Grace: -1, Late: DropLate(), Emit: EmitFinal()}, "grace"},
+		{"updates without retain", Tumbling(time.Second), WindowedStore{Name: "s", Late: LateUpdates(), Emit: EmitFinal()}, "Retain"},
+		{"updates on sessions", Session(time.Second), WindowedStore{Name: "s", Late: LateUpdates(), Emit: EmitFinal(), Retain: time.Second}, "time windows only"},
+		{"bad late topic", Tumbling(time.Second), WindowedStore{Name: "s", Late: LateToTopic("a b"), Emit: EmitFinal()}, "late topic"},
+		{"bad name", Tumbling(time.Second), WindowedStore{Name: "", Late: DropLate(), Emit: EmitFinal()}, "invalid name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,7 +199,7 @@ func TestWindowDeclarationErrors(t *testing.T) {
 	// Sessions need a merge function for Aggregate (Count and Reduce have one).
 	b := NewBuilder()
 	WindowedAggregate(GroupByKey(From(b, "in", String(), Int64())), Session(time.Second),
-		WindowStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, func() int64 { return 0 },
+		WindowedStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, func() int64 { return 0 },
 		func(r Record[string, int64], a int64) (int64, error) { return a, nil }, nil)
 	if _, err := NewApp("win", b, Brokers("127.0.0.1:1")); err == nil || !strings.Contains(err.Error(), "merge function") {
 		t.Fatalf("NewApp error %v, want the missing merge function", err)
@@ -208,7 +208,7 @@ func TestWindowDeclarationErrors(t *testing.T) {
 
 // Early firing: every 2 records a partial result, then the final one.
 func TestWindowEarlyEvery(t *testing.T) {
-	store := WindowStore{Name: "early", Late: DropLate(), Emit: EmitFinal(EarlyEvery(2))}
+	store := WindowedStore{Name: "early", Late: DropLate(), Emit: EmitFinal(EarlyEvery(2))}
 	r := newWindowRun(t, Tumbling(time.Second), store, 1, 0, aggCount)
 	r.pipe(wrec{key: "a", ts: 100}, wrec{key: "a", ts: 200}, wrec{key: "a", ts: 300}, wrec{key: "a", ts: 1100})
 	var got []string
@@ -224,7 +224,7 @@ func TestWindowEarlyEvery(t *testing.T) {
 // firing emit their partial result once the interval passed.
 func TestWindowEarlyInterval(t *testing.T) {
 	clk := &instantClock{now: time.Unix(1000, 0)}
-	store := WindowStore{Name: "early", Late: DropLate(), Emit: EmitFinal(EarlyInterval(time.Minute))}
+	store := WindowedStore{Name: "early", Late: DropLate(), Emit: EmitFinal(EarlyInterval(time.Minute))}
 	r := newWindowRun(t, Tumbling(time.Hour), store, 1, 0, aggCount, ProcessingClock(clk))
 	r.pipe(wrec{key: "a", ts: 100}, wrec{key: "b", ts: 200})
 	if n := len(r.outputs()); n != 0 {

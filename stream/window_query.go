@@ -14,7 +14,7 @@ import (
 // WindowQuery is a typed query handle on a windowed store (WindowedCount,
 // WindowedReduce, WindowedAggregate): Kafka Streams' ReadOnlyWindowStore
 // and ReadOnlySessionStore fetch by key. It reads the windows the store
-// holds — open ones and, with WindowStore.Retain, closed ones it retains.
+// holds — open ones and, with WindowedStore.Retain, closed ones it retains.
 type WindowQuery[K, A any] struct {
 	app     *App
 	name    string

@@ -30,8 +30,8 @@ func genRecords(seed uint64, n int, keys []string, base, step, bound int64) []wr
 
 var testKeys = []string{"a", "b", "c", "d", "e", "f", "g"}
 
-func finalStore(name string) WindowStore {
-	return WindowStore{Name: name, Late: DropLate(), Emit: EmitFinal()}
+func finalStore(name string) WindowedStore {
+	return WindowedStore{Name: name, Late: DropLate(), Emit: EmitFinal()}
 }
 
 func TestWindowTumblingFinalMatchesBatch(t *testing.T) {
@@ -108,7 +108,7 @@ func TestWindowCalendarDailyAcrossDST(t *testing.T) {
 }
 
 func TestWindowEmitUpdatesEveryChange(t *testing.T) {
-	store := WindowStore{Name: "upd", Late: DropLate(), Emit: EmitUpdates()}
+	store := WindowedStore{Name: "upd", Late: DropLate(), Emit: EmitUpdates()}
 	r := newWindowRun(t, Tumbling(time.Second), store, 1, 0, aggCount)
 	r.pipe(wrec{key: "a", ts: 100}, wrec{key: "a", ts: 200}, wrec{key: "b", ts: 300}, wrec{key: "a", ts: 1100})
 	var got []string

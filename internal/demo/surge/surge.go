@@ -228,7 +228,7 @@ func Build(b *stream.Builder, cfg Config) {
 	// topic.
 	w := DemandWindows()
 	stream.WindowedCount(stream.GroupByKey(zoned), w,
-		stream.WindowStore{Name: "zone-demand", Grace: DemandGrace, Late: stream.LateToTopic(LateRequestsTopic),
+		stream.WindowedStore{Name: "zone-demand", Grace: DemandGrace, Late: stream.LateToTopic(LateRequestsTopic),
 			Emit: stream.EmitFinal()}).
 		ToStream().To(DemandTopic, stream.WindowedKeys(stream.String(), w), stream.Int64())
 
