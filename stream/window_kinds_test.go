@@ -200,3 +200,29 @@ func TestWindowEmitUpdatesLatestMatchesBatch(t *testing.T) {
 		}
 	}
 }
+
+// The end of a bounded run (the Driver's EndOfInput: every watermark to the
+// end of time) closes every window: all final results, each once, equal to
+// the batch — also through a repartition.
+func TestWindowEndOfInputClosesAll(t *testing.T) {
+	recs := genRecords(13, 300, testKeys, 1_000_000, 30, 100)
+	for _, w := range []Windows{Tumbling(time.Second), Session(200 * time.Millisecond), Sliding(100 * time.Millisecond)} {
+		r := newWindowRun(t, w, finalStore("eoi"), 3, 100*time.Millisecond, aggCount)
+		r.pipe(recs...)
+		if err := r.d.EndOfInput(); err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]int64
+		switch w.(type) {
+		case TimeWindows:
+			want = batchTime(recs, 1000, 1000, 0, true)
+		case SessionWindows:
+			want = batchSessions(recs, 200, true)
+		case SlidingWindows:
+			want = batchSliding(recs, 100, true)
+		}
+		if d := diffResults(r.finals(), want); d != "[]" {
+			t.Fatalf("%s: %s", w.describe(), d)
+		}
+	}
+}
