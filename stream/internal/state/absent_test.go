@@ -80,3 +80,70 @@ func TestTxnEpochAndDiscards(t *testing.T) {
 		t.Fatalf("after Discard: epoch %d (was %d), discards %d, want %d", txn.Epoch(), e1, txn.Discards(), x0+1)
 	}
 }
+
+// Known answers from the round and the cache only; DeleteKnown deletes a key
+// the cache does not hold without a Pebble lookup, and a Discard forgets it.
+func TestKnownAndDeleteKnown(t *testing.T) {
+	d, err := Open(t.TempDir(), nil, CacheBytes(int64(10*(cacheEntryOverhead+20))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	txn := d.Begin()
+	for i := range 100 {
+		if _, err := txn.Put("s", fmt.Appendf(nil, "k%03d", i), []byte("v"), 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	txn = d.Begin()
+	// Find a key the cache does not hold.
+	var key []byte
+	for i := range 100 {
+		k := fmt.Appendf(nil, "k%03d", i)
+		if _, known := txn.Known("s", k); !known {
+			key = k
+			break
+		}
+	}
+	if key == nil {
+		t.Fatal("every key cached: the test needs one that is not")
+	}
+	before := d.cache.misses
+	if err := txn.DeleteKnown("s", key, 7); err != nil {
+		t.Fatal(err)
+	}
+	if d.cache.misses != before {
+		t.Fatal("DeleteKnown read Pebble")
+	}
+	if found, known := txn.Known("s", key); !known || found {
+		t.Fatalf("after DeleteKnown: found %v known %v, want deleted", found, known)
+	}
+	txn.Discard() // the delete is dropped: the key is unknown to the cache again, and present
+	txn = d.Begin()
+	if _, known := txn.Known("s", key); known {
+		t.Fatal("a discarded DeleteKnown left its cache entry")
+	}
+	if v, _, ok, err := txn.Get("s", key); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("after the discard: %q %v %v", v, ok, err)
+	}
+	if err := txn.DeleteKnown("s", key, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := d.Get("s", key); err != nil || ok {
+		t.Fatalf("committed DeleteKnown: still found (%v)", err)
+	}
+}
