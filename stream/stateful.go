@@ -118,7 +118,7 @@ func GroupBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error), op
 
 // Count counts the records per key into a table (the key's count, 64-bit).
 func Count[K, V any](g Grouped[K, V], store StoreConfig) Table[K, int64] {
-	return aggregate(g, store, "count", Int64(), func(_ Record[K, V], n int64, _ bool) (int64, error) { return n + 1, nil })
+	return aggregate(g, store, "count", Int64(), false, func(_ Record[K, V], n int64, _ bool) (int64, error) { return n + 1, nil })
 }
 
 // Reduce combines the values per key with fn(previous, new) into a table;
@@ -129,7 +129,7 @@ func Reduce[K, V any](g Grouped[K, V], store StoreConfig, fn func(agg, v V) (V, 
 		g.s.b.errorf("reduce %q: %v", store.Name, g.valueErr)
 		return Table[K, V]{b: g.s.b}
 	}
-	return aggregate(g, store, "reduce", g.value,
+	return aggregate(g, store, "reduce", g.value, false,
 		func(r Record[K, V], agg V, found bool) (V, error) {
 			if !found {
 				return r.Value, nil
@@ -158,7 +158,7 @@ func Aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, init func() A,
 			return Table[K, A]{b: g.s.b}
 		}
 	}
-	return aggregate(g, store, "aggregate", codec,
+	return aggregate(g, store, "aggregate", codec, false,
 		func(r Record[K, V], agg A, found bool) (A, error) {
 			if !found && init != nil {
 				agg = init()
@@ -176,13 +176,16 @@ func (s Stream[K, V]) ToTable(store StoreConfig, opts ...CodecOpt[K, V]) Table[K
 		s.b.errorf("to table %q: %v", store.Name, g.valueErr)
 		return Table[K, V]{b: s.b}
 	}
-	return aggregate(g, store, "to-table", g.value,
+	return aggregate(g, store, "to-table", g.value, true,
 		func(r Record[K, V], _ V, _ bool) (V, error) { return r.Value, nil })
 }
 
 // aggregate declares a keyed store updated by fn for every record of g (agg
 // is the zero A when found is false) and returns its table.
-func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec Codec[A],
+//
+// A tombstone record (Record.Tombstone, from a table's ToStream) deletes its
+// key if deletes (ToTable), else it is ignored.
+func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec Codec[A], deletes bool,
 	fn func(r Record[K, V], agg A, found bool) (A, error),
 ) Table[K, A] {
 	s := g.s
@@ -212,13 +215,17 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 		codecs: newStoreCodecs(g.key, codec)}
 	b.stores = append(b.stores, spec)
 	name, every := store.Name, store.EveryUpdate
+	meta := &tableMeta{}
 	carriesKey, carriesValue := carries(g.key), carries(codec)
 	var n *node
 	n = s.link(op, func(t *task, children []any) any {
 		st := t.store(name)
-		up := newTableUpdates[K, A](t, n.id, st.changelog, children)
+		up := newTableUpdates[K, A](t, n.id, st, every, g.key, codec, meta.oldWanted, children)
 		return func(r Record[K, V]) (err error) {
 			defer func() { err = failedIn(n, err) }()
+			if r.Tombstone && !deletes {
+				return nil // a deletion upstream: a stream aggregation ignores it (as Kafka Streams' null values)
+			}
 			kb, err := encodeCarried(g.key, carriesKey, r.keyEnc, r.Key)
 			if err != nil {
 				return fmt.Errorf("store %s: encode key: %w", name, err)
@@ -226,6 +233,17 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 			old, found, err := st.get(kb)
 			if err != nil {
 				return err
+			}
+			if r.Tombstone {
+				if !found {
+					return nil
+				}
+				if err := t.txn.Delete(name, kb); err != nil {
+					return fmt.Errorf("store %s: %w", name, err)
+				}
+				out := Record[K, A]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
+					keyEnc: carry(g.key, carriesKey, kb)}
+				return up.update(kb, nil, old, true, r.Timestamp, out)
 			}
 			var agg A
 			if found {
@@ -249,19 +267,11 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 			// them too).
 			out := Record[K, A]{Key: r.Key, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
 				keyEnc: carry(g.key, carriesKey, kb), valueEnc: carry(codec, carriesValue, vb)}
-			if every {
-				t.emit(st.changelog, t.id.partition, kb, vb, time.UnixMilli(updated), nil)
-				if up.next == nil {
-					return nil
-				}
-				return up.next(out)
-			}
-			up.stage(kb, vb, time.UnixMilli(updated), out)
-			return nil
+			return up.update(kb, vb, old, found, time.UnixMilli(updated), out)
 		}
 	})
 	n.name = op + "-" + name
-	return Table[K, A]{b: b, n: n, store: name, key: g.key, value: codec, sources: s.sources}
+	return Table[K, A]{b: b, n: n, store: name, key: g.key, value: codec, sources: s.sources, meta: meta}
 }
 
 // repartition writes g's records to "<app>-<name>-repartition" and returns
