@@ -407,3 +407,100 @@ func recoverOnce(t testing.TB, g stream.Guarantee) time.Duration {
 		}
 	}
 }
+
+// TestOrdersTableUpdatesCollapsed runs the orders App on weir over the same
+// 20,000 orders (7 categories, 5 customers), written while it runs in 400
+// batches of 50 (a live trickle: small rounds), twice per guarantee: with
+// StoreCache(0), which flushes its tables at the end of every processing
+// round (how tables behaved before they collapsed per commit), and with the
+// defaults, which collapse each key's updates until the next commit. Both
+// must reach the exact totals; the default run must write fewer output and
+// changelog records. The figures are logged.
+func TestOrdersTableUpdatesCollapsed(t *testing.T) {
+	for _, g := range []stream.Guarantee{stream.AtLeastOnce, stream.ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			perRound := tableRecords(t, g, stream.StoreCache(0))
+			perCommit := tableRecords(t, g)
+			t.Logf("%s: per round: %d category + %d changelog, %d spend + %d changelog; "+
+				"per commit: %d + %d, %d + %d", g, perRound[0], perRound[1], perRound[2], perRound[3],
+				perCommit[0], perCommit[1], perCommit[2], perCommit[3])
+			if perCommit[0]+perCommit[1] >= perRound[0]+perRound[1] {
+				t.Errorf("collapsing per commit wrote %d category records, per round %d: want fewer",
+					perCommit[0]+perCommit[1], perRound[0]+perRound[1])
+			}
+		})
+	}
+}
+
+// tableRecords runs the App until its outputs are exact and returns the
+// records in the per-category output, its changelog, the spend output and
+// its changelog (a changelog's end offset: under ExactlyOnce it counts the
+// transaction markers too).
+func tableRecords(t *testing.T, g stream.Guarantee, opts ...stream.Opt) [4]int {
+	b := weirtest.Start(t, weirtest.Topic(OrdersTopic, 3), weirtest.Topic(CustomersTopic, 3, "cleanup.policy", "compact"),
+		weirtest.Topic(SpendTopic, 3), weirtest.Topic(PerCategoryTopic, 3))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	produceCustomers(ctx, t, b)
+	cats := []string{"books", "games", "garden", "music", "toys", "food", "tools"}
+	const n = 20000
+	orders := make([]Order, n)
+	wantCats := map[string]int64{}
+	wantOrders := map[string]int64{}
+	for i := range orders {
+		orders[i] = Order{ID: fmt.Sprintf("o%05d", i), Customer: fmt.Sprintf("c%d", i%5), Category: cats[i%7], Amount: 1}
+		wantCats[orders[i].Category]++
+		wantOrders[orders[i].Customer]++
+	}
+	bl := stream.NewBuilder()
+	Build(bl)
+	app, err := stream.NewApp(AppID, bl, append([]stream.Opt{stream.Brokers(b.Addr()), stream.StateDir(t.TempDir()),
+		stream.Delivery(g), stream.Logger(slog.New(slog.DiscardHandler))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(appCtx) }()
+	for i := 0; i < n; i += 50 {
+		produceOrders(ctx, t, b, orders[i:i+50], i)
+	}
+	rd := newReader(t, b, g == stream.ExactlyOnce)
+	defer rd.cl.Close()
+	for {
+		rd.poll(100 * time.Millisecond)
+		complete := true
+		for c, w := range wantCats {
+			vs := rd.out.cats[c]
+			complete = complete && len(vs) > 0 && vs[len(vs)-1] == w
+		}
+		for c, w := range wantOrders {
+			vs := rd.out.spend[c]
+			complete = complete && len(vs) > 0 && vs[len(vs)-1].Orders == w
+		}
+		if complete {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("outputs never exact: %v", last(rd.out.cats))
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rd.poll(500 * time.Millisecond)
+	ends, err := b.Admin().ListEndOffsets(context.Background(), AppID+"-per-category-changelog", AppID+"-spend-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cl [2]int
+	ends.Each(func(o kadm.ListedOffset) {
+		if strings.Contains(o.Topic, "per-category") {
+			cl[0] += int(o.Offset)
+		} else {
+			cl[1] += int(o.Offset)
+		}
+	})
+	return [4]int{count(rd.out.cats), cl[0], count(rd.out.spend), cl[1]}
+}
