@@ -166,16 +166,18 @@ func (d *Driver) Process() error {
 		}
 		for _, id := range slices.SortedFunc(maps.Keys(heads), compareTaskIDs) {
 			tp := heads[id]
+			// The task first (a new one restores its tables up to the
+			// records still queued: not the one it is about to process).
+			t, err := d.task(id)
+			if err != nil {
+				return err
+			}
 			q := d.queues[tp]
 			r := q[0]
 			if len(q) == 1 {
 				delete(d.queues, tp)
 			} else {
 				d.queues[tp] = q[1:]
-			}
-			t, err := d.task(id)
-			if err != nil {
-				return err
 			}
 			if err := t.handle(ctx, r); err != nil {
 				return err
