@@ -38,6 +38,8 @@ type Builder struct {
 	// joinRepartitions counts the repartitioning joins per table store
 	// (they name the repartition topics).
 	joinRepartitions map[string]int
+	// globals are the global tables (globaltable.go).
+	globals []*globalSpec
 }
 
 // NewBuilder returns an empty topology builder.
