@@ -216,4 +216,3 @@ func (j *tableJoin[K, V1, V2, VR]) update(in joinInput[K]) (err error) {
 	out.Value, out.valueEnc = vr, carry(j.value, j.carriesVal, vb)
 	return j.up.update(kb, vb, old, found, time.UnixMilli(updated), out)
 }
-

@@ -29,9 +29,10 @@ type StoreConfig struct {
 	NoExpiry string
 	// EveryUpdate forwards every update of the store's table downstream
 	// and to its changelog, in the record's processing (Kafka Streams'
-	// withCachingDisabled), instead of the latest value per key per
-	// round. For an operator downstream that derives something from each
-	// update rather than from the latest value.
+	// withCachingDisabled), instead of the latest value per key between
+	// commits. An operator deriving deltas from each update needs it
+	// rarely: Changes pairs each collapsed update with the value it
+	// replaced.
 	EveryUpdate bool
 }
 
@@ -117,6 +118,7 @@ func GroupBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error), op
 }
 
 // Count counts the records per key into a table (the key's count, 64-bit).
+// Like Reduce and Aggregate it ignores tombstones (Record.Tombstone).
 func Count[K, V any](g Grouped[K, V], store StoreConfig) Table[K, int64] {
 	return aggregate(g, store, "count", Int64(), false, func(_ Record[K, V], n int64, _ bool) (int64, error) { return n + 1, nil })
 }
@@ -168,7 +170,8 @@ func Aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, init func() A,
 }
 
 // ToTable materialises s in a table: the latest value per key, stored in
-// store (Kafka Streams' KStream.toTable). Codecs as for GroupByKey; a stream
+// store (Kafka Streams' KStream.toTable); a tombstone (Record.Tombstone)
+// deletes its key. Codecs as for GroupByKey; a stream
 // whose key changed is repartitioned first.
 func (s Stream[K, V]) ToTable(store StoreConfig, opts ...CodecOpt[K, V]) Table[K, V] {
 	g := GroupByKey(s, opts...)
