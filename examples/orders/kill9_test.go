@@ -41,8 +41,9 @@ func runChild() int {
 	b := stream.NewBuilder()
 	Build(b)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	app, err := stream.NewApp(AppID, b, stream.Brokers(os.Getenv(childBrokerEnv)),
-		stream.StateDir(os.Getenv(childDirEnv)), stream.Delivery(g), stream.Logger(logger))
+	opts := []stream.Opt{stream.Brokers(os.Getenv(childBrokerEnv)),
+		stream.StateDir(os.Getenv(childDirEnv)), stream.Delivery(g), stream.Logger(logger)}
+	app, err := stream.NewApp(AppID, b, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
