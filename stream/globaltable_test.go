@@ -197,3 +197,28 @@ func TestGlobalTableOnWeirRestart(t *testing.T) {
 		})
 	}
 }
+
+// A global table's topic is read once per topology, and its store name is
+// unique: both declaration errors reach NewApp.
+func TestGlobalTableDeclarationErrors(t *testing.T) {
+	b := NewBuilder()
+	From(b, "products", String(), String()).To("out", String(), String())
+	FromGlobalTable(b, "products", String(), String(), "p")
+	if _, err := NewApp("app", b, Brokers("127.0.0.1:1")); err == nil || !strings.Contains(err.Error(), "already a source") {
+		t.Fatalf("NewApp: %v, want the topic read twice", err)
+	}
+	b = NewBuilder()
+	FromTable(b, "t", String(), String(), "store")
+	FromGlobalTable(b, "g", String(), String(), "store")
+	if _, err := NewApp("app", b, Brokers("127.0.0.1:1")); err == nil || !strings.Contains(err.Error(), "declared twice") {
+		t.Fatalf("NewApp: %v, want the store declared twice", err)
+	}
+	b = NewBuilder()
+	FromGlobalTable(b, "g", String(), String(), "store")
+	Count(GroupByKey(From(b, "in", String(), String())), StoreConfig{Name: "store", NoExpiry: "x"})
+	From(b, "g", String(), String())
+	_, err := NewApp("app", b, Brokers("127.0.0.1:1"))
+	if err == nil || !strings.Contains(err.Error(), "a global table's") || !strings.Contains(err.Error(), "read once") {
+		t.Fatalf("NewApp: %v, want the store declared twice and the topic read twice", err)
+	}
+}

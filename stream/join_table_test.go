@@ -2,9 +2,11 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,5 +283,17 @@ func TestTableJoinsOnWeirRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// Tables joined on their key must be co-partitioned: tables of topics with
+// different partition counts are refused at start, naming both.
+func TestJoinTablesCopartitionChecked(t *testing.T) {
+	b := NewBuilder()
+	tableJoinTopology(b)
+	_, err := NewDriver("shop", b, map[string]int32{"left": 3, "right": 2}, StateDir(t.TempDir()))
+	if !errors.Is(err, ErrPartitionMismatch) || !strings.Contains(err.Error(), "left (3 partitions)") ||
+		!strings.Contains(err.Error(), "right (2 partitions)") {
+		t.Fatalf("NewDriver: %v, want ErrPartitionMismatch naming both topics", err)
 	}
 }

@@ -60,6 +60,12 @@ func (b *Builder) declareStore(store StoreConfig) bool {
 			ok = false
 		}
 	}
+	for _, g := range b.globals {
+		if g.store == store.Name {
+			b.errorf("store %q declared twice (a global table's)", store.Name)
+			ok = false
+		}
+	}
 	return ok
 }
 

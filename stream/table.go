@@ -128,6 +128,11 @@ func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V],
 			b.errorf("store %q declared twice", store)
 		}
 	}
+	for _, g := range b.globals {
+		if g.store == store || g.topic == topic {
+			b.errorf("table %q (store %q): topic or store already a global table's", topic, store)
+		}
+	}
 	src := &sourceNode{idx: len(b.sources), topic: topic, table: store}
 	b.stores = append(b.stores, &storeSpec{name: store, source: src.idx, op: "table", table: true,
 		decodes: func(k, v []byte) bool {

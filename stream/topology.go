@@ -248,6 +248,11 @@ func From[K, V any](b *Builder, topic string, key Codec[K], value Codec[V], opts
 			b.errorf("source %q declared twice (use the same Stream for both uses)", topic)
 		}
 	}
+	for _, g := range b.globals {
+		if g.topic == topic {
+			b.errorf("source %q: already a global table's topic (a topic is read once)", topic)
+		}
+	}
 	return addSource(b, topic, false, nil, key, value, cfg.timestamp)
 }
 

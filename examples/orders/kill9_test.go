@@ -410,7 +410,7 @@ func recoverOnce(t testing.TB, g stream.Guarantee) time.Duration {
 }
 
 // TestOrdersTableUpdatesCollapsed runs the orders App on weir over the same
-// 20,000 orders (7 categories, 5 customers), written while it runs in 400
+// 10,000 orders (7 categories, 5 customers), written while it runs in 200
 // batches of 50 (a live trickle: small rounds), twice per guarantee: with
 // StoreCache(0), which flushes its tables at the end of every processing
 // round (how tables behaved before they collapsed per commit), and with the
@@ -444,7 +444,7 @@ func tableRecords(t *testing.T, g stream.Guarantee, opts ...stream.Opt) [4]int {
 	defer cancel()
 	produceCustomers(ctx, t, b)
 	cats := []string{"books", "games", "garden", "music", "toys", "food", "tools"}
-	const n = 20000
+	const n = 10000
 	orders := make([]Order, n)
 	wantCats := map[string]int64{}
 	wantOrders := map[string]int64{}
