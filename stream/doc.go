@@ -211,7 +211,7 @@
 // Event-time windows and timers (each task tracks its watermark; see
 // "Where event time attaches"), stream-stream joins, waiting for a lagging
 // input of a task before processing (Kafka's max.task.idle.ms), global
-// tables in App.Describe and the HTTP query API.
+// tables in the HTTP query API (GlobalTable.Get reads them).
 // A keyed operator after a Merge of several sources still repartitions
 // first (merged topics need not be co-partitioned).
 package stream

@@ -95,6 +95,9 @@ func TestGlobalTableJoinMatchesModel(t *testing.T) {
 			if _, ok, err := products.Get(d.App(), "absent"); ok || err != nil {
 				t.Fatalf("Get(absent) = %v %v", ok, err)
 			}
+			if desc := d.App().Describe(); !strings.Contains(desc, "global table products (store products)") {
+				t.Fatalf("Describe does not state the global table:\n%s", desc)
+			}
 		})
 	}
 }
