@@ -517,3 +517,29 @@ func (a *App) closeGlobals() error {
 	defer gs.mu.Unlock()
 	return gs.db.Close()
 }
+
+// isGlobalStore reports whether store is a global table's.
+func (a *App) isGlobalStore(store string) bool {
+	for _, g := range a.b.globals {
+		if g.store == store {
+			return true
+		}
+	}
+	return false
+}
+
+// getGlobal answers App.Get for a global table's store from the local
+// replica.
+func (a *App) getGlobal(store string, key []byte) (StoreEntry, bool, error) {
+	gs := a.globalsLoaded()
+	if gs == nil {
+		return StoreEntry{}, false, fmt.Errorf("global table %s: not loaded (the App is not running)", store)
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	v, ts, found, err := gs.db.Get(store, key)
+	if err != nil || !found {
+		return StoreEntry{}, false, err
+	}
+	return StoreEntry{Key: key, Value: v, Timestamp: time.UnixMilli(ts), Partition: -1}, true, nil
+}

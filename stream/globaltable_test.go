@@ -95,6 +95,12 @@ func TestGlobalTableJoinMatchesModel(t *testing.T) {
 			if _, ok, err := products.Get(d.App(), "absent"); ok || err != nil {
 				t.Fatalf("Get(absent) = %v %v", ok, err)
 			}
+			for p, want := range table {
+				e, ok, err := d.App().Get(context.Background(), "products", []byte(p))
+				if err != nil || !ok || string(e.Value) != want {
+					t.Fatalf("App.Get(products, %s) = %q %v %v, want %q", p, e.Value, ok, err, want)
+				}
+			}
 			if desc := d.App().Describe(); !strings.Contains(desc, "global table products (store products)") {
 				t.Fatalf("Describe does not state the global table:\n%s", desc)
 			}
