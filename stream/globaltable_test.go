@@ -145,10 +145,14 @@ func TestGlobalTableOnWeirRestart(t *testing.T) {
 				}
 				b.produce(recs...)
 			}
+			// Under AtLeastOnce an order of the first batch whose offset was
+			// not committed before the crash is processed again after the
+			// restart, and then sees the products' new values.
+			replayed := map[string]string{}
 			check := func(recs []*kgo.Record) bool {
 				seen := map[string]int{}
 				for _, r := range recs {
-					if w := want[string(r.Key)]; w != string(r.Value) {
+					if w := want[string(r.Key)]; w != string(r.Value) && (committed || replayed[string(r.Key)] != string(r.Value)) {
 						t.Fatalf("order %s enriched %q, want %q", r.Key, r.Value, w)
 					}
 					seen[string(r.Key)]++
@@ -171,6 +175,9 @@ func TestGlobalTableOnWeirRestart(t *testing.T) {
 			b.waitForIso("enriched", committed, 60*time.Second, check)
 			if err := a.kill(); err != nil {
 				t.Fatal(err)
+			}
+			for k, v := range want {
+				replayed[k] = strings.Replace(v, "@name"+v[1:2], "@name"+v[1:2]+"-v2", 1)
 			}
 			products("-v2")
 			// What Run does before it joins the group: once startGlobals
