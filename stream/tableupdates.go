@@ -2,8 +2,10 @@ package stream
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -284,14 +286,20 @@ func (t *task) flushTablesEachRound() bool {
 // committed (App.commit, and a transaction's commit): the updates go to the
 // producer, ahead of the flush that acknowledges every record before the
 // commit. Called between rounds (loop goroutine, or a group callback while
-// the loop waits for a poll). Under at-least-once the store writes the
-// flush caused downstream are written to the task's store at once (as a
-// round's end does); under ExactlyOnce they stay in the open transaction.
+// the loop waits for a poll), so no task is running: the tasks flush in
+// parallel, on at most workers goroutines (a task is used by one goroutine
+// at a time; the producer is safe for concurrent use). Under at-least-once
+// the store writes the flush caused downstream are written to the task's
+// store at once (as a round's end does); under ExactlyOnce they stay in the
+// open transaction.
 func flushTablesForCommit(tasks []*task, applyState bool) error {
+	var pending []*task
 	for _, t := range tasks {
-		if t.tablesPending() == 0 {
-			continue
+		if t.tablesPending() > 0 {
+			pending = append(pending, t)
 		}
+	}
+	flush := func(t *task) error {
 		if err := t.flushTables(); err != nil {
 			return err
 		}
@@ -301,6 +309,26 @@ func flushTablesForCommit(tasks []*task, applyState bool) error {
 			}
 			t.noteCached()
 		}
+		return nil
 	}
-	return nil
+	switch len(pending) {
+	case 0:
+		return nil
+	case 1:
+		return flush(pending[0])
+	}
+	workers := pending[0].app.cfg.workers
+	sem := make(chan struct{}, workers)
+	errs := make([]error, len(pending))
+	var wg sync.WaitGroup
+	for i, t := range pending {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = flush(t)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
