@@ -24,7 +24,7 @@ import (
 // An aggregate's table has its own changelog and its store's bound.
 //
 // Updates of an aggregate's table are collapsed between commits (Kafka
-// Streams' record cache, bounded by StoreCache per task): the changelog,
+// Streams' record cache, bounded by an eighth of StoreCache per task): the changelog,
 // ToStream and Changes carry the latest value of each key updated since the
 // previous commit, not every update; every input offset committed is
 // covered by the updates it caused. StoreConfig.EveryUpdate forwards each.

@@ -66,13 +66,13 @@ func TestTableUpdatesCollapsedUntilCommit(t *testing.T) {
 	}
 }
 
-// The collapsed updates are bounded by StoreCache: past it, the round ends
-// with a flush.
+// The collapsed updates are bounded by an eighth of StoreCache: past it,
+// the round ends with a flush.
 func TestTableUpdatesFlushedAtCacheBound(t *testing.T) {
 	b := NewBuilder()
 	in := From(b, "in", String(), String())
 	Count(GroupByKey(in), StoreConfig{Name: "c", TTL: time.Hour}).ToStream().To("counts", String(), Int64())
-	h := newHarness(t, b, StoreCache(1000))
+	h := newHarness(t, b, StoreCache(8*2000))
 	tk := h.task("in", 0)
 	tk.tablesAtCommit = true
 	for i := range 40 {
@@ -84,12 +84,12 @@ func TestTableUpdatesFlushedAtCacheBound(t *testing.T) {
 		if err := tk.endBatch(); err != nil {
 			t.Fatal(err)
 		}
-		if p := tk.tablesPending(); p > 1000 {
-			t.Fatalf("after round %d: %d bytes collapsed, bound 1000", i, p)
+		if p := tk.tablesPending(); p > 2000 {
+			t.Fatalf("after round %d: %d bytes collapsed, bound 2000", i, p)
 		}
 	}
 	if n := len(h.topic("counts")); n == 0 || n == 40 {
-		t.Fatalf("%d outputs for 40 keys with a 1000-byte bound, want some flushed, not every round", n)
+		t.Fatalf("%d outputs for 40 keys with a 2000-byte bound, want some flushed, not every round", n)
 	}
 }
 
