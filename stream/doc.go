@@ -68,9 +68,9 @@
 // time (expired keys are deleted with a changelog tombstone), or NoExpiry
 // with its reason, which Describe reports as a risk. A table's updates are
 // collapsed between commits (Kafka Streams' record cache, bounded by an
-// eighth of StoreCache per task): the changelog, ToStream and Changes carry the latest value per
-// key since the previous commit, flushed before every commit of input
-// offsets (at-least-once) and before every transaction commits
+// eighth of StoreCache per task): the changelog, ToStream and Changes carry
+// the latest value per key since the previous commit, flushed before every
+// commit of input offsets (at-least-once) and before every transaction commits
 // (ExactlyOnce), so every committed offset is covered by the updates it
 // caused (EveryUpdate forwards each; the Driver flushes after every record).
 // ToStream forwards deletions (a topic's tombstones, expired keys) as

@@ -24,12 +24,12 @@ import (
 // An aggregate's table has its own changelog and its store's bound.
 //
 // Updates of an aggregate's table are collapsed between commits (Kafka
-// Streams' record cache, bounded by an eighth of StoreCache per task): the changelog,
-// ToStream and Changes carry the latest value of each key updated since the
-// previous commit, not every update; every input offset committed is
-// covered by the updates it caused. StoreConfig.EveryUpdate forwards each.
-// streamtest (the Driver) forwards every update, as it commits after every
-// record. K may be a windowed key: a windowed aggregate returns a Table like
+// Streams' record cache, bounded by an eighth of StoreCache per task): the
+// changelog, ToStream and Changes carry the latest value of each key updated
+// since the previous commit, not every update; every input offset committed
+// is covered by the updates it caused. StoreConfig.EveryUpdate forwards
+// each. streamtest (the Driver) forwards every update, as it commits after
+// every record. K may be a windowed key: a windowed aggregate returns a Table like
 // any other.
 type Table[K, V any] struct {
 	b *Builder
