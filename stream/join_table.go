@@ -112,14 +112,13 @@ func joinTables[K, V1, V2, VR any](l Table[K, V1], r Table[K, V2], store StoreCo
 		return j
 	}
 	res.name = op + "-" + name
-	input := func(side string) func(t *task, children []any) any {
-		return func(t *task, children []any) any {
-			j := children[0].(*tableJoin[K, V1, V2, VR])
-			return func(rec joinInput[K]) error { return j.update(rec) }
-		}
+	// Either side's update recomputes the key from both stores.
+	input := func(t *task, children []any) any {
+		j := children[0].(*tableJoin[K, V1, V2, VR])
+		return func(rec joinInput[K]) error { return j.update(rec) }
 	}
-	ln := Stream[K, V1]{b: b, n: l.n}.link(op+"-left", adaptInput[K, V1](input("left")))
-	rn := Stream[K, V2]{b: b, n: r.n}.link(op+"-right", adaptInput[K, V2](input("right")))
+	ln := Stream[K, V1]{b: b, n: l.n}.link(op+"-left", adaptInput[K, V1](input))
+	rn := Stream[K, V2]{b: b, n: r.n}.link(op+"-right", adaptInput[K, V2](input))
 	ln.children = append(ln.children, res)
 	rn.children = append(rn.children, res)
 	// The two tables' sources form one co-partitioned sub-topology.
