@@ -82,10 +82,14 @@ func decodeFKSubs(b []byte) (fkSubs, error) {
 	var s fkSubs
 	for len(b) > 0 {
 		n, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < n+fkHashLen {
+		// (A length in its shortest form only: one list, one encoding.)
+		if w <= 0 || w != len(binary.AppendUvarint(nil, n)) || n > uint64(len(b)-w) || uint64(len(b)-w)-n < fkHashLen {
 			return fkSubs{}, errFKFormat
 		}
 		b = b[w:]
+		if k := len(s.keys); k > 0 && bytes.Compare(s.keys[k-1], b[:n]) >= 0 {
+			return fkSubs{}, errFKFormat // keys are kept sorted and unique
+		}
 		s.keys = append(s.keys, b[:n:n])
 		s.hashes = append(s.hashes, b[n:n+fkHashLen:n+fkHashLen])
 		b = b[n+fkHashLen:]

@@ -224,3 +224,34 @@ func TestForeignKeyJoinOnWeirRestart(t *testing.T) {
 		})
 	}
 }
+
+// FuzzFKSubscriptions: any bytes in a subscriptions store value give an
+// error or a list that encodes back to the same bytes, never a panic; set
+// keeps the list sorted and unique.
+func FuzzFKSubscriptions(f *testing.F) {
+	s := fkSubs{}
+	s.set([]byte("k1"), make([]byte, fkHashLen))
+	s.set([]byte("k0"), append(make([]byte, fkHashLen-1), 1))
+	f.Add(s.encode(), []byte("k2"))
+	f.Add([]byte{}, []byte(""))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, []byte("x"))
+	f.Fuzz(func(t *testing.T, b, key []byte) {
+		s, err := decodeFKSubs(b)
+		if err != nil {
+			return
+		}
+		if got := s.encode(); string(got) != string(b) {
+			t.Fatalf("re-encoded %x, want %x", got, b)
+		}
+		s.set(key, make([]byte, fkHashLen))
+		s.set(key, nil)
+		for i := 1; i < len(s.keys); i++ {
+			if string(s.keys[i-1]) >= string(s.keys[i]) {
+				t.Fatalf("keys out of order: %q then %q", s.keys[i-1], s.keys[i])
+			}
+		}
+		if _, err := decodeFKSubs(s.encode()); err != nil {
+			t.Fatalf("a set list does not decode: %v", err)
+		}
+	})
+}
