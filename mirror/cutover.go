@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -62,7 +63,7 @@ type Translation struct {
 // are skipped on the target: at most the records of that one batch are
 // read twice, never a gap.
 func Cutover(ctx context.Context, cfg Config, group string, opts CutoverOptions) ([]Translation, error) {
-	c, _, err := cfg.withDefaults(false)
+	c, re, err := cfg.withDefaults(false)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,10 @@ func Cutover(ctx context.Context, cfg Config, group string, opts CutoverOptions)
 			groupOffsets[tp{o.Topic, o.Partition}] = o.At
 		}
 	})
-	if err := waitCopied(ctx, &c, tgt, groupOffsets, opts.Wait); err != nil {
+	// With topics configured, the group's partitions of those topics must
+	// be copied; without, the partitions the mirror has progress for.
+	expect := func(topic string) bool { return (len(c.Topics) > 0 || re != nil) && c.selected(re, topic) }
+	if err := waitCopied(ctx, &c, tgt, groupOffsets, expect, opts.Wait); err != nil {
 		return nil, err
 	}
 	syncs, err := readSyncs(ctx, &c, tgt, c.syncsTopic())
@@ -147,7 +151,7 @@ func checkStopped(ctx context.Context, adm *kadm.Client, group, side string) err
 		return fmt.Errorf("describe group %s on the %s: %w", group, side, err)
 	}
 	g, ok := dg[group]
-	if !ok {
+	if !ok || errors.Is(g.Err, kerr.GroupIDNotFound) {
 		return nil
 	}
 	if g.Err != nil {
@@ -161,17 +165,21 @@ func checkStopped(ctx context.Context, adm *kadm.Client, group, side string) err
 
 // waitCopied waits until the mirror's progress covers every group offset:
 // progress at or past it, or no data record between them on the source.
-func waitCopied(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]int64, wait time.Duration) error {
+func waitCopied(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]int64, expect func(string) bool, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
 		all, err := readSyncs(ctx, c, tgt, c.progressTopic())
-		if err != nil {
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 			return fmt.Errorf("read progress: %w", err)
 		}
 		progress := latestSyncs(all)
 		var behind []string
 		for _, p := range sortedTPs(offsets) {
 			prog, ok := progress[p]
+			if !ok && expect(p.topic) {
+				behind = append(behind, fmt.Sprintf("%s (not copied yet)", p))
+				continue
+			}
 			if !ok || prog.Source >= offsets[p] {
 				continue
 			}
