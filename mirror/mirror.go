@@ -263,9 +263,10 @@ func (m *Mirror) startPartitions(ctx context.Context, parts []tp) (map[string]ma
 			}
 			ps.srcNext, ps.tgtNext, ps.lastTS = skipTo, tEnd, prog.LastTimestampMs
 			syncs = append(syncs, ps.sync(now, true))
-			m.met.deduped.Add(float64(skipped))
-			m.cfg.Logger.Info("target ahead of progress", "partition", p, "target_records_after_sync", tEnd-prog.TargetOffset,
-				"skipped", skipped, "resume_at", skipTo)
+			if skipTo != prog.Source {
+				m.met.deduped.Add(float64(skipped))
+				m.cfg.Logger.Info("target ahead of progress: copies found and skipped", "partition", p, "skipped", skipped, "resume_at", skipTo)
+			}
 		default:
 			ps.srcNext, ps.tgtNext, ps.lastTS = prog.Source, prog.TargetOffset, prog.LastTimestampMs
 		}

@@ -2,10 +2,12 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -49,6 +51,9 @@ func Status(ctx context.Context, cfg Config) ([]PartitionStatus, error) {
 	defer tgtCl.Close()
 	src, tgt := kadm.NewClient(srcCl), kadm.NewClient(tgtCl)
 	all, err := readSyncs(ctx, &c, tgt, c.progressTopic())
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil // never started against this target
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read progress of mirror %s: %w", c.ID, err)
 	}
