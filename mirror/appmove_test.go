@@ -161,4 +161,3 @@ func TestStreamAppMovesToCluster(t *testing.T) {
 		}
 	}
 }
-
