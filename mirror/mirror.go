@@ -123,6 +123,7 @@ func (m *Mirror) runOnce(parent context.Context) (err error) {
 	m.mu.Unlock()
 	m.parts = map[tp]*partState{}
 
+	m.cfg.Logger.Debug("mirror starting", "id", m.cfg.ID)
 	adminCl, err := kgo.NewClient(m.cfg.sourceOpts()...)
 	if err != nil {
 		return fmt.Errorf("%w: source client: %w", ErrConfig, err)
