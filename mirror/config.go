@@ -156,14 +156,18 @@ func (c *Config) selected(re *regexp.Regexp, t string) bool {
 	return re != nil && !strings.HasPrefix(t, "__") && !strings.HasPrefix(t, internalPrefix) && re.MatchString(t)
 }
 
+// metadataMinAge replaces franz-go's 5s: the mirror lists topics it just
+// created, and a cached "unknown topic" answer would stall its start.
+const metadataMinAge = 200 * time.Millisecond
+
 func (c *Config) sourceOpts(extra ...kgo.Opt) []kgo.Opt {
-	o := []kgo.Opt{kgo.SeedBrokers(c.Source...), kgo.ClientID("weir-mirror")}
+	o := []kgo.Opt{kgo.SeedBrokers(c.Source...), kgo.ClientID("weir-mirror"), kgo.MetadataMinAge(metadataMinAge)}
 	o = append(o, c.SourceOpts...)
 	return append(o, extra...)
 }
 
 func (c *Config) targetOpts(extra ...kgo.Opt) []kgo.Opt {
-	o := []kgo.Opt{kgo.SeedBrokers(c.Target...), kgo.ClientID("weir-mirror")}
+	o := []kgo.Opt{kgo.SeedBrokers(c.Target...), kgo.ClientID("weir-mirror"), kgo.MetadataMinAge(metadataMinAge)}
 	o = append(o, c.TargetOpts...)
 	return append(o, extra...)
 }

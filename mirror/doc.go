@@ -11,8 +11,8 @@
 // partition count and explicitly set topic configs, optionally renamed with
 // a prefix. Topics and partitions that appear later are picked up at the
 // next rescan. Records keep their key, value, headers, timestamp and
-// partition, and their order within the partition (one idempotent producer
-// per target partition), hence per-key order. The source is read
+// partition, and their order within the partition (an idempotent producer
+// keeps it across retries), hence per-key order. The source is read
 // read_committed: aborted transactional records are not copied, committed
 // ones are copied as plain records, and transaction markers are not copied
 // (so target offsets differ from source offsets; see offset translation).

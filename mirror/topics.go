@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,7 +44,7 @@ func ensureInternal(ctx context.Context, cfg *Config, tgt *kadm.Client) error {
 			return fmt.Errorf("create %s on target: %w", name, err)
 		}
 	}
-	return nil
+	return waitTopics(ctx, tgt, cfg.progressTopic(), cfg.syncsTopic())
 }
 
 // sourceTopics lists the selected source topics and their partition
@@ -142,7 +143,43 @@ func (m *Mirror) ensureTargets(ctx context.Context, topics map[string]int32) err
 		}
 		m.cfg.Logger.Info("target topic created", "topic", name, "source", t, "partitions", topics[t], "configs", len(configs))
 	}
-	return nil
+	var created []string
+	for _, t := range missing {
+		created = append(created, m.cfg.targetName(t))
+	}
+	return waitTopics(ctx, m.tgtAdm, created...)
+}
+
+// waitTopics waits (up to 10s) until every partition of the topics just
+// created has a leader in the cluster's metadata, so that the offsets
+// listed next are not refused as unknown; it gives up silently (the run
+// restarts on the error that follows, if any).
+func waitTopics(ctx context.Context, adm *kadm.Client, topics ...string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		td, err := adm.ListTopics(ctx, topics...)
+		ready := err == nil
+		for _, t := range topics {
+			d, ok := td[t]
+			if !ok || d.Err != nil || len(d.Partitions) == 0 {
+				ready = false
+				break
+			}
+			for _, p := range d.Partitions {
+				if p.Err != nil || p.Leader < 0 {
+					ready = false
+				}
+			}
+		}
+		if ready || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // partitionsOf lists the partitions of topics.
