@@ -66,7 +66,7 @@ func (m *Mirror) loopALO(ctx context.Context) error {
 func (m *Mirror) pollALO(ctx, prodCtx context.Context) error {
 	rescanAt := time.Now().Add(m.cfg.RescanInterval)
 	for ctx.Err() == nil {
-		fs := m.src.PollRecords(ctx, m.cfg.MaxPollRecords)
+		fs := m.poll(ctx, rescanAt)
 		if err := m.pollErrors(fs); err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ const roundTimeout = 60 * time.Second
 func (m *Mirror) loopEOS(ctx context.Context) error {
 	rescanAt := time.Now().Add(m.cfg.RescanInterval)
 	for ctx.Err() == nil {
-		fs := m.src.PollRecords(ctx, m.cfg.MaxPollRecords)
+		fs := m.poll(ctx, rescanAt)
 		if err := m.pollErrors(fs); err != nil {
 			return err
 		}

@@ -439,6 +439,17 @@ func (m *Mirror) rescan(ctx context.Context) (map[string]map[int32]kgo.Offset, e
 	return offsets, nil
 }
 
+// poll fetches up to MaxPollRecords, returning empty at rescanAt (when
+// rescans are on) so that new topics are found while the copied ones are idle.
+func (m *Mirror) poll(ctx context.Context, rescanAt time.Time) kgo.Fetches {
+	if m.cfg.RescanInterval <= 0 {
+		return m.src.PollRecords(ctx, m.cfg.MaxPollRecords)
+	}
+	pctx, cancel := context.WithDeadline(ctx, rescanAt)
+	defer cancel()
+	return m.src.PollRecords(pctx, m.cfg.MaxPollRecords)
+}
+
 // pollErrors logs the errors of a fetch and returns the first that ends
 // the run. Data loss (the source dropped records before they were copied)
 // is counted and logged; the copy continues from the source's log start.

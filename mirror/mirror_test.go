@@ -170,3 +170,31 @@ func TestMirrorMissingTopic(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrTopicMissing", err)
 	}
 }
+
+// TestMirrorPicksUpNewTopicsAndPartitions: with a regex, a topic created on
+// the source after the mirror started is copied too, and partitions added
+// to a mirrored topic are added on the target and copied.
+func TestMirrorPicksUpNewTopicsAndPartitions(t *testing.T) {
+	weir, kf := startWeir(t), startKfake(t)
+	weir.createTopic(t, "t1", 2, nil)
+	weir.produce(t, "t1", 2, 0, 100)
+	cfg := Config{Source: weir.seeds, Target: kf.seeds, TopicRegex: `t\d`}
+	runMirror(t, cfg) // rescans every 200ms
+	waitCaughtUp(t, cfg, map[string]int32{"t1": 2})
+
+	weir.createTopic(t, "t2", 3, nil)
+	weir.produce(t, "t2", 3, 0, 90)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := weir.adm.UpdatePartitions(ctx, 3, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	newCluster(t, weir.seeds).produce(t, "t1", 3, 100, 90) // a client that knows the new partition
+	waitCaughtUp(t, cfg, map[string]int32{"t1": 3, "t2": 3})
+	if n := sameTopic(t, weir, "t1", kf, "t1"); n != 190 {
+		t.Errorf("t1: %d records, want 190", n)
+	}
+	if n := sameTopic(t, weir, "t2", kf, "t2"); n != 90 {
+		t.Errorf("t2: %d records, want 90", n)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -287,9 +289,22 @@ func TestMirrorCLI(t *testing.T) {
 	if !strings.Contains(out, "no progress") {
 		t.Errorf("status before any copy: %q", out)
 	}
-	p := startWeir(t, "mirror", "--source", src.Addr(), "--target", target, "--topics", "clicks")
+	p := startWeir(t, "mirror", "--source", src.Addr(), "--target", target, "--topics", "clicks", "--metrics-addr", "127.0.0.1:0")
 	waitStarted(t, p)
 	waitMirrored(t, mirror.Config{Source: []string{src.Addr()}, Target: kf.ListenAddrs()}, 2)
+	url := strings.TrimSpace(strings.TrimPrefix(strings.SplitN(p.stdout.String(), "\n", 2)[0], "metrics on "))
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`weir_mirror_copied_records_total{mirror="default",topic="clicks"} 100`,
+		`weir_mirror_lag_records{mirror="default",partition="1",topic="clicks"} 0`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
 	out = mustCLI(t, "", "mirror", "status", "--source", src.Addr(), "--target", target)
 	for _, want := range []string{"clicks  0          clicks  50      50          0", "TOTAL"} {
 		if !strings.Contains(out, want) {
