@@ -29,6 +29,20 @@ func (m *Mirror) loopEOS(ctx context.Context) error {
 			return err
 		}
 		if batches := m.fetchedBatches(fs); len(batches) > 0 {
+			// Fill the round with what is already buffered: fewer,
+			// larger transactions.
+			for n := fetchedRecords(batches); n < m.cfg.MaxPollRecords; {
+				more := m.src.PollRecords(nil, m.cfg.MaxPollRecords-n) //nolint:staticcheck // nil: only what is buffered
+				if more.NumRecords() == 0 {
+					break
+				}
+				if err := m.pollErrors(more); err != nil {
+					return err
+				}
+				bs := m.fetchedBatches(more)
+				batches = append(batches, bs...)
+				n += fetchedRecords(bs)
+			}
 			if err := m.commitRound(ctx, batches); err != nil {
 				return err
 			}
@@ -90,12 +104,20 @@ func (m *Mirror) commitRound(parent context.Context, batches []*batch) (err erro
 	now := time.Now().UnixMilli()
 	type next struct{ tgt, ts int64 }
 	nexts := make([]next, len(batches))
+	// A partition may have several batches in a round: each starts
+	// where the one before it in the round ended.
+	running := map[*partState]next{}
 	var recs []*kgo.Record
 	for i, b := range batches {
-		nexts[i] = next{b.ps.tgtNext, b.ps.lastTS}
+		prev, ok := running[b.ps]
+		if !ok {
+			prev = next{b.ps.tgtNext, b.ps.lastTS}
+		}
+		nexts[i] = prev
 		if b.records > 0 {
 			nexts[i] = next{b.maxOff.Load() + 1, b.lastTS}
 		}
+		running[b.ps] = nexts[i]
 		s := offsetSync{Version: syncVersion, Topic: b.ps.topic, Partition: b.ps.partition, Target: b.ps.target,
 			Source: b.srcNext, TargetOffset: nexts[i].tgt, WrittenMs: now, LastTimestampMs: nexts[i].ts}
 		recs = append(recs, s.record(m.cfg.progressTopic()), s.record(m.cfg.syncsTopic()))
@@ -113,4 +135,12 @@ func (m *Mirror) commitRound(parent context.Context, batches []*batch) (err erro
 	}
 	m.met.syncs.Add(float64(len(batches)))
 	return nil
+}
+
+func fetchedRecords(bs []*batch) int {
+	n := 0
+	for _, b := range bs {
+		n += len(b.recs)
+	}
+	return n
 }
