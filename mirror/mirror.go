@@ -268,6 +268,14 @@ func (m *Mirror) startPartitions(ctx context.Context, parts []tp) (map[string]ma
 				m.met.deduped.Add(float64(skipped))
 				m.cfg.Logger.Info("target ahead of progress: copies found and skipped", "partition", p, "skipped", skipped, "resume_at", skipTo)
 			}
+		case tEnd < prog.TargetOffset:
+			// The target partition lost records (topic recreated,
+			// records deleted): the copy goes on from the progress, and
+			// a restart sync keeps translations pointing at real offsets.
+			ps.srcNext, ps.tgtNext, ps.lastTS = prog.Source, tEnd, prog.LastTimestampMs
+			syncs = append(syncs, ps.sync(now, true))
+			m.cfg.Logger.Warn("target partition ends before the stored progress: records below it are not copied again",
+				"partition", p, "target_end", tEnd, "progress_target_offset", prog.TargetOffset)
 		default:
 			ps.srcNext, ps.tgtNext, ps.lastTS = prog.Source, prog.TargetOffset, prog.LastTimestampMs
 		}
