@@ -16,6 +16,8 @@
 // read_committed: aborted transactional records are not copied, committed
 // ones are copied as plain records, and transaction markers are not copied
 // (so target offsets differ from source offsets; see offset translation).
+// A topic with message.timestamp.type=LogAppendTime keeps that config on the
+// target, whose broker then stamps the copies with its own append time.
 //
 // # Progress and restart
 //
