@@ -101,6 +101,23 @@ func TestMirrorRestartResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	weir.produce(t, "events", 2, 300, 300)
+	// Stopped: the status shows the lag, in records and in time.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := Status(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lag int64
+	for _, s := range st {
+		lag += s.LagRecords
+		if s.LagSeconds < time.Since(t0.Add(300*time.Millisecond)).Seconds()-60 {
+			t.Errorf("%s/%d: lag %.0fs, want the age of the last copied record", s.Topic, s.Partition, s.LagSeconds)
+		}
+	}
+	if lag != 300 {
+		t.Errorf("status lag %d records, want 300: %+v", lag, st)
+	}
 	stop = runMirror(t, cfg)
 	waitCaughtUp(t, cfg, map[string]int32{"events": 2})
 	if n := sameTopic(t, weir, "events", kf, "events"); n != 600 {
@@ -196,5 +213,22 @@ func TestMirrorPicksUpNewTopicsAndPartitions(t *testing.T) {
 	}
 	if n := sameTopic(t, weir, "t2", kf, "t2"); n != 90 {
 		t.Errorf("t2: %d records, want 90", n)
+	}
+}
+
+// TestMirrorTargetWithMorePartitions: a target topic with more partitions
+// than its source is refused (keys would be placed differently).
+func TestMirrorTargetWithMorePartitions(t *testing.T) {
+	weir, kf := startWeir(t), startKfake(t)
+	weir.createTopic(t, "a", 2, nil)
+	kf.createTopic(t, "a", 4, nil)
+	m, err := New(Config{Source: weir.seeds, Target: kf.seeds, Topics: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Run(ctx); !errors.Is(err, ErrPartitionMismatch) {
+		t.Fatalf("Run = %v, want ErrPartitionMismatch", err)
 	}
 }
