@@ -17,12 +17,14 @@ const (
 	benchValue      = 200
 )
 
-// BenchmarkMirrorVsPlainLoop measures, in the same run and alternating,
-// the copy rate of a mirror (weir -> weir, default and exactly-once) and of
-// a plain consume+produce loop with the same client settings (read
-// committed consumer; idempotent acks=all producer keeping partitions),
-// each copying the same records to fresh topics. It reports records/s of
-// each and the ratios mirror/plain. Figures on a shared machine are noisy.
+// BenchmarkMirrorVsPlainLoop measures, in the same run and rotating the
+// order, the copy rate of a mirror (weir -> weir, default and exactly-once)
+// and of plain consume+produce loops with the same client settings (read
+// committed consumer; idempotent acks=all producer keeping partitions; for
+// the exactly-once baseline, one transaction per poll), each copying the
+// same records to fresh topics. It reports records/s of each and the ratios
+// mirror/plain and mirror-eos/plain-txn. Figures on a shared machine are
+// noisy.
 func BenchmarkMirrorVsPlainLoop(b *testing.B) {
 	src, dst := startWeir(b), startWeir(b)
 	src.createTopic(b, "bench", benchPartitions, nil)
@@ -37,11 +39,12 @@ func BenchmarkMirrorVsPlainLoop(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var plain, alo, eos time.Duration
+	var plain, plainTxn, alo, eos time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		runs := []func(){
-			func() { plain += plainLoop(b, src, dst, fmt.Sprintf("p%d.", i)) },
+			func() { plain += plainLoop(b, src, dst, fmt.Sprintf("p%d.", i), false) },
+			func() { plainTxn += plainLoop(b, src, dst, fmt.Sprintf("t%d.", i), true) },
 			func() { alo += mirrorRun(b, src, dst, fmt.Sprintf("a%d", i), false) },
 			func() { eos += mirrorRun(b, src, dst, fmt.Sprintf("e%d", i), true) },
 		}
@@ -54,13 +57,16 @@ func BenchmarkMirrorVsPlainLoop(b *testing.B) {
 	b.ReportMetric(rate(alo), "mirror-rec/s")
 	b.ReportMetric(rate(eos), "mirror-eos-rec/s")
 	b.ReportMetric(rate(alo)/rate(plain), "mirror/plain")
-	b.ReportMetric(rate(eos)/rate(plain), "mirror-eos/plain")
+	b.ReportMetric(rate(plainTxn), "plain-txn-rec/s")
+	b.ReportMetric(rate(eos)/rate(plainTxn), "mirror-eos/plain-txn")
 }
 
 // plainLoop copies "bench" to prefix+"bench" with a consume+produce loop
 // and the mirror's client settings, and returns the time until every record
-// is acknowledged.
-func plainLoop(b *testing.B, src, dst *cluster, prefix string) time.Duration {
+// is acknowledged. With txn, the baseline of the exactly-once mirror: each
+// poll's records are produced in one transaction (same transactional
+// settings), committed before the next poll.
+func plainLoop(b *testing.B, src, dst *cluster, prefix string, txn bool) time.Duration {
 	ctx := context.Background()
 	dst.createTopic(b, prefix+"bench", benchPartitions, nil)
 	start := time.Now()
@@ -73,7 +79,11 @@ func plainLoop(b *testing.B, src, dst *cluster, prefix string) time.Duration {
 		b.Fatal(err)
 	}
 	defer consumer.Close()
-	producer, err := kgo.NewClient(cfg.targetOpts(kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	if txn {
+		popts = append(popts, kgo.TransactionalID("bench-"+prefix))
+	}
+	producer, err := kgo.NewClient(cfg.targetOpts(popts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,6 +99,11 @@ func plainLoop(b *testing.B, src, dst *cluster, prefix string) time.Duration {
 	read := 0
 	for read < benchRecords {
 		fs := consumer.PollRecords(ctx, defaultMaxPollRecords)
+		if txn {
+			if err := producer.BeginTransaction(); err != nil {
+				b.Fatal(err)
+			}
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Attrs.IsControl() {
 				return
@@ -97,6 +112,14 @@ func plainLoop(b *testing.B, src, dst *cluster, prefix string) time.Duration {
 			producer.Produce(ctx, &kgo.Record{Topic: prefix + "bench", Partition: r.Partition, Key: r.Key, Value: r.Value,
 				Headers: r.Headers, Timestamp: r.Timestamp}, promise)
 		})
+		if txn {
+			if err := producer.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	if err := producer.Flush(ctx); err != nil {
 		b.Fatal(err)
