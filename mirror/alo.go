@@ -170,10 +170,16 @@ func (m *Mirror) syncWriter(ctx context.Context) error {
 		q, closing := m.syncQ, m.closing
 		m.syncQ = nil
 		m.mu.Unlock()
-		for _, s := range q {
-			// The progress record first: a sync in offset-syncs is
-			// never ahead of the stored progress.
-			m.tgt.Produce(ctx, s.record(m.cfg.progressTopic()), promise)
+		last := lastPerPartition(q)
+		for i, s := range q {
+			// Progress: only the partition's last sync of this drain
+			// (the topic is compacted). Progress and offset-syncs are
+			// distinct partitions and may land in either order: a
+			// restart from an older progress finds the copies past it
+			// on the target and skips them.
+			if last[tp{s.Topic, s.Partition}] == i {
+				m.tgt.Produce(ctx, s.record(m.cfg.progressTopic()), promise)
+			}
 			m.tgt.Produce(ctx, s.record(m.cfg.syncsTopic()), promise)
 		}
 		if len(q) > 0 {
@@ -204,4 +210,13 @@ func (m *Mirror) failure() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.failed
+}
+
+// lastPerPartition maps each partition of syncs to the index of its last.
+func lastPerPartition(syncs []offsetSync) map[tp]int {
+	last := make(map[tp]int, len(syncs))
+	for i, s := range syncs {
+		last[tp{s.Topic, s.Partition}] = i
+	}
+	return last
 }

@@ -109,14 +109,9 @@ func Cutover(ctx context.Context, cfg Config, group string, opts CutoverOptions)
 	if err := waitCopied(ctx, &c, tgt, groupOffsets, expect, opts.Wait); err != nil {
 		return nil, err
 	}
-	syncs, err := readSyncs(ctx, &c, tgt, c.syncsTopic())
+	byPart, err := syncsFor(ctx, &c, tgt, groupOffsets)
 	if err != nil {
 		return nil, fmt.Errorf("read offset syncs: %w", err)
-	}
-	byPart := map[tp][]offsetSync{}
-	for _, s := range syncs {
-		p := tp{s.Topic, s.Partition}
-		byPart[p] = append(byPart[p], s)
 	}
 	var out []Translation
 	commit := kadm.Offsets{}
@@ -143,6 +138,50 @@ func Cutover(ctx context.Context, cfg Config, group string, opts CutoverOptions)
 		return nil, fmt.Errorf("commit offsets of group %s on the target: %w", group, err)
 	}
 	return out, nil
+}
+
+// syncsFor reads the offset syncs needed to translate offsets, from the end
+// of the offset-syncs topic backwards in growing chunks: a partition's syncs
+// are written in source-offset order, so the last one at or below a group's
+// offset is the best, and a stopped group is usually near the mirror's
+// position. It stops when every partition that has syncs has one at or
+// below its offset, or at the topic's start.
+func syncsFor(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]int64) (map[tp][]offsetSync, error) {
+	start, end, err := syncsBounds(ctx, tgt, c.syncsTopic())
+	if err != nil {
+		return nil, err
+	}
+	byPart := map[tp][]offsetSync{}
+	chunk := int64(1 << 14)
+	for end > start {
+		from := max(start, end-chunk)
+		syncs, err := readSyncsRange(ctx, c, c.syncsTopic(), from, end)
+		if err != nil {
+			return nil, err
+		}
+		for i := len(syncs) - 1; i >= 0; i-- { // byPart lists each partition's syncs newest first
+			p := tp{syncs[i].Topic, syncs[i].Partition}
+			if _, ok := offsets[p]; ok {
+				byPart[p] = append(byPart[p], syncs[i])
+			}
+		}
+		done := true
+		for p, ss := range byPart {
+			found := false
+			for _, s := range ss {
+				if s.Source <= offsets[p] {
+					found = true
+					break
+				}
+			}
+			done = done && found
+		}
+		if done && len(byPart) > 0 {
+			break
+		}
+		end, chunk = from, 2*chunk
+	}
+	return byPart, nil
 }
 
 func checkStopped(ctx context.Context, adm *kadm.Client, group, side string) error {
@@ -222,10 +261,12 @@ func countData(ctx context.Context, opts []kgo.Opt, p tp, from, to int64) (int64
 }
 
 func translate(ctx context.Context, c *Config, p tp, g int64, cands []offsetSync) (Translation, error) {
+	// cands are newest first: the first at or below g is the latest such.
 	var best *offsetSync
 	for i := range cands {
-		if s := &cands[i]; s.Source <= g && (best == nil || s.Source >= best.Source) {
-			best = s
+		if cands[i].Source <= g {
+			best = &cands[i]
+			break
 		}
 	}
 	tr := Translation{Topic: p.topic, Partition: p.partition, SourceOffset: g}

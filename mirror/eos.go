@@ -108,6 +108,7 @@ func (m *Mirror) commitRound(parent context.Context, batches []*batch) (err erro
 	// where the one before it in the round ended.
 	running := map[*partState]next{}
 	var recs []*kgo.Record
+	var syncs []offsetSync
 	for i, b := range batches {
 		prev, ok := running[b.ps]
 		if !ok {
@@ -120,7 +121,14 @@ func (m *Mirror) commitRound(parent context.Context, batches []*batch) (err erro
 		running[b.ps] = nexts[i]
 		s := offsetSync{Version: syncVersion, Topic: b.ps.topic, Partition: b.ps.partition, Target: b.ps.target,
 			Source: b.srcNext, TargetOffset: nexts[i].tgt, WrittenMs: now, LastTimestampMs: nexts[i].ts}
-		recs = append(recs, s.record(m.cfg.progressTopic()), s.record(m.cfg.syncsTopic()))
+		syncs = append(syncs, s)
+	}
+	last := lastPerPartition(syncs)
+	for i, s := range syncs {
+		if last[tp{s.Topic, s.Partition}] == i {
+			recs = append(recs, s.record(m.cfg.progressTopic()))
+		}
+		recs = append(recs, s.record(m.cfg.syncsTopic()))
 	}
 	if err := m.tgt.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("write offset syncs: %w", err)

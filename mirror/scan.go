@@ -114,25 +114,40 @@ func endOffsets(ctx context.Context, adm *kadm.Client, committed bool, topics ..
 // rather than a sync. Topic names cannot contain ':'.
 func isRunKey(key []byte) bool { return strings.HasPrefix(string(key), "run:") }
 
-// readSyncs reads every sync of a mirror topic (progress or offset-syncs)
-// of the target, read_committed, in the order written.
-func readSyncs(ctx context.Context, cfg *Config, adm *kadm.Client, topic string) ([]offsetSync, error) {
+// syncsBounds returns the start and (read_committed) end offsets of a
+// mirror topic of the target.
+func syncsBounds(ctx context.Context, adm *kadm.Client, topic string) (int64, int64, error) {
 	ends, err := endOffsets(ctx, adm, true, topic)
 	if err != nil {
-		return nil, fmt.Errorf("end offset of %s: %w", topic, err)
+		return 0, 0, fmt.Errorf("end offset of %s: %w", topic, err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("start offset of %s: %w", topic, err)
+		return 0, 0, fmt.Errorf("start offset of %s: %w", topic, err)
 	}
 	end, _ := ends.Lookup(topic, 0)
 	start, _ := starts.Lookup(topic, 0)
+	return start.Offset, end.Offset, nil
+}
+
+// readSyncs reads every sync of a mirror topic (progress or offset-syncs)
+// of the target, read_committed, in the order written.
+func readSyncs(ctx context.Context, cfg *Config, adm *kadm.Client, topic string) ([]offsetSync, error) {
+	start, end, err := syncsBounds(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	return readSyncsRange(ctx, cfg, topic, start, end)
+}
+
+// readSyncsRange reads the syncs of topic in [from, end), in order.
+func readSyncsRange(ctx context.Context, cfg *Config, topic string, from, end int64) ([]offsetSync, error) {
 	var out []offsetSync
 	var derr error
-	err = scan(ctx, cfg.targetOpts(), topic, 0, start.Offset, end.Offset, true, func(r *kgo.Record) bool {
+	err := scan(ctx, cfg.targetOpts(), topic, 0, from, end, true, func(r *kgo.Record) bool {
 		if r.Attrs.IsControl() || isRunKey(r.Key) {
 			return true
 		}

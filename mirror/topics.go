@@ -34,9 +34,14 @@ var skippedConfigs = map[string]bool{
 // offset-syncs (the full history for translating group offsets, kept for
 // the target's default retention).
 func ensureInternal(ctx context.Context, cfg *Config, tgt *kadm.Client) error {
-	compact, del := "compact", "delete"
-	for name, policy := range map[string]*string{cfg.progressTopic(): &compact, cfg.syncsTopic(): &del} {
-		resp, err := tgt.CreateTopic(ctx, 1, cfg.ReplicationFactor, map[string]*string{"cleanup.policy": policy}, name)
+	compact, del, hour := "compact", "delete", "3600000"
+	for name, configs := range map[string]map[string]*string{
+		// Segments roll hourly so that compaction keeps the progress
+		// topic (read whole at every start) short.
+		cfg.progressTopic(): {"cleanup.policy": &compact, "segment.ms": &hour},
+		cfg.syncsTopic():    {"cleanup.policy": &del},
+	} {
+		resp, err := tgt.CreateTopic(ctx, 1, cfg.ReplicationFactor, configs, name)
 		if err == nil {
 			err = resp.Err
 		}
