@@ -140,6 +140,9 @@ func Cutover(ctx context.Context, cfg Config, group string, opts CutoverOptions)
 	return out, nil
 }
 
+// syncsChunk is the first chunk syncsFor reads (a variable for tests).
+var syncsChunk int64 = 1 << 14
+
 // syncsFor reads the offset syncs needed to translate offsets, from the end
 // of the offset-syncs topic backwards in growing chunks: a partition's syncs
 // are written in source-offset order, so the last one at or below a group's
@@ -152,7 +155,7 @@ func syncsFor(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]i
 		return nil, err
 	}
 	byPart := map[tp][]offsetSync{}
-	chunk := int64(1 << 14)
+	chunk := syncsChunk
 	for end > start {
 		from := max(start, end-chunk)
 		syncs, err := readSyncsRange(ctx, c, c.syncsTopic(), from, end)

@@ -45,6 +45,8 @@ func consumeGroup(t *testing.T, c *cluster, group, topic string, want, perPoll i
 // copy of its next source record. Under both guarantees (the target of an
 // exactly-once mirror holds transaction markers, so offsets differ).
 func TestCutoverResumesWithoutGap(t *testing.T) {
+	defer func(n int64) { syncsChunk = n }(syncsChunk)
+	syncsChunk = 3 // offset syncs read from the end in several chunks
 	for _, eos := range []bool{false, true} {
 		t.Run(fmt.Sprint("exactly-once=", eos), func(t *testing.T) {
 			weir, kf := startWeir(t), startKfake(t)
