@@ -109,6 +109,9 @@ func (c *Config) withDefaults(needTopics bool) (Config, *regexp.Regexp, error) {
 	if out.Prefix != "" && !validID.MatchString(out.Prefix) {
 		errs = append(errs, fmt.Errorf("prefix %q: use letters, digits, '.', '_' and '-'", out.Prefix))
 	}
+	if out.Prefix == "" && needTopics && sameSeeds(out.Source, out.Target) {
+		errs = append(errs, errors.New("source and target are the same cluster: a prefix is needed (else topics would be copied onto themselves)"))
+	}
 	if out.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("max poll records %d < 1", out.MaxPollRecords))
 	}
@@ -170,4 +173,21 @@ func (c *Config) targetOpts(extra ...kgo.Opt) []kgo.Opt {
 	o := []kgo.Opt{kgo.SeedBrokers(c.Target...), kgo.ClientID("weir-mirror"), kgo.MetadataMinAge(metadataMinAge)}
 	o = append(o, c.TargetOpts...)
 	return append(o, extra...)
+}
+
+// sameSeeds reports whether two seed lists name the same brokers.
+func sameSeeds(a, b []string) bool {
+	if len(a) == 0 || len(a) != len(b) {
+		return false
+	}
+	set := map[string]bool{}
+	for _, s := range a {
+		set[s] = true
+	}
+	for _, s := range b {
+		if !set[s] {
+			return false
+		}
+	}
+	return true
 }

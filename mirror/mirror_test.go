@@ -158,14 +158,15 @@ func TestMirrorSkipsRecordsAlreadyCopied(t *testing.T) {
 // TestMirrorConfigErrors: bad configurations are typed errors.
 func TestMirrorConfigErrors(t *testing.T) {
 	for name, cfg := range map[string]Config{
-		"no source":  {Target: []string{"x:1"}, Topics: []string{"a"}},
-		"no target":  {Source: []string{"x:1"}, Topics: []string{"a"}},
-		"no topics":  {Source: []string{"x:1"}, Target: []string{"y:1"}},
-		"bad regex":  {Source: []string{"x:1"}, Target: []string{"y:1"}, TopicRegex: "("},
-		"bad id":     {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"a"}, ID: "a/b"},
-		"bad prefix": {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"a"}, Prefix: "a b"},
-		"own topic":  {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"weir-mirror.x.progress"}},
-		"bad rf":     {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"a"}, ReplicationFactor: -2},
+		"no source":   {Target: []string{"x:1"}, Topics: []string{"a"}},
+		"no target":   {Source: []string{"x:1"}, Topics: []string{"a"}},
+		"no topics":   {Source: []string{"x:1"}, Target: []string{"y:1"}},
+		"bad regex":   {Source: []string{"x:1"}, Target: []string{"y:1"}, TopicRegex: "("},
+		"bad id":      {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"a"}, ID: "a/b"},
+		"bad prefix":  {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"a"}, Prefix: "a b"},
+		"own topic":   {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"weir-mirror.x.progress"}},
+		"bad rf":      {Source: []string{"x:1"}, Target: []string{"y:1"}, Topics: []string{"a"}, ReplicationFactor: -2},
+		"onto itself": {Source: []string{"x:1", "y:1"}, Target: []string{"y:1", "x:1"}, Topics: []string{"a"}},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: New = %v, want ErrConfig", name, err)
