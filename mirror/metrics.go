@@ -8,16 +8,15 @@ import (
 
 // metrics of one mirror; every series carries the label mirror=<ID>.
 type metrics struct {
-	records     *prometheus.CounterVec
-	bytes       *prometheus.CounterVec
-	lagRecords  *prometheus.GaugeVec
-	lagSeconds  *prometheus.GaugeVec
-	syncs       prometheus.Counter
-	restarts    prometheus.Counter
-	deduped     prometheus.Counter
-	dataLoss    prometheus.Counter
-	collectors  []prometheus.Collector
-	constLabels prometheus.Labels
+	records    *prometheus.CounterVec
+	bytes      *prometheus.CounterVec
+	lagRecords *prometheus.GaugeVec
+	lagSeconds *prometheus.GaugeVec
+	syncs      prometheus.Counter
+	restarts   prometheus.Counter
+	deduped    prometheus.Counter
+	dataLoss   prometheus.Counter
+	collectors []prometheus.Collector
 }
 
 func newMetrics(id string, reg prometheus.Registerer) (*metrics, error) {
@@ -39,7 +38,6 @@ func newMetrics(id string, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Records found already copied (compared equal) on the target after a stop without progress, and not copied again."}),
 		dataLoss: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_mirror_source_data_loss_total", ConstLabels: l,
 			Help: "Times the source no longer held the records the mirror was to copy next (retention ran ahead of the mirror)."}),
-		constLabels: l,
 	}
 	m.collectors = []prometheus.Collector{m.records, m.bytes, m.lagRecords, m.lagSeconds, m.syncs, m.restarts, m.deduped, m.dataLoss}
 	if reg != nil {
