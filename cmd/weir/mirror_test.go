@@ -193,7 +193,7 @@ func testProducer(t *testing.T, seeds []string, rounds int) (wait func()) {
 				t.Errorf("end txn: %v", err)
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(40 * time.Millisecond)
 		}
 	}()
 	return wg.Wait
@@ -224,12 +224,19 @@ func TestMirrorProcessKill9(t *testing.T) {
 			kills, ahead := 0, 0
 			for i := 0; i < 4; i++ {
 				p := startWeir(t, args...)
-				time.Sleep(time.Duration(400+rand.IntN(800)) * time.Millisecond)
+				time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
 				if err := p.cmd.Process.Kill(); err != nil {
 					t.Fatal(err)
 				}
 				<-p.exited
 				kills++
+				if st, err := mirror.Status(context.Background(), mirror.Config{Source: srcSeeds, Target: kfSeeds, ID: "there"}); err == nil {
+					var copied, lag int64
+					for _, s := range st {
+						copied, lag = copied+s.Copied, lag+s.LagRecords
+					}
+					t.Logf("kill %d: progress %d offsets copied, %d behind", kills, copied, lag)
+				}
 				ahead += strings.Count(p.stderr.String(), "target ahead of progress: copies found and skipped")
 			}
 			wait()
