@@ -253,7 +253,9 @@ func (m *Mirror) startPartitions(ctx context.Context, parts []tp) (map[string]ma
 			}
 			ps.tgtNext = tEnd
 			syncs = append(syncs, ps.sync(now, true))
-		case tEnd > prog.TargetOffset:
+		case tEnd > prog.TargetOffset && !(m.cfg.ExactlyOnce && tEnd-prog.TargetOffset == 1):
+			// (With ExactlyOnce, the one offset after the last sync is
+			// its transaction's commit marker: nothing to compare.)
 			sEnd, err := lookup(srcEnd, p.topic, p.partition)
 			if err != nil {
 				return nil, err
