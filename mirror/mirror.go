@@ -193,9 +193,12 @@ func (m *Mirror) claim(ctx context.Context) error {
 }
 
 // dedupeLimit bounds how many target records after the last sync a restart
-// compares with the source; beyond it, something else writes to the
-// target topic and the mirror copies from its progress (duplicates).
-const dedupeLimit = 1 << 20
+// compares with the source (it holds them in memory). The records in flight
+// at a crash are bounded by the producer's buffer (franz-go's
+// MaxBufferedRecords, 10000 by default), so more means something else
+// writes to the target topic, and the mirror copies from its progress
+// (duplicates).
+const dedupeLimit = 100_000
 
 // startPartitions reads the stored progress of parts and returns the
 // source offset each resumes from. A partition without progress starts at
