@@ -106,20 +106,29 @@ func Cutover(ctx context.Context, cfg Config, group string, opts CutoverOptions)
 	// With topics configured, the group's partitions of those topics must
 	// be copied; without, the partitions the mirror has progress for.
 	expect := func(topic string) bool { return (len(c.Topics) > 0 || re != nil) && c.selected(re, topic) }
-	if err := waitCopied(ctx, &c, tgt, groupOffsets, expect, opts.Wait); err != nil {
+	progress, err := waitCopied(ctx, &c, tgt, groupOffsets, expect, opts.Wait)
+	if err != nil {
 		return nil, err
 	}
-	byPart, err := syncsFor(ctx, &c, tgt, groupOffsets)
+	mirrored, older := map[tp]int64{}, map[tp]int64{}
+	for p, g := range groupOffsets {
+		if prog, ok := progress[p]; ok {
+			mirrored[p] = g
+			if prog.Source > g { // the progress sync is past g: older syncs needed
+				older[p] = g
+			}
+		}
+	}
+	byPart, err := syncsFor(ctx, &c, tgt, older)
 	if err != nil {
 		return nil, fmt.Errorf("read offset syncs: %w", err)
 	}
 	var out []Translation
 	commit := kadm.Offsets{}
-	for _, p := range sortedTPs(groupOffsets) {
-		cands := byPart[p]
-		if len(cands) == 0 {
-			continue // not mirrored
-		}
+	for _, p := range sortedTPs(mirrored) {
+		// The stored progress is the partition's newest sync (and the
+		// only one left if retention emptied offset-syncs).
+		cands := append([]offsetSync{progress[p]}, byPart[p]...)
 		tr, err := translate(ctx, &c, p, groupOffsets[p], cands)
 		if err != nil {
 			return nil, fmt.Errorf("translate %s offset %d: %w", p, groupOffsets[p], err)
@@ -147,14 +156,17 @@ var syncsChunk int64 = 1 << 14
 // of the offset-syncs topic backwards in growing chunks: a partition's syncs
 // are written in source-offset order, so the last one at or below a group's
 // offset is the best, and a stopped group is usually near the mirror's
-// position. It stops when every partition that has syncs has one at or
-// below its offset, or at the topic's start.
+// position. It stops when every partition of offsets (all mirrored: they
+// have progress) has a sync at or below its offset, or at the topic's start.
 func syncsFor(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]int64) (map[tp][]offsetSync, error) {
+	byPart := map[tp][]offsetSync{}
+	if len(offsets) == 0 {
+		return byPart, nil
+	}
 	start, end, err := syncsBounds(ctx, tgt, c.syncsTopic())
 	if err != nil {
 		return nil, err
 	}
-	byPart := map[tp][]offsetSync{}
 	chunk := syncsChunk
 	for end > start {
 		from := max(start, end-chunk)
@@ -169,17 +181,17 @@ func syncsFor(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]i
 			}
 		}
 		done := true
-		for p, ss := range byPart {
+		for p, g := range offsets {
 			found := false
-			for _, s := range ss {
-				if s.Source <= offsets[p] {
+			for _, s := range byPart[p] {
+				if s.Source <= g {
 					found = true
 					break
 				}
 			}
 			done = done && found
 		}
-		if done && len(byPart) > 0 {
+		if done {
 			break
 		}
 		end, chunk = from, 2*chunk
@@ -207,12 +219,12 @@ func checkStopped(ctx context.Context, adm *kadm.Client, group, side string) err
 
 // waitCopied waits until the mirror's progress covers every group offset:
 // progress at or past it, or no data record between them on the source.
-func waitCopied(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]int64, expect func(string) bool, wait time.Duration) error {
+func waitCopied(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]int64, expect func(string) bool, wait time.Duration) (map[tp]offsetSync, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		all, err := readSyncs(ctx, c, tgt, c.progressTopic())
 		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return fmt.Errorf("read progress: %w", err)
+			return nil, fmt.Errorf("read progress: %w", err)
 		}
 		progress := latestSyncs(all)
 		var behind []string
@@ -227,21 +239,21 @@ func waitCopied(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp
 			}
 			n, err := countData(ctx, c.sourceOpts(), p, prog.Source, offsets[p])
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if n > 0 {
 				behind = append(behind, fmt.Sprintf("%s (copied below %d, group at %d)", p, prog.Source, offsets[p]))
 			}
 		}
 		if len(behind) == 0 {
-			return nil
+			return progress, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %v; is the mirror running?", ErrNotCaughtUp, behind)
+			return nil, fmt.Errorf("%w: %v; is the mirror running?", ErrNotCaughtUp, behind)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
