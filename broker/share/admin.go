@@ -302,3 +302,35 @@ func (c *Coordinator) SetGroupConfigs(ctx context.Context, group string, confs m
 	c.mu.Unlock()
 	return w.wait(ctx)
 }
+
+// GroupConfig is one share.* group config as DescribeConfigs shows it.
+type GroupConfig struct {
+	GroupConfigDoc
+	Value      string
+	Overridden bool // set on the group, else the broker's setting
+}
+
+// DescribeGroupConfigs lists the group's effective share.* configs,
+// sorted by name.
+func (c *Coordinator) DescribeGroupConfigs(group string) []GroupConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conf := c.confs[group]
+	defaults := map[string]string{
+		ConfAutoOffsetReset:    "latest",
+		ConfRecordLockDuration: fmt.Sprint(c.opts.RecordLockDuration.Milliseconds()),
+		ConfSessionTimeout:     fmt.Sprint(c.opts.SessionTimeout.Milliseconds()),
+		ConfHeartbeatInterval:  fmt.Sprint(c.opts.HeartbeatInterval.Milliseconds()),
+		ConfIsolationLevel:     "read_uncommitted",
+		ConfDeliveryCountLimit: fmt.Sprint(c.opts.DeliveryCountLimit),
+	}
+	var out []GroupConfig
+	for _, d := range GroupConfigDocs() {
+		gc := GroupConfig{GroupConfigDoc: d, Value: defaults[d.Name]}
+		if v, ok := conf[d.Name]; ok {
+			gc.Value, gc.Overridden = v, true
+		}
+		out = append(out, gc)
+	}
+	return out
+}
