@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker"
-	"github.com/weirhq/weir/vfs"
 )
 
 func startBroker(t testing.TB, cfg broker.Config) *broker.Broker {
@@ -107,8 +106,9 @@ type delivery struct {
 
 // consumeShare runs members share consumers of group until stop returns
 // true or ctx ends; decide is asked, per record, how to acknowledge it.
+// Once all members joined, ready runs (e.g. to produce).
 func consumeShare(t *testing.T, ctx context.Context, addr, group, topic string, members int,
-	decide func(r *kgo.Record) kgo.AckStatus, stop func([]delivery) bool) []delivery {
+	decide func(r *kgo.Record) kgo.AckStatus, stop func([]delivery) bool, ready func()) []delivery {
 	t.Helper()
 	var (
 		mu   sync.Mutex
@@ -119,7 +119,8 @@ func consumeShare(t *testing.T, ctx context.Context, addr, group, topic string, 
 	)
 	for m := range members {
 		name := fmt.Sprintf("m%d", m)
-		cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ShareGroup(group), kgo.FetchMaxWait(500*time.Millisecond))
+		cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ShareGroup(group), kgo.FetchMaxWait(500*time.Millisecond),
+			kgo.ShareMaxRecords(25))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -163,6 +164,8 @@ func consumeShare(t *testing.T, ctx context.Context, addr, group, topic string, 
 			}
 		}()
 	}
+	waitMembers(t, ctx, addr, group, members)
+	ready()
 	wg.Wait()
 	if ctx.Err() != nil {
 		mu.Lock()
@@ -182,11 +185,10 @@ func TestShareGroupMembersSplitRecords(t *testing.T) {
 	const topic, group, n = "work", "workers", 400
 	createTopic(t, ctx, admin, topic, 2)
 	setGroupConfigs(t, ctx, admin, group, "share.auto.offset.reset", "earliest")
-	produceKeys(t, ctx, b.Addr(), topic, n)
-
 	got := consumeShare(t, ctx, b.Addr(), group, topic, 3,
 		func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept },
-		func(all []delivery) bool { return len(all) >= n })
+		func(all []delivery) bool { return len(all) >= n },
+		func() { produceKeys(t, ctx, b.Addr(), topic, n) })
 	seen := map[int]string{}
 	members := map[string]int{}
 	for _, d := range got {
@@ -235,7 +237,7 @@ func TestShareGroupReleasedRecordsRedelivered(t *testing.T) {
 				}
 			}
 			return acc >= n
-		})
+		}, func() {})
 	for _, d := range got {
 		if d.count >= 2 {
 			accepted[d.key]++
@@ -263,7 +265,7 @@ func TestShareGroupDeliveryCountLimitArchives(t *testing.T) {
 
 	got := consumeShare(t, ctx, b.Addr(), group, topic, 2,
 		func(*kgo.Record) kgo.AckStatus { return kgo.AckRelease },
-		func(all []delivery) bool { return len(all) >= n*limit })
+		func(all []delivery) bool { return len(all) >= n*limit }, func() {})
 	per := map[int]int{}
 	for _, d := range got {
 		per[d.key]++
@@ -283,6 +285,36 @@ func TestShareGroupDeliveryCountLimitArchives(t *testing.T) {
 	defer cancel()
 	if fs := more.PollFetches(pctx); fs.NumRecords() != 0 {
 		t.Fatalf("archived records delivered again: %d", fs.NumRecords())
+	}
+}
+
+// waitMembers waits until group has n members that all know the current
+// assignment (member epoch = assignment epoch, ShareGroupDescribe): until
+// then an early member still fetches what it was assigned alone.
+func waitMembers(t *testing.T, ctx context.Context, addr, group string, n int) {
+	t.Helper()
+	cl := newClient(t, addr)
+	for {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{group}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("describe %s: %v", group, err)
+		}
+		if g := resp.Groups[0]; g.ErrorCode == 0 && len(g.Members) == n {
+			current := true
+			for _, m := range g.Members {
+				current = current && m.MemberEpoch == g.AssignmentEpoch
+			}
+			if current {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("group %s never had %d members", group, n)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -325,4 +357,3 @@ func checkStartOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group,
 	}
 }
 
-var _ = vfs.Default
