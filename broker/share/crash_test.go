@@ -1,0 +1,263 @@
+package share_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker"
+	"github.com/weirhq/weir/vfs"
+)
+
+// rawMember speaks KIP-932 with raw requests to node 0.
+type rawMember struct {
+	t      *testing.T
+	cl     *kgo.Client
+	group  string
+	id     string
+	epoch  int32 // share session epoch of the next request
+	member int32
+}
+
+func newRawMember(t *testing.T, addr, group, id string) *rawMember {
+	return &rawMember{t: t, cl: newClient(t, addr), group: group, id: id}
+}
+
+func (m *rawMember) req(ctx context.Context, r kmsg.Request) kmsg.Response {
+	m.t.Helper()
+	resp, err := m.cl.Broker(0).Request(ctx, r)
+	if err != nil {
+		m.t.Fatalf("%s: %v", kmsg.NameForKey(r.Key()), err)
+	}
+	return resp
+}
+
+func (m *rawMember) join(ctx context.Context, topics ...string) *kmsg.ShareGroupHeartbeatResponse {
+	m.t.Helper()
+	r := kmsg.NewPtrShareGroupHeartbeatRequest()
+	r.GroupID, r.MemberID, r.MemberEpoch, r.SubscribedTopicNames = m.group, m.id, 0, topics
+	resp := m.req(ctx, r).(*kmsg.ShareGroupHeartbeatResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		m.t.Fatalf("join: %v", err)
+	}
+	m.member = resp.MemberEpoch
+	return resp
+}
+
+// fetch sends a ShareFetch of topicID's partition 0 in the member's
+// session (opening it at epoch 0) and returns that partition's answer.
+func (m *rawMember) fetch(ctx context.Context, topicID [16]byte, maxWait int32) kmsg.ShareFetchResponseTopicPartition {
+	m.t.Helper()
+	r := kmsg.NewPtrShareFetchRequest()
+	r.Version = 2
+	r.GroupID, r.MemberID = &m.group, &m.id
+	r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxBytes, r.MaxRecords, r.BatchSize = m.epoch, maxWait, 1<<20, 500, 500
+	r.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: topicID, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
+	resp := m.req(ctx, r).(*kmsg.ShareFetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		m.t.Fatalf("share fetch (epoch %d): %v", m.epoch, err)
+	}
+	m.epoch++
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			return p
+		}
+	}
+	return kmsg.ShareFetchResponseTopicPartition{}
+}
+
+// ack sends one ShareAcknowledge of partition 0 and returns its error.
+func (m *rawMember) ack(ctx context.Context, topicID [16]byte, batches ...kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch) error {
+	m.t.Helper()
+	r := kmsg.NewPtrShareAcknowledgeRequest()
+	r.Version = 2
+	r.GroupID, r.MemberID, r.ShareSessionEpoch = &m.group, &m.id, m.epoch
+	r.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: topicID, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{{Partition: 0, AcknowledgementBatches: batches}}}}
+	resp := m.req(ctx, r).(*kmsg.ShareAcknowledgeResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	m.epoch++
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+func ackBatch(first, last int64, typ int8) kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
+	return kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}
+}
+
+// acquiredOffsets flattens a partition's acquired ranges to offset ->
+// delivery count.
+func acquiredOffsets(p kmsg.ShareFetchResponseTopicPartition) map[int64]int16 {
+	out := map[int64]int16{}
+	for _, a := range p.AcquiredRecords {
+		for o := a.FirstOffset; o <= a.LastOffset; o++ {
+			out[o] = a.DeliveryCount
+		}
+	}
+	return out
+}
+
+func topicID(t *testing.T, ctx context.Context, cl *kgo.Client, topic string) [16]byte {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, mt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("metadata %s: %v %+v", topic, err, resp)
+	}
+	return resp.Topics[0].TopicID
+}
+
+// The share state survives a power loss (only fsynced data of the
+// crashable in-memory FS survives): accepted and rejected records are
+// never delivered again, records acquired at the crash come back with
+// their delivery count, and the delivery count limit holds across it.
+func TestShareStateSurvivesCrash(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	b := startBroker(t, broker.Config{DataDir: "/data", FS: mem})
+	ctx := testCtx(t, 60*time.Second)
+	admin := newClient(t, b.Addr())
+	const topic, group = "dur", "durable"
+	createTopic(t, ctx, admin, topic, 1)
+	setGroupConfigs(t, ctx, admin, group, "share.auto.offset.reset", "earliest", "share.delivery.count.limit", "2")
+	produceKeys(t, ctx, b.Addr(), topic, 10)
+	id := topicID(t, ctx, admin, topic)
+
+	m := newRawMember(t, b.Addr(), group, "a")
+	m.join(ctx, topic)
+	got := acquiredOffsets(m.fetch(ctx, id, 1000))
+	if len(got) != 10 {
+		t.Fatalf("first fetch acquired %v, want offsets 0-9", got)
+	}
+	for o, c := range got {
+		if c != 1 {
+			t.Fatalf("offset %d delivery count %d, want 1", o, c)
+		}
+	}
+	// A crash right after the fetch: the delivery counts were durable
+	// before the records were handed out.
+	afterFetch := mem.CrashClone()
+	if err := m.ack(ctx, id, ackBatch(0, 2, 1), ackBatch(3, 3, 3)); err != nil {
+		t.Fatalf("accept 0-2, reject 3: %v", err)
+	}
+	{
+		b := startBroker(t, broker.Config{DataDir: "/data", FS: afterFetch})
+		m := newRawMember(t, b.Addr(), group, "x")
+		m.join(ctx, topic)
+		got := acquiredOffsets(m.fetch(ctx, id, 1000))
+		for o := int64(0); o < 10; o++ {
+			if got[o] != 2 {
+				t.Fatalf("crash after the first fetch: acquired %v, want 0-9 with delivery count 2", got)
+			}
+		}
+	}
+
+	crashed := mem.CrashClone()
+	b2 := startBroker(t, broker.Config{DataDir: "/data", FS: crashed})
+	m2 := newRawMember(t, b2.Addr(), group, "b")
+	m2.join(ctx, topic)
+	again := acquiredOffsets(m2.fetch(ctx, id, 1000))
+	want := map[int64]int16{4: 2, 5: 2, 6: 2, 7: 2, 8: 2, 9: 2}
+	if len(again) != len(want) {
+		t.Fatalf("after crash acquired %v, want %v", again, want)
+	}
+	for o, c := range want {
+		if again[o] != c {
+			t.Fatalf("after crash acquired %v, want %v", again, want)
+		}
+	}
+	// Released at the limit: archived, never delivered a third time, even
+	// across another crash.
+	if err := m2.ack(ctx, id, ackBatch(4, 9, 2)); err != nil {
+		t.Fatalf("release 4-9: %v", err)
+	}
+	b3 := startBroker(t, broker.Config{DataDir: "/data", FS: crashed.CrashClone()})
+	m3 := newRawMember(t, b3.Addr(), group, "c")
+	m3.join(ctx, topic)
+	if p := m3.fetch(ctx, id, 200); len(p.AcquiredRecords) != 0 {
+		t.Fatalf("archived records delivered again: %+v", p.AcquiredRecords)
+	}
+	checkStartOffsets(t, ctx, newClient(t, b3.Addr()), group, topic, map[int32]int64{0: 10})
+}
+
+// Internal topics are never assigned to a share group member nor
+// delivered to one that names them in a ShareFetch.
+func TestShareInternalTopicsNeverDelivered(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, b.Addr())
+	createTopic(t, ctx, admin, "plain", 1)
+	// Commit an offset so __consumer_offsets holds a record.
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "classic", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "plain", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 0}}}}
+	if _, err := oc.RequestWith(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	m := newRawMember(t, b.Addr(), "g", "a")
+	hb := m.join(ctx, "__consumer_offsets", "__share_group_state", "plain")
+	plain := topicID(t, ctx, admin, "plain")
+	if hb.Assignment == nil || len(hb.Assignment.TopicPartitions) != 1 || hb.Assignment.TopicPartitions[0].TopicID != plain {
+		t.Fatalf("assignment %+v, want only topic plain", hb.Assignment)
+	}
+	for _, internal := range []string{"__consumer_offsets", "__share_group_state"} {
+		id := topicID(t, ctx, admin, internal)
+		p := m.fetch(ctx, id, 0)
+		if p.ErrorCode != kerr.UnknownTopicOrPartition.Code || len(p.AcquiredRecords) != 0 || len(p.Records) != 0 {
+			t.Fatalf("fetch of %s: error %d, %d acquired ranges", internal, p.ErrorCode, len(p.AcquiredRecords))
+		}
+	}
+}
+
+// An acknowledgement of a record the member does not hold is
+// INVALID_RECORD_STATE and changes nothing; a wrong session epoch is
+// INVALID_SHARE_SESSION_EPOCH; closing the session releases what it held.
+func TestShareAckRulesAndSessionClose(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, b.Addr())
+	createTopic(t, ctx, admin, "t", 1)
+	setGroupConfigs(t, ctx, admin, "g", "share.auto.offset.reset", "earliest")
+	produceKeys(t, ctx, b.Addr(), "t", 4)
+	id := topicID(t, ctx, admin, "t")
+	a, c := newRawMember(t, b.Addr(), "g", "a"), newRawMember(t, b.Addr(), "g", "c")
+	a.join(ctx, "t")
+	c.join(ctx, "t")
+	if got := acquiredOffsets(a.fetch(ctx, id, 500)); len(got) != 4 {
+		t.Fatalf("a acquired %v", got)
+	}
+	if p := c.fetch(ctx, id, 100); len(p.AcquiredRecords) != 0 {
+		t.Fatalf("c acquired records a holds: %+v", p.AcquiredRecords)
+	}
+	if err := c.ack(ctx, id, ackBatch(0, 0, 1)); err != kerr.InvalidRecordState {
+		t.Fatalf("c accepting a's record: %v, want INVALID_RECORD_STATE", err)
+	}
+	a.epoch += 5
+	if err := a.ack(ctx, id, ackBatch(0, 0, 1)); err != kerr.InvalidShareSessionEpoch {
+		t.Fatalf("wrong epoch: %v, want INVALID_SHARE_SESSION_EPOCH", err)
+	}
+	a.epoch -= 5
+	a.epoch = -1 // close: releases 0-3
+	if err := a.ack(ctx, id, ackBatch(0, 0, 1)); err != nil {
+		t.Fatalf("closing ack: %v", err)
+	}
+	got := acquiredOffsets(c.fetch(ctx, id, 1000))
+	var offs []int64
+	for o, cnt := range got {
+		if cnt != 2 {
+			t.Fatalf("offset %d redelivered with count %d, want 2", o, cnt)
+		}
+		offs = append(offs, o)
+	}
+	slices.Sort(offs)
+	if !slices.Equal(offs, []int64{1, 2, 3}) {
+		t.Fatalf("after a closed its session c acquired %v, want 1-3 (0 was accepted)", offs)
+	}
+}
