@@ -172,7 +172,6 @@ func deleteGroupsAll(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request)
 	return resp, nil
 }
 
-
 // alterGroupConfigs applies IncrementalAlterConfigs ops to a GROUP
 // resource: the share.* group configs (broker/share). SET and DELETE
 // only (none is a list); nothing changes if one op is bad.

@@ -14,10 +14,10 @@ type acquiredRange struct {
 
 // acquireLimits bound one acquisition.
 type acquireLimits struct {
-	maxRecords int  // records to acquire at most (batch-optimised: may finish the batch)
-	maxBytes   int  // bytes of batches to read
-	strict     bool // record-limit mode (KIP-1206): never more than maxRecords
-	window     int  // max records in flight (group.share.partition.max.record.locks)
+	maxRecords int   // records to acquire at most (batch-optimised: may finish the batch)
+	maxBytes   int   // bytes of batches to read
+	strict     bool  // record-limit mode (KIP-1206): never more than maxRecords
+	window     int   // max records in flight (group.share.partition.max.record.locks)
 	limit      int16 // delivery count limit: an available record delivered this often is archived
 }
 

@@ -16,14 +16,14 @@ const (
 	DefaultMaxRecordLocks     = 2000             // group.share.partition.max.record.locks
 	DefaultMaxSize            = 200              // group.share.max.size (members per group)
 
-	minRecordLockDuration = time.Second       // group.share.min.record.lock.duration.ms
-	maxRecordLockDuration = time.Hour         // group.share.max.record.lock.duration.ms
-	minSessionTimeout     = 45 * time.Second  // group.share.min.session.timeout.ms
-	maxSessionTimeout     = 60 * time.Second  // group.share.max.session.timeout.ms
-	minHeartbeatInterval  = 5 * time.Second   // group.share.min.heartbeat.interval.ms
-	maxHeartbeatInterval  = 15 * time.Second  // group.share.max.heartbeat.interval.ms
-	minDeliveryCountLimit = 2                 // group.share.min.delivery.count.limit
-	maxDeliveryCountLimit = 10                // group.share.max.delivery.count.limit
+	minRecordLockDuration = time.Second      // group.share.min.record.lock.duration.ms
+	maxRecordLockDuration = time.Hour        // group.share.max.record.lock.duration.ms
+	minSessionTimeout     = 45 * time.Second // group.share.min.session.timeout.ms
+	maxSessionTimeout     = 60 * time.Second // group.share.max.session.timeout.ms
+	minHeartbeatInterval  = 5 * time.Second  // group.share.min.heartbeat.interval.ms
+	maxHeartbeatInterval  = 15 * time.Second // group.share.max.heartbeat.interval.ms
+	minDeliveryCountLimit = 2                // group.share.min.delivery.count.limit
+	maxDeliveryCountLimit = 10               // group.share.max.delivery.count.limit
 )
 
 // Group-level configs (IncrementalAlterConfigs on a GROUP resource), the

@@ -356,4 +356,3 @@ func checkStartOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group,
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
