@@ -119,6 +119,9 @@ func (c *Coordinator) handleAlterOffsets(ctx context.Context, req *kmsg.AlterSha
 		resp.ErrorMessage = &msg
 		return resp, nil
 	}
+	if c.groups[req.GroupID] == nil { // the group exists from now on
+		c.groups[req.GroupID] = &group{id: req.GroupID, members: map[string]*member{}, shapes: map[string]int32{}}
+	}
 	dirty := map[*sharePartition]bool{}
 	for _, t := range req.Topics {
 		rt := kmsg.NewAlterShareGroupOffsetsResponseTopic()
