@@ -116,13 +116,14 @@ func (c *Coordinator) handleHeartbeat(ctx context.Context, req *kmsg.ShareGroupH
 		g = &group{id: req.GroupID, members: map[string]*member{}, shapes: map[string]int32{}}
 		c.groups[g.id] = g
 	}
+	bump := false
 	if m == nil {
 		if len(g.members) >= c.opts.MaxSize {
 			return fail(kerr.GroupMaxSizeReached, "")
 		}
 		m = &member{id: req.MemberID}
 		g.members[m.id] = m
-		g.epoch++
+		bump = true
 		c.met.joins.Inc()
 	}
 	if req.MemberEpoch == 0 {
@@ -139,13 +140,13 @@ func (c *Coordinator) handleHeartbeat(ctx context.Context, req *kmsg.ShareGroupH
 		topics = slices.Compact(topics)
 		if !slices.Equal(topics, m.topics) {
 			m.topics = topics
-			g.epoch++
+			bump = true
 		}
 	}
 	set := c.settings(g.id)
 	m.deadline = now.Add(set.sessionTimeout)
-	if c.shapeChanged(g) {
-		g.epoch++
+	if bump || c.shapeChanged(g) {
+		g.epoch++ // one epoch per heartbeat that changes the group
 	}
 	if g.assignEpoch != g.epoch {
 		c.assign(g)
