@@ -8,10 +8,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -255,7 +257,8 @@ func TestShareGroupReleasedRecordsRedelivered(t *testing.T) {
 // share.delivery.count.limit times, then archived: the start offset moves
 // past it and nobody sees it again.
 func TestShareGroupDeliveryCountLimitArchives(t *testing.T) {
-	b := startBroker(t, broker.Config{})
+	reg := prometheus.NewRegistry()
+	b := startBroker(t, broker.Config{Registerer: reg})
 	ctx := testCtx(t, 60*time.Second)
 	admin := newClient(t, b.Addr())
 	const topic, group, n, limit = "poison", "poisoned", 20, 3
@@ -286,6 +289,50 @@ func TestShareGroupDeliveryCountLimitArchives(t *testing.T) {
 	if fs := more.PollFetches(pctx); fs.NumRecords() != 0 {
 		t.Fatalf("archived records delivered again: %d", fs.NumRecords())
 	}
+	// The metrics count what happened.
+	for name, want := range map[string]float64{
+		"weir_share_records_acquired_total":                                       n * limit,
+		"weir_share_records_redelivered_total":                                    n * (limit - 1),
+		`weir_share_records_acknowledged_total{type="release"}`:                   n * limit,
+		`weir_share_group_members{group="poisoned"}`:                              3,
+		`weir_share_partition_lag{group="poisoned",partition="0",topic="poison"}`: 0,
+	} {
+		if got := gathered(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// gathered is the value of the metric named with its labels (sorted, as
+// Prometheus prints them), or -1.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			id := mf.GetName()
+			if len(m.GetLabel()) > 0 {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				id += "{" + strings.Join(ls, ",") + "}"
+			}
+			if id != name {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 // waitMembers waits until group has n members that all know the current
