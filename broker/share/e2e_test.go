@@ -55,7 +55,7 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func createTopic(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, partitions int32) {
+func createTopic(t testing.TB, ctx context.Context, cl *kgo.Client, topic string, partitions int32) {
 	t.Helper()
 	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
 	if err == nil {
@@ -79,7 +79,7 @@ func produceKeys(t *testing.T, ctx context.Context, addr, topic string, n int) {
 	}
 }
 
-func setGroupConfigs(t *testing.T, ctx context.Context, cl *kgo.Client, group string, kvs ...string) {
+func setGroupConfigs(t testing.TB, ctx context.Context, cl *kgo.Client, group string, kvs ...string) {
 	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()

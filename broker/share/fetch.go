@@ -199,6 +199,7 @@ func (c *Coordinator) applyAcks(group, member string, r *partResult, batches []A
 		r.ackErr, r.ackMsg = kerr.InvalidRecordState, "the share group holds no records of this partition"
 		return
 	}
+	start := p.start
 	counts, err := p.ack(member, batches, set.limit, now.Add(set.lockDuration))
 	if err != nil {
 		r.ackErr, r.ackMsg = kerr.InvalidRecordState, err.Error()
@@ -207,8 +208,8 @@ func (c *Coordinator) applyAcks(group, member string, r *partResult, batches []A
 	}
 	c.met.acked(counts)
 	dirty[p] = true
-	if counts[AckRelease] > 0 {
-		c.wake()
+	if counts[AckRelease] > 0 || p.start != start {
+		c.wake() // released records, or room in a full in-flight window
 	}
 }
 
