@@ -6,4 +6,4 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // (broker/share/group.go): each group's state, epochs, members with their
 // subscriptions and assignments; GROUP_ID_NOT_FOUND for a group that is
 // not a share group.
-func init() { regShareAPI(kmsg.ShareGroupDescribe) }
+func init() { regShareAPI(kmsg.ShareGroupDescribe, handleShare) }

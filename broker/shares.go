@@ -23,12 +23,12 @@ import (
 
 const shareStateTopic = share.StateTopic
 
-// regShareAPI registers key, served by the share coordinator at the range
-// it registered.
-func regShareAPI(key kmsg.Key) {
+// regShareAPI registers key, handled by h (handleShare: the share
+// coordinator), at the range the share coordinator registered.
+func regShareAPI(key kmsg.Key, h handlerFunc) {
 	for _, v := range share.APIVersions() {
 		if kmsg.Key(v.ApiKey) == key {
-			regAPI(api{key: key, min: v.MinVersion, max: v.MaxVersion, handle: handleShare})
+			regAPI(api{key: key, min: v.MinVersion, max: v.MaxVersion, handle: h})
 			return
 		}
 	}
@@ -233,4 +233,49 @@ func (b *Broker) describeGroupConfigs(group string, names []string, docs bool) [
 		out = append(out, rc)
 	}
 	return out
+}
+
+// handleShareHeartbeat serves ShareGroupHeartbeat. A member joining (epoch
+// 0) a group ID the group coordinator holds as a classic or consumer group
+// is refused, as by Kafka: GROUP_ID_NOT_FOUND, "not a share group" (share
+// and consumer groups share one namespace).
+func handleShareHeartbeat(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ShareGroupHeartbeatRequest)
+	if req.MemberEpoch == 0 && req.GroupID != "" && !b.shares.IsGroup(req.GroupID) {
+		other, err := b.otherGroupType(ctx, s, req.GroupID)
+		if err != nil {
+			return nil, err
+		}
+		if other != "" {
+			resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("group %s is a %s group, not a share group", req.GroupID, other))
+			return resp, nil
+		}
+	}
+	return handleShare(b, ctx, s, req)
+}
+
+// otherGroupType is "classic" or "consumer" if the group coordinator holds
+// id as such a group (with members or committed offsets), else "".
+func (b *Broker) otherGroupType(ctx context.Context, s *slot, id string) (string, error) {
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups = 5, []string{id}
+	kr, err := handleGroup(b, ctx, s, dg)
+	if err != nil {
+		return "", err
+	}
+	if gs := kr.(*kmsg.DescribeGroupsResponse).Groups; len(gs) == 1 && gs[0].ErrorCode == 0 && gs[0].State != "Dead" {
+		return "classic", nil
+	}
+	cg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cg.Version, cg.Groups = 0, []string{id}
+	kr, err = handleGroup(b, ctx, s, cg)
+	if err != nil {
+		return "", err
+	}
+	if gs := kr.(*kmsg.ConsumerGroupDescribeResponse).Groups; len(gs) == 1 && gs[0].ErrorCode == 0 {
+		return "consumer", nil
+	}
+	return "", nil
 }

@@ -261,3 +261,27 @@ func TestShareAckRulesAndSessionClose(t *testing.T) {
 		t.Fatalf("after a closed its session c acquired %v, want 1-3 (0 was accepted)", offs)
 	}
 }
+
+// Share groups share the group ID namespace with consumer groups: joining
+// a share group under the ID of a classic group is refused.
+func TestShareGroupIDOfClassicGroupRefused(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, b.Addr())
+	createTopic(t, ctx, admin, "plain", 1)
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "taken", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "plain", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 0}}}}
+	if _, err := oc.RequestWith(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	m := newRawMember(t, b.Addr(), "taken", "a")
+	r := kmsg.NewPtrShareGroupHeartbeatRequest()
+	r.GroupID, r.MemberID, r.SubscribedTopicNames = "taken", "a", []string{"plain"}
+	resp := m.req(ctx, r).(*kmsg.ShareGroupHeartbeatResponse)
+	if resp.ErrorCode != kerr.GroupIDNotFound.Code || resp.ErrorMessage == nil {
+		t.Fatalf("share member joining classic group: error %d %v", resp.ErrorCode, resp.ErrorMessage)
+	}
+	// A fresh ID is fine.
+	newRawMember(t, b.Addr(), "free", "a").join(ctx, "plain")
+}
