@@ -508,4 +508,3 @@ func describePartition(p *sharePartition) string {
 	b.WriteString("\n")
 	return b.String()
 }
-

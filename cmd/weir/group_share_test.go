@@ -81,4 +81,23 @@ func TestGroupShareListDescribe(t *testing.T) {
 	if d.Type != "share" || len(d.Members) != 1 || len(d.Offsets) != 2 || d.TotalLag != 0 || *d.Offsets[0].Committed != 5 {
 		t.Fatalf("describe -o json: %+v", d)
 	}
+
+	// A share group with a member cannot be deleted; once it left, it can.
+	if _, errOut, code := runCLI(t, "", "group", "delete", b, "queue"); code == 0 || !strings.Contains(errOut, "active members") {
+		t.Fatalf("delete of a share group with a member: exit %d: %s", code, errOut)
+	}
+	member.Close()
+	for {
+		out, errOut, code := runCLI(t, "", "group", "delete", b, "queue")
+		if code == 0 && strings.Contains(out, `deleted group "queue"`) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("delete after the member left: exit %d: %s %s", code, out, errOut)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, errOut, code := runCLI(t, "", "group", "describe", b, "queue"); code == 0 || !strings.Contains(errOut, "does not exist") {
+		t.Fatalf("describe of the deleted share group: exit %d: %s", code, errOut)
+	}
 }
