@@ -40,6 +40,8 @@ func init() {
 			a.handle = listGroupsAll
 		case kmsg.DeleteGroups:
 			a.handle = deleteGroupsAll
+		case kmsg.DescribeGroups:
+			a.handle = describeGroupsAll
 		}
 		regAPI(a)
 	}

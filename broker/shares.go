@@ -279,3 +279,27 @@ func (b *Broker) otherGroupType(ctx context.Context, s *slot, id string) (string
 	}
 	return "", nil
 }
+
+// describeGroupsAll answers DescribeGroups: the group coordinator's
+// answer, except that a share group is named as such (Kafka: a
+// DescribeGroups of a group that is not classic is GROUP_ID_NOT_FOUND, "not
+// a classic group"; before v6 the state Dead).
+func describeGroupsAll(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	kresp, err := handleGroup(b, ctx, s, kreq)
+	if err != nil {
+		return nil, err
+	}
+	req, resp := kreq.(*kmsg.DescribeGroupsRequest), kresp.(*kmsg.DescribeGroupsResponse)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		if g.Group == "" || g.State != "Dead" && g.ErrorCode == 0 || !b.shares.IsGroup(g.Group) {
+			continue
+		}
+		g.State = "Dead"
+		if req.Version >= 6 {
+			g.ErrorCode = kerr.GroupIDNotFound.Code
+			g.ErrorMessage = kmsg.StringPtr("group " + g.Group + " is a share group, not a classic group (use ShareGroupDescribe)")
+		}
+	}
+	return resp, nil
+}

@@ -285,3 +285,45 @@ func TestShareGroupIDOfClassicGroupRefused(t *testing.T) {
 	// A fresh ID is fine.
 	newRawMember(t, b.Addr(), "free", "a").join(ctx, "plain")
 }
+
+// ListGroups shows share groups with type "share" (and filters by it);
+// DescribeGroups names a share group as not classic.
+func TestShareGroupListedAndDescribed(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, b.Addr())
+	createTopic(t, ctx, admin, "plain", 1)
+	newRawMember(t, b.Addr(), "sg", "a").join(ctx, "plain")
+	for _, tc := range []struct {
+		types []string
+		want  bool
+	}{{nil, true}, {[]string{"share"}, true}, {[]string{"Share"}, true}, {[]string{"consumer", "classic"}, false}} {
+		lg := kmsg.NewPtrListGroupsRequest()
+		lg.TypesFilter = tc.types
+		resp, err := lg.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, g := range resp.Groups {
+			if g.Group == "sg" {
+				found = g.GroupType == "share" && g.ProtocolType == "share" && g.GroupState == "Stable"
+				if !found {
+					t.Fatalf("listed %+v", g)
+				}
+			}
+		}
+		if found != tc.want {
+			t.Fatalf("types %v: share group listed %v, want %v (%+v)", tc.types, found, tc.want, resp.Groups)
+		}
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"sg"}
+	resp, err := dg.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := resp.Groups[0]; g.ErrorCode != kerr.GroupIDNotFound.Code || g.ErrorMessage == nil || g.State != "Dead" {
+		t.Fatalf("DescribeGroups of a share group: %+v", g)
+	}
+}
