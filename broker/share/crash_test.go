@@ -327,3 +327,61 @@ func TestShareGroupListedAndDescribed(t *testing.T) {
 		t.Fatalf("DescribeGroups of a share group: %+v", g)
 	}
 }
+
+// The share.* group configs default to Kafka's group.share.* settings,
+// overrides show as GROUP_CONFIG, and bad values are INVALID_CONFIG.
+func TestShareGroupConfigs(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, b.Addr())
+	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil || resp.Resources[0].ErrorCode != 0 {
+			t.Fatalf("describe: %v %+v", err, resp)
+		}
+		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, c := range resp.Resources[0].Configs {
+			out[c.Name] = c
+		}
+		return out
+	}
+	want := map[string]string{
+		"share.auto.offset.reset":       "latest",
+		"share.record.lock.duration.ms": "30000",
+		"share.session.timeout.ms":      "45000",
+		"share.heartbeat.interval.ms":   "5000",
+		"share.delivery.count.limit":    "5",
+		"share.isolation.level":         "read_uncommitted",
+	}
+	got := describe()
+	for k, v := range want {
+		if c, ok := got[k]; !ok || c.Value == nil || *c.Value != v || c.Source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("%s: %+v, want default %s", k, c, v)
+		}
+	}
+	setGroupConfigs(t, ctx, admin, "g", "share.record.lock.duration.ms", "15000")
+	if c := describe()["share.record.lock.duration.ms"]; *c.Value != "15000" || c.Source != kmsg.ConfigSourceGroupConfig {
+		t.Fatalf("override: %+v", c)
+	}
+	for _, bad := range [][2]string{{"share.delivery.count.limit", "1"}, {"share.auto.offset.reset", "sometime"},
+		{"share.isolation.level", "read_committed"}, {"consumer.session.timeout.ms", "45000"}, {"share.record.lock.duration.ms", "x"}} {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = bad[0], kmsg.StringPtr(bad[1])
+		res.Configs = append(res.Configs, c)
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil || resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code || resp.Resources[0].ErrorMessage == nil {
+			t.Errorf("%s=%s: %v %+v, want INVALID_CONFIG with a message", bad[0], bad[1], err, resp)
+		}
+	}
+	if c := describe()["share.record.lock.duration.ms"]; *c.Value != "15000" {
+		t.Fatalf("a refused alter changed the config: %+v", c)
+	}
+}
