@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,4 +103,110 @@ func TestGroupShareListDescribe(t *testing.T) {
 	if _, errOut, code := runCLI(t, "", "group", "describe", b, "queue"); code == 0 || !strings.Contains(errOut, "does not exist") {
 		t.Fatalf("describe of the deleted share group: exit %d: %s", code, errOut)
 	}
+}
+
+// A real weir serve killed with SIGKILL keeps its share state: records
+// acquired at the kill come back with their delivery count, accepted ones
+// never do, and --share-delivery-count-limit 2 archives a record released
+// at its second delivery.
+func TestShareStateSurvivesKill9(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	args := []string{"--data-dir", dir, "--share-delivery-count-limit", "2", "--queued-max-request-bytes", "33554432"}
+	p := startServe(t, nil, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := "--brokers=" + p.kafkaAddr
+	mustCLI(t, "", "topic", "create", b, "q", "-p", "1")
+	admin := groupTestClient(t, p.kafkaAddr)
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "k9"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	if resp, err := req.RequestWith(ctx, admin); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("set share.auto.offset.reset: %v %+v", err, resp)
+	}
+	prod := groupTestClient(t, p.kafkaAddr, kgo.DefaultProduceTopic("q"))
+	for i := range 6 {
+		if err := prod.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := shareFetchRaw(t, ctx, p.kafkaAddr, "a", []int8{1, 1, 0, 0, 0, 0}) // accept 0-1, hold 2-5
+	if len(first) != 6 || first[0] != 1 || first[5] != 1 {
+		t.Fatalf("first fetch: %v, want offsets 0-5 with delivery count 1", first)
+	}
+	prod.Close()
+	admin.Close()
+	if err := p.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("weir serve exited cleanly on SIGKILL")
+	}
+
+	p2 := startServe(t, nil, args...)
+	defer p2.stop(syscall.SIGTERM)
+	again := shareFetchRaw(t, ctx, p2.kafkaAddr, "b", []int8{0, 0, 2, 2, 2, 2}) // release all at count 2
+	want := map[int64]int16{2: 2, 3: 2, 4: 2, 5: 2}
+	if len(again) != len(want) {
+		t.Fatalf("after SIGKILL: %v, want %v", again, want)
+	}
+	for o, n := range want {
+		if again[o] != n {
+			t.Fatalf("after SIGKILL: %v, want %v", again, want)
+		}
+	}
+	if rest := shareFetchRaw(t, ctx, p2.kafkaAddr, "c", nil); len(rest) != 0 {
+		t.Fatalf("records released at the delivery count limit delivered again: %v", rest)
+	}
+}
+
+// shareFetchRaw joins share group k9 as member, fetches q/0 in a new share
+// session and returns offset -> delivery count. With acks, it then
+// acknowledges offset i with acks[i] (0: leave it) in the same session.
+func shareFetchRaw(t *testing.T, ctx context.Context, addr, member string, acks []int8) map[int64]int16 {
+	t.Helper()
+	cl := groupTestClient(t, addr)
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "k9", member, []string{"q"}
+	hresp, err := hb.RequestWith(ctx, cl)
+	if err != nil || hresp.ErrorCode != 0 || hresp.Assignment == nil || len(hresp.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("join: %v %+v", err, hresp)
+	}
+	id := hresp.Assignment.TopicPartitions[0].TopicID
+	g := "k9"
+	f := kmsg.NewPtrShareFetchRequest()
+	f.GroupID, f.MemberID, f.MaxWaitMillis, f.MaxBytes, f.MaxRecords = &g, &member, 500, 1<<20, 100
+	f.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+	fresp, err := f.RequestWith(ctx, cl)
+	if err != nil || fresp.ErrorCode != 0 {
+		t.Fatalf("share fetch: %v %+v", err, fresp)
+	}
+	got := map[int64]int16{}
+	for _, rt := range fresp.Topics {
+		for _, rp := range rt.Partitions {
+			for _, a := range rp.AcquiredRecords {
+				for o := a.FirstOffset; o <= a.LastOffset; o++ {
+					got[o] = a.DeliveryCount
+				}
+			}
+		}
+	}
+	if acks == nil {
+		return got
+	}
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = &g, &member, 1
+	part := kmsg.ShareAcknowledgeRequestTopicPartition{Partition: 0}
+	for o, typ := range acks {
+		if _, held := got[int64(o)]; typ != 0 && held {
+			part.AcknowledgementBatches = append(part.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: int64(o), LastOffset: int64(o), AcknowledgeTypes: []int8{typ}})
+		}
+	}
+	ack.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: id, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{part}}}
+	aresp, err := ack.RequestWith(ctx, cl)
+	if err != nil || aresp.ErrorCode != 0 || aresp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("acknowledge: %v %+v", err, aresp)
+	}
+	return got
 }
