@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -383,5 +384,57 @@ func TestShareGroupConfigs(t *testing.T) {
 	}
 	if c := describe()["share.record.lock.duration.ms"]; *c.Value != "15000" {
 		t.Fatalf("a refused alter changed the config: %+v", c)
+	}
+}
+
+// kadm's share group offsets admin: alter the start offset of an empty
+// group (delivery resumes there), refused while the group has a member,
+// delete the state once it is empty again.
+func TestShareOffsetsAdminKadm(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, b.Addr())
+	adm := kadm.NewClient(admin)
+	createTopic(t, ctx, admin, "t", 1)
+	produceKeys(t, ctx, b.Addr(), "t", 10)
+	id := topicID(t, ctx, admin, "t")
+
+	alter := func(at int64) error {
+		o := kadm.Offsets{}
+		o.Add(kadm.Offset{Topic: "t", Partition: 0, At: at})
+		resp, err := adm.AlterShareGroupOffsets(ctx, "g", o)
+		if err != nil {
+			return err
+		}
+		return resp.Error()
+	}
+	if err := alter(4); err != nil {
+		t.Fatalf("alter an empty group: %v", err)
+	}
+	if err := alter(11); err != kerr.InvalidRequest {
+		t.Fatalf("alter past the log end: %v, want INVALID_REQUEST", err)
+	}
+	m := newRawMember(t, b.Addr(), "g", "a")
+	m.join(ctx, "t")
+	got := acquiredOffsets(m.fetch(ctx, id, 500))
+	if len(got) != 6 || got[4] != 1 || got[3] != 0 {
+		t.Fatalf("after altering the start to 4, acquired %v, want 4-9", got)
+	}
+	if err := alter(0); err != kerr.NonEmptyGroup {
+		t.Fatalf("alter with a member: %v, want NON_EMPTY_GROUP", err)
+	}
+	r := kmsg.NewPtrShareGroupHeartbeatRequest()
+	r.GroupID, r.MemberID, r.MemberEpoch = "g", "a", -1
+	m.req(ctx, r)
+	dresp, err := adm.DeleteShareGroupOffsets(ctx, "g", "t")
+	if err != nil || dresp["t"] != nil {
+		t.Fatalf("delete share offsets: %v %v", err, dresp)
+	}
+	offs, err := adm.DescribeShareGroupOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs["g"].Offsets.Lookup("t", 0); ok && o.StartOffset != -1 {
+		t.Fatalf("after delete: %+v", o)
 	}
 }
