@@ -35,8 +35,10 @@ func regShareAPI(key kmsg.Key, h handlerFunc) {
 	panic(fmt.Sprintf("broker: the share coordinator does not serve %s", key.Name()))
 }
 
+// handleShare passes a request to the share coordinator. ctx is the
+// connection's context (done when it closes): share sessions end with it.
 func handleShare(b *Broker, ctx context.Context, s *slot, req kmsg.Request) (kmsg.Response, error) {
-	return b.shares.Handle(share.WithClient(ctx, s.clientID, s.host), req)
+	return b.shares.Handle(share.WithConnection(share.WithClient(ctx, s.clientID, s.host), ctx), req)
 }
 
 // startShares opens (creating on first start) __share_group_state and

@@ -440,6 +440,15 @@ func WithClient(ctx context.Context, clientID, host string) context.Context {
 	return context.WithValue(ctx, clientKey{}, requestClient{clientID, host})
 }
 
+type connKey struct{}
+
+// WithConnection returns a context telling the coordinator that conn is
+// the context of the request's connection, done when the connection
+// closes: a share session ends with the connection that opened it.
+func WithConnection(ctx, conn context.Context) context.Context {
+	return context.WithValue(ctx, connKey{}, conn)
+}
+
 func clientOf(ctx context.Context) requestClient {
 	rc, _ := ctx.Value(clientKey{}).(requestClient)
 	return rc

@@ -438,3 +438,35 @@ func TestShareOffsetsAdminKadm(t *testing.T) {
 		t.Fatalf("after delete: %+v", o)
 	}
 }
+
+// A share session ends with the connection that opened it: the records
+// its member held are released at once (not after the 30s lock), and a
+// session lives across the requests of its connection.
+func TestShareSessionEndsWithConnection(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 20*time.Second)
+	admin := newClient(t, b.Addr())
+	createTopic(t, ctx, admin, "t", 1)
+	setGroupConfigs(t, ctx, admin, "g", "share.auto.offset.reset", "earliest")
+	produceKeys(t, ctx, b.Addr(), "t", 5)
+	id := topicID(t, ctx, admin, "t")
+	a := newRawMember(t, b.Addr(), "g", "a")
+	a.join(ctx, "t")
+	if got := acquiredOffsets(a.fetch(ctx, id, 500)); len(got) != 5 {
+		t.Fatalf("a acquired %v", got)
+	}
+	if got := acquiredOffsets(a.fetch(ctx, id, 0)); len(got) != 0 { // same session, nothing new
+		t.Fatalf("a acquired again %v", got)
+	}
+	c := newRawMember(t, b.Addr(), "g", "c")
+	c.join(ctx, "t")
+	a.cl.Close() // a's connections close; a stays a member until its session timeout
+	start := time.Now()
+	got := acquiredOffsets(c.fetch(ctx, id, 5000))
+	if len(got) != 5 || got[0] != 2 {
+		t.Fatalf("after a's connection closed, c acquired %v, want 0-4 with delivery count 2", got)
+	}
+	if waited := time.Since(start); waited > 15*time.Second {
+		t.Fatalf("records came back only after %v (the lock timeout), not when the connection closed", waited)
+	}
+}

@@ -15,7 +15,8 @@ import (
 // ShareFetch: v1-2 (v0 was Kafka 4.0's early access, removed in 4.1)
 //
 // Behavior:
-// * Share sessions (KIP-932): one per (group, member). Epoch 0 opens a
+// * Share sessions (KIP-932): one per (group, member), ending with the
+//   connection that opened it (its records are released at once). Epoch 0 opens a
 //   session, closing the member's previous one (its acquired records are
 //   released); acknowledgements in an epoch-0 request are INVALID_REQUEST.
 //   -1 applies the acknowledgements, then closes the session and releases
@@ -72,7 +73,8 @@ type tidp struct {
 type session struct {
 	next  int32 // epoch of the next request
 	parts []tidp
-	rot   int // where the next fetch starts in parts (fairness)
+	rot   int         // where the next fetch starts in parts (fairness)
+	stop  func() bool // stops the watch of the opening connection; nil if none
 }
 
 func (s *session) add(tp tidp) {
@@ -96,6 +98,9 @@ func (s *session) forget(tp tidp) {
 // closeSession drops the member's session and releases every record it
 // holds in the group. Lock must be held.
 func (c *Coordinator) closeSession(k sessKey) {
+	if s := c.sessions[k]; s != nil && s.stop != nil {
+		s.stop()
+	}
 	delete(c.sessions, k)
 	limit := c.settings(k.group).limit
 	dirty := map[*sharePartition]bool{}
@@ -117,7 +122,7 @@ func (c *Coordinator) closeSession(k sessKey) {
 // sessionFor applies the session rules to a request's epoch and returns
 // the session (nil for a closing request whose session is gone), or a
 // top-level error. Lock must be held.
-func (c *Coordinator) sessionFor(k sessKey, epoch int32, fetch bool) (*session, *kerr.Error) {
+func (c *Coordinator) sessionFor(ctx context.Context, k sessKey, epoch int32, fetch bool) (*session, *kerr.Error) {
 	s := c.sessions[k]
 	switch epoch {
 	case 0:
@@ -132,6 +137,12 @@ func (c *Coordinator) sessionFor(k sessKey, epoch int32, fetch bool) (*session, 
 		}
 		s = &session{next: 1}
 		c.sessions[k] = s
+		if conn, ok := ctx.Value(connKey{}).(context.Context); ok {
+			// The session ends with the connection that opened it (as
+			// in Kafka): its records are released at once rather than
+			// when their locks expire.
+			s.stop = context.AfterFunc(conn, func() { c.connectionClosed(k, s) })
+		}
 		return s, nil
 	case -1:
 		if s == nil {
@@ -151,6 +162,17 @@ func (c *Coordinator) sessionFor(k sessKey, epoch int32, fetch bool) (*session, 
 		s.next++
 	}
 	return s, nil
+}
+
+// connectionClosed closes session s of k if it is still k's session.
+func (c *Coordinator) connectionClosed(k sessKey, s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.sessions[k] != s {
+		return
+	}
+	c.met.connClosed.Inc()
+	c.closeSession(k)
 }
 
 // partResult is one partition's answer.
@@ -248,7 +270,7 @@ func (c *Coordinator) handleShareFetch(ctx context.Context, req *kmsg.ShareFetch
 	c.mu.Lock()
 	set := c.settings(group)
 	resp.AcquisitionLockTimeoutMillis = int32(set.lockDuration.Milliseconds())
-	sess, kerrv := c.sessionFor(sessKey{group, member}, req.ShareSessionEpoch, true)
+	sess, kerrv := c.sessionFor(ctx, sessKey{group, member}, req.ShareSessionEpoch, true)
 	if kerrv != nil {
 		c.mu.Unlock()
 		return top(kerrv, "")
@@ -463,7 +485,7 @@ func (c *Coordinator) handleShareAcknowledge(ctx context.Context, req *kmsg.Shar
 	if req.Version >= 2 {
 		resp.AcquisitionLockTimeoutMillis = int32(set.lockDuration.Milliseconds())
 	}
-	if _, kerrv := c.sessionFor(sessKey{group, member}, req.ShareSessionEpoch, false); kerrv != nil {
+	if _, kerrv := c.sessionFor(ctx, sessKey{group, member}, req.ShareSessionEpoch, false); kerrv != nil {
 		c.mu.Unlock()
 		return top(kerrv, "")
 	}

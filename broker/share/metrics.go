@@ -17,6 +17,8 @@ import (
 //	weir_share_state_writes_total              counter durable writes to __share_group_state
 //	weir_share_joins_total                     counter members that joined a share group
 //	weir_share_assignments_total               counter assignments computed
+//	weir_share_sessions_closed_by_disconnect_total
+//	                                           counter share sessions ended by their connection closing
 //	weir_share_group_members{group}            gauge   members per share group
 //	weir_share_partition_records{group,topic,partition,state}
 //	                                           gauge   in-flight records by state (available,
@@ -39,6 +41,7 @@ type metrics struct {
 	stateWrites prometheus.Counter
 	joins       prometheus.Counter
 	assignments prometheus.Counter
+	connClosed  prometheus.Counter
 	members     *prometheus.Desc
 	records     *prometheus.Desc
 	lag         *prometheus.Desc
@@ -62,6 +65,7 @@ func newMetrics(c *Coordinator, reg prometheus.Registerer) (*metrics, error) {
 		stateWrites: counter("weir_share_state_writes_total", "Durable writes to __share_group_state."),
 		joins:       counter("weir_share_joins_total", "Members that joined a share group."),
 		assignments: counter("weir_share_assignments_total", "Share group assignments computed."),
+		connClosed:  counter("weir_share_sessions_closed_by_disconnect_total", "Share sessions closed because the connection that opened them closed."),
 		members:     prometheus.NewDesc("weir_share_group_members", "Members per share group.", []string{"group"}, nil),
 		records: prometheus.NewDesc("weir_share_partition_records", "In-flight records of a share-partition by delivery state.",
 			[]string{"group", "topic", "partition", "state"}, nil),
@@ -81,7 +85,7 @@ func newMetrics(c *Coordinator, reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.acquired, m.redelivered, m.acks, m.released, m.lockExpired, m.ackErrors,
-		m.stateWrites, m.joins, m.assignments, (*gaugeCollector)(m)}
+		m.stateWrites, m.joins, m.assignments, m.connClosed, (*gaugeCollector)(m)}
 }
 
 func (m *metrics) unregister() {
