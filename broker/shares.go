@@ -60,9 +60,6 @@ func (b *Broker) startShares() error {
 	coord, err := share.NewCoordinator(share.Options{
 		State:      t.parts[0],
 		Topics:     shareTopics{b},
-		NodeID:     b.cfg.NodeID,
-		Host:       b.host,
-		Port:       b.port,
 		Now:        b.cfg.Now,
 		Logger:     b.cfg.Logger.With("component", "share"),
 		Registerer: b.cfg.Registerer,

@@ -99,10 +99,6 @@ type Options struct {
 	State  StateLog // required
 	Topics Topics   // required
 
-	NodeID int32
-	Host   string
-	Port   int32
-
 	HeartbeatInterval  time.Duration // group.share.heartbeat.interval.ms
 	SessionTimeout     time.Duration // group.share.session.timeout.ms
 	RecordLockDuration time.Duration // group.share.record.lock.duration.ms
