@@ -19,20 +19,26 @@ type acquireLimits struct {
 	strict     bool  // record-limit mode (KIP-1206): never more than maxRecords
 	window     int   // max records in flight (group.share.partition.max.record.locks)
 	limit      int16 // delivery count limit: an available record delivered this often is archived
+	committed  bool  // read_committed: up to the last stable offset, aborted records archived
 }
 
 // acquire locks available records of p for member until deadline: first
 // the released ones in the in-flight window, then records past its end, up
 // to the log's high watermark. It returns the whole batches holding them
 // (copied: valid after the read is released) and the acquired ranges.
-// Control batches and offsets missing from the log (compacted away) in its
-// way are archived: they are never delivered. changed reports a state
+// Control batches, offsets missing from the log (compacted away) and, under
+// read_committed, aborted transactions' records in its way are archived:
+// they are never delivered. Under read_committed nothing at or past the
+// last stable offset is acquired. changed reports a state
 // change to persist. Lock must be held.
 func (p *sharePartition) acquire(l PartitionLog, member string, deadline time.Time, lim acquireLimits) (data []byte, ranges []acquiredRange, changed bool, err error) {
 	if p.moveStart(l.LogStartOffset()) {
 		changed = true
 	}
 	hw := l.HighWatermark()
+	if lim.committed {
+		hw = min(hw, l.LastStableOffset())
+	}
 	from := p.end()
 	for i := range p.recs {
 		if p.recs[i].state == stAvailable {
@@ -52,6 +58,26 @@ func (p *sharePartition) acquire(l PartitionLog, member string, deadline time.Ti
 		return nil, nil, changed, err
 	}
 	defer rr.Release()
+	var aborted []wlog.AbortedTxn
+	if lim.committed {
+		aborted = l.AbortedTransactions(from, hw)
+	}
+	// skip: never delivered (a transaction marker, or an aborted
+	// transaction's records under read_committed).
+	skip := func(h wlog.BatchHeader) bool {
+		if h.Control() {
+			return true
+		}
+		if !h.Transactional() {
+			return false
+		}
+		for _, a := range aborted {
+			if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && h.BaseOffset <= a.LastOffset {
+				return true
+			}
+		}
+		return false
+	}
 
 	took := 0
 	cursor := from
@@ -104,7 +130,7 @@ walk:
 		tookHere := false
 		for o := max(cursor, first); o <= last; o++ {
 			cursor = o + 1
-			if h.Control() {
+			if skip(h) {
 				if !archive(o) {
 					break walk
 				}

@@ -51,7 +51,7 @@ func GroupConfigDocs() []GroupConfigDoc {
 		{ConfRecordLockDuration, "How long a member holds the records it acquired before they are released for redelivery (ms).", true},
 		{ConfSessionTimeout, "How long a member may go without a heartbeat before it is removed and its records released (ms).", true},
 		{ConfHeartbeatInterval, "How often members heartbeat (ms).", true},
-		{ConfIsolationLevel, "read_uncommitted only in weir: share groups deliver records of open and aborted transactions (read_committed is refused).", false},
+		{ConfIsolationLevel, "read_uncommitted (the default): records of open and aborted transactions are delivered; read_committed: only committed records, up to the last stable offset (aborted ones are archived).", false},
 		{ConfDeliveryCountLimit, "How many times a record is delivered before it is archived instead of redelivered.", true},
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -83,8 +83,8 @@ func ValidateGroupConfig(name, value string) error {
 	case ConfDeliveryCountLimit:
 		return intIn(minDeliveryCountLimit, maxDeliveryCountLimit)
 	case ConfIsolationLevel:
-		if value != "read_uncommitted" {
-			return fmt.Errorf("%s: only read_uncommitted is supported by weir, got %q", name, value)
+		if value != "read_uncommitted" && value != "read_committed" {
+			return fmt.Errorf("%s must be read_uncommitted or read_committed, got %q", name, value)
 		}
 		return nil
 	}
@@ -99,6 +99,7 @@ type groupSettings struct {
 	sessionTimeout time.Duration
 	heartbeat      time.Duration
 	limit          int16
+	committed      bool // share.isolation.level=read_committed
 }
 
 func (c *Coordinator) settings(group string) groupSettings {
@@ -117,6 +118,7 @@ func (c *Coordinator) settings(group string) groupSettings {
 		}
 	}
 	s.earliest = conf[ConfAutoOffsetReset] == "earliest"
+	s.committed = conf[ConfIsolationLevel] == "read_committed"
 	ms(ConfRecordLockDuration, &s.lockDuration)
 	ms(ConfSessionTimeout, &s.sessionTimeout)
 	ms(ConfHeartbeatInterval, &s.heartbeat)

@@ -71,6 +71,10 @@ type PartitionLog interface {
 	// Changed is closed when the partition's high watermark or log start
 	// moves.
 	Changed() <-chan struct{}
+	// LastStableOffset and AbortedTransactions serve
+	// share.isolation.level=read_committed.
+	LastStableOffset() int64
+	AbortedTransactions(from, to int64) []wlog.AbortedTxn
 }
 
 // Topics is the broker's topic registry as the coordinator sees it.

@@ -2,6 +2,8 @@ package share_test
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -369,7 +371,7 @@ func TestShareGroupConfigs(t *testing.T) {
 		t.Fatalf("override: %+v", c)
 	}
 	for _, bad := range [][2]string{{"share.delivery.count.limit", "1"}, {"share.auto.offset.reset", "sometime"},
-		{"share.isolation.level", "read_committed"}, {"consumer.session.timeout.ms", "45000"}, {"share.record.lock.duration.ms", "x"}} {
+		{"share.isolation.level", "serializable"}, {"consumer.session.timeout.ms", "45000"}, {"share.record.lock.duration.ms", "x"}} {
 		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 		res := kmsg.NewIncrementalAlterConfigsRequestResource()
 		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
@@ -469,4 +471,108 @@ func TestShareSessionEndsWithConnection(t *testing.T) {
 	if waited := time.Since(start); waited > 15*time.Second {
 		t.Fatalf("records came back only after %v (the lock timeout), not when the connection closed", waited)
 	}
+}
+
+// share.isolation.level=read_committed delivers only committed records:
+// an aborted transaction's records are never delivered, and records of an
+// open transaction wait for its end; read_uncommitted delivers them all.
+func TestShareReadCommitted(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, b.Addr())
+	createTopic(t, ctx, admin, "tx", 1)
+	setGroupConfigs(t, ctx, admin, "rc", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
+	setGroupConfigs(t, ctx, admin, "ru", "share.auto.offset.reset", "earliest")
+	id := topicID(t, ctx, admin, "tx")
+
+	txp := newClient(t, b.Addr(), kgo.TransactionalID("share-tx"), kgo.DefaultProduceTopic("tx"))
+	txn := func(commit bool, vals ...string) {
+		t.Helper()
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := txp.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txp.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(true, "c1", "c2")  // offsets 0-1, marker 2
+	txn(false, "a1", "a2") // offsets 3-4, marker 5
+	txn(true, "c3")        // offset 6, marker 7
+	values := func(p kmsg.ShareFetchResponseTopicPartition) []string {
+		var out []string
+		acq := acquiredOffsets(p)
+		recs, _ := kgoRecords(p.Records)
+		for _, r := range recs {
+			if _, ok := acq[r.offset]; ok {
+				out = append(out, r.value)
+			}
+		}
+		return out
+	}
+	rc := newRawMember(t, b.Addr(), "rc", "a")
+	rc.join(ctx, "tx")
+	if got := values(rc.fetch(ctx, id, 500)); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("read_committed delivered %v, want c1 c2 c3", got)
+	}
+	ru := newRawMember(t, b.Addr(), "ru", "a")
+	ru.join(ctx, "tx")
+	if got := values(ru.fetch(ctx, id, 500)); !slices.Equal(got, []string{"c1", "c2", "a1", "a2", "c3"}) {
+		t.Fatalf("read_uncommitted delivered %v", got)
+	}
+	// An open transaction holds read_committed back until it commits.
+	if err := txp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txp.ProduceSync(ctx, kgo.StringRecord("o1")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(rc.fetch(ctx, id, 200)); len(got) != 0 {
+		t.Fatalf("read_committed delivered %v of an open transaction", got)
+	}
+	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(rc.fetch(ctx, id, 2000)); !slices.Equal(got, []string{"o1"}) {
+		t.Fatalf("after the commit read_committed delivered %v, want o1", got)
+	}
+}
+
+type rawRec struct {
+	offset int64
+	value  string
+}
+
+// kgoRecords decodes the (uncompressed) records of batches.
+func kgoRecords(batches []byte) ([]rawRec, error) {
+	var out []rawRec
+	for len(batches) > 0 {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(batches); err != nil {
+			return out, err
+		}
+		n := int(rb.Length) + 12
+		batches = batches[n:]
+		if rb.Attributes&0x20 != 0 { // control
+			continue
+		}
+		recs := rb.Records
+		for i := int32(0); i < rb.NumRecords; i++ {
+			var r kmsg.Record
+			l, w := binary.Varint(recs)
+			if w <= 0 || len(recs) < w+int(l) {
+				return out, fmt.Errorf("record framing")
+			}
+			if err := r.ReadFrom(recs[:w+int(l)]); err != nil {
+				return out, err
+			}
+			recs = recs[w+int(l):]
+			out = append(out, rawRec{rb.FirstOffset + int64(r.OffsetDelta), string(r.Value)})
+		}
+	}
+	return out, nil
 }

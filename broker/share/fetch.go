@@ -40,6 +40,10 @@ import (
 //   partition. Records are locked for share.record.lock.duration.ms
 //   (AcquisitionLockTimeoutMillis). Whole batches are returned, with the
 //   acquired offset ranges and their delivery counts.
+// * share.isolation.level=read_committed: nothing at or past the last
+//   stable offset is acquired, and aborted transactions' records are
+//   archived, never delivered (read_uncommitted, the default, delivers
+//   them; transaction markers are never delivered).
 // * With nothing to acquire the request waits up to MaxWaitMillis for new
 //   records or released ones.
 // * State changes (acquisitions' delivery counts, acknowledgements) are
@@ -374,7 +378,7 @@ func (c *Coordinator) fetchLoop(ctx context.Context, req *kmsg.ShareFetchRequest
 			}
 			data, ranges, changed, err := p.acquire(l, member, now.Add(set.lockDuration), acquireLimits{
 				maxRecords: maxRecords - took, maxBytes: budget, strict: strict,
-				window: c.opts.MaxRecordLocks, limit: set.limit,
+				window: c.opts.MaxRecordLocks, limit: set.limit, committed: set.committed,
 			})
 			if changed {
 				dirty[p] = true

@@ -105,6 +105,10 @@ func (l *fakeLog) LogStartOffset() int64 { l.mu.Lock(); defer l.mu.Unlock(); ret
 
 func (l *fakeLog) Changed() <-chan struct{} { l.mu.Lock(); defer l.mu.Unlock(); return l.changed }
 
+func (l *fakeLog) LastStableOffset() int64 { return l.HighWatermark() } // no open transactions
+
+func (l *fakeLog) AbortedTransactions(from, to int64) []wlog.AbortedTxn { return nil }
+
 func (l *fakeLog) Read(offset int64, maxBytes int, upTo int64) (wlog.ReadResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
