@@ -354,7 +354,7 @@ func (c *Coordinator) tickLoop() {
 }
 
 // Tick expires acquisition locks and members whose deadlines passed by
-// the coordinator's clock. The coordinator calls it every TickInterval;
+// the coordinator's clock, and drops the share state of deleted topics. The coordinator calls it every TickInterval;
 // tests with a fake clock call it after moving the clock.
 func (c *Coordinator) Tick() {
 	c.mu.Lock()
@@ -373,6 +373,15 @@ func (c *Coordinator) Tick() {
 	}
 	dirty := map[*sharePartition]bool{}
 	released := 0
+	var gone []recbatch.Record
+	for k := range c.parts {
+		if _, ok := c.opts.Topics.TopicName(k.topicID); !ok {
+			// The topic was deleted: its share state goes with it.
+			delete(c.parts, k)
+			gone = append(gone, recbatch.Record{Key: partitionKey(k)})
+		}
+	}
+	c.persist(gone)
 	for _, p := range c.parts {
 		if n := p.expire(now, c.settings(p.key.group).limit); n > 0 {
 			released += n

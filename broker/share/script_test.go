@@ -32,6 +32,7 @@ import (
 //	leave A                      epoch -1
 //	produce t/P n=N [control]    append N records (or a transaction marker)
 //	trim t/P OFFSET              move the log start (retention)
+//	delete-topic t               the topic is deleted
 //	fetch A t/P[,t/Q] [max=N] [strict] [epoch=N]
 //	                             ShareFetch (opens A's session the first time)
 //	ack A t/P RANGE:TYPE... [epoch=N] [fetch]
@@ -326,6 +327,9 @@ func (s *script) run(t *testing.T, f []string) string {
 			recs[i] = recbatch.Record{Key: []byte("k"), Value: []byte("v")}
 		}
 		l.append(recbatch.Encode(recs, s.now.UnixMilli(), -1, -1, 0), int64(n))
+		return ""
+	case "delete-topic":
+		delete(s.topics, f[1])
 		return ""
 	case "trim":
 		topic, p := parseTP(t, f[1])
