@@ -77,20 +77,27 @@ type tidp struct {
 type session struct {
 	next  int32 // epoch of the next request
 	parts []tidp
+	in    map[tidp]bool // the members of parts
 	rot   int         // where the next fetch starts in parts (fairness)
 	stop  func() bool // stops the watch of the opening connection; nil if none
 }
 
 func (s *session) add(tp tidp) {
-	for _, p := range s.parts {
-		if p == tp {
-			return
-		}
+	if s.in[tp] {
+		return
 	}
+	if s.in == nil {
+		s.in = map[tidp]bool{}
+	}
+	s.in[tp] = true
 	s.parts = append(s.parts, tp)
 }
 
 func (s *session) forget(tp tidp) {
+	if !s.in[tp] {
+		return
+	}
+	delete(s.in, tp)
 	for i, p := range s.parts {
 		if p == tp {
 			s.parts = append(s.parts[:i], s.parts[i+1:]...)
