@@ -371,6 +371,17 @@ func (c *Coordinator) Tick() {
 			}
 		}
 	}
+	// An empty group with neither share state nor configs is forgotten,
+	// so groups a client named once do not accumulate.
+	stateful := map[string]bool{}
+	for k := range c.parts {
+		stateful[k.group] = true
+	}
+	for id, g := range c.groups {
+		if _, conf := c.confs[id]; len(g.members) == 0 && !stateful[id] && !conf {
+			delete(c.groups, id)
+		}
+	}
 	dirty := map[*sharePartition]bool{}
 	released := 0
 	var gone []recbatch.Record
