@@ -78,8 +78,8 @@ type session struct {
 	next  int32 // epoch of the next request
 	parts []tidp
 	in    map[tidp]bool // the members of parts
-	rot   int         // where the next fetch starts in parts (fairness)
-	stop  func() bool // stops the watch of the opening connection; nil if none
+	rot   int           // where the next fetch starts in parts (fairness)
+	stop  func() bool   // stops the watch of the opening connection; nil if none
 }
 
 func (s *session) add(tp tidp) {
