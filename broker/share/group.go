@@ -293,7 +293,10 @@ func (c *Coordinator) handleDescribe(ctx context.Context, req *kmsg.ShareGroupDe
 	for _, id := range req.GroupIDs {
 		rg := kmsg.NewShareGroupDescribeResponseGroup()
 		rg.GroupID = id
-		rg.AuthorizedOperations = -2147483648
+		rg.AuthorizedOperations = -2147483648 // not requested
+		if req.IncludeAuthorizedOperations {
+			rg.AuthorizedOperations = 1<<3 | 1<<6 | 1<<8 // READ, DELETE, DESCRIBE (KIP-430; weir has no group ACLs here)
+		}
 		g := c.groups[id]
 		switch {
 		case id == "":
