@@ -279,10 +279,12 @@ func (t *task) flushTables() error {
 }
 
 // flushTablesEachRound reports whether the task flushes its tables at the
-// end of every round: when no App commits it (the Driver), or when its
-// collapsed updates exceed their bound, collapseBound.
+// end of every round: when no App commits it (the Driver), in a bounded run
+// (RunBounded: its phases follow what each round wrote, and a window or
+// timer closed at the end of the input must have seen every update), or
+// when its collapsed updates exceed their bound, collapseBound.
 func (t *task) flushTablesEachRound() bool {
-	return !t.tablesAtCommit || t.tablesPending() > collapseBound(t.app.cfg.storeCache)
+	return !t.tablesAtCommit || t.app.bounded != nil || t.tablesPending() > collapseBound(t.app.cfg.storeCache)
 }
 
 // collapseBound is the memory a task's collapsed table updates may hold
