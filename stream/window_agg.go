@@ -334,8 +334,14 @@ func (o *windowOp[K, V, A]) encodeWindow(s windowState[A]) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: encode aggregate: %w", o.name, err)
 	}
-	v := make([]byte, 0, binary.MaxVarintLen64+16+len(ab))
-	v = binary.AppendUvarint(v, s.pending)
+	// Sized exactly: the cache retains it, and charges its capacity.
+	var hdr [binary.MaxVarintLen64]byte
+	h := binary.PutUvarint(hdr[:], s.pending)
+	n := h + len(ab)
+	if o.d.kind == "sliding" {
+		n += 16
+	}
+	v := append(make([]byte, 0, n), hdr[:h]...)
 	if o.d.kind == "sliding" {
 		v = binary.BigEndian.AppendUint64(v, uint64(s.first))
 		v = binary.BigEndian.AppendUint64(v, uint64(s.last))
@@ -646,7 +652,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 	ts := o.windowTime(w)
 	var recs []*kgo.Record
 	del := func(k []byte) error {
-		if err := t.txn.Delete(o.name, k); err != nil {
+		// Closed: not read again (a late record finds it deleted in
+		// the database as well).
+		if err := t.txn.DeleteCold(o.name, k); err != nil {
 			return fmt.Errorf("store %s: %w", o.name, err)
 		}
 		recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: k,

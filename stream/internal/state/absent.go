@@ -6,17 +6,33 @@ package state
 // makes for a key the cache cannot answer; otherwise it is Put. If the key
 // does have a committed value after all, the write still replaces it; only
 // the store's TTL index may keep a stale entry for it, so use it only in
-// stores without a TTL.
+// stores without a TTL. The key is written cold (see DeleteCold): the
+// caller does not read it back soon.
 func (t *Txn) PutAbsent(store string, key, value []byte, ts int64) (int64, error) {
 	c := &t.d.cache
-	if c.complete || !c.enabled() {
-		return t.Put(store, key, value, ts)
+	if !c.complete && c.enabled() {
+		t.kbuf = dataKey(t.kbuf[:0], store, key)
+		if _, ok := c.entries[string(t.kbuf)]; !ok {
+			c.insertClean(string(t.kbuf), nil, 0, false)
+		}
 	}
-	t.kbuf = dataKey(t.kbuf[:0], store, key)
-	if _, ok := c.entries[string(t.kbuf)]; !ok {
-		c.insertClean(string(t.kbuf), nil, 0, false)
+	ts, err := t.Put(store, key, value, ts)
+	if err == nil {
+		t.last.cold = true
 	}
-	return t.Put(store, key, value, ts)
+	return ts, err
+}
+
+// DeleteCold is Delete for a key the caller will not read again soon (a
+// closed window): once committed, the cache drops its entry before any
+// other when it must evict. It changes no answer of the cache or the
+// database, only which keys stay cached.
+func (t *Txn) DeleteCold(store string, key []byte) error {
+	if err := t.Delete(store, key); err != nil {
+		return err
+	}
+	t.last.cold = true
+	return nil
 }
 
 // Known returns key's state in store as the open round or the cache knows
@@ -42,7 +58,7 @@ func (t *Txn) Known(store string, key []byte) (found, known bool) {
 // fixed time): it skips the database read Delete makes for a key the cache
 // cannot answer. The key's committed value is not read: until the round
 // ends, a Rollback of the record that deleted it makes Get return an empty
-// value for it.
+// value for it. The deletion is cold (see DeleteCold).
 func (t *Txn) DeleteKnown(store string, key []byte, ts int64) error {
 	c := &t.d.cache
 	pre := false
@@ -53,7 +69,7 @@ func (t *Txn) DeleteKnown(store string, key []byte, ts int64) error {
 			pre = true
 		}
 	}
-	if err := t.Delete(store, key); err != nil {
+	if err := t.DeleteCold(store, key); err != nil {
 		return err
 	}
 	if pre {

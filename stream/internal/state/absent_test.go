@@ -147,3 +147,108 @@ func TestKnownAndDeleteKnown(t *testing.T) {
 		t.Fatalf("committed DeleteKnown: still found (%v)", err)
 	}
 }
+
+// When the cache must evict, it drops cold entries (PutAbsent, DeleteCold,
+// DeleteKnown) before any other: hot keys written alongside stay cached
+// (read without a Pebble lookup), and every key still reads back right.
+func TestColdEntriesEvictedFirst(t *testing.T) {
+	const hot, rounds, perRound = 20, 40, 30
+	d, err := Open(t.TempDir(), nil, CacheBytes(int64(2*hot*(cacheEntryOverhead+40))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	hotKey := func(i int) []byte { return fmt.Appendf(nil, "hot%03d", i) }
+	coldKey := func(i int) []byte { return fmt.Appendf(nil, "cold%05d", i) }
+	n := 0
+	for r := range rounds {
+		txn := d.Begin()
+		for i := range hot {
+			if _, err := txn.Put("s", hotKey(i), fmt.Appendf(nil, "%d", r), int64(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range perRound {
+			if _, err := txn.PutAbsent("s", coldKey(n), []byte("c"), int64(r)); err != nil {
+				t.Fatal(err)
+			}
+			if n%3 == 0 && n > 0 {
+				if err := txn.DeleteCold("s", coldKey(n-1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n++
+		}
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard()
+	}
+	if d.cache.evicted == 0 {
+		t.Fatal("nothing evicted: the test needs a cache that overflows")
+	}
+	txn := d.Begin()
+	defer txn.Discard()
+	before := d.cache.misses
+	for i := range hot {
+		v, _, ok, err := txn.Get("s", hotKey(i))
+		if err != nil || !ok || string(v) != fmt.Sprint(rounds-1) {
+			t.Fatalf("hot %d = %q %v %v", i, v, ok, err)
+		}
+	}
+	if d.cache.misses != before {
+		t.Fatalf("%d of %d hot keys were evicted while cold entries were cached", d.cache.misses-before, hot)
+	}
+	for i := range n {
+		v, _, ok, err := txn.Get("s", coldKey(i))
+		deleted := i%3 == 2 && i+1 < n
+		if err != nil || ok == deleted || (ok && string(v) != "c") {
+			t.Fatalf("cold %d (deleted %v) = %q %v %v", i, deleted, v, ok, err)
+		}
+	}
+	if d.cache.misses == before {
+		t.Fatal("no cold key was evicted")
+	}
+}
+
+// A cold entry written again normally is hot again: it stays cached when
+// cold ones are evicted.
+func TestColdEntryWrittenAgainIsHot(t *testing.T) {
+	d, err := Open(t.TempDir(), nil, CacheBytes(int64(20*(cacheEntryOverhead+40))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	txn := d.Begin()
+	if _, err := txn.PutAbsent("s", []byte("k"), []byte("1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Put("s", []byte("k"), []byte("2"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 { // overflow with cold entries
+		if _, err := txn.PutAbsent("s", fmt.Appendf(nil, "c%03d", i), []byte("c"), 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.cache.evicted == 0 {
+		t.Fatal("nothing evicted")
+	}
+	before := d.cache.misses
+	if v, _, ok, err := txn.Get("s", []byte("k")); err != nil || !ok || string(v) != "2" {
+		t.Fatalf("k = %q %v %v", v, ok, err)
+	}
+	if d.cache.misses != before {
+		t.Fatal("the rewritten key was evicted as cold")
+	}
+	txn.Discard()
+}

@@ -59,6 +59,9 @@ type stateCache struct {
 	// one allocation per cacheChunk keys, not one per key.
 	free []*cacheEntry
 	slab []cacheEntry
+	// cold lists entries committed cold (see cacheEntry.cold), possibly
+	// stale (removed, reused or warmed since): evict checks each.
+	cold []*cacheEntry
 	// minDirtyTS is a lower bound of the update time of every dirty entry
 	// holding a value (math.MaxInt64 when there is none).
 	minDirtyTS int64
@@ -77,8 +80,14 @@ type cacheEntry struct {
 	dirty   bool
 	dbTS    int64 // Pebble's state of the key, when dirty
 	dbFound bool
-	listed  bool      // in stateCache.dirty (until the next flush); never removed while listed
-	txn     *txnEntry // the open round's state of the key, if the round touched it
+	listed  bool // in stateCache.dirty (until the next flush); never removed while listed
+	// cold: the last round that touched the key said it will not be read
+	// again soon (a windowed store's index entry, a closed window's
+	// tombstone). Only a hint of which entries evict drops first: the
+	// entry's state and every answer of the cache are the same either way.
+	cold       bool
+	coldListed bool      // in stateCache.cold (once, however often it is there)
+	txn        *txnEntry // the open round's state of the key, if the round touched it
 }
 
 // cacheEntryOverhead estimates the memory of one entry beyond its key and
@@ -212,11 +221,55 @@ func (c *stateCache) markClean() {
 	c.flushes++
 }
 
-// evict drops entries until the cache is at most nine tenths full. Call
-// only with no dirty entry.
+// setCold records, at a commit, whether entry ce (of data key dk; it may
+// have been removed by the commit) was last written cold.
+func (c *stateCache) setCold(ce *cacheEntry, dk string, cold bool) {
+	if ce.dk != dk {
+		return // removed (dropAbsent)
+	}
+	ce.cold = cold
+	if !cold || ce.coldListed {
+		return
+	}
+	c.cold = append(c.cold, ce)
+	ce.coldListed = true
+	if len(c.cold) > 2*len(c.entries)+cacheChunk {
+		// Removed entries (a complete cache drops deleted keys) leave
+		// elements behind: keep the list within the map's size.
+		live := c.cold[:0]
+		for _, e := range c.cold {
+			if e.coldListed {
+				e.coldListed = false
+				if e.dk != "" && e.cold {
+					live = append(live, e)
+				}
+			}
+		}
+		for _, e := range live {
+			e.coldListed = true
+		}
+		clear(c.cold[len(live):])
+		c.cold = live
+	}
+}
+
+// evict drops entries until the cache is at most nine tenths full: first
+// every cold entry, then random ones. Call only with no dirty entry.
 func (c *stateCache) evict() {
 	c.complete = false
 	target := c.limit - c.limit/10
+	for _, e := range c.cold {
+		if !e.coldListed {
+			continue // listed twice (removed and reused)
+		}
+		e.coldListed = false
+		if e.dk != "" && e.cold && e.txn == nil && !e.dirty && !e.listed {
+			c.remove(e)
+			c.evicted++
+		}
+	}
+	clear(c.cold)
+	c.cold = c.cold[:0]
 	for _, e := range c.entries {
 		if c.bytes <= target {
 			break
@@ -246,6 +299,8 @@ func (c *stateCache) reset(complete bool) {
 	c.free, c.slab = nil, nil
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
+	clear(c.cold)
+	c.cold = c.cold[:0]
 	c.minDirtyTS = math.MaxInt64
 	c.complete = complete && c.enabled()
 }

@@ -79,6 +79,10 @@ type txnEntry struct {
 	// inserted: the round's lookup created the cache entry (a Discard
 	// removes it again, leaving the cache as it was).
 	inserted bool
+	// cold: the round's last write of the key says it will not be read
+	// again soon (PutAbsent, DeleteKnown, DeleteCold); the commit passes
+	// it to the cache entry (cacheEntry.cold).
+	cold bool
 }
 
 func (e *txnEntry) key() string { return e.dk[2+len(e.store):] }
@@ -203,7 +207,7 @@ func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
 		ts = e.ts
 	}
 	t.save(e)
-	e.value, e.ts, e.deleted, e.written = value, ts, false, true
+	e.value, e.ts, e.deleted, e.written, e.cold = value, ts, false, true, false
 	return ts, nil
 }
 
@@ -214,7 +218,7 @@ func (t *Txn) Delete(store string, key []byte) error {
 		return err
 	}
 	t.save(e)
-	e.value, e.ts, e.deleted, e.written = nil, 0, true, true
+	e.value, e.ts, e.deleted, e.written, e.cold = nil, 0, true, true, false
 	return nil
 }
 
@@ -284,6 +288,7 @@ func (t *Txn) Commit() error {
 		} else {
 			c.dropAbsent(ce)
 		}
+		c.setCold(ce, e.dk, e.cold)
 	})
 	t.reset()
 	return t.d.fitCache()
@@ -328,8 +333,10 @@ func (t *Txn) CommitThrough() error {
 			c.remove(ce)
 		case e.written:
 			c.commitClean(ce, e.value, e.ts, !e.deleted)
+			c.setCold(ce, e.dk, e.cold)
 		default:
 			c.dropAbsent(ce)
+			c.setCold(ce, e.dk, e.cold)
 		}
 	})
 	t.reset()
