@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strconv"
@@ -198,6 +199,11 @@ type windowOp[K, V, A any] struct {
 
 	lateCount, partialCount prometheus.Counter
 
+	// fresh: which new time windows need no read (nil: every one is read);
+	// kh is the hash of the key of the record being processed.
+	fresh *freshEnds
+	kh    uint64
+
 	wins     []window.Window
 	absorbed []int
 	scanKeys [][]byte
@@ -242,6 +248,11 @@ func (o *windowOp[K, V, A]) load() error {
 		}
 		o.wm = max(o.wm, int64(binary.BigEndian.Uint64(v)))
 	}
+	if o.d.kind == "time" {
+		if err := o.loadFresh(); err != nil {
+			return err
+		}
+	}
 	o.loaded = true
 	return nil
 }
@@ -271,6 +282,9 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 	o.wins = o.d.tw.AssignTo(o.wins[:0], ts)
 	if len(o.wins) == 0 {
 		return nil // outside the representable times
+	}
+	if o.fresh != nil {
+		o.kh = maphash.Bytes(o.fresh.seed, kb)
 	}
 	took, skipped := 0, 0
 	for _, w := range o.wins {
@@ -415,6 +429,10 @@ func (o *windowOp[K, V, A]) addWindow(kb []byte, w window.Window, ts int64, reta
 // its store timestamp and its results' timestamp.
 func (o *windowOp[K, V, A]) update(r Record[K, V], kb []byte, w window.Window, ts int64, retained bool) error {
 	wk := timekey.WindowKey(nil, kb, w.Start, w.End)
+	isTime := o.d.kind == "time"
+	if isTime && o.fresh.absent(w.End, o.kh) {
+		o.t.txn.KnowAbsent(o.name, wk)
+	}
 	old, found, err := o.get(wk)
 	if err != nil {
 		return err
@@ -436,6 +454,9 @@ func (o *windowOp[K, V, A]) update(r Record[K, V], kb []byte, w window.Window, t
 		// index entry closes.
 		if err := o.addWindow(kb, w, ts, retained); err != nil {
 			return err
+		}
+		if isTime {
+			o.fresh.created(w.End, o.kh)
 		}
 	}
 	return o.store(r, kb, wk, w, ts, s, retained)
@@ -529,6 +550,7 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	o.fresh.closed(o.scanned[0])
 	if o.d.retain > 0 {
 		n, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain))
 		if err != nil {

@@ -1,5 +1,7 @@
 package state
 
+import "github.com/cockroachdb/pebble/v2"
+
 // PutAbsent is Put for a key the caller knows has no committed value in
 // store (a windowed store's index entry, created with its window: the
 // window was absent, so the entry is too). It skips the database read Put
@@ -9,18 +11,50 @@ package state
 // stores without a TTL. The key is written cold (see DeleteCold): the
 // caller does not read it back soon.
 func (t *Txn) PutAbsent(store string, key, value []byte, ts int64) (int64, error) {
-	c := &t.d.cache
-	if !c.complete && c.enabled() {
-		t.kbuf = dataKey(t.kbuf[:0], store, key)
-		if _, ok := c.entries[string(t.kbuf)]; !ok {
-			c.insertClean(string(t.kbuf), nil, 0, false)
-		}
-	}
+	t.KnowAbsent(store, key)
 	ts, err := t.Put(store, key, value, ts)
 	if err == nil {
 		t.last.cold = true
 	}
 	return ts, err
+}
+
+// KnowAbsent records that key has no committed value in store (the caller
+// knows it: a window it knows is new), so the next Get or Put of it needs
+// no database read. The same caveats as PutAbsent's hold; a key the cache
+// already knows is left as it is.
+func (t *Txn) KnowAbsent(store string, key []byte) {
+	c := &t.d.cache
+	if c.complete || !c.enabled() {
+		return // a key without an entry is absent, or the cache is off
+	}
+	t.kbuf = dataKey(t.kbuf[:0], store, key)
+	if _, ok := c.entries[string(t.kbuf)]; !ok {
+		c.insertClean(string(t.kbuf), nil, 0, false)
+	}
+}
+
+// Last returns the greatest key of store in [from, to) (to nil: no upper
+// bound), or ok false if there is none. It flushes the cache's dirty
+// entries first (as Scan), so it sees every committed write.
+func (d *DB) Last(store string, from, to []byte) (key []byte, ok bool, err error) {
+	if err := d.flushDirty(); err != nil {
+		return nil, false, err
+	}
+	lo := dataKey(nil, store, from)
+	hi := prefixEnd(storePrefix(prefixData, store))
+	if to != nil {
+		hi = dataKey(nil, store, to)
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, false, err
+	}
+	if it.Last() {
+		key = append([]byte(nil), it.Key()[len(storePrefix(prefixData, store)):]...)
+		ok = true
+	}
+	return key, ok, it.Close()
 }
 
 // DeleteCold is Delete for a key the caller will not read again soon (a
@@ -77,3 +111,6 @@ func (t *Txn) DeleteKnown(store string, key []byte, ts int64) error {
 	}
 	return nil
 }
+
+// Evictions counts the cache entries evicted since the DB was opened.
+func (d *DB) Evictions() uint64 { return d.cache.evicted }

@@ -252,3 +252,55 @@ func TestColdEntryWrittenAgainIsHot(t *testing.T) {
 	}
 	txn.Discard()
 }
+
+// KnowAbsent spares the read of a key the caller knows is new; Last finds
+// the greatest key of a range, dirty writes included.
+func TestKnowAbsentAndLast(t *testing.T) {
+	d, err := Open(t.TempDir(), nil, CacheBytes(int64(10*(cacheEntryOverhead+20))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	txn := d.Begin()
+	for i := range 100 {
+		if _, err := txn.Put("s", fmt.Appendf(nil, "k%03d", i), []byte("v"), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if d.cache.complete {
+		t.Fatal("cache still complete: the test needs one that is not")
+	}
+	before := d.cache.misses
+	txn.KnowAbsent("s", []byte("new"))
+	if _, _, ok, err := txn.Get("s", []byte("new")); err != nil || ok {
+		t.Fatalf("new: found %v, %v", ok, err)
+	}
+	if _, err := txn.Put("s", []byte("new"), []byte("n"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if d.cache.misses != before {
+		t.Fatalf("%d Pebble lookups of a key known absent", d.cache.misses-before)
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	for _, tc := range []struct{ from, to, want string }{
+		{"k", "l", "k099"}, {"k000", "k050", "k049"}, {"a", "z", "new"}, {"x", "", ""},
+	} {
+		var to []byte
+		if tc.to != "" {
+			to = []byte(tc.to)
+		}
+		k, ok, err := d.Last("s", []byte(tc.from), to)
+		if err != nil || ok != (tc.want != "") || string(k) != tc.want {
+			t.Fatalf("Last(%q, %q) = %q %v %v, want %q", tc.from, tc.to, k, ok, err, tc.want)
+		}
+	}
+	if k, ok, err := d.Last("other", nil, nil); err != nil || ok {
+		t.Fatalf("Last of an empty store = %q %v %v", k, ok, err)
+	}
+}
