@@ -1,9 +1,12 @@
 package stream
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // New time windows skip their existence read only when that is safe: with a
@@ -74,6 +77,99 @@ func TestWindowFreshEndsLateUpdatesReadRetained(t *testing.T) {
 		}
 	}
 	if r.d.tasks[taskID{}].db.Evictions() == 0 {
+		t.Fatal("the store cache never evicted: the test needs one that does")
+	}
+}
+
+// A transaction that aborts (ExactlyOnce) undoes the windows it created and
+// updated while the operator's notes of created windows stay: redone, the
+// records read their windows again, and the results count every record
+// once. The tiny store cache makes the reads reach the database.
+func TestWindowFreshEndsAfterAbort(t *testing.T) {
+	bl := NewBuilder()
+	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), Tumbling(time.Second),
+		WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+		ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
+	got := map[string]int64{}
+	emitted := 0
+	capture := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		if r.Topic == "out" {
+			k, err := TimeWindowed(String(), time.Second).Decode(r.Key)
+			v, verr := Int64().Decode(r.Value)
+			if err == nil && verr == nil && k.Key[0] != '~' {
+				got[wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli())] = v
+				emitted++
+			}
+		}
+		promise(r, nil)
+	}, false)
+	a, err := NewApp("abort", bl, Brokers("127.0.0.1:1"), StateDir(t.TempDir()), capture,
+		StoreCache(4<<10), Watermarks(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := a.newTask(taskID{sub: 0, partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.close()
+	ctx := context.Background()
+	off := int64(0)
+	round := func(keys []string, ms int64) {
+		t.Helper()
+		for _, k := range keys {
+			r := &kgo.Record{Topic: "in", Key: []byte(k), Value: int64Bytes(1), Offset: off, Timestamp: time.UnixMilli(ms)}
+			off++
+			if err := tk.handle(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tk.endBatch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func(prefix string, n int) []string {
+		var ks []string
+		for i := range n {
+			ks = append(ks, fmt.Sprintf("%s%03d", prefix, i))
+		}
+		return ks
+	}
+	old, fresh := keys("k", 100), keys("n", 100)
+	round(old, 100) // committed: k* in [0, 1000) and ...
+	round(old, 1100)
+	if err := tk.flushState(); err != nil { // ... in [1000, 2000)
+		t.Fatal(err)
+	}
+	tk.beginRound()
+	start := off
+	round(fresh, 1200) // new windows, and updates of committed ones: aborted
+	round(old, 1300)
+	tk.abortRound()
+	off = start
+	round(fresh, 1200) // redone
+	round(old, 1300)
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	round([]string{"~"}, 10_000)
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	if emitted != 300 {
+		t.Fatalf("%d results, want 300", emitted)
+	}
+	for _, k := range old {
+		if got[wkey(k, 0, 1000)] != 1 || got[wkey(k, 1000, 2000)] != 2 {
+			t.Fatalf("%s: [0, 1000) = %d, [1000, 2000) = %d; want 1 and 2", k, got[wkey(k, 0, 1000)], got[wkey(k, 1000, 2000)])
+		}
+	}
+	for _, k := range fresh {
+		if got[wkey(k, 1000, 2000)] != 1 {
+			t.Fatalf("%s: [1000, 2000) = %d, want 1", k, got[wkey(k, 1000, 2000)])
+		}
+	}
+	if tk.db.Evictions() == 0 {
 		t.Fatal("the store cache never evicted: the test needs one that does")
 	}
 }
