@@ -207,6 +207,35 @@ type windowOp[K, V, A any] struct {
 	wins     []window.Window
 	absorbed []int
 	scanKeys [][]byte
+	loadKeys [][]byte
+}
+
+// closeChunk is how many windows a close scan reads from the database with
+// one iterator (state.Txn.Load) before closing them.
+const closeChunk = 1024
+
+// loadWindows reads into the store cache the windows of index entries iks
+// ('r' entries if retained); an entry that does not parse is left to
+// closeWindow to report.
+func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
+	ws := o.loadKeys[:0]
+	for _, ik := range iks {
+		pk := ik
+		if retained {
+			pk = slices.Clone(ik)
+			pk[0] = timekey.TagIndex
+		}
+		key, start, end, err := timekey.ParseIndexKey(pk)
+		if err != nil {
+			continue
+		}
+		ws = append(ws, timekey.WindowKey(nil, key, start, end))
+	}
+	o.loadKeys = ws[:0]
+	if err := o.t.txn.Load(o.name, ws); err != nil {
+		return fmt.Errorf("store %s: %w", o.name, err)
+	}
+	return nil
 }
 
 func (o *windowOp[K, V, A]) nodeID() int { return o.n.id }
@@ -285,6 +314,20 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 	}
 	if o.fresh != nil {
 		o.kh = maphash.Bytes(o.fresh.seed, kb)
+	}
+	if len(o.wins) > 1 {
+		// The key's windows are neighbours in the store: one database
+		// iterator reads those the cache cannot answer.
+		ks := o.loadKeys[:0]
+		for _, w := range o.wins {
+			if !o.fresh.absent(w.End, o.kh) {
+				ks = append(ks, timekey.WindowKey(nil, kb, w.Start, w.End))
+			}
+		}
+		o.loadKeys = ks
+		if err := o.t.txn.Load(o.name, ks); err != nil {
+			return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+		}
 	}
 	took, skipped := 0, 0
 	for _, w := range o.wins {
@@ -630,7 +673,12 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	keys = slices.CompactFunc(keys, bytes.Equal)
 	o.scanKeys = keys[:0]
 	n := 0
-	for _, ik := range keys {
+	for j, ik := range keys {
+		if j%closeChunk == 0 {
+			if err := o.loadWindows(keys[j:min(j+closeChunk, len(keys))], i == 1); err != nil {
+				return n, err
+			}
+		}
 		handled, err := o.closeWindow(ik, i == 1)
 		if err != nil {
 			return n, err

@@ -23,20 +23,32 @@ func TestWindowFreshEndsTinyCacheRestart(t *testing.T) {
 	for _, tc := range []struct {
 		w         Windows
 		size, adv int64
+		cache     int64
 	}{
-		{Tumbling(time.Second), 1000, 1000},
-		{Hopping(time.Second, 200*time.Millisecond), 1000, 200},
+		{Tumbling(time.Second), 1000, 1000, 4 << 10},
+		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 4 << 10},
+		// Larger: dirty windows stay cached across rounds.
+		{Tumbling(time.Second), 1000, 1000, 7 << 10},
+		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 48 << 10},
 	} {
 		recs := genRecords(9, 1200, keys, 1_000_000, 5, 0)
-		r := newWindowRun(t, tc.w, finalStore("fresh"), 2, 0, aggSum, StoreCache(4<<10))
+		r := newWindowRun(t, tc.w, finalStore("fresh"), 2, 0, aggSum, StoreCache(tc.cache))
+		ev := uint64(0) // evictions, over the three lives of the tasks
+		evictions := func() {
+			for _, tk := range r.d.tasks {
+				ev += tk.db.Evictions()
+			}
+		}
 		r.pipe(recs[:500]...)
 		if len(r.outputs()) == 0 {
 			t.Fatalf("%s: nothing closed before the restart", tc.w.describe())
 		}
+		evictions()
 		if err := r.d.Restart(); err != nil {
 			t.Fatal(err)
 		}
 		r.pipe(recs[500:900]...)
+		evictions()
 		if err := r.d.Restart(); err != nil {
 			t.Fatal(err)
 		}
@@ -45,12 +57,9 @@ func TestWindowFreshEndsTinyCacheRestart(t *testing.T) {
 		if d := diffResults(r.finals(), batchTime(recs, tc.size, tc.adv, 0, false)); d != "[]" {
 			t.Fatalf("%s: %s", tc.w.describe(), d)
 		}
-		ev := uint64(0)
-		for _, tk := range r.d.tasks {
-			ev += tk.db.Evictions()
-		}
+		evictions()
 		if ev == 0 {
-			t.Fatalf("%s: the store cache never evicted: the test needs one that does", tc.w.describe())
+			t.Fatalf("%s, cache %d: the store cache never evicted: the test needs one that does", tc.w.describe(), tc.cache)
 		}
 	}
 }

@@ -44,13 +44,15 @@ import "errors"
 // Entries come from chunked slabs and the data key is the cache entry's (no
 // allocation for a key seen before). A Txn is not safe for concurrent use.
 type Txn struct {
-	d     *DB
-	undo  []undoEntry
-	last  *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
-	kbuf  []byte    // scratch: data key of the current lookup
-	slabs [][]txnEntry
-	slab  int // current slab
-	used  int // entries used in slabs[slab]
+	d    *DB
+	undo []undoEntry
+	last *txnEntry // the entry of the latest lookup (nil after Commit/Discard)
+	kbuf []byte    // scratch: data key of the current lookup
+	// loadMiss: scratch of Load.
+	loadMiss []int
+	slabs    [][]txnEntry
+	slab     int // current slab
+	used     int // entries used in slabs[slab]
 	// The current record: its number (txnEntry.rec of the entries it
 	// linked) and the slab position of its first entry. Entries from that
 	// position on are the record's own. rec wraps after 2^32 records; an
