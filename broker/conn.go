@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/authz"
 )
 
 // Framing (Kafka wire protocol):
@@ -67,6 +69,9 @@ type conn struct {
 	// framepool.go): the read loop takes a slot before it reads a pooled
 	// frame, and the frame's return to the pool gives it back.
 	frameSlots chan struct{}
+	// principal is the authenticated principal in Kafka's form
+	// "User:<name>"; "User:ANONYMOUS" until authentication sets it.
+	principal string
 }
 
 // slot is one request awaiting its response.
@@ -93,6 +98,8 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		nc:       nc,
 		logger:   b.logger.With("remote", nc.RemoteAddr().String()),
 		inflight: make(chan *slot, b.cfg.MaxInFlightPerConn),
+
+		principal: authz.Anonymous,
 	}
 	// Kafka reports a client's host as "/<ip>".
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
@@ -402,6 +409,7 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 	c.b.metrics.requests.WithLabelValues(api.name).Inc()
 	start := time.Now()
 	call := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
+	call = c.authorize(s, req, call) // authz.go
 	if api.order != nil {
 		defer func() {
 			if r := recover(); r != nil { // never take the broker down
