@@ -114,33 +114,44 @@ func (c *conn) principalOf(s *slot) string {
 	return c.principal
 }
 
-// authorize wraps next with the API's authorization rule. Without an
-// authorizer it returns next. It runs on the read loop, so the principal
-// is the one in force when the request was read.
-func (c *conn) authorize(s *slot, req kmsg.Request, next handleCall) handleCall {
+// authorize runs the API's authorization rule on the read loop, before
+// the request is ordered (order.go) or handled, so that refused items are
+// gone from req before anything links or reads them. It returns the
+// wrapper to put around the request's call, and refused true when the
+// whole request is answered without its handler (then the caller must
+// not order it: order links are closed only by running the call). Without
+// an authorizer it changes nothing. The principal is the one in force when
+// the request was read.
+func (c *conn) authorize(s *slot, req kmsg.Request) (wrap func(handleCall) handleCall, refused bool) {
 	if c.b.authz == nil {
-		return next
+		return func(next handleCall) handleCall { return next }, false
+	}
+	rule, ok := authzRules[s.api.key]
+	if !ok {
+		// Fail closed: an API nobody wrote a rule for is not served
+		// (TestAuthzRulesCoverEveryAPI keeps this from happening).
+		c.logger.Error("closing connection: no authorization rule", "api", s.api.name)
+		return func(handleCall) handleCall {
+			return func(context.Context) (kmsg.Response, error) { return nil, errCloseConn }
+		}, true
+	}
+	if rule.check == nil {
+		return func(next handleCall) handleCall { return next }, false
 	}
 	a := &azReq{b: c.b, principal: c.principalOf(s), host: strings.TrimPrefix(c.host, "/")}
-	rule, ok := authzRules[s.api.key]
-	return func(ctx context.Context) (kmsg.Response, error) {
-		if !ok {
-			// Fail closed: an API nobody wrote a rule for is not served
-			// (TestAuthzRulesCoverEveryAPI keeps this from happening).
-			c.logger.Error("closing connection: no authorization rule", "api", s.api.name)
-			return nil, errCloseConn
-		}
-		if rule.check == nil {
-			return next(ctx)
-		}
-		deny, merge := rule.check(a, req)
-		if deny != nil {
-			return deny, nil
-		}
-		resp, err := next(ctx)
-		if err == nil && resp != nil && merge != nil {
-			merge(resp)
-		}
-		return resp, err
+	deny, merge := rule.check(a, req)
+	if deny != nil {
+		return func(handleCall) handleCall {
+			return func(context.Context) (kmsg.Response, error) { return deny, nil }
+		}, true
 	}
+	return func(next handleCall) handleCall {
+		return func(ctx context.Context) (kmsg.Response, error) {
+			resp, err := next(ctx)
+			if err == nil && resp != nil && merge != nil {
+				merge(resp)
+			}
+			return resp, err
+		}
+	}, false
 }

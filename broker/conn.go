@@ -409,8 +409,9 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 	c.b.metrics.requests.WithLabelValues(api.name).Inc()
 	start := time.Now()
 	call := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
-	call = c.authorize(s, req, call) // authz.go
-	if api.order != nil {
+	// authz.go: may remove refused items from req, before order links them.
+	authorized, refused := c.authorize(s, req)
+	if api.order != nil && !refused {
 		defer func() {
 			if r := recover(); r != nil { // never take the broker down
 				c.b.panics.Add(1)
@@ -422,6 +423,7 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 		}()
 		call = api.order(c, s, req, call)
 	}
+	call = authorized(call)
 	go func() {
 		defer close(s.done)
 		defer func() {
