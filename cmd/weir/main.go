@@ -77,6 +77,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newConsumeCmd(),
 		newGroupCmd(),    // group.go
 		newTxnCmd(),      // txn.go
+		newACLCmd(),      // acl.go
 		newRegistryCmd(), // registry.go
 		newSchemaCmd(),   // schema.go
 		newBenchCmd(),    // bench_nexmark.go

@@ -43,7 +43,8 @@ type serveOptions struct {
 	logLevel          string
 	logFormat         string
 	shutdownTimeout   time.Duration
-	registryAddr      string // registry.go
+	registryAddr      string          // registry.go
+	security          securityOptions // serve_authz.go
 }
 
 func newServeCmd() *cobra.Command { return newServeCmdFor(&serveOptions{}) }
@@ -91,6 +92,7 @@ the environment, which wins over the file.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.registryAddr, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "longest a clean shutdown may take before weir gives up waiting")
+	o.security.addFlags(f)
 	return cmd
 }
 
@@ -164,7 +166,7 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 	if delay <= 0 {
 		delay = -1 // the broker reads 0 as "Kafka's default" and negative as none
 	}
-	return broker.Config{
+	cfg := broker.Config{
 		DataDir:                    o.dataDir,
 		GroupInitialRebalanceDelay: delay,
 		KafkaAddr:                  o.kafkaAddr,
@@ -179,7 +181,9 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 		MaxRequestBytes:            o.maxRequestBytes,
 		Logger:                     logger,
 		Registerer:                 reg,
-	}, nil
+	}
+	o.security.apply(&cfg)
+	return cfg, nil
 }
 
 // run starts the broker and the HTTP server and blocks until ctx is done
