@@ -41,6 +41,7 @@ import (
 
 	"github.com/weirhq/weir/broker/authz"
 	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/broker/quota"
 	"github.com/weirhq/weir/vfs"
 )
 
@@ -201,7 +202,9 @@ type Broker struct {
 	frames    framePool
 	reading   *readBudget       // memory of frames being read (readbudget.go)
 	authz     *authz.Authorizer // nil: no authorizer, every request allowed
-	lock      *dataDirLock      // held from Start to the end of Close
+	quotas    *quota.Store      // client quota configs (quota_enforce.go)
+	sensors   *quota.Sensors
+	lock      *dataDirLock // held from Start to the end of Close
 
 	ctx    context.Context // canceled by Close: long polls return
 	cancel context.CancelFunc
@@ -286,7 +289,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return fail(fmt.Errorf("broker: %w", err))
 	}
-	if err := b.openAuthorizer(); err != nil {
+	if err := b.openSecurity(); err != nil { // authz.go, quota_enforce.go
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 	b.metrics = newMetrics(cfg.Registerer, b)

@@ -69,6 +69,9 @@ type conn struct {
 	// framepool.go): the read loop takes a slot before it reads a pooled
 	// frame, and the frame's return to the pool gives it back.
 	frameSlots chan struct{}
+	// mutedUntil (unix ns) is when the throttle time of the last
+	// throttled response ends; reading waits for it (quota_enforce.go).
+	mutedUntil atomic.Int64
 	// principal is the authenticated principal in Kafka's form
 	// "User:<name>"; "User:ANONYMOUS" until authentication sets it.
 	principal string
@@ -199,6 +202,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.b.metrics.bytesIn.Add(float64(size) + 4)
+		c.waitUnmuted() // quota_enforce.go: a throttled client's next request waits
 		s, req, ok := c.decode(frame)
 		if pooled != nil {
 			if s == nil || !ok {
@@ -435,6 +439,9 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 			c.b.metrics.latency.WithLabelValues(api.name).Observe(time.Since(start).Seconds())
 		}()
 		s.resp, s.err = call(c.ctx)
+		if s.err == nil {
+			c.chargeQuota(c.ctx, s, req, s.resp, start) // quota_enforce.go
+		}
 	}()
 	return true
 }
