@@ -78,6 +78,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newGroupCmd(),    // group.go
 		newTxnCmd(),      // txn.go
 		newACLCmd(),      // acl.go
+		newQuotaCmd(),    // quota.go
 		newRegistryCmd(), // registry.go
 		newSchemaCmd(),   // schema.go
 		newBenchCmd(),    // bench_nexmark.go
