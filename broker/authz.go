@@ -139,7 +139,12 @@ func (c *conn) authorize(s *slot, req kmsg.Request) (wrap func(handleCall) handl
 		return func(next handleCall) handleCall { return next }, false
 	}
 	a := &azReq{b: c.b, principal: c.principalOf(s), host: strings.TrimPrefix(c.host, "/")}
-	deny, merge := rule.check(a, req)
+	deny, merge, ok := c.runRule(rule, a, req)
+	if !ok {
+		return func(handleCall) handleCall {
+			return func(context.Context) (kmsg.Response, error) { return nil, errCloseConn }
+		}, true
+	}
 	if deny != nil {
 		return func(handleCall) handleCall {
 			return func(context.Context) (kmsg.Response, error) { return deny, nil }
@@ -149,9 +154,25 @@ func (c *conn) authorize(s *slot, req kmsg.Request) (wrap func(handleCall) handl
 		return func(ctx context.Context) (kmsg.Response, error) {
 			resp, err := next(ctx)
 			if err == nil && resp != nil && merge != nil {
-				merge(resp)
+				merge(resp) // a panic here is recovered by dispatch
 			}
 			return resp, err
 		}
 	}, false
+}
+
+// runRule runs a rule's check, turning a panic (a bug; never from valid
+// or invalid input, FuzzAuthzRules checks) into a refusal that closes the
+// connection, so that a rule cannot take the broker down or let a request
+// through unchecked.
+func (c *conn) runRule(rule authzRule, a *azReq, req kmsg.Request) (deny kmsg.Response, merge func(kmsg.Response), ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.b.panics.Add(1)
+			c.logger.Error("panic authorizing request", "api", kmsg.NameForKey(req.Key()), "panic", r)
+			deny, merge, ok = nil, nil, false
+		}
+	}()
+	deny, merge = rule.check(a, req)
+	return deny, merge, true
 }
