@@ -261,3 +261,88 @@ func TestAuthzRulesCoverEveryAPI(t *testing.T) {
 		}
 	}
 }
+
+// An incremental fetch session keeps serving partitions the request does
+// not name: removing the READ ACL must stop them too.
+func TestACLRemovedStopsFetchSession(t *testing.T) {
+	b, _ := aclBroker(t)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(clientAs(t, b, "admin"))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "s"); err != nil {
+		t.Fatal(err)
+	}
+	read := kadm.NewACLs().Allow("User:carol").Topics("s").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	mustACL(t, adm, read)
+	prod := clientAs(t, b, "admin", kgo.DefaultProduceTopic("s"))
+	c := clientAs(t, b, "carol", kgo.ConsumeTopics("s"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 1; {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("carol read nothing")
+		}
+		got += fs.NumRecords()
+	}
+	res, err := adm.DeleteACLs(ctx, kadm.NewACLs().Allow("User:carol").AllowHosts().Topics("s").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil || len(res) == 0 || len(res[0].Deleted) != 1 {
+		t.Fatalf("delete: %v %+v", err, res)
+	}
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		fs := c.PollFetches(short)
+		if short.Err() != nil {
+			t.Fatal("no TOPIC_AUTHORIZATION_FAILED after the ACL was removed")
+		}
+		if fs.NumRecords() > 0 {
+			t.Fatalf("read %q after the ACL was removed", fs.Records()[0].Value)
+		}
+		refused := false
+		fs.EachError(func(_ string, _ int32, err error) { refused = refused || errors.Is(err, kerr.TopicAuthorizationFailed) })
+		if refused {
+			return
+		}
+	}
+}
+
+// KIP-430 authorized operations with an authorizer: what the principal's
+// ACLs allow, implied operations included.
+func TestAuthorizedOperationsFromACLs(t *testing.T) {
+	b, _ := aclBroker(t)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(clientAs(t, b, "admin"))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	mustACL(t, adm, kadm.NewACLs().Allow("User:erin").Topics("ops").Operations(kadm.OpRead, kadm.OpAlterConfigs).ResourcePatternType(kadm.ACLPatternLiteral))
+	mustACL(t, adm, kadm.NewACLs().Allow("User:erin").Clusters().Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
+	cl := clientAs(t, b, "erin")
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("ops")
+	req.Topics = append(req.Topics, rt)
+	req.IncludeTopicAuthorizedOperations = true
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ALTER_CONFIGS", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"}
+	if got := aclOpNames(resp.Topics[0].AuthorizedOperations); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("topic operations %v, want %v", got, want)
+	}
+	dreq := kmsg.NewPtrDescribeClusterRequest()
+	dreq.IncludeClusterAuthorizedOperations = true
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err != nil || dresp.ErrorCode != 0 {
+		t.Fatal(err, dresp.ErrorCode)
+	}
+	if got := aclOpNames(dresp.ClusterAuthorizedOperations); strings.Join(got, ",") != "DESCRIBE" {
+		t.Fatalf("cluster operations %v", got)
+	}
+}

@@ -15,6 +15,10 @@
 //	groups.go        wiring of the group coordinator (broker/group)
 //	txns.go          wiring of the transaction coordinator (broker/txn)
 //	metrics.go       Prometheus metrics
+//	authz.go         authorization hook (ACLs in broker/authz), principal
+//	authz_rules.go   the operation/resource each API requires, per API key
+//	quota_enforce.go client quota charging, throttling and muting
+//	                 (configs and sensors in broker/quota)
 //	NN_name.go       the handler of API key NN, opening with a Behavior list
 //
 // Concurrency: every request is handled on its own goroutine; a connection
