@@ -53,9 +53,57 @@ type Authorizer struct {
 	opts  Options
 	super map[string]bool
 
-	mu   sync.RWMutex // guards acls (the slice is replaced, never modified)
-	acls []Binding
-	wmu  sync.Mutex // serialises changes; held across persistence
+	mu  sync.RWMutex // guards set (replaced, never modified)
+	set *aclSet
+	wmu sync.Mutex // serialises changes; held across persistence
+}
+
+// aclSet is an immutable set of ACLs indexed for decisions: a decision
+// looks up the literal name, the literal wildcard, and every prefix of the
+// name, so its cost does not grow with the number of ACLs on other
+// resources.
+type aclSet struct {
+	all      []Binding
+	literal  map[resKey][]int // indexes into all
+	prefixed map[resKey][]int
+}
+
+type resKey struct {
+	rt   ResourceType
+	name string
+}
+
+func newACLSet(all []Binding) *aclSet {
+	s := &aclSet{all: all, literal: map[resKey][]int{}, prefixed: map[resKey][]int{}}
+	for i, b := range all {
+		k := resKey{b.ResourceType, b.ResourceName}
+		if b.PatternType == PatternPrefixed {
+			s.prefixed[k] = append(s.prefixed[k], i)
+		} else {
+			s.literal[k] = append(s.literal[k], i)
+		}
+	}
+	return s
+}
+
+// each calls f with every ACL whose pattern covers the resource (rt, name).
+func (s *aclSet) each(rt ResourceType, name string, f func(b *Binding)) {
+	for _, i := range s.literal[resKey{rt, name}] {
+		f(&s.all[i])
+	}
+	if name != Wildcard {
+		for _, i := range s.literal[resKey{rt, Wildcard}] {
+			f(&s.all[i])
+		}
+	}
+	if len(s.prefixed) == 0 {
+		return
+	}
+	for n := 1; n <= len(name); n++ {
+		for _, i := range s.prefixed[resKey{rt, name[:n]}] {
+			f(&s.all[i])
+		}
+	}
 }
 
 // Open loads the ACL file (none yet: no ACLs).
@@ -63,7 +111,7 @@ func Open(opts Options) (*Authorizer, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
-	a := &Authorizer{opts: opts, super: map[string]bool{}}
+	a := &Authorizer{opts: opts, super: map[string]bool{}, set: newACLSet(nil)}
 	for _, s := range opts.SuperUsers {
 		a.super[s] = true
 	}
@@ -86,7 +134,7 @@ func Open(opts Options) (*Authorizer, error) {
 			return nil, fmt.Errorf("authz: %s: %s: %w", File, b, err)
 		}
 	}
-	a.acls = f.ACLs
+	a.set = newACLSet(f.ACLs)
 	return a, nil
 }
 
@@ -100,28 +148,23 @@ func (a *Authorizer) Allowed(principal, host string, op Operation, rt ResourceTy
 	if a.super[principal] {
 		return true
 	}
-	a.mu.RLock()
-	acls := a.acls
-	a.mu.RUnlock()
-	matched, allowed := false, false
-	for i := range acls {
-		b := &acls[i]
-		if b.ResourceType != rt || !patternMatches(*b, name) {
-			continue
-		}
+	set := a.current()
+	matched, allowed, denied := false, false, false
+	set.each(rt, name, func(b *Binding) {
 		matched = true
-		if (b.Principal != principal && b.Principal != WildcardPrincipal) || (b.Host != host && b.Host != Wildcard) {
-			continue
+		if denied || (b.Principal != principal && b.Principal != WildcardPrincipal) || (b.Host != host && b.Host != Wildcard) {
+			return
 		}
 		if b.Permission == PermDeny {
-			if b.Operation == op || b.Operation == OpAll {
-				return false
-			}
-			continue
+			denied = b.Operation == op || b.Operation == OpAll
+			return
 		}
 		allowed = allowed || implies(b.Operation, op)
-	}
-	if !matched {
+	})
+	switch {
+	case denied:
+		return false
+	case !matched:
 		return a.opts.AllowEveryoneIfNoACLFound
 	}
 	return allowed
@@ -138,9 +181,7 @@ func (a *Authorizer) AllowedAny(principal, host string, op Operation, rt Resourc
 	if a.super[principal] {
 		return true
 	}
-	a.mu.RLock()
-	acls := a.acls
-	a.mu.RUnlock()
+	acls := a.current().all
 	applies := func(b *Binding) bool {
 		return b.ResourceType == rt && (b.Principal == principal || b.Principal == WildcardPrincipal) &&
 			(b.Host == host || b.Host == Wildcard)
@@ -194,9 +235,7 @@ func implies(granted, want Operation) bool {
 
 // ACLs returns the bindings f selects, in creation order.
 func (a *Authorizer) ACLs(f Filter) []Binding {
-	a.mu.RLock()
-	acls := a.acls
-	a.mu.RUnlock()
+	acls := a.current().all
 	var out []Binding
 	for _, b := range acls {
 		if f.Matches(b) {
@@ -263,15 +302,18 @@ func (a *Authorizer) Delete(filters []Filter) (deleted [][]Binding, err error) {
 	return deleted, nil
 }
 
-func (a *Authorizer) snapshot() []Binding {
+func (a *Authorizer) current() *aclSet {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return a.acls
+	return a.set
 }
 
+func (a *Authorizer) snapshot() []Binding { return a.current().all }
+
 func (a *Authorizer) install(acls []Binding) {
+	set := newACLSet(acls)
 	a.mu.Lock()
-	a.acls = acls
+	a.set = set
 	a.mu.Unlock()
 }
 
