@@ -104,7 +104,8 @@ func (a *azReq) topicName(name string, id [16]byte) (string, bool) {
 	return t.name, true
 }
 
-// principalOf is the principal a request of the connection acts as.
+// principalOf is the principal a request of the connection acts as. Read
+// loop only (the principal may change between requests: authentication).
 func (c *conn) principalOf(s *slot) string {
 	if f := c.b.cfg.principalForTest; f != nil {
 		if p := f(s.clientID); p != "" {
@@ -123,6 +124,7 @@ func (c *conn) principalOf(s *slot) string {
 // an authorizer it changes nothing. The principal is the one in force when
 // the request was read.
 func (c *conn) authorize(s *slot, req kmsg.Request) (wrap func(handleCall) handleCall, refused bool) {
+	s.principal = c.principalOf(s)
 	if c.b.authz == nil {
 		return func(next handleCall) handleCall { return next }, false
 	}
@@ -138,7 +140,7 @@ func (c *conn) authorize(s *slot, req kmsg.Request) (wrap func(handleCall) handl
 	if rule.check == nil {
 		return func(next handleCall) handleCall { return next }, false
 	}
-	a := &azReq{b: c.b, principal: c.principalOf(s), host: strings.TrimPrefix(c.host, "/")}
+	a := &azReq{b: c.b, principal: s.principal, host: strings.TrimPrefix(c.host, "/")}
 	deny, merge, ok := c.runRule(rule, a, req)
 	if !ok {
 		return func(handleCall) handleCall {

@@ -154,15 +154,13 @@ func matrixCases() map[kmsg.Key][]matrixCase {
 				r := kmsg.NewPtrMetadataRequest()
 				r.Version = 12
 				return r
-			}, check: func(t *testing.T, resp kmsg.Response, allowed bool) {
-				var names []string
-				for _, tt := range resp.(*kmsg.MetadataResponse).Topics {
-					names = append(names, *tt.Topic)
-				}
-				if slices.Contains(names, "t") != allowed {
-					t.Fatalf("allowed %v: listed topics %v", allowed, names)
-				}
-			}},
+			}, check: metadataLists},
+			// v0 has no null list: an empty one asks for every topic.
+			{name: "v0 all", grant: []authz.Binding{onTopic(authz.OpDescribe)}, req: func() kmsg.Request {
+				r := kmsg.NewPtrMetadataRequest()
+				r.Version = 0
+				return r
+			}, check: metadataLists},
 		},
 		kmsg.OffsetCommit: {
 			{name: "group", want: codeGroup, grant: []authz.Binding{onGroup(authz.OpRead), onTopic(authz.OpRead)}, req: offsetCommit},
@@ -452,6 +450,16 @@ func matrixCases() map[kmsg.Key][]matrixCase {
 			r.Deletions = append(r.Deletions, d)
 			return r
 		}}},
+	}
+}
+
+func metadataLists(t *testing.T, resp kmsg.Response, allowed bool) {
+	var names []string
+	for _, tt := range resp.(*kmsg.MetadataResponse).Topics {
+		names = append(names, *tt.Topic)
+	}
+	if slices.Contains(names, "t") != allowed {
+		t.Fatalf("allowed %v: listed topics %v", allowed, names)
 	}
 }
 

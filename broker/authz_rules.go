@@ -201,7 +201,7 @@ func azListOffsets(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respon
 
 func azMetadata(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.MetadataRequest)
-	all := req.Topics == nil
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) // as 03_metadata.go
 	autoCreate := a.b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	var denied []kmsg.MetadataResponseTopic
 	if !all {

@@ -93,6 +93,9 @@ type slot struct {
 	// clientID and host identify the requester (DescribeGroups shows
 	// them per member, as Kafka does).
 	clientID, host string
+	// principal is the connection's principal when the request was read
+	// (authz.go); authorization and quotas use it.
+	principal string
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {

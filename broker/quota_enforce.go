@@ -75,7 +75,7 @@ func (c *conn) chargeQuota(ctx context.Context, s *slot, req kmsg.Request, resp 
 	if c.b.quotas == nil {
 		return
 	}
-	user, clientID := quotaUser(c.principalOf(s)), s.clientID
+	user, clientID := quotaUser(s.principal), s.clientID
 	now := c.b.cfg.Now()
 	var throttle time.Duration
 	charge := func(key string, v float64) {
