@@ -172,6 +172,14 @@ func matrixCases() map[kmsg.Key][]matrixCase {
 				r.Version, r.Group = 7, "g"
 				return r
 			}},
+			{name: "v1 group", want: codeGroup, part: []authz.Binding{onTopic(authz.OpDescribe)}, grant: []authz.Binding{onGroup(authz.OpDescribe)}, req: func() kmsg.Request {
+				r := kmsg.NewPtrOffsetFetchRequest()
+				r.Version, r.Group = 1, "g"
+				rt := kmsg.NewOffsetFetchRequestTopic()
+				rt.Topic, rt.Partitions = "t", []int32{0}
+				r.Topics = append(r.Topics, rt)
+				return r
+			}},
 			{name: "v8 topic", want: codeTopic, part: []authz.Binding{onGroup(authz.OpDescribe)}, grant: []authz.Binding{onTopic(authz.OpDescribe)}, req: func() kmsg.Request {
 				r := kmsg.NewPtrOffsetFetchRequest()
 				r.Version = 8

@@ -298,6 +298,20 @@ func azOffsetFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respon
 		if !a.group(authz.OpDescribe, req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 			resp.ErrorCode = codeGroup
+			if req.Version < 2 {
+				// No top-level error before v2: every partition asked
+				// for carries it (Kafka's getErrorResponse).
+				for _, t := range req.Topics {
+					rt := kmsg.NewOffsetFetchResponseTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseTopicPartition()
+						rp.Partition, rp.ErrorCode, rp.Offset = p, codeGroup, -1
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					resp.Topics = append(resp.Topics, rt)
+				}
+			}
 			return resp, nil
 		}
 		all := req.Topics == nil
