@@ -124,9 +124,15 @@ func matrixCases() map[kmsg.Key][]matrixCase {
 				r.Topics = append(r.Topics, t)
 				return r
 			}},
-			{name: "replica", want: codeCluster, grant: []authz.Binding{onCluster(authz.OpClusterAction)}, req: func() kmsg.Request {
+			{name: "follower", want: codeTopic, part: []authz.Binding{onTopic(authz.OpRead)}, grant: []authz.Binding{onCluster(authz.OpClusterAction)}, req: func() kmsg.Request {
 				r := kmsg.NewPtrFetchRequest()
 				r.Version, r.ReplicaID, r.MaxBytes = 12, 1, 1<<20
+				t := kmsg.NewFetchRequestTopic()
+				t.Topic = "t"
+				p := kmsg.NewFetchRequestTopicPartition()
+				p.PartitionMaxBytes = 1 << 20
+				t.Partitions = append(t.Partitions, p)
+				r.Topics = append(r.Topics, t)
 				return r
 			}},
 		},
@@ -290,6 +296,7 @@ func matrixCases() map[kmsg.Key][]matrixCase {
 			}},
 		},
 		kmsg.OffsetForLeaderEpoch: {
+			{name: "cluster action", want: codeTopic, grant: []authz.Binding{onCluster(authz.OpClusterAction)}, req: ofleReq},
 			{name: "topic", want: codeTopic, grant: []authz.Binding{onTopic(authz.OpDescribe)}, req: func() kmsg.Request {
 				r := kmsg.NewPtrOffsetForLeaderEpochRequest()
 				r.Version, r.ReplicaID = 4, -1
@@ -469,6 +476,18 @@ func metadataLists(t *testing.T, resp kmsg.Response, allowed bool) {
 	if slices.Contains(names, "t") != allowed {
 		t.Fatalf("allowed %v: listed topics %v", allowed, names)
 	}
+}
+
+func ofleReq() kmsg.Request {
+	r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	r.Version, r.ReplicaID = 4, 1
+	t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	t.Topic = "t"
+	p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	p.CurrentLeaderEpoch, p.LeaderEpoch = -1, 0
+	t.Partitions = append(t.Partitions, p)
+	r.Topics = append(r.Topics, t)
+	return r
 }
 
 func offsetCommit() kmsg.Request {

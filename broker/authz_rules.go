@@ -128,19 +128,28 @@ func fetchReplica(req *kmsg.FetchRequest) bool {
 
 func azFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.FetchRequest)
-	if fetchReplica(req) {
-		if !a.cluster(authz.OpClusterAction) {
-			resp := req.ResponseKind().(*kmsg.FetchResponse)
-			resp.ErrorCode = codeCluster
-			return resp, nil
-		}
-		return nil, nil
-	}
 	fail := func(p int32) kmsg.FetchResponseTopicPartition {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = p, codeTopic
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		return rp
+	}
+	if fetchReplica(req) {
+		if a.cluster(authz.OpClusterAction) {
+			return nil, nil
+		}
+		// A follower without CLUSTER_ACTION gets every partition it
+		// asked for refused with TOPIC_AUTHORIZATION_FAILED (Kafka).
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, fail(p.Partition))
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
 	}
 	var denied []kmsg.FetchResponseTopic
 	kept := req.Topics[:0]
@@ -732,14 +741,9 @@ func azOffsetForLeaderEpoch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(km
 		}
 		return rt
 	}
-	if req.Version >= 3 && req.ReplicaID >= 0 {
-		if !a.cluster(authz.OpClusterAction) {
-			resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-			for _, t := range req.Topics {
-				resp.Topics = append(resp.Topics, fail(t, codeCluster))
-			}
-			return resp, nil
-		}
+	// Brokers use it with CLUSTER_ACTION; consumers (KIP-320) with
+	// DESCRIBE on the topic. Either suffices, whatever the replica id.
+	if a.cluster(authz.OpClusterAction) {
 		return nil, nil
 	}
 	var denied []kmsg.OffsetForLeaderEpochResponseTopic
