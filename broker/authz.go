@@ -90,6 +90,15 @@ func (a *azReq) opsBits(rt authz.ResourceType, name string) int32 {
 	return bits
 }
 
+// clusterOps is the cluster's authorized-operations bit set as Metadata
+// and DescribeCluster return it: 0 without DESCRIBE on the cluster.
+func (a *azReq) clusterOps() int32 {
+	if !a.cluster(authz.OpDescribe) {
+		return 0
+	}
+	return a.opsBits(authz.ResourceCluster, authz.ClusterName)
+}
+
 // topicName resolves a request's topic reference: the name, or for
 // requests that carry topic IDs the name of that ID. ok is false for an
 // unknown ID (the handler answers UNKNOWN_TOPIC_ID, which reveals nothing).

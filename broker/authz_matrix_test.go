@@ -402,10 +402,16 @@ func matrixCases() map[kmsg.Key][]matrixCase {
 			{name: "group", want: codeGroup, part: []authz.Binding{onTopic(authz.OpRead)}, grant: []authz.Binding{onGroup(authz.OpDelete)}, req: offsetDelete},
 			{name: "topic", want: codeTopic, part: []authz.Binding{onGroup(authz.OpDelete)}, grant: []authz.Binding{onTopic(authz.OpRead)}, req: offsetDelete},
 		},
-		kmsg.DescribeCluster: {{name: "cluster", want: codeCluster, grant: []authz.Binding{onCluster(authz.OpDescribe)}, req: func() kmsg.Request {
+		kmsg.DescribeCluster: {{name: "operations", grant: []authz.Binding{onCluster(authz.OpDescribe)}, req: func() kmsg.Request {
 			r := kmsg.NewPtrDescribeClusterRequest()
-			r.Version = 1
+			r.Version, r.IncludeClusterAuthorizedOperations = 1, true
 			return r
+		}, check: func(t *testing.T, resp kmsg.Response, allowed bool) {
+			// Anyone may describe the cluster; the operations need DESCRIBE.
+			r := resp.(*kmsg.DescribeClusterResponse)
+			if r.ErrorCode != 0 || len(r.Brokers) != 1 || (r.ClusterAuthorizedOperations != 0) != allowed {
+				t.Fatalf("allowed %v: error %d, %d brokers, operations %b", allowed, r.ErrorCode, len(r.Brokers), r.ClusterAuthorizedOperations)
+			}
 		}}},
 		kmsg.DescribeProducers: {{name: "topic", want: codeTopic, grant: []authz.Binding{onTopic(authz.OpRead)}, req: func() kmsg.Request {
 			r := kmsg.NewPtrDescribeProducersRequest()

@@ -258,7 +258,7 @@ func azMetadata(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)
 			}
 		}
 		if req.IncludeClusterAuthorizedOperations {
-			resp.AuthorizedOperations = a.opsBits(authz.ResourceCluster, authz.ClusterName)
+			resp.AuthorizedOperations = a.clusterOps()
 		}
 		resp.Topics = append(resp.Topics, denied...)
 	}
@@ -911,17 +911,16 @@ func azDescribeLogDirs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Re
 	return resp, nil
 }
 
+// azDescribeCluster: as Metadata, anyone may describe the cluster; the
+// authorized operations are returned to a principal with DESCRIBE on the
+// cluster, 0 to the others (Kafka's handleDescribeCluster).
 func azDescribeCluster(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
-	if !a.cluster(authz.OpDescribe) {
-		resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
-		resp.ErrorCode = codeCluster
-		return resp, nil
+	if !req.IncludeClusterAuthorizedOperations {
+		return nil, nil
 	}
 	return nil, func(r kmsg.Response) {
-		if req.IncludeClusterAuthorizedOperations {
-			r.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = a.opsBits(authz.ResourceCluster, authz.ClusterName)
-		}
+		r.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = a.clusterOps()
 	}
 }
 
