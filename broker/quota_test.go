@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -197,5 +198,65 @@ func TestQuotaMutesConnection(t *testing.T) {
 	throttle = time.Duration(resp.ThrottleMillis) * time.Millisecond
 	if throttle <= 0 || held < throttle/2 {
 		t.Fatalf("v5: throttle %v, response after %v", throttle, held)
+	}
+}
+
+// consumer_byte_rate throttles a real consumer's fetches;
+// request_percentage throttles any request by its handling time.
+func TestQuotaFetchAndRequestTime(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b, _ := testBroker(t, func(c *Config) { c.principalForTest = asPrincipal; c.Registerer = reg })
+	ctx := testCtx(t)
+	mustCreate(t, ctx, b, "f", 1)
+	prod := newClient(t, b, kgo.DefaultProduceTopic("f"), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := make([]byte, 4<<10)
+	_, _ = rand.Read(value)
+	for range 32 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(newClient(t, b))
+	carol, rq := "carol", "rq"
+	if _, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &carol}}, Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 32 << 10}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &rq}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0.001}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h := &throttleHook{}
+	c := clientAs(t, b, "carol", kgo.ConsumeTopics("f"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(h),
+		kgo.FetchMaxPartitionBytes(16<<10), kgo.FetchMaxBytes(16<<10))
+	for got := 0; got < 32; {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("carol read %d/32", got)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("%s/%d: %v", tp, p, err) })
+		got += fs.NumRecords()
+	}
+	if n, total := h.get(); n == 0 || total < 500*time.Millisecond {
+		t.Fatalf("consumer over 32 KiB/s reading 128 KiB: %d throttles, %v", n, total)
+	}
+	if v, ok := metricValue(t, reg, "weir_broker_quota_throttled_requests_total", map[string]string{"quota": "consumer_byte_rate", "user": "carol"}); !ok || v == 0 {
+		t.Fatalf("consumer throttle metric %v %v", v, ok)
+	}
+
+	// 0.001% of a handler: 10 µs of handling per second. A burst allows
+	// 10 µs; a few Metadata requests exceed it.
+	rc := dialRaw(t, b)
+	var throttled int32
+	for i := range 20 {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		rc.write(frameAs(req, int32(i), "rq"))
+		resp := rc.readResp(req, int32(i)).(*kmsg.MetadataResponse)
+		throttled = max(throttled, resp.ThrottleMillis)
+		if throttled > 0 {
+			break
+		}
+	}
+	if throttled == 0 {
+		t.Fatal("20 Metadata requests at request_percentage 0.001 were never throttled")
 	}
 }
