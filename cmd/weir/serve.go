@@ -231,7 +231,7 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		// 9644) shares the address with /metrics and /healthz.
 		mux := http.NewServeMux()
 		mux.Handle("/v1/", b.AdminHandler())
-		mux.Handle("/", newHTTPHandler(reg, &healthy))
+		mux.Handle("/", metricsACL(b, newHTTPHandler(reg, &healthy))) // serve_authz.go
 		srv = &http.Server{
 			Handler:           mux,
 			ReadHeaderTimeout: 10 * time.Second,

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"net/http"
+
 	"github.com/spf13/pflag"
 
 	"github.com/weirhq/weir/broker"
+	"github.com/weirhq/weir/broker/authz"
 )
 
 // securityOptions are weir serve's authorization and quota settings
@@ -25,4 +28,18 @@ func (s *securityOptions) apply(cfg *broker.Config) {
 	cfg.Authorizer = s.authorizer
 	cfg.SuperUsers = s.superUsers
 	cfg.AllowEveryoneIfNoACLFound = s.allowEveryoneNoACL
+}
+
+// metricsACL guards /metrics with the broker's ACLs: DESCRIBE on the
+// cluster, for the principal an HTTP front recorded (broker.WithPrincipal;
+// User:ANONYMOUS without one). /healthz stays open for liveness probes.
+// Without an authorizer nothing changes.
+func metricsACL(b *broker.Broker, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" && !b.Authorized(r, authz.OpDescribe, authz.ResourceCluster, authz.ClusterName) {
+			http.Error(w, "CLUSTER_AUTHORIZATION_FAILED: /metrics needs DESCRIBE on the cluster", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
