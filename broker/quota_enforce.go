@@ -33,6 +33,12 @@ import (
 // before the time is over (waitUnmuted). A response of an older version
 // is held back for the throttle time instead (the client did not know to
 // wait), and the connection is not muted.
+//
+// Kafka reads one request per connection at a time; weir pipelines up to
+// MaxInFlightPerConn, so requests a client pipelined before the mute began
+// are still handled. Their bytes go into the same sensor, so the debt they
+// add lengthens the next mute: over time the client is held to its quota,
+// with bursts up to one in-flight window.
 
 // openQuotas loads the quota configs.
 func (b *Broker) openQuotas() error {
