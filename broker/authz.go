@@ -61,6 +61,8 @@ func (a *azReq) ok(op authz.Operation, rt authz.ResourceType, name string) bool 
 	allowed := a.b.authz.Allowed(a.principal, a.host, op, rt, name)
 	if !allowed {
 		a.b.metrics.authzDenied.WithLabelValues(rt.String(), op.String()).Inc()
+		a.b.logger.Debug("authorization denied", "principal", a.principal, "host", a.host,
+			"operation", op.String(), "resource_type", rt.String(), "resource", name)
 	}
 	return allowed
 }
