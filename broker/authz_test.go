@@ -346,3 +346,44 @@ func TestAuthorizedOperationsFromACLs(t *testing.T) {
 		t.Fatalf("cluster operations %v", got)
 	}
 }
+
+// Prefixed ALLOW, literal DENY, super users and the wildcard principal,
+// end to end through a real producer.
+func TestACLPrefixedDenyWinsSuperUser(t *testing.T) {
+	b, _ := aclBroker(t)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(clientAs(t, b, "admin"))
+	for _, name := range []string{"app-1", "app-secret", "public"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustACL(t, adm, kadm.NewACLs().Allow("User:dan").Topics("app-").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed))
+	mustACL(t, adm, kadm.NewACLs().Deny("User:dan").Topics("app-secret").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral))
+	mustACL(t, adm, kadm.NewACLs().Allow("User:*").Topics("public").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral))
+	produce := func(who, topic string) error {
+		cl := clientAs(t, b, who, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1))
+		short, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return cl.ProduceSync(short, &kgo.Record{Value: []byte("v")}).FirstErr()
+	}
+	for _, tc := range []struct {
+		who, topic string
+		ok         bool
+	}{
+		{"dan", "app-1", true},
+		{"dan", "app-secret", false}, // deny wins over the prefixed allow
+		{"dan", "public", true},      // User:*
+		{"zoe", "public", true},
+		{"zoe", "app-1", false},
+		{"admin", "app-secret", true}, // super user
+	} {
+		err := produce(tc.who, tc.topic)
+		if tc.ok && err != nil {
+			t.Errorf("%s -> %s: %v", tc.who, tc.topic, err)
+		}
+		if !tc.ok && !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Errorf("%s -> %s: %v, want TOPIC_AUTHORIZATION_FAILED", tc.who, tc.topic, err)
+		}
+	}
+}
