@@ -37,10 +37,10 @@ func TestAdminHTTPAuthorized(t *testing.T) {
 		path, principal string
 		want            int
 	}{
-		{"/v1/partitions/h", "", http.StatusForbidden},        // ANONYMOUS
+		{"/v1/partitions/h", "", http.StatusForbidden},         // ANONYMOUS
 		{"/v1/partitions/h", "User:eve", http.StatusForbidden}, // no ACL
 		{"/v1/partitions/h", "User:ops", http.StatusOK},
-		{"/v1/partitions/h", "User:admin", http.StatusOK},           // super user
+		{"/v1/partitions/h", "User:admin", http.StatusOK},            // super user
 		{"/v1/partitions/missing", "User:eve", http.StatusForbidden}, // no existence leak
 		{"/v1/partitions/hidden", "User:ops", http.StatusNotFound},   // allowed by prefix, absent
 	} {
