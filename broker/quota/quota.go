@@ -172,7 +172,44 @@ type Store struct {
 
 	mu      sync.RWMutex
 	entries map[string]entryJSON // by Entity.key
-	wmu     sync.Mutex           // serialises changes
+	index   map[entKey]map[string]float64
+	wmu     sync.Mutex // serialises changes
+}
+
+// entKey identifies an entity without allocating: which types it has, and
+// for each either a name or the default.
+type entKey struct {
+	hasUser, userDefault     bool
+	user                     string
+	hasClient, clientDefault bool
+	client                   string
+}
+
+func keyOf(e Entity) entKey {
+	var k entKey
+	for _, c := range e {
+		switch c.Type {
+		case EntityUser:
+			k.hasUser, k.userDefault = true, c.Name == nil
+			if c.Name != nil {
+				k.user = *c.Name
+			}
+		case EntityClientID:
+			k.hasClient, k.clientDefault = true, c.Name == nil
+			if c.Name != nil {
+				k.client = *c.Name
+			}
+		}
+	}
+	return k
+}
+
+func indexOf(entries map[string]entryJSON) map[entKey]map[string]float64 {
+	idx := make(map[entKey]map[string]float64, len(entries))
+	for _, e := range entries {
+		idx[keyOf(e.Entity)] = e.Values
+	}
+	return idx
 }
 
 // Open loads the quota file (none yet: no quotas).
@@ -180,7 +217,7 @@ func Open(fsys vfs.FS, dir string) (*Store, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	s := &Store{fs: fsys, dir: dir, entries: map[string]entryJSON{}}
+	s := &Store{fs: fsys, dir: dir, entries: map[string]entryJSON{}, index: map[entKey]map[string]float64{}}
 	data, err := vfs.ReadFile(fsys, filepath.Join(dir, File))
 	if err != nil {
 		if errors.Is(err, iofs.ErrNotExist) {
@@ -207,6 +244,7 @@ func Open(fsys vfs.FS, dir string) (*Store, error) {
 		}
 		s.entries[ent.key()] = entryJSON{Entity: ent, Values: e.Values}
 	}
+	s.index = indexOf(s.entries)
 	return s, nil
 }
 
@@ -259,8 +297,9 @@ func (s *Store) Alter(entity Entity, ops []Op, validateOnly bool) error {
 	if err := s.persist(next); err != nil {
 		return err
 	}
+	idx := indexOf(next)
 	s.mu.Lock()
-	s.entries = next
+	s.entries, s.index = next, idx
 	s.mu.Unlock()
 	return nil
 }
@@ -375,44 +414,33 @@ type Applied struct {
 func (s *Store) Resolve(key, user, clientID string) (Applied, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if len(s.entries) == 0 {
+	if len(s.index) == 0 {
 		return Applied{}, false
 	}
-	u, c := &user, &clientID
-	type level struct {
-		user, client *string // nil: type absent
-		du, dc       bool    // default of the type
-	}
-	levels := []level{
-		{user: u, client: c}, {user: u, du: false, dc: true}, {user: u},
-		{du: true, client: c}, {du: true, dc: true}, {du: true},
-		{client: c}, {dc: true},
+	levels := [...]entKey{
+		{hasUser: true, user: user, hasClient: true, client: clientID},
+		{hasUser: true, user: user, hasClient: true, clientDefault: true},
+		{hasUser: true, user: user},
+		{hasUser: true, userDefault: true, hasClient: true, client: clientID},
+		{hasUser: true, userDefault: true, hasClient: true, clientDefault: true},
+		{hasUser: true, userDefault: true},
+		{hasClient: true, client: clientID},
+		{hasClient: true, clientDefault: true},
 	}
 	for _, l := range levels {
-		var ent Entity
-		a := Applied{}
-		if l.user != nil || l.du {
-			comp := Component{Type: EntityUser}
-			if !l.du {
-				comp.Name = l.user
-			}
-			ent = append(ent, comp)
-			a.User = user
+		vals, ok := s.index[l]
+		if !ok {
+			continue
 		}
-		if l.client != nil || l.dc {
-			comp := Component{Type: EntityClientID}
-			if !l.dc {
-				comp.Name = l.client
+		if v, ok := vals[key]; ok {
+			a := Applied{Bound: v}
+			if l.hasUser {
+				a.User = user
 			}
-			ent = append(ent, comp)
-			a.ClientID = clientID
-		}
-		slices.SortFunc(ent, func(x, y Component) int { return strings.Compare(x.Type, y.Type) })
-		if e, ok := s.entries[ent.key()]; ok {
-			if v, ok := e.Values[key]; ok {
-				a.Bound = v
-				return a, true
+			if l.hasClient {
+				a.ClientID = clientID
 			}
+			return a, true
 		}
 	}
 	return Applied{}, false
