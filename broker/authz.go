@@ -55,6 +55,10 @@ type azReq struct {
 	b         *Broker
 	principal string
 	host      string // IP address, without Kafka's leading '/'
+	// closeAfter: the request gets no response (acks=0 Produce) and
+	// something of it was refused, so the connection is closed once the
+	// rest is handled, as Kafka tells an acks=0 producer of any error.
+	closeAfter bool
 }
 
 func (a *azReq) ok(op authz.Operation, rt authz.ResourceType, name string) bool {
@@ -159,13 +163,24 @@ func (c *conn) authorize(s *slot, req kmsg.Request) (wrap func(handleCall) handl
 		}, true
 	}
 	if deny != nil {
+		if a.closeAfter {
+			deny = nil
+		}
 		return func(handleCall) handleCall {
-			return func(context.Context) (kmsg.Response, error) { return deny, nil }
+			return func(context.Context) (kmsg.Response, error) {
+				if deny == nil {
+					return nil, errCloseConn
+				}
+				return deny, nil
+			}
 		}, true
 	}
 	return func(next handleCall) handleCall {
 		return func(ctx context.Context) (kmsg.Response, error) {
 			resp, err := next(ctx)
+			if err == nil && a.closeAfter {
+				return nil, errCloseConn
+			}
 			if err == nil && resp != nil && merge != nil {
 				merge(resp) // a panic here is recovered by dispatch
 			}

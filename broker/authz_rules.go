@@ -97,6 +97,7 @@ func azProduce(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response))
 		return rt
 	}
 	if req.TransactionID != nil && !a.txnID(authz.OpWrite, *req.TransactionID) {
+		a.closeAfter = req.Acks == 0
 		resp := req.ResponseKind().(*kmsg.ProduceResponse)
 		for _, t := range req.Topics {
 			resp.Topics = append(resp.Topics, fail(t, codeTxnID))
@@ -113,6 +114,7 @@ func azProduce(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response))
 		kept = append(kept, t)
 	}
 	req.Topics = kept
+	a.closeAfter = req.Acks == 0 && len(denied) > 0
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ProduceResponse)
 		resp.Topics = append(resp.Topics, denied...)

@@ -387,3 +387,41 @@ func TestACLPrefixedDenyWinsSuperUser(t *testing.T) {
 		}
 	}
 }
+
+// acks=0 gets no response, so a refused topic closes the connection (as
+// Kafka does for any acks=0 error); the allowed topics of the request are
+// still appended.
+func TestACLAcksZeroRefusalCloses(t *testing.T) {
+	b, _ := aclBroker(t)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(clientAs(t, b, "admin"))
+	for _, name := range []string{"ok0", "no0"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustACL(t, adm, kadm.NewACLs().Allow("User:p0").Topics("ok0").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral))
+
+	// Allowed only: no response, the connection stays usable.
+	rc := dialRaw(t, b)
+	rc.write(frameAs(produceReq(9, 0, "ok0", 0, makeBatch(1, "a")), 1, "as:p0"))
+	av := kmsg.NewPtrApiVersionsRequest()
+	rc.write(frameAs(av, 2, "as:p0"))
+	if r := rc.readResp(av, 2).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 {
+		t.Fatalf("ApiVersions after an allowed acks=0 produce: %d", r.ErrorCode)
+	}
+
+	// Allowed and refused together: the allowed one is appended, then
+	// the connection is closed.
+	req := produceReq(9, 0, "ok0", 0, makeBatch(1, "b"))
+	req.Topics = append(req.Topics, produceReq(9, 0, "no0", 0, makeBatch(1, "c")).Topics...)
+	rc2 := dialRaw(t, b)
+	rc2.write(frameAs(req, 1, "as:p0"))
+	rc2.expectClosed()
+	for name, want := range map[string]int64{"ok0": 2, "no0": 0} {
+		tp, _ := b.topics.get(name)
+		if leo := tp.parts[0].LogEndOffset(); leo != want {
+			t.Errorf("%s log end offset %d, want %d", name, leo, want)
+		}
+	}
+}
