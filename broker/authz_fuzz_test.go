@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/weirhq/weir/broker/authz"
@@ -104,6 +105,53 @@ func FuzzStoredSecurityFiles(f *testing.F) {
 					}
 				}
 			}
+		}
+	})
+}
+
+// FuzzConnectionACL is FuzzConnection with the authorizer on: arbitrary
+// bytes through a connection whose principal (ANONYMOUS) may do anything on
+// topics prefixed "fz" and groups, and nothing else. Authorization rules
+// and the handlers' answers meet here (refusals merged into real
+// responses): no panic, and every response is a well-formed frame.
+func FuzzConnectionACL(f *testing.F) {
+	for k, cases := range matrixCases() {
+		for i, c := range cases {
+			r := c.req()
+			f.Add(frame(r, int32(k)*16+int32(i)))
+		}
+	}
+	f.Add(frame(produceReq(9, 1, "fz", 0, makeBatch(1, "a")), 1))
+	f.Add(frame(produceReq(9, 0, "t", 0, makeBatch(1, "a")), 2))
+	f.Add(frame(fetchReq(12, "fz", [16]byte{}, 0, 0, 0), 3))
+	b, _ := aclBroker(f)
+	b.topics.maxPartitions = 8
+	if _, err := b.topics.create("fz", 1, nil, false); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := b.topics.create("t", 1, nil, false); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := b.authz.Create([]authz.Binding{
+		{ResourceType: authz.ResourceTopic, ResourceName: "fz", PatternType: authz.PatternPrefixed, Principal: authz.Anonymous, Host: "*", Operation: authz.OpAll, Permission: authz.PermAllow},
+		{ResourceType: authz.ResourceGroup, ResourceName: "*", PatternType: authz.PatternLiteral, Principal: authz.Anonymous, Host: "*", Operation: authz.OpAll, Permission: authz.PermAllow},
+	}); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		out := serveBytes(b, input)
+		if n := b.panics.Load(); n != 0 {
+			t.Fatalf("%d panics", n)
+		}
+		for r := out; len(r) > 0; {
+			if len(r) < 8 {
+				t.Fatalf("truncated response header: %d bytes", len(r))
+			}
+			size := int(binary.BigEndian.Uint32(r))
+			if size < 4 || size > len(r)-4 {
+				t.Fatalf("bad response size %d with %d left", size, len(r)-4)
+			}
+			r = r[4+size:]
 		}
 	})
 }
