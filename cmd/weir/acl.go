@@ -28,6 +28,8 @@ type aclFlags struct {
 	pattern             string
 	principal, host     string // list/remove filters
 	permission          string
+	producer, consumer  bool // add: kafka-acls' convenience sets
+	idempotent          bool
 }
 
 func newACLCmd() *cobra.Command {
@@ -86,17 +88,15 @@ func (f *aclFlags) resource(optional bool) (authz.ResourceType, *string, error) 
 func newACLAddCmd(cf *clientFlags) *cobra.Command {
 	f := &aclFlags{}
 	cmd := &cobra.Command{
-		Use:   "add (--allow P | --deny P)... --operation OP... (--topic T | --group G | --transactional-id X | --cluster)",
-		Short: "Create ACLs: every principal x host x operation given, on one resource",
+		Use:   "add (--allow P | --deny P)... (--operation OP... RESOURCE | --producer | --consumer)",
+		Short: "Create ACLs: every principal x host x operation given, on one resource (or kafka-acls' --producer/--consumer sets)",
 		Example: `  weir acl add --allow User:alice --operation read,describe --topic orders
   weir acl add --allow User:app --operation write --topic logs- --pattern prefixed
-  weir acl add --deny User:mallory --operation all --group '*'`,
+  weir acl add --deny User:mallory --operation all --group '*'
+  weir acl add --allow User:etl --producer --topic orders --transactional-id etl- --pattern prefixed
+  weir acl add --allow User:svc --consumer --topic orders --group billing`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, name, err := f.resource(false)
-			if err != nil {
-				return err
-			}
 			pt, err := authz.ParsePatternType(f.pattern)
 			if err != nil {
 				return err
@@ -104,8 +104,9 @@ func newACLAddCmd(cf *clientFlags) *cobra.Command {
 			if len(f.allow)+len(f.deny) == 0 {
 				return errors.New("give --allow or --deny with a principal (User:name)")
 			}
-			if len(f.ops) == 0 {
-				return errors.New("give --operation (read, write, create, delete, alter, describe, cluster-action, describe-configs, alter-configs, idempotent-write, all)")
+			gs, err := f.grants(pt)
+			if err != nil {
+				return err
 			}
 			hosts := f.hosts
 			if len(hosts) == 0 {
@@ -119,23 +120,21 @@ func newACLAddCmd(cf *clientFlags) *cobra.Command {
 			}{{authz.PermAllow, f.allow}, {authz.PermDeny, f.deny}} {
 				for _, p := range pp.principals {
 					for _, h := range hosts {
-						for _, o := range f.ops {
-							op, err := authz.ParseOperation(o)
-							if err != nil {
-								return err
+						for _, g := range gs {
+							for _, op := range g.ops {
+								b := authz.Binding{ResourceType: g.rt, ResourceName: g.name, PatternType: g.pt, Principal: p,
+									Host: h, Operation: op, Permission: pp.perm}
+								if err := b.Validate(); err != nil {
+									return err
+								}
+								made = append(made, b)
+								c := kmsg.NewCreateACLsRequestCreation()
+								c.ResourceType, c.ResourceName = kmsg.ACLResourceType(g.rt), g.name
+								c.ResourcePatternType = kmsg.ACLResourcePatternType(g.pt)
+								c.Principal, c.Host = p, h
+								c.Operation, c.PermissionType = kmsg.ACLOperation(op), kmsg.ACLPermissionType(pp.perm)
+								req.Creations = append(req.Creations, c)
 							}
-							b := authz.Binding{ResourceType: rt, ResourceName: *name, PatternType: pt, Principal: p,
-								Host: h, Operation: op, Permission: pp.perm}
-							if err := b.Validate(); err != nil {
-								return err
-							}
-							made = append(made, b)
-							c := kmsg.NewCreateACLsRequestCreation()
-							c.ResourceType, c.ResourceName = kmsg.ACLResourceType(rt), *name
-							c.ResourcePatternType = kmsg.ACLResourcePatternType(pt)
-							c.Principal, c.Host = p, h
-							c.Operation, c.PermissionType = kmsg.ACLOperation(op), kmsg.ACLPermissionType(pp.perm)
-							req.Creations = append(req.Creations, c)
 						}
 					}
 				}
@@ -168,7 +167,77 @@ func newACLAddCmd(cf *clientFlags) *cobra.Command {
 	fl.StringSliceVar(&f.deny, "deny", nil, "principal to deny, repeatable")
 	fl.StringSliceVar(&f.hosts, "host", nil, "client host (IP) the ACL applies to (default every host: *)")
 	fl.StringSliceVar(&f.ops, "operation", nil, "operations, comma separated or repeated")
+	fl.BoolVar(&f.producer, "producer", false, "kafka-acls' --producer: WRITE, DESCRIBE, CREATE on --topic; WRITE, DESCRIBE on --transactional-id if given; IDEMPOTENT_WRITE on the cluster with --idempotent")
+	fl.BoolVar(&f.idempotent, "idempotent", false, "with --producer: IDEMPOTENT_WRITE on the cluster")
+	fl.BoolVar(&f.consumer, "consumer", false, "kafka-acls' --consumer: READ, DESCRIBE on --topic and READ on --group")
 	return cmd
+}
+
+// grant is a set of operations on one resource pattern.
+type grant struct {
+	rt   authz.ResourceType
+	name string
+	pt   authz.PatternType
+	ops  []authz.Operation
+}
+
+// grants turns the add flags into the operations to grant per resource:
+// --operation on the one resource given, or the --producer / --consumer
+// sets (kafka-acls' convenience options, allow only).
+func (f *aclFlags) grants(pt authz.PatternType) ([]grant, error) {
+	if !f.producer && !f.consumer {
+		if f.idempotent {
+			return nil, errors.New("--idempotent goes with --producer")
+		}
+		rt, name, err := f.resource(false)
+		if err != nil {
+			return nil, err
+		}
+		if len(f.ops) == 0 {
+			return nil, errors.New("give --operation (read, write, create, delete, alter, describe, cluster-action, describe-configs, alter-configs, idempotent-write, all), or --producer / --consumer")
+		}
+		g := grant{rt: rt, name: *name, pt: pt}
+		for _, o := range f.ops {
+			op, err := authz.ParseOperation(o)
+			if err != nil {
+				return nil, err
+			}
+			g.ops = append(g.ops, op)
+		}
+		return []grant{g}, nil
+	}
+	switch {
+	case len(f.ops) > 0:
+		return nil, errors.New("--operation does not go with --producer / --consumer")
+	case len(f.deny) > 0:
+		return nil, errors.New("--producer / --consumer grant: use --allow, not --deny")
+	case f.topic == "":
+		return nil, errors.New("--producer / --consumer need --topic")
+	case f.cluster:
+		return nil, errors.New("--cluster does not go with --producer / --consumer")
+	}
+	var gs []grant
+	if f.producer {
+		gs = append(gs, grant{authz.ResourceTopic, f.topic, pt, []authz.Operation{authz.OpWrite, authz.OpDescribe, authz.OpCreate}})
+		if f.txnID != "" {
+			gs = append(gs, grant{authz.ResourceTransactionalID, f.txnID, pt, []authz.Operation{authz.OpWrite, authz.OpDescribe}})
+		}
+		if f.idempotent {
+			gs = append(gs, grant{authz.ResourceCluster, authz.ClusterName, authz.PatternLiteral, []authz.Operation{authz.OpIdempotentWrite}})
+		}
+	} else if f.txnID != "" || f.idempotent {
+		return nil, errors.New("--transactional-id / --idempotent go with --producer")
+	}
+	if f.consumer {
+		if f.group == "" {
+			return nil, errors.New("--consumer needs --group")
+		}
+		gs = append(gs, grant{authz.ResourceTopic, f.topic, pt, []authz.Operation{authz.OpRead, authz.OpDescribe}},
+			grant{authz.ResourceGroup, f.group, pt, []authz.Operation{authz.OpRead}})
+	} else if f.group != "" {
+		return nil, errors.New("--group goes with --consumer here")
+	}
+	return gs, nil
 }
 
 // filterFlags registers the list/remove filter flags.

@@ -79,3 +79,46 @@ func TestACLCommandsNoAuthorizer(t *testing.T) {
 		t.Fatalf("list: exit %d, %s", code, errOut)
 	}
 }
+
+// kafka-acls' --producer / --consumer sets.
+func TestACLAddProducerConsumer(t *testing.T) {
+	b := aclTestBroker(t)
+	bs := "--brokers=" + b.Addr()
+	out := mustCLI(t, "", "acl", "add", bs, "--allow", "User:etl", "--producer", "--topic", "orders",
+		"--transactional-id", "etl-", "--pattern", "prefixed", "--idempotent")
+	if n := strings.Count(out, "created:"); n != 6 { // 3 topic + 2 txn id + 1 cluster
+		t.Fatalf("producer set: %d created\n%s", n, out)
+	}
+	out = mustCLI(t, "", "acl", "add", bs, "--allow", "User:svc", "--consumer", "--topic", "orders", "--group", "billing")
+	if n := strings.Count(out, "created:"); n != 3 {
+		t.Fatalf("consumer set: %d created\n%s", n, out)
+	}
+	var got []aclJSON
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "acl", "list", bs, "-o", "json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, a := range got {
+		have[a.Principal+" "+a.ResourceType+":"+a.PatternType+":"+a.ResourceName+" "+a.Operation] = true
+	}
+	for _, want := range []string{
+		"User:etl TOPIC:PREFIXED:orders WRITE", "User:etl TOPIC:PREFIXED:orders CREATE", "User:etl TOPIC:PREFIXED:orders DESCRIBE",
+		"User:etl TRANSACTIONAL_ID:PREFIXED:etl- WRITE", "User:etl TRANSACTIONAL_ID:PREFIXED:etl- DESCRIBE",
+		"User:etl CLUSTER:LITERAL:kafka-cluster IDEMPOTENT_WRITE",
+		"User:svc TOPIC:LITERAL:orders READ", "User:svc TOPIC:LITERAL:orders DESCRIBE", "User:svc GROUP:LITERAL:billing READ",
+	} {
+		if !have[want] {
+			t.Errorf("missing %q in %v", want, have)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--allow", "User:x", "--consumer", "--topic", "orders"},                     // no group
+		{"--deny", "User:x", "--producer", "--topic", "orders"},                      // deny
+		{"--allow", "User:x", "--producer", "--topic", "t", "--operation", "read"},   // both
+		{"--allow", "User:x", "--operation", "read", "--topic", "t", "--idempotent"}, // idempotent alone
+	} {
+		if _, _, code := runCLI(t, "", append([]string{"acl", "add", bs}, bad...)...); code == 0 {
+			t.Errorf("weir acl add %v succeeded", bad)
+		}
+	}
+}
