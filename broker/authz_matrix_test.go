@@ -90,7 +90,7 @@ type matrixCase struct {
 
 func matrixCases() map[kmsg.Key][]matrixCase {
 	tp := func(s string) *string { return &s }
-	return map[kmsg.Key][]matrixCase{
+	m := map[kmsg.Key][]matrixCase{
 		kmsg.Produce: {
 			{name: "topic", want: codeTopic, grant: []authz.Binding{onTopic(authz.OpWrite)}, req: func() kmsg.Request {
 				r := kmsg.NewPtrProduceRequest()
@@ -472,6 +472,10 @@ func matrixCases() map[kmsg.Key][]matrixCase {
 			return r
 		}}},
 	}
+	for k, v := range shareMatrixCases() {
+		m[k] = v
+	}
+	return m
 }
 
 func metadataLists(t *testing.T, resp kmsg.Response, allowed bool) {
@@ -588,6 +592,9 @@ func TestAuthzMatrix(t *testing.T) {
 		if _, err := adm.CreateTopic(ctx, 1, 1, nil, name); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if tt, ok := b.topics.get("t"); ok {
+		matrixTopicID = tt.id // share requests name topics by ID
 	}
 	// Objects the allowed requests find: a group with a committed
 	// offset ("g"), one to delete ("gone"), a transactional id ("tx"),
