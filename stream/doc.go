@@ -67,11 +67,30 @@
 // slices) or given with Codecs. Every store states its bound: a TTL in event
 // time (expired keys are deleted with a changelog tombstone), or NoExpiry
 // with its reason, which Describe reports as a risk. A table's updates are
-// collapsed per processing round (Kafka Streams' record cache): the changelog
-// and ToStream carry the latest value per key per round (EveryUpdate
-// forwards each). On assignment a task restores its stores from the local
-// checkpoint plus the changelog tail (or the whole changelog if there is no
-// usable local copy) before processing.
+// collapsed between commits (Kafka Streams' record cache, bounded by an
+// eighth of StoreCache per task): the changelog, ToStream and Changes carry
+// the latest value per key since the previous commit, flushed before every
+// commit of input offsets (at-least-once) and before every transaction commits
+// (ExactlyOnce), so every committed offset is covered by the updates it
+// caused (EveryUpdate forwards each; the Driver flushes after every record).
+// ToStream forwards deletions (a topic's tombstones, expired keys) as
+// records with Record.Tombstone set, which a sink writes as null values;
+// Changes pairs every update with the value it replaced. On assignment a
+// task restores its stores from the local checkpoint plus the changelog
+// tail (or the whole changelog if there is no usable local copy) before
+// processing.
+//
+// Tables join tables: JoinTables, LeftJoinTables and OuterJoinTables on the
+// key (co-partitioned, as a stream-table join), JoinForeign and
+// LeftJoinForeign on a foreign key extracted from the left table's values
+// (no co-partitioning: subscriptions travel to the right table's tasks and
+// answers back through two internal topics, and an answer to a value the
+// left table no longer holds is dropped, so a row whose foreign key changed
+// leaves no stale result). Each result is a table of its own (a store with
+// a changelog). A global table (FromGlobalTable) is replicated whole to
+// every instance, restored from its topic before processing starts and then
+// followed on a goroutine of the instance; JoinGlobal and LeftJoinGlobal look
+// it up by any key derived from a record.
 //
 // What a stateful task costs: on disk, its Pebble directory under StateDir —
 // about 4.5 MiB for a store of a few keys (Pebble preallocates the write-ahead
@@ -220,10 +239,10 @@
 //
 // # Not yet
 //
-// Event-time windows (each task tracks its watermark; see
-// "Where event time attaches"), table-table and stream-stream
-// joins, global tables, waiting for a lagging input of a task before
-// processing (Kafka's max.task.idle.ms).
+// Event-time windows (each task tracks its watermark; see "Where event
+// time attaches"), stream-stream joins, waiting for a lagging input of a
+// task before processing (Kafka's max.task.idle.ms), global tables in the
+// HTTP query API (GlobalTable.Get and App.Get read them).
 // A keyed operator after a Merge of several sources still repartitions
 // first (merged topics need not be co-partitioned).
 package stream

@@ -148,6 +148,10 @@ func (a *App) Describe() string {
 		fmt.Fprintf(&b, "  sub-topology %d (%s): %s\n", st.idx, tasks, strings.Join(inputs, ", "))
 		fmt.Fprintf(&b, "    operators: %s\n", strings.Join(a.operators(st), " "))
 	}
+	for _, g := range a.b.globals {
+		fmt.Fprintf(&b, "  global table %s (store %s): every partition in every instance, restored before processing, "+
+			"then followed; bounded by the topic's compaction\n", g.topic, g.store)
+	}
 	for _, g := range a.Guarantees() {
 		fmt.Fprintf(&b, "  %-11s %s: %s — %s; order: %s\n", g.Role, g.Topic, g.Delivery, g.Mechanism, g.Ordering)
 	}

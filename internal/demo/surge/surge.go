@@ -106,9 +106,9 @@ type Config struct {
 	// MaxSurge caps the multiplier. Default 3.
 	MaxSurge float64
 	// StateTTL bounds both stores: a driver or zone without events for this
-	// long (event time) is forgotten. Default 24h. Forgetting a driver does
-	// not remove it from its zone's supply: real drivers report far more
-	// often than this.
+	// long (event time) is forgotten. Default 24h. A forgotten driver
+	// leaves its zone's supply; a forgotten zone's record in SurgeTopic is
+	// deleted (a tombstone).
 	StateTTL time.Duration
 }
 
@@ -135,18 +135,11 @@ type zoneEvent struct {
 	DriverDelta int64 `json:"driver_delta,omitempty"`
 }
 
-// driverState is the "driver-state" store's value: the driver's last status
-// and, for the record that produced it, its previous one (so the next
-// operator can emit the zone deltas).
+// driverState is the "driver-state" store's value: the driver's last status.
 type driverState struct {
 	Zone      string    `json:"zone"`
 	Available bool      `json:"available"`
 	At        time.Time `json:"at"`
-	// Of the update that produced this state; Changed is false when the
-	// record changed nothing (same status, or older than the stored one).
-	Changed       bool   `json:"changed,omitempty"`
-	PrevZone      string `json:"prev_zone,omitempty"`
-	PrevAvailable bool   `json:"prev_available,omitempty"`
 }
 
 // ErrNoZone is returned by the topology for an event without a zone; such a
@@ -162,10 +155,11 @@ func Build(b *stream.Builder, cfg Config) {
 	// ignored, by event time.
 	drivers := stream.From(b, DriversTopic, stream.String(), stream.JSON[DriverStatus](),
 		stream.Timestamps(func(r stream.Record[string, DriverStatus]) time.Time { return r.Value.At }))
-	// Every update is forwarded (not the latest per round): the deltas
-	// are derived from each update's previous state.
+	// The table's changes carry each driver's state as the zones last saw
+	// it and its state now: the deltas stay exact however the table
+	// collapses its updates between commits.
 	states := stream.Aggregate(stream.GroupByKey(drivers),
-		stream.StoreConfig{Name: "driver-state", TTL: cfg.StateTTL, EveryUpdate: true},
+		stream.StoreConfig{Name: "driver-state", TTL: cfg.StateTTL},
 		func() driverState { return driverState{} },
 		func(r stream.Record[string, DriverStatus], s driverState) (driverState, error) {
 			if r.Value.Zone == "" {
@@ -173,9 +167,10 @@ func Build(b *stream.Builder, cfg Config) {
 			}
 			return nextDriverState(s, r.Value), nil
 		})
-	deltas := stream.FlatMap(states.ToStream(), func(r stream.Record[string, driverState]) ([]zoneDelta, error) {
-		return r.Value.deltas(), nil
-	})
+	deltas := stream.FlatMapValues(stream.Changes(states),
+		func(r stream.Record[string, stream.Change[driverState]]) ([]zoneDelta, error) {
+			return deltas(r.Value), nil
+		})
 	supply := stream.Map(
 		stream.KeyBy(deltas, func(r stream.Record[string, zoneDelta]) (string, error) { return r.Value.Zone, nil }),
 		func(r stream.Record[string, zoneDelta]) (zoneEvent, error) {
@@ -208,13 +203,9 @@ func Build(b *stream.Builder, cfg Config) {
 // nextDriverState applies status st to the stored state s.
 func nextDriverState(s driverState, st DriverStatus) driverState {
 	if !s.At.IsZero() && st.At.Before(s.At) {
-		s.Changed = false // older than what we know: ignore
-		return s
+		return s // older than what we know: ignore
 	}
-	next := driverState{Zone: st.Zone, Available: st.Available, At: st.At,
-		PrevZone: s.Zone, PrevAvailable: s.Available}
-	next.Changed = next.Zone != s.Zone || next.Available != s.Available
-	return next
+	return driverState{Zone: st.Zone, Available: st.Available, At: st.At}
 }
 
 type zoneDelta struct {
@@ -222,18 +213,21 @@ type zoneDelta struct {
 	Delta int64
 }
 
-// deltas are the changes of available drivers per zone caused by the update
-// that produced s.
-func (s driverState) deltas() []zoneDelta {
-	if !s.Changed {
+// deltas are the changes of available drivers per zone from a driver's
+// state as the zones last counted it (c.Old) to its state now (c.New); a
+// driver forgotten by the store's TTL (no New) leaves its zone's supply.
+func deltas(c stream.Change[driverState]) []zoneDelta {
+	was := c.HasOld && c.Old.Available
+	is := c.HasNew && c.New.Available
+	if was && is && c.Old.Zone == c.New.Zone {
 		return nil
 	}
 	var out []zoneDelta
-	if s.PrevAvailable {
-		out = append(out, zoneDelta{Zone: s.PrevZone, Delta: -1})
+	if was {
+		out = append(out, zoneDelta{Zone: c.Old.Zone, Delta: -1})
 	}
-	if s.Available {
-		out = append(out, zoneDelta{Zone: s.Zone, Delta: +1})
+	if is {
+		out = append(out, zoneDelta{Zone: c.New.Zone, Delta: +1})
 	}
 	return out
 }
