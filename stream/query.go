@@ -570,6 +570,7 @@ type storeCodecs struct {
 	parseKey    func(text string) ([]byte, error)
 	decodeKey   func([]byte) (any, error)
 	decodeValue func([]byte) (any, error)
+	windowKind  string // a windowed store's ("time", "sliding", "session"; window_query.go)
 }
 
 func newStoreCodecs[K, V any](kc Codec[K], vc Codec[V]) *storeCodecs {

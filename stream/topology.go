@@ -99,6 +99,9 @@ type storeSpec struct {
 	// decodes with the table's codecs.
 	decodes func(key, value []byte) bool
 	codecs  *storeCodecs // key and value codecs, for queries (nil: bytes only)
+	// window describes a windowed operator's store (window.go; "" for
+	// other stores): its windows, grace, late policy and emission.
+	window string
 }
 
 // sinkSpec is an output topic.

@@ -9,11 +9,22 @@
 //	ride-requests  key: rider id    value: {"rider","zone","at"}            a rider asks for a ride
 //	driver-status  key: driver id   value: {"driver","zone","available","at"} a driver's position and availability
 //
-// One output topic, an upsert stream keyed by zone (the latest record of a
+// Two output topics. An upsert stream keyed by zone (the latest record of a
 // zone is its current state, so a consumer or a compacted topic stays
 // correct whatever duplicates at-least-once delivery replays):
 //
 //	zone-surge     key: zone        value: ZoneStats {"requests","demand","drivers","surge",...}
+//
+// and the demand per zone in event time: the requests of each zone over
+// hopping windows of DemandWindowSize advancing every DemandWindowAdvance,
+// one final count per zone and window once the watermark (EventTime) has
+// passed the window's end plus DemandGrace:
+//
+//	zone-demand    key: zone and window (Kafka Streams' time-windowed key)  value: int64 count
+//
+// A request that comes later than that is not dropped: it goes, unchanged
+// (keyed by its zone), to ride-requests-late, with headers naming its
+// window and how late it was.
 //
 // The topology (see Build):
 //
@@ -57,10 +68,28 @@ import (
 
 // Topic names.
 const (
-	RequestsTopic = "ride-requests"
-	DriversTopic  = "driver-status"
-	SurgeTopic    = "zone-surge"
+	RequestsTopic     = "ride-requests"
+	DriversTopic      = "driver-status"
+	SurgeTopic        = "zone-surge"
+	DemandTopic       = "zone-demand"
+	LateRequestsTopic = "ride-requests-late"
 )
+
+// The event-time demand windows: requests per zone over the last minute,
+// every 10 seconds, with 5 seconds of allowed lateness.
+const (
+	DemandWindowSize    = time.Minute
+	DemandWindowAdvance = 10 * time.Second
+	DemandGrace         = 5 * time.Second
+)
+
+// DemandWindows are the windows of DemandTopic.
+func DemandWindows() stream.TimeWindows { return stream.Hopping(DemandWindowSize, DemandWindowAdvance) }
+
+// EventTime is the App's watermark strategy: events may arrive up to 2
+// seconds out of order; an input partition silent for 10 seconds stops
+// holding the watermark back.
+func EventTime() stream.Opt { return stream.Watermarks(2*time.Second, 10*time.Second) }
 
 // AppID is the default application id (consumer group and internal topic
 // prefix).
@@ -180,14 +209,23 @@ func Build(b *stream.Builder, cfg Config) {
 	// Demand: every request, keyed by its zone.
 	requests := stream.From(b, RequestsTopic, stream.String(), stream.JSON[RideRequest](),
 		stream.Timestamps(func(r stream.Record[string, RideRequest]) time.Time { return r.Value.At }))
-	demand := stream.Map(
-		stream.KeyBy(requests, func(r stream.Record[string, RideRequest]) (string, error) {
-			if r.Value.Zone == "" {
-				return "", ErrNoZone
-			}
-			return r.Value.Zone, nil
-		}),
+	zoned := stream.KeyBy(requests, func(r stream.Record[string, RideRequest]) (string, error) {
+		if r.Value.Zone == "" {
+			return "", ErrNoZone
+		}
+		return r.Value.Zone, nil
+	})
+	demand := stream.Map(zoned,
 		func(stream.Record[string, RideRequest]) (zoneEvent, error) { return zoneEvent{Request: true}, nil })
+
+	// Demand in event time: requests per zone and hopping window, one
+	// final count per window; late requests, as they came, to their own
+	// topic.
+	w := DemandWindows()
+	stream.WindowedCount(stream.GroupByKey(zoned), w,
+		stream.WindowedStore{Name: "zone-demand", Grace: DemandGrace, Late: stream.LateToTopic(LateRequestsTopic),
+			Emit: stream.EmitFinal()}).
+		ToStream().To(DemandTopic, stream.WindowedKeys(stream.String(), w), stream.Int64())
 
 	// Per zone: fold both (after a repartition by zone: the two inputs are
 	// keyed by rider and driver).
@@ -273,7 +311,8 @@ func (c Config) Surge(demand float64, drivers int64) float64 {
 // partitions (existing topics are left as they are). The App creates its
 // internal topics itself.
 func CreateTopics(ctx context.Context, adm *kadm.Client, partitions int32) error {
-	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, RequestsTopic, DriversTopic, SurgeTopic)
+	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, RequestsTopic, DriversTopic, SurgeTopic, DemandTopic,
+		LateRequestsTopic)
 	if err != nil {
 		return fmt.Errorf("create topics: %w", err)
 	}
