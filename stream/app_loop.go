@@ -313,6 +313,11 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 		a.standbys.unclaim(id)
 		return nil, err
 	}
+	if err := t.resumeCommittedWatermark(ctx); err != nil {
+		t.close()
+		a.standbys.unclaim(id)
+		return nil, err
+	}
 	for _, s := range t.stores {
 		if n, ok := a.partitions[s.changelog]; ok && id.partition >= n {
 			t.close()

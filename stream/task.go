@@ -620,13 +620,15 @@ func (t *task) flushIfWanted() error {
 }
 
 // abortRound drops the store writes of an aborted transaction (all its
-// rounds); the records are fetched and processed again.
+// rounds) and takes the watermark back to where the task joined it; the
+// records are fetched and processed again.
 func (t *task) abortRound() {
 	if t.txn != nil {
 		t.txn.Discard()
 		t.txn = nil
 	}
 	t.streamTime = t.roundStart
+	t.rollbackWatermark()
 	if t.roundNext != nil {
 		t.next = t.roundNext
 		t.roundNext = nil
@@ -638,6 +640,7 @@ func (t *task) abortRound() {
 func (t *task) beginRound() {
 	t.roundStart = t.streamTime
 	t.roundNext = maps.Clone(t.next)
+	t.snapshotWatermark()
 }
 
 // tablesCovered records that the task's table stores hold their source
