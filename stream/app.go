@@ -318,6 +318,10 @@ func (a *App) groupOpts(instance string) []kgo.Opt {
 			manual[a.changelogTopic(st.name)] = true
 		}
 	}
+	markers := map[string]bool{}
+	for _, topic := range a.repartitionTopics() {
+		markers[topic] = true
+	}
 	var static []kgo.Opt
 	if instance != "" {
 		static = append(static, kgo.InstanceID(instance))
@@ -337,7 +341,7 @@ func (a *App) groupOpts(instance string) []kgo.Opt {
 		// offset past them, as the Java consumer's position() does:
 		// otherwise a transactional input shows a lag of 1 forever.
 		kgo.KeepControlRecords(),
-		kgo.RecordPartitioner(appPartitioner{manual: manual, byKey: kgo.StickyKeyPartitioner(nil)}),
+		kgo.RecordPartitioner(appPartitioner{manual: manual, markers: markers, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)...)
 }
@@ -346,14 +350,19 @@ func (a *App) groupOpts(instance string) []kgo.Opt {
 // (the task's partition) and everything else by key: murmur2 of the key
 // bytes, as Java clients do, so a repartition topic is partitioned exactly as
 // Kafka Streams would partition it.
+// A repartition topic's watermark markers go to the partition set on them.
 type appPartitioner struct {
-	manual map[string]bool
-	byKey  kgo.Partitioner
+	manual  map[string]bool
+	markers map[string]bool // repartition topics
+	byKey   kgo.Partitioner
 }
 
 func (p appPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	if p.manual[topic] {
 		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	if p.markers[topic] {
+		return markerPartitioner{byKey: p.byKey.ForTopic(topic)}
 	}
 	return p.byKey.ForTopic(topic)
 }

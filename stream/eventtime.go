@@ -129,6 +129,13 @@ func (t *task) initEventTime() error {
 func (t *task) advanceWatermark() int64 {
 	now := t.app.cfg.clock.Now()
 	wm := t.et.tracker.Advance(now)
+	t.publishWatermark(wm, now)
+	return wm
+}
+
+// publishWatermark sets the task's event-time metrics and status to
+// watermark wm at processing time now.
+func (t *task) publishWatermark(wm int64, now time.Time) {
 	id := t.id.String()
 	if wm != watermark.Min {
 		if t.et.wmGauge == nil { // the series appear with the first watermark
@@ -162,7 +169,6 @@ func (t *task) advanceWatermark() int64 {
 	t.et.statusMu.Lock()
 	t.et.status = st
 	t.et.statusMu.Unlock()
-	return wm
 }
 
 // wmTime converts a watermark (ms) to a time, zero for none.

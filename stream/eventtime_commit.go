@@ -238,6 +238,7 @@ func (t *task) resumeCommittedWatermark(ctx context.Context) error {
 				"topic", topic, "partition", t.id.partition, "err", err)
 		}
 	}
+	t.publishWatermark(t.et.tracker.Watermark(), now)
 	details, err := a.adm.ListTopics(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("task %s: topic ids: %w", t.id, err)

@@ -218,3 +218,26 @@ func ParseWatermarkMarker(headers []kgo.RecordHeader) (m WatermarkMarker, ok boo
 	}
 	return WatermarkMarker(wm), true, nil
 }
+
+// markerPartitioner partitions a repartition topic: a marker to the
+// partition set on it (every partition gets one), data by key.
+type markerPartitioner struct{ byKey kgo.TopicPartitioner }
+
+func (p markerPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return watermark.IsMarker(r) || p.byKey.RequiresConsistency(r)
+}
+
+func (p markerPartitioner) Partition(r *kgo.Record, n int) int {
+	if watermark.IsMarker(r) {
+		return int(r.Partition)
+	}
+	return p.byKey.Partition(r, n)
+}
+
+// OnNewBatch keeps the key partitioner's stickiness for records without a
+// key.
+func (p markerPartitioner) OnNewBatch() {
+	if nb, ok := p.byKey.(kgo.TopicPartitionerOnNewBatch); ok {
+		nb.OnNewBatch()
+	}
+}
