@@ -313,11 +313,6 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 		a.standbys.unclaim(id)
 		return nil, err
 	}
-	if err := t.resumeCommittedWatermark(ctx); err != nil {
-		t.close()
-		a.standbys.unclaim(id)
-		return nil, err
-	}
 	for _, s := range t.stores {
 		if n, ok := a.partitions[s.changelog]; ok && id.partition >= n {
 			t.close()
@@ -327,6 +322,11 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 		}
 	}
 	if err := t.restore(ctx); err != nil {
+		t.close()
+		a.standbys.unclaim(id)
+		return nil, err
+	}
+	if err := t.resumeCommittedWatermark(ctx); err != nil {
 		t.close()
 		a.standbys.unclaim(id)
 		return nil, err

@@ -48,6 +48,9 @@ const defaultMarkerInterval = 200 * time.Millisecond
 type markerConfig struct {
 	interval time.Duration
 	set      bool
+	// off turns markers off on a cluster too: the baseline of the marker
+	// traffic benchmark (set by tests only).
+	off bool
 }
 
 // WatermarkMarkers sets how often, at most, a task writing a repartition
@@ -67,7 +70,9 @@ func WatermarkMarkers(interval time.Duration) Opt {
 
 // markersOn reports whether repartition writers send markers and readers
 // merge them: always on a cluster, in the Driver only if asked for.
-func (a *App) markersOn() bool { return a.cfg.markers.set || a.cfg.seams.producer == nil }
+func (a *App) markersOn() bool {
+	return !a.cfg.markers.off && (a.cfg.markers.set || a.cfg.seams.producer == nil)
+}
 
 // markerInterval is the effective interval: the option (or the default),
 // at most half the idle timeout.
