@@ -31,7 +31,7 @@ import (
 // (watermark.Tracker.AppendInputState; docs/format/watermark.md). Kafka
 // bounds commit metadata by offset.metadata.max.bytes (4096 by default, as
 // weir's broker): a state that would not fit leaves out the input's
-// upstream writers (each costs ~10 characters; ~380 writers fit), which
+// upstream writers (each costs ~9 characters; about 430 fit), which
 // the reader then hears again.
 
 // commitMetaPrefix starts commit metadata holding a watermark state;

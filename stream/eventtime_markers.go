@@ -62,6 +62,11 @@ type markerConfig struct {
 // a stalled writer from a quiet one; the interval is capped at that half.
 // 0 sends at the end of every round that changed something. Default 200ms.
 //
+// A writer sends at round ends, and an idle App runs a round every commit
+// interval (the poll's wait): keep the idle timeout at two commit
+// intervals or more, or readers may take a quiet writer for a stalled one
+// (and let the watermark pass it).
+//
 // The Driver sends no markers unless this option is given: there its
 // repartition topics' watermarks follow their records, as a source's do.
 func WatermarkMarkers(interval time.Duration) Opt {
