@@ -353,3 +353,40 @@ func TestIdleInputReleasesWatermarkThroughRepartition(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatermarkSurvivesRebalance: a second instance joins and takes one
+// of the first instance's tasks (cooperative rebalance: the task is
+// committed on revocation, or at its last transaction); the moved task
+// resumes its watermark on the new instance, late records do not take it
+// back.
+func TestWatermarkSurvivesRebalance(t *testing.T) {
+	guarantees(t, func(t *testing.T, g Guarantee) {
+		b := startBrokerFor(t, g)
+		b.createTopic("ev", 2)
+		b.createTopic("out", 2)
+		opts := []Opt{testLogger(t), Delivery(g), CommitInterval(50 * time.Millisecond)}
+		app1 := b.run("wm-reb", passTopology, append(opts, StateDir(t.TempDir()))...)
+		produceAt(t, b, "ev", [2]int64{0, 9000}, [2]int64{1, 4000})
+		waitWatermarks(t, app1.a, 30*time.Second, "first instance", func(w map[string]int64) bool {
+			return w["0_0"] == 9000 && w["0_1"] == 4000
+		})
+		app2 := b.run("wm-reb", passTopology, append(opts, StateDir(t.TempDir()))...)
+		moved := waitWatermarks(t, app2.a, 60*time.Second, "a task moved", func(w map[string]int64) bool { return len(w) == 1 })
+		waitWatermarks(t, app1.a, 60*time.Second, "first instance kept one", func(w map[string]int64) bool { return len(w) == 1 })
+		produceAt(t, b, "ev", [2]int64{0, 500}, [2]int64{1, 600})
+		b.waitForIso("out", g == ExactlyOnce, 30*time.Second, func(r []*kgo.Record) bool { return len(r) == 4 })
+		time.Sleep(200 * time.Millisecond) // the round that handled them ended
+		all := watermarksOf(app1.a)
+		for id, wm := range watermarksOf(app2.a) {
+			all[id] = wm
+		}
+		if all["0_0"] != 9000 || all["0_1"] != 4000 {
+			t.Fatalf("watermarks after the rebalance %v (moved: %v), want 0_0=9000 0_1=4000", all, moved)
+		}
+		for _, r := range []*runningApp{app2, app1} {
+			if err := r.stop(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
