@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream/internal/watermark"
@@ -389,4 +390,32 @@ func TestWatermarkSurvivesRebalance(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMalformedCommitMetadataIgnored: commit metadata that claims to be a
+// watermark state but does not decode (another tool wrote it, or it was
+// cut) is logged and ignored: the task starts from its records.
+func TestMalformedCommitMetadataIgnored(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic("ev", 2)
+	b.createTopic("out", 2)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "ev", Partition: 0, At: 0, LeaderEpoch: -1, Metadata: commitMetaPrefix + "!!not base64"})
+	offs.Add(kadm.Offset{Topic: "ev", Partition: 1, At: 0, LeaderEpoch: -1, Metadata: commitMetaPrefix + "AQID"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if resp, err := b.adm.CommitOffsets(ctx, "wm-bad", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	app := b.run("wm-bad", passTopology, testLogger(t), StateDir(t.TempDir()), CommitInterval(50*time.Millisecond))
+	produceAt(t, b, "ev", [2]int64{0, 700}, [2]int64{1, 800})
+	waitWatermarks(t, app.a, 30*time.Second, "from the records", func(w map[string]int64) bool {
+		return w["0_0"] == 700 && w["0_1"] == 800
+	})
+	if err := app.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := committedWatermark(t, b, "wm-bad", "ev", 1); got != 800 {
+		t.Fatalf("committed watermark %d, want 800 (replaced)", got)
+	}
 }
