@@ -57,6 +57,21 @@ func (t *task) commitMetadata(topic string) string {
 	return enc(false)
 }
 
+// decodeCommitMetadata returns the tracker state commit metadata carries;
+// ok is false if it carries none (no prefix), err set if it claims one
+// that does not decode.
+func decodeCommitMetadata(meta string) (state []byte, ok bool, err error) {
+	enc, ok := strings.CutPrefix(meta, commitMetaPrefix)
+	if !ok {
+		return nil, false, nil
+	}
+	state, err = base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return nil, true, fmt.Errorf("watermark commit metadata: %w", err)
+	}
+	return state, true, nil
+}
+
 // commitOffset returns the offset to commit for the task's partition of
 // topic when only its metadata changed: its next offset, else the offset
 // committed (by it or found at its start); false if it has none.
@@ -228,11 +243,10 @@ func (t *task) resumeCommittedWatermark(ctx context.Context) error {
 			t.et.startOffset[topic] = o.At
 		}
 		t.et.committedMeta[topic] = o.Metadata
-		enc, ok := strings.CutPrefix(o.Metadata, commitMetaPrefix)
+		b, ok, err := decodeCommitMetadata(o.Metadata)
 		if !ok {
 			continue
 		}
-		b, err := base64.RawURLEncoding.DecodeString(enc)
 		if err == nil {
 			err = t.et.tracker.Restore(b, now)
 		}
