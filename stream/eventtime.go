@@ -82,7 +82,16 @@ func (t *task) initEventTime() error {
 		committedMeta: map[string]string{}, startOffset: map[string]int64{}, topicIDs: map[string][16]byte{},
 		idleGauge: a.metrics.taskIdleInputs.WithLabelValues(id)}
 	now := a.cfg.clock.Now()
+	// The task's input partitions: partition p of each source topic that
+	// has one (a sub-topology has as many tasks as its largest source has
+	// partitions; a smaller source has no partition for the others).
+	var topics []string
 	for _, topic := range slices.Sorted(maps.Keys(t.entries)) {
+		if n, ok := a.partitions[topic]; !ok || t.id.partition < n {
+			topics = append(topics, topic)
+		}
+	}
+	for _, topic := range topics {
 		writers := 0
 		if s := a.sources[topic]; s != nil && s.internal && a.markersOn() {
 			writers = a.repartitionWriters(s)
@@ -96,7 +105,7 @@ func (t *task) initEventTime() error {
 		}
 	}
 	t.et.inWM = make([]prometheus.Gauge, tr.Inputs()) // created with the input's first watermark
-	for _, topic := range slices.Sorted(maps.Keys(t.entries)) {
+	for _, topic := range topics {
 		t.et.inIdle = append(t.et.inIdle, a.metrics.inputIdle.WithLabelValues(id, topic, strconv.Itoa(int(t.id.partition))))
 	}
 	if a.markersOn() {

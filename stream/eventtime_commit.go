@@ -225,7 +225,7 @@ func (t *task) resumeCommittedWatermark(ctx context.Context) error {
 	if a.adm == nil {
 		return nil // not connected (a test's App): nothing committed to read
 	}
-	topics := slices.Sorted(maps.Keys(t.entries))
+	topics := slices.Sorted(maps.Keys(t.et.inputs))
 	resp, err := a.adm.FetchOffsetsForTopics(ctx, a.id, topics...)
 	if err != nil {
 		return fmt.Errorf("task %s: committed offsets: %w", t.id, err)

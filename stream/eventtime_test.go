@@ -439,3 +439,30 @@ func FuzzCommitMetadata(f *testing.F) {
 		}
 	})
 }
+
+// TestTaskWatermarkOnlyItsPartitions: a sub-topology merging a 2-partition
+// and a 1-partition topic has two tasks; task 0_1 has no partition of the
+// smaller topic, which must not hold its watermark.
+func TestTaskWatermarkOnlyItsPartitions(t *testing.T) {
+	b := NewBuilder()
+	From(b, "a", String(), String()).Merge(From(b, "b", String(), String())).To("out", String(), String())
+	d, err := NewDriver("et", b, map[string]int32{"a": 2, "b": 1}, StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.Pipe("a", keyForPartition(t, 1, 2), []byte("v"), time.UnixMilli(700))
+	if err := d.Process(); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := d.task(taskID{sub: 0, partition: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := tk.et.tracker.Status(); len(st) != 1 || st[0].Topic != "a" {
+		t.Fatalf("task 0_1 inputs %+v, want a-1 only", st)
+	}
+	if got := tk.et.tracker.Watermark(); got != 700 {
+		t.Fatalf("task 0_1 watermark %d, want 700", got)
+	}
+}
