@@ -419,3 +419,51 @@ func TestMalformedCommitMetadataIgnored(t *testing.T) {
 		t.Fatalf("committed watermark %d, want 800 (replaced)", got)
 	}
 }
+
+// TestWatermarkCommittedWithoutRecords: a task whose watermark moves in a
+// round that polled nothing for it (its idle input timed out on a tick)
+// commits the new watermark at its unchanged offsets — under ExactlyOnce
+// in a transaction that polled nothing at all.
+func TestWatermarkCommittedWithoutRecords(t *testing.T) {
+	guarantees(t, func(t *testing.T, g Guarantee) {
+		b := startBrokerFor(t, g)
+		b.createTopic("a", 1)
+		b.createTopic("b", 1)
+		b.createTopic("out", 1)
+		clk := &manualClock{now: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)}
+		topo := func(bl *Builder) { // sub-topology 0 reads a and b and writes a repartition topic (ticks)
+			in := From(bl, "a", String(), String()).Merge(From(bl, "b", String(), String()))
+			Count(GroupByKey(in, Codecs(String(), String())), StoreConfig{Name: "n", TTL: time.Hour}).
+				ToStream().To("out", String(), Int64())
+		}
+		app := b.run("wm-tick", topo, testLogger(t), Delivery(g), StateDir(t.TempDir()), ProcessingClock(clk),
+			Watermarks(0, 10*time.Second), CommitInterval(50*time.Millisecond))
+		produceAt(t, b, "a", [2]int64{0, 5000})
+		// The clock times commits and transactions: move it (by less than
+		// the idle timeout) until the record went through.
+		deadline := time.Now().Add(30 * time.Second)
+		for moved := time.Duration(0); moved < 2*time.Second || len(b.readAll("out")) == 0; moved += 100 * time.Millisecond {
+			if time.Now().After(deadline) || moved > 8*time.Second {
+				t.Fatalf("the record of a did not go through (clock moved %v)", moved)
+			}
+			clk.add(100 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got := committedWatermark(t, b, "wm-tick", "a", 0); got != watermark.Min {
+			t.Fatalf("committed watermark before b idles %d, want none (b holds it)", got)
+		}
+		clk.add(10 * time.Second) // b idle: 0_0's watermark moves on a tick
+		deadline = time.Now().Add(30 * time.Second)
+		for committedWatermark(t, b, "wm-tick", "b", 0) != 5000 {
+			if time.Now().After(deadline) {
+				t.Fatalf("b-0's committed watermark %d, want 5000 (b has no records: committed at its offset)",
+					committedWatermark(t, b, "wm-tick", "b", 0))
+			}
+			clk.add(100 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := app.stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -74,7 +74,8 @@ func decodeCommitMetadata(meta string) (state []byte, ok bool, err error) {
 
 // commitOffset returns the offset to commit for the task's partition of
 // topic when only its metadata changed: its next offset, else the offset
-// committed (by it or found at its start); false if it has none.
+// committed (by it or found at its start; the log start if none was);
+// false if it has none.
 func (t *task) commitOffset(topic string) (kgo.EpochOffset, bool) {
 	if n, ok := t.next[topic]; ok {
 		return n, true
@@ -231,8 +232,12 @@ func (t *task) resumeCommittedWatermark(ctx context.Context) error {
 		return fmt.Errorf("task %s: committed offsets: %w", t.id, err)
 	}
 	now := a.cfg.clock.Now()
+	var uncommitted []string
 	for _, topic := range topics {
 		o, ok := resp.Lookup(topic, t.id.partition)
+		if !ok || o.At < 0 {
+			uncommitted = append(uncommitted, topic)
+		}
 		if !ok {
 			continue
 		}
@@ -253,6 +258,22 @@ func (t *task) resumeCommittedWatermark(ctx context.Context) error {
 		if err != nil {
 			a.cfg.logger.Warn("committed watermark state unreadable; ignored", "task", t.id.String(),
 				"topic", topic, "partition", t.id.partition, "err", err)
+		}
+	}
+	if len(uncommitted) > 0 {
+		// A partition never committed is consumed from its log start (the
+		// App's reset policy): committing that offset with a watermark
+		// changes nothing else, and lets a partition that never had a
+		// record carry its task's watermark (a later OffsetOutOfRange,
+		// once retention passed it, resets to the start again).
+		starts, err := a.adm.ListStartOffsets(ctx, uncommitted...)
+		if err != nil {
+			return fmt.Errorf("task %s: start offsets: %w", t.id, err)
+		}
+		for _, topic := range uncommitted {
+			if o, ok := starts.Lookup(topic, t.id.partition); ok && o.Err == nil && o.Offset >= 0 {
+				t.et.startOffset[topic] = o.Offset
+			}
 		}
 	}
 	t.publishWatermark(t.et.tracker.Watermark(), now)
