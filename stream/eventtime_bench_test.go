@@ -59,6 +59,7 @@ func BenchmarkMarkerTraffic(b *testing.B) {
 	b.ReportMetric(float64(with.markers*maxMarkerRecordBytes)/float64(base.bytes)*100, "marker-bytes-%")
 	b.ReportMetric(float64(with.markers*(maxMarkerRecordBytes+batchHeaderBytes))/float64(base.bytes)*100, "marker-bytes-%-max")
 	b.ReportMetric(with.seconds/float64(b.N), "s/run")
+	b.ReportMetric(base.seconds/float64(b.N), "base-s/run")
 }
 
 var markerRateFlag = flag.Int("stream.marker-rate", 0, "BenchmarkMarkerTraffic: input records per second (0: all at once)")
