@@ -76,6 +76,10 @@ type App struct {
 	recycleRecords atomic.Bool
 	// rebalance signals a group rebalance waiting for the loop.
 	rebalance rebalanceSignal
+	// maxEventTime is the largest stream time of the App's tasks (ms, 0:
+	// none yet): the timestamp of a marker whose writer saw no record
+	// (eventtime_markers.go).
+	maxEventTime atomic.Int64
 
 	mu       sync.Mutex
 	tasks    map[taskID]*task

@@ -139,6 +139,11 @@ func (t *task) advanceWatermark() int64 {
 	now := t.app.cfg.clock.Now()
 	wm := t.et.tracker.Advance(now)
 	t.publishWatermark(wm, now)
+	if st := t.streamTime; st != watermark.Min {
+		for cur := t.app.maxEventTime.Load(); st > cur && !t.app.maxEventTime.CompareAndSwap(cur, st); {
+			cur = t.app.maxEventTime.Load()
+		}
+	}
 	return wm
 }
 

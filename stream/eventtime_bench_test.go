@@ -139,13 +139,16 @@ func runMarkerPipeline(b *testing.B, br *testBroker, id string, n, rate int, mar
 		b.Fatal(err)
 	}
 	tr := traffic{markers: mk, seconds: secs}
+	per := map[string]int64{}
 	dirs.Each(func(d kadm.DescribedLogDir) {
 		for _, topic := range topics {
 			for _, p := range d.Topics[topic] {
 				tr.bytes += p.Size
+				per[topic[len(id)+1:]] += p.Size
 			}
 		}
 	})
+	b.Logf("%s: bytes per topic %v", id, per)
 	ends, err := br.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		b.Fatal(err)
