@@ -41,8 +41,13 @@ import (
 // closes up to one interval after its upstream writers passed it; in
 // exchange the traffic is at most writers x partitions markers of ~70 bytes
 // per interval (12 x 12 tasks: 720 markers/s, ~50 KB/s), and none while the
-// watermark stands still. Measured share of a repartitioned pipeline's
-// traffic: see BenchmarkMarkerTraffic.
+// watermark stands still. Measured (BenchmarkMarkerTraffic: KeyBy count, 3
+// partitions, 30k records, weir broker, against the same pipeline without
+// markers in the same run): input all at once 0.01% of the records and
+// bytes; at 5,000 records/s 0.23% of the records, 0.3% of the bytes (0.7%
+// if every marker had its own batch); at 1,000/s 1.1% and 1.5% (3.6%). A
+// 3x3 pipeline sends ~45 markers/s while its watermark moves, so they pass
+// 5% of its records below ~250 input records/s.
 const defaultMarkerInterval = 200 * time.Millisecond
 
 // markerConfig is the WatermarkMarkers setting.
