@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/broker/share"
 	"github.com/weirhq/weir/vfs"
 )
 
@@ -93,6 +94,16 @@ type Config struct {
 	// first rebalance. 0 means Kafka's default (3s); negative means none
 	// (tests, `weir dev`).
 	GroupInitialRebalanceDelay time.Duration
+
+	// ShareRecordLockDuration (group.share.record.lock.duration.ms,
+	// default 30s), ShareDeliveryCountLimit
+	// (group.share.delivery.count.limit, default 5) and ShareMaxRecordLocks
+	// (group.share.partition.max.record.locks, default 2000) are the share
+	// groups' broker-level settings (KIP-932; broker/share); groups may
+	// override the first two with their share.* group configs.
+	ShareRecordLockDuration time.Duration
+	ShareDeliveryCountLimit int16
+	ShareMaxRecordLocks     int
 
 	// MaxRequestBytes is socket.request.max.bytes: a request frame larger
 	// than this closes the connection. Default 100 MiB.
@@ -174,6 +185,7 @@ type Broker struct {
 	topics    *registry
 	sessions  *fetchSessions
 	groups    groupHandler
+	shares    *share.Coordinator
 	txns      txnHandler
 	metrics   *metrics
 	frames    framePool
@@ -248,6 +260,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		if b.groups != nil {
 			_ = b.groups.Close()
 		}
+		if b.shares != nil {
+			_ = b.shares.Close()
+		}
 		b.metrics.unregister() // nil-safe
 		_ = b.logs.Close()
 		_ = b.lock.release()
@@ -306,6 +321,10 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		ln.Close()
 		return fail(fmt.Errorf("broker: %w", err))
 	}
+	if err := b.startShares(); err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("broker: %w", err))
+	}
 
 	b.wg.Add(1)
 	go b.acceptLoop()
@@ -346,6 +365,9 @@ func (b *Broker) Close() error {
 		}
 		if b.groups != nil {
 			errs = append(errs, b.groups.Close())
+		}
+		if b.shares != nil {
+			errs = append(errs, b.shares.Close())
 		}
 		errs = append(errs, b.logs.Close())
 		// The lock goes last: another broker may open the directory as
