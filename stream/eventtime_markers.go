@@ -2,6 +2,7 @@ package stream
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -98,22 +99,44 @@ func (a *App) markerInterval() time.Duration {
 	return iv
 }
 
+// markerWriterSub returns the sub-topology whose tasks write internal
+// topic topic, and whether markers can carry its watermark: exactly one
+// sub-topology writes it (a writer is one of its tasks). A topic written
+// by several is tracked by its records, as a source.
+func (a *App) markerWriterSub(topic string) (int, bool) {
+	sub := -1
+	for _, s := range a.b.sinks {
+		if !s.internal || len(s.sources) == 0 || a.sinkTopic(s) != topic {
+			continue
+		}
+		w := a.subOf[s.sources[0]]
+		if sub >= 0 && w != sub {
+			return -1, false
+		}
+		sub = w
+	}
+	return sub, sub >= 0
+}
+
 // repartitionWriters returns the number of tasks writing the repartition
-// topic read by internal source s: its upstream sub-topology's task count.
+// topic read by internal source s (its upstream sub-topology's task
+// count), 0 if markers do not carry its watermark.
 func (a *App) repartitionWriters(s *sourceNode) int {
-	if len(s.upstream) == 0 {
+	sub, ok := a.markerWriterSub(a.topicOf(s))
+	if !ok {
 		return 0
 	}
-	return int(a.taskCount(a.subs[a.subOf[s.upstream[0]]]))
+	return int(a.taskCount(a.subs[sub]))
 }
 
 // repartitionsWritten returns the repartition topics sub-topology sub
-// writes.
+// writes markers to.
 func (a *App) repartitionsWritten(sub int) []string {
 	var out []string
 	for _, s := range a.b.sinks {
-		if s.internal && len(s.sources) > 0 && a.subOf[s.sources[0]] == sub {
-			out = append(out, a.sinkTopic(s))
+		topic := a.sinkTopic(s)
+		if w, ok := a.markerWriterSub(topic); s.internal && ok && w == sub && !slices.Contains(out, topic) {
+			out = append(out, topic)
 		}
 	}
 	return out

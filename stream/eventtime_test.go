@@ -466,3 +466,57 @@ func TestTaskWatermarkOnlyItsPartitions(t *testing.T) {
 		t.Fatalf("task 0_1 watermark %d, want 700", got)
 	}
 }
+
+// TestInternalTopicOfSeveralWritersTrackedAsSource: markers name a writer
+// by its task in the one sub-topology writing a topic; a topic two
+// sub-topologies write gets no markers and its readers track it by its
+// records, as a source (instead of waiting for writers that never speak).
+func TestInternalTopicOfSeveralWritersTrackedAsSource(t *testing.T) {
+	b := NewBuilder()
+	keyByCount(b)
+	From(b, "other", String(), String()).To("sink", String(), String()) // its own sub-topology
+	var otherSrc int
+	for _, s := range b.sources {
+		if s.topic == "other" {
+			otherSrc = s.idx
+		}
+	}
+	b.sinks = append(b.sinks, &sinkSpec{topic: "n-repartition", internal: true, op: "repartition", sources: []int{otherSrc}})
+	d, err := NewDriver("mw", b, map[string]int32{"ev": 2, "other": 2}, StateDir(t.TempDir()), WatermarkMarkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipeKey := func(ts int64) {
+		d.Pipe("ev", []byte("k"), []byte("v"), time.UnixMilli(ts))
+		if err := d.Process(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pipeKey(1000)
+	var down *task
+	for _, tk := range d.tasks {
+		if st := tk.et.tracker.Status(); len(st) == 1 && st[0].Topic == "mw-n-repartition" {
+			down = tk
+		}
+	}
+	if down == nil {
+		t.Fatal("no task reads the repartition topic")
+	}
+	if st := down.et.tracker.Status(); st[0].Writers != 0 || down.et.tracker.Watermark() != 1000 {
+		t.Fatalf("reader %+v watermark %d, want a source-like input at 1000", st, down.et.tracker.Watermark())
+	}
+	for _, r := range d.Records("mw-n-repartition") {
+		if _, ok, _ := ParseWatermarkMarker(toKgoHeaders(r.Headers)); ok {
+			t.Fatal("a marker was written to a topic of two writing sub-topologies")
+		}
+	}
+}
+
+func toKgoHeaders(hs []Header) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
