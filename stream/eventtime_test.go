@@ -520,3 +520,63 @@ func toKgoHeaders(hs []Header) []kgo.RecordHeader {
 	}
 	return out
 }
+
+// TestInputWatermarkMetrics: per input partition, the watermark gauge
+// appears with the input's first watermark and the idle gauge says which
+// input stopped holding the task back; both go when the task closes.
+func TestInputWatermarkMetrics(t *testing.T) {
+	clk := &instantClock{now: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
+	reg := prometheus.NewRegistry()
+	d := newMergeDriver(t, Watermarks(0, 5*time.Second), ProcessingClock(clk), Registerer(reg))
+	inputs := func() map[string][2]float64 { // "topic-partition" -> {watermark (-1: absent), idle}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][2]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				var topic, part string
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "topic":
+						topic = l.GetValue()
+					case "partition":
+						part = l.GetValue()
+					}
+				}
+				if topic == "" {
+					continue
+				}
+				k := topic + "-" + part
+				v, ok := out[k]
+				if !ok {
+					v = [2]float64{-1, 0}
+				}
+				switch mf.GetName() {
+				case "weir_stream_task_input_watermark_seconds":
+					v[0] = m.GetGauge().GetValue()
+				case "weir_stream_task_input_idle":
+					v[1] = m.GetGauge().GetValue()
+				}
+				out[k] = v
+			}
+		}
+		return out
+	}
+	pipeAt(t, d, "a", 3000)
+	if got := inputs(); got["a-0"] != [2]float64{3, 0} || got["b-0"] != [2]float64{-1, 0} {
+		t.Fatalf("after a record on a: %v, want a-0 at 3s, b-0 without a watermark, none idle", got)
+	}
+	clk.Sleep(context.Background(), 5*time.Second)
+	pipeAt(t, d, "a", 4000)
+	if got := inputs(); got["a-0"] != [2]float64{4, 0} || got["b-0"] != [2]float64{-1, 1} {
+		t.Fatalf("b silent 5s: %v, want a-0 at 4s and b-0 idle", got)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := inputs(); len(got) != 0 {
+		t.Fatalf("series of a closed task remain: %v", got)
+	}
+}
