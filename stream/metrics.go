@@ -40,6 +40,9 @@ type metrics struct {
 	// watermark markers written to and read from repartition topics
 	markersOut prometheus.Counter
 	markersIn  prometheus.Counter
+	// windowLate counts late records of windowed stores (window_agg.go),
+	// labels store and policy.
+	windowLate *prometheus.CounterVec
 }
 
 func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
@@ -103,11 +106,15 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 	m.inputIdle = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
 		Name: "task_input_idle", Help: "1 if the input partition is idle past the idle timeout (holds the task's watermark back no more), else 0.",
 		ConstLabels: prometheus.Labels{"app": appID}}, inLabels)
+	m.windowLate = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
+		Name:        "window_late_records_total",
+		Help:        "Late records of windowed stores, by late policy (drop, topic, dlq, updates-expired: past the retention of LateUpdates); partial: windows a record that was not late skipped because they were closed.",
+		ConstLabels: prometheus.Labels{"app": appID}}, []string{"store", "policy"})
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
 			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.txnAborts, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
 			m.taskIn, m.taskOut, m.taskDLQ, m.taskRedelivered, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs,
-			m.inputWatermark, m.inputIdle, m.markersOut, m.markersIn} {
+			m.inputWatermark, m.inputIdle, m.markersOut, m.markersIn, m.windowLate} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
