@@ -115,7 +115,43 @@ func (a *App) markerWriterSub(topic string) (int, bool) {
 		}
 		sub = w
 	}
-	return sub, sub >= 0
+	if sub < 0 {
+		return -1, false
+	}
+	// The reader's watermark waits for the writers': a cycle of such
+	// waits (a foreign-key join's subscription and response topics) would
+	// hold every watermark on it at none forever. An internal topic on a
+	// cycle of sub-topologies is tracked by its records instead.
+	if src, ok := a.sources[topic]; ok && a.subsReach(a.subOf[src.idx], sub) {
+		return -1, false
+	}
+	return sub, true
+}
+
+// subsReach reports whether records flow from sub-topology from to
+// sub-topology to through internal topics (from == to counts).
+func (a *App) subsReach(from, to int) bool {
+	seen := map[int]bool{}
+	var visit func(sub int) bool
+	visit = func(sub int) bool {
+		if sub == to {
+			return true
+		}
+		if seen[sub] {
+			return false
+		}
+		seen[sub] = true
+		for _, s := range a.b.sinks {
+			if !s.internal || len(s.sources) == 0 || a.subOf[s.sources[0]] != sub {
+				continue
+			}
+			if src, ok := a.sources[a.sinkTopic(s)]; ok && visit(a.subOf[src.idx]) {
+				return true
+			}
+		}
+		return false
+	}
+	return visit(from)
 }
 
 // repartitionWriters returns the number of tasks writing the repartition
