@@ -329,7 +329,17 @@ func TestIdleInputReleasesWatermarkThroughRepartition(t *testing.T) {
 	app := b.run("wm-idle", keyByCount, testLogger(t), StateDir(t.TempDir()), ProcessingClock(clk),
 		Watermarks(0, 10*time.Second), CommitInterval(50*time.Millisecond))
 	produceAt(t, b, "ev", [2]int64{0, 4000}, [2]int64{0, 5000})
-	b.waitFor("out", 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= 2 })
+	// Both records went through both sub-topologies, writer 0's markers
+	// reached both downstream partitions (outputs wait for a commit, which
+	// the frozen clock does not time).
+	deadline := time.Now().Add(30 * time.Second)
+	for counterValue(app.a.metrics.recordsIn) < 4 || counterValue(app.a.metrics.markersIn) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("handled %v records and %v markers, want 4 and 2", counterValue(app.a.metrics.recordsIn),
+				counterValue(app.a.metrics.markersIn))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	waitWatermarks(t, app.a, 30*time.Second, "upstream", func(w map[string]int64) bool { return w["0_0"] == 5000 })
 	time.Sleep(1500 * time.Millisecond) // rounds go on; the processing clock does not
 	w := watermarksOf(app.a)
