@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/weirhq/weir/broker/authz"
 )
 
 // The broker's read-only admin HTTP API (like Redpanda's admin API on port
@@ -16,6 +18,9 @@ import (
 //     offsets, size and cleaner state, read from the log at the time of the
 //     request); 404 with an AdminError for an unknown topic.
 //   - Anything else under /v1/: 404 (405 for a method other than GET).
+//   - With an authorizer, a topic needs DESCRIBE for the request's
+//     principal (WithPrincipal; User:ANONYMOUS by default): 403 with
+//     TOPIC_AUTHORIZATION_FAILED otherwise, whether the topic exists or not.
 //
 // The API is versioned by its path; fields may be added, never renamed.
 
@@ -75,6 +80,10 @@ func (b *Broker) AdminHandler() http.Handler {
 
 func (b *Broker) serveAdminPartitions(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("topic")
+	if !b.Authorized(r, authz.OpDescribe, authz.ResourceTopic, name) { // authz_http.go
+		writeAdminJSON(w, http.StatusForbidden, AdminError{Error: "TOPIC_AUTHORIZATION_FAILED: not authorized to describe topic " + name})
+		return
+	}
 	t, ok := b.topics.get(name)
 	if !ok {
 		writeAdminJSON(w, http.StatusNotFound, AdminError{Error: "unknown topic " + name})

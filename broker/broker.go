@@ -15,6 +15,10 @@
 //	groups.go        wiring of the group coordinator (broker/group)
 //	txns.go          wiring of the transaction coordinator (broker/txn)
 //	metrics.go       Prometheus metrics
+//	authz.go         authorization hook (ACLs in broker/authz), principal
+//	authz_rules.go   the operation/resource each API requires, per API key
+//	quota_enforce.go client quota charging, throttling and muting
+//	                 (configs and sensors in broker/quota)
 //	NN_name.go       the handler of API key NN, opening with a Behavior list
 //
 // Concurrency: every request is handled on its own goroutine; a connection
@@ -39,7 +43,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/broker/authz"
 	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/broker/quota"
 	"github.com/weirhq/weir/broker/share"
 	"github.com/weirhq/weir/vfs"
 )
@@ -123,9 +129,27 @@ type Config struct {
 	// connection pauses while the bound is reached.
 	MaxInFlightPerConn int
 
+	// Authorizer is authorizer.class.name: "" (none: every request is
+	// allowed and the ACL APIs answer SECURITY_DISABLED) or "acl" (also
+	// accepted: Kafka's AclAuthorizer and StandardAuthorizer class names),
+	// which enforces the ACLs stored in the data directory on every
+	// request (authz_rules.go).
+	Authorizer string
+	// SuperUsers is super.users: principals ("User:name") allowed every
+	// operation.
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found: a
+	// resource no ACL matches is open to everyone (default false).
+	AllowEveryoneIfNoACLFound bool
+
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
+
+	// principalForTest, if set, names the principal of a request from its
+	// client id (empty: the connection's own). Tests only: it lets a test
+	// act as several principals without authentication.
+	principalForTest func(clientID string) string
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -167,6 +191,9 @@ func (c *Config) Validate() error {
 	if c.NodeID < 0 {
 		return fmt.Errorf("broker: Config.NodeID %d is negative", c.NodeID)
 	}
+	if _, err := authorizerEnabled(c.Authorizer); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -189,7 +216,10 @@ type Broker struct {
 	txns      txnHandler
 	metrics   *metrics
 	frames    framePool
-	reading   *readBudget  // memory of frames being read (readbudget.go)
+	reading   *readBudget       // memory of frames being read (readbudget.go)
+	authz     *authz.Authorizer // nil: no authorizer, every request allowed
+	quotas    *quota.Store      // client quota configs (quota_enforce.go)
+	sensors   *quota.Sensors
 	lock      *dataDirLock // held from Start to the end of Close
 
 	ctx    context.Context // canceled by Close: long polls return
@@ -276,6 +306,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	b.clusterID, err = b.topics.ensureClusterID(cfg.ClusterID)
 	if err != nil {
+		return fail(fmt.Errorf("broker: %w", err))
+	}
+	if err := b.openSecurity(); err != nil { // authz.go, quota_enforce.go
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 	b.metrics = newMetrics(cfg.Registerer, b)

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/authz"
 )
 
 // Framing (Kafka wire protocol):
@@ -67,6 +69,12 @@ type conn struct {
 	// framepool.go): the read loop takes a slot before it reads a pooled
 	// frame, and the frame's return to the pool gives it back.
 	frameSlots chan struct{}
+	// mutedUntil (unix ns) is when the throttle time of the last
+	// throttled response ends; reading waits for it (quota_enforce.go).
+	mutedUntil atomic.Int64
+	// principal is the authenticated principal in Kafka's form
+	// "User:<name>"; "User:ANONYMOUS" until authentication sets it.
+	principal string
 }
 
 // slot is one request awaiting its response.
@@ -85,6 +93,9 @@ type slot struct {
 	// clientID and host identify the requester (DescribeGroups shows
 	// them per member, as Kafka does).
 	clientID, host string
+	// principal is the connection's principal when the request was read
+	// (authz.go); authorization and quotas use it.
+	principal string
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -93,6 +104,8 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		nc:       nc,
 		logger:   b.logger.With("remote", nc.RemoteAddr().String()),
 		inflight: make(chan *slot, b.cfg.MaxInFlightPerConn),
+
+		principal: authz.Anonymous,
 	}
 	// Kafka reports a client's host as "/<ip>".
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
@@ -192,6 +205,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.b.metrics.bytesIn.Add(float64(size) + 4)
+		c.waitUnmuted() // quota_enforce.go: a throttled client's next request waits
 		s, req, ok := c.decode(frame)
 		if pooled != nil {
 			if s == nil || !ok {
@@ -402,7 +416,9 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 	c.b.metrics.requests.WithLabelValues(api.name).Inc()
 	start := time.Now()
 	call := func(ctx context.Context) (kmsg.Response, error) { return api.handle(c.b, ctx, s, req) }
-	if api.order != nil {
+	// authz.go: may remove refused items from req, before order links them.
+	authorized, refused := c.authorize(s, req)
+	if api.order != nil && !refused {
 		defer func() {
 			if r := recover(); r != nil { // never take the broker down
 				c.b.panics.Add(1)
@@ -414,6 +430,7 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 		}()
 		call = api.order(c, s, req, call)
 	}
+	call = authorized(call)
 	go func() {
 		defer close(s.done)
 		defer func() {
@@ -425,6 +442,9 @@ func (c *conn) dispatch(s *slot, req kmsg.Request) (ok bool) {
 			c.b.metrics.latency.WithLabelValues(api.name).Observe(time.Since(start).Seconds())
 		}()
 		s.resp, s.err = call(c.ctx)
+		if s.err == nil {
+			c.chargeQuota(c.ctx, s, req, s.resp, start) // quota_enforce.go
+		}
 	}()
 	return true
 }

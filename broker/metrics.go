@@ -24,6 +24,8 @@ type metrics struct {
 	producedBytes     prometheus.Counter
 	producedBatches   prometheus.Counter
 	fetchedBytes      prometheus.Counter
+	authzDenied       *prometheus.CounterVec // resource type, operation (authz.go)
+	quota             quotaMetrics           // quota_enforce.go
 }
 
 func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
@@ -48,11 +50,16 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		producedBatches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_batches_total", Help: "Produce partition requests appended."}),
 		fetchedBytes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
 	}
+	m.authzDenied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_broker_authorization_denied_total", Help: "Authorization checks refused, by resource type and operation.",
+	}, []string{"resource_type", "operation"})
+	m.quota = newQuotaMetrics()
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_broker_fetch_sessions", Help: "Open incremental fetch sessions (KIP-227).",
 	}, func() float64 { return float64(b.sessions.count()) })
 	m.cs = []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections,
-		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, sessions, partitionCollector{b}, cleanerCollector{b}}
+		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, sessions, partitionCollector{b}, cleanerCollector{b}, m.authzDenied}
+	m.cs = append(m.cs, m.quota.collectors()...)
 	if reg != nil {
 		for _, c := range m.cs {
 			if err := reg.Register(c); err != nil {

@@ -77,6 +77,8 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newConsumeCmd(),
 		newGroupCmd(),    // group.go
 		newTxnCmd(),      // txn.go
+		newACLCmd(),      // acl.go
+		newQuotaCmd(),    // quota.go
 		newRegistryCmd(), // registry.go
 		newSchemaCmd(),   // schema.go
 		newBenchCmd(),    // bench_nexmark.go

@@ -46,7 +46,8 @@ type serveOptions struct {
 	logLevel          string
 	logFormat         string
 	shutdownTimeout   time.Duration
-	registryAddr      string // registry.go
+	registryAddr      string          // registry.go
+	security          securityOptions // serve_authz.go
 }
 
 func newServeCmd() *cobra.Command { return newServeCmdFor(&serveOptions{}) }
@@ -97,6 +98,7 @@ the environment, which wins over the file.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.registryAddr, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "longest a clean shutdown may take before weir gives up waiting")
+	o.security.addFlags(f)
 	return cmd
 }
 
@@ -179,7 +181,7 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 	if delay <= 0 {
 		delay = -1 // the broker reads 0 as "Kafka's default" and negative as none
 	}
-	return broker.Config{
+	cfg := broker.Config{
 		DataDir:                    o.dataDir,
 		GroupInitialRebalanceDelay: delay,
 		KafkaAddr:                  o.kafkaAddr,
@@ -197,7 +199,9 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 		ShareDeliveryCountLimit:    o.shareLimit,
 		Logger:                     logger,
 		Registerer:                 reg,
-	}, nil
+	}
+	o.security.apply(&cfg)
+	return cfg, nil
 }
 
 // run starts the broker and the HTTP server and blocks until ctx is done
@@ -245,7 +249,7 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		// 9644) shares the address with /metrics and /healthz.
 		mux := http.NewServeMux()
 		mux.Handle("/v1/", b.AdminHandler())
-		mux.Handle("/", newHTTPHandler(reg, &healthy))
+		mux.Handle("/", metricsACL(b, newHTTPHandler(reg, &healthy))) // serve_authz.go
 		srv = &http.Server{
 			Handler:           mux,
 			ReadHeaderTimeout: 10 * time.Second,

@@ -1,0 +1,1190 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/broker/authz"
+)
+
+// The authorization table: for every API key, what Kafka's authorizer
+// requires (KafkaApis and the "Operations and Resources on Protocols"
+// table of Kafka's documentation) and the code a refusal gets.
+// TestAuthzRulesCoverEveryAPI fails when a served API has no entry here;
+// TestAuthzMatrix runs every entry with and without its ACL.
+//
+// A rule's check either returns the answer to a wholly refused request, or
+// edits the request in place (removing refused items) and returns a merge
+// that adds the refused items to the handler's response.
+
+type authzRule struct {
+	needs string // what the rule requires, for readers and test names
+	check func(a *azReq, req kmsg.Request) (deny kmsg.Response, merge func(kmsg.Response))
+}
+
+const (
+	codeTopic   = 29 // TOPIC_AUTHORIZATION_FAILED
+	codeGroup   = 30 // GROUP_AUTHORIZATION_FAILED
+	codeCluster = 31 // CLUSTER_AUTHORIZATION_FAILED
+	codeTxnID   = 53 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+)
+
+var _ = [1]struct{}{}[kerr.TopicAuthorizationFailed.Code-codeTopic+kerr.GroupAuthorizationFailed.Code-codeGroup+
+	kerr.ClusterAuthorizationFailed.Code-codeCluster+kerr.TransactionalIDAuthorizationFailed.Code-codeTxnID]
+
+var authzRules = map[kmsg.Key]authzRule{
+	kmsg.ApiVersions:      {needs: "nothing"},
+	kmsg.SASLHandshake:    {needs: "nothing"},
+	kmsg.SASLAuthenticate: {needs: "nothing"},
+
+	kmsg.Produce:                      {"WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, whole request); WRITE on each topic", azProduce},
+	kmsg.Fetch:                        {"CLUSTER_ACTION on the cluster for a replica; READ on each topic", azFetch},
+	kmsg.ListOffsets:                  {"DESCRIBE on each topic", azListOffsets},
+	kmsg.Metadata:                     {"DESCRIBE on each topic (all-topics lists are filtered); CREATE on the cluster or topic to auto-create", azMetadata},
+	kmsg.OffsetCommit:                 {"READ on the group; READ on each topic", azOffsetCommit},
+	kmsg.OffsetFetch:                  {"DESCRIBE on the group; DESCRIBE on each topic (all-partition answers are filtered)", azOffsetFetch},
+	kmsg.FindCoordinator:              {"DESCRIBE on the group or transactional id", azFindCoordinator},
+	kmsg.JoinGroup:                    {"READ on the group", azGroupRead},
+	kmsg.Heartbeat:                    {"READ on the group", azGroupRead},
+	kmsg.LeaveGroup:                   {"READ on the group", azGroupRead},
+	kmsg.SyncGroup:                    {"READ on the group", azGroupRead},
+	kmsg.DescribeGroups:               {"DESCRIBE on each group", azDescribeGroups},
+	kmsg.ListGroups:                   {"DESCRIBE on the cluster, else the groups are filtered by DESCRIBE", azListGroups},
+	kmsg.CreateTopics:                 {"CREATE on the cluster or on each topic", azCreateTopics},
+	kmsg.DeleteTopics:                 {"DELETE on each topic", azDeleteTopics},
+	kmsg.DeleteRecords:                {"DELETE on each topic", azDeleteRecords},
+	kmsg.InitProducerID:               {"WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster or WRITE on some topic", azInitProducerID},
+	kmsg.OffsetForLeaderEpoch:         {"CLUSTER_ACTION on the cluster for a replica; DESCRIBE on each topic", azOffsetForLeaderEpoch},
+	kmsg.AddPartitionsToTxn:           {"WRITE on the transactional id and each topic (v0-3); CLUSTER_ACTION on the cluster (v4+)", azAddPartitionsToTxn},
+	kmsg.AddOffsetsToTxn:              {"WRITE on the transactional id; READ on the group", azAddOffsetsToTxn},
+	kmsg.EndTxn:                       {"WRITE on the transactional id", azEndTxn},
+	kmsg.WriteTxnMarkers:              {"CLUSTER_ACTION on the cluster", azWriteTxnMarkers},
+	kmsg.TxnOffsetCommit:              {"WRITE on the transactional id; READ on the group; READ on each topic", azTxnOffsetCommit},
+	kmsg.DescribeACLs:                 {"DESCRIBE on the cluster", azDescribeACLs},
+	kmsg.CreateACLs:                   {"ALTER on the cluster", azCreateACLs},
+	kmsg.DeleteACLs:                   {"ALTER on the cluster", azDeleteACLs},
+	kmsg.DescribeConfigs:              {"DESCRIBE_CONFIGS on each topic, or on the cluster for broker resources", azDescribeConfigs},
+	kmsg.AlterConfigs:                 {"ALTER_CONFIGS on each topic, or on the cluster for broker resources", azAlterConfigs},
+	kmsg.IncrementalAlterConfigs:      {"ALTER_CONFIGS on each topic, or on the cluster for broker resources", azIncrementalAlterConfigs},
+	kmsg.DescribeLogDirs:              {"DESCRIBE on the cluster", azDescribeLogDirs},
+	kmsg.CreatePartitions:             {"ALTER on each topic", azCreatePartitions},
+	kmsg.DeleteGroups:                 {"DELETE on each group", azDeleteGroups},
+	kmsg.OffsetDelete:                 {"DELETE on the group; READ on each topic", azOffsetDelete},
+	kmsg.DescribeClientQuotas:         {"DESCRIBE_CONFIGS on the cluster", azDescribeClientQuotas},
+	kmsg.AlterClientQuotas:            {"ALTER_CONFIGS on the cluster", azAlterClientQuotas},
+	kmsg.DescribeUserSCRAMCredentials: {"DESCRIBE on the cluster", azDescribeUserSCRAM},
+	kmsg.AlterUserSCRAMCredentials:    {"ALTER on the cluster", azAlterUserSCRAM},
+	kmsg.DescribeCluster:              {"DESCRIBE on the cluster", azDescribeCluster},
+	kmsg.DescribeProducers:            {"READ on each topic", azDescribeProducers},
+	kmsg.DescribeTransactions:         {"DESCRIBE on each transactional id (topics filtered by DESCRIBE)", azDescribeTransactions},
+	kmsg.ListTransactions:             {"transactional ids filtered by DESCRIBE", azListTransactions},
+	kmsg.ConsumerGroupHeartbeat:       {"READ on the group; DESCRIBE on each subscribed topic", azConsumerGroupHeartbeat},
+	kmsg.ConsumerGroupDescribe:        {"DESCRIBE on each group", azConsumerGroupDescribe},
+}
+
+// --- Produce, Fetch, ListOffsets, Metadata ---
+
+func azProduce(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ProduceRequest)
+	fail := func(t kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	if req.TransactionID != nil && !a.txnID(authz.OpWrite, *req.TransactionID) {
+		a.closeAfter = req.Acks == 0
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, fail(t, codeTxnID))
+		}
+		return resp, nil
+	}
+	var denied []kmsg.ProduceResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpWrite, name) {
+			denied = append(denied, fail(t, codeTopic))
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	a.closeAfter = req.Acks == 0 && len(denied) > 0
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ProduceResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func fetchReplica(req *kmsg.FetchRequest) bool {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID >= 0
+	}
+	return req.ReplicaID >= 0
+}
+
+func azFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.FetchRequest)
+	fail := func(p int32) kmsg.FetchResponseTopicPartition {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.ErrorCode = p, codeTopic
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		return rp
+	}
+	if fetchReplica(req) {
+		if a.cluster(authz.OpClusterAction) {
+			return nil, nil
+		}
+		// A follower without CLUSTER_ACTION gets every partition it
+		// asked for refused with TOPIC_AUTHORIZATION_FAILED (Kafka).
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, fail(p.Partition))
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	var denied []kmsg.FetchResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpRead, name) {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, fail(p.Partition))
+			}
+			denied = append(denied, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.FetchResponse)
+		// An incremental fetch session answers partitions the request
+		// did not name: those are checked here, so an ACL removed since
+		// the session began stops the data too.
+		for i := range resp.Topics {
+			t := &resp.Topics[i]
+			if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpRead, name) {
+				for j := range t.Partitions {
+					t.Partitions[j] = fail(t.Partitions[j].Partition)
+				}
+			}
+		}
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azListOffsets(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	var denied []kmsg.ListOffsetsResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !a.topic(authz.OpDescribe, t.Topic) {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset = p.Partition, codeTopic, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			denied = append(denied, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ListOffsetsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azMetadata(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.MetadataRequest)
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) // as 03_metadata.go
+	autoCreate := a.b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	var denied []kmsg.MetadataResponseTopic
+	if !all {
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			name, ok := a.topicName(name, t.TopicID)
+			if !ok {
+				kept = append(kept, t)
+				continue
+			}
+			_, exists := a.b.topics.get(name)
+			refused := !a.topic(authz.OpDescribe, name) ||
+				(!exists && autoCreate && !a.cluster(authz.OpCreate) && !a.topic(authz.OpCreate, name))
+			if refused {
+				rt := kmsg.NewMetadataResponseTopic()
+				rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, codeTopic
+				rt.Partitions = []kmsg.MetadataResponseTopicPartition{}
+				denied = append(denied, rt)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.MetadataResponse)
+		if all {
+			kept := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if t.Topic == nil || a.topic(authz.OpDescribe, *t.Topic) {
+					kept = append(kept, t)
+				}
+			}
+			resp.Topics = kept
+		}
+		if req.IncludeTopicAuthorizedOperations {
+			for i := range resp.Topics {
+				if t := &resp.Topics[i]; t.Topic != nil && t.ErrorCode == 0 {
+					t.AuthorizedOperations = a.opsBits(authz.ResourceTopic, *t.Topic)
+				}
+			}
+		}
+		if req.IncludeClusterAuthorizedOperations {
+			resp.AuthorizedOperations = a.clusterOps()
+		}
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+// --- groups ---
+
+func azOffsetCommit(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	fail := func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	if !a.group(authz.OpRead, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, fail(t, codeGroup))
+		}
+		return resp, nil
+	}
+	var denied []kmsg.OffsetCommitResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpRead, name) {
+			denied = append(denied, fail(t, codeTopic))
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetCommitResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azOffsetFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.OffsetFetchRequest)
+	if req.Version < 8 {
+		if !a.group(authz.OpDescribe, req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			resp.ErrorCode = codeGroup
+			if req.Version < 2 {
+				// No top-level error before v2: every partition asked
+				// for carries it (Kafka's getErrorResponse).
+				for _, t := range req.Topics {
+					rt := kmsg.NewOffsetFetchResponseTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseTopicPartition()
+						rp.Partition, rp.ErrorCode, rp.Offset = p, codeGroup, -1
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					resp.Topics = append(resp.Topics, rt)
+				}
+			}
+			return resp, nil
+		}
+		all := req.Topics == nil
+		var denied []kmsg.OffsetFetchResponseTopic
+		if !all {
+			kept := req.Topics[:0]
+			for _, t := range req.Topics {
+				if !a.topic(authz.OpDescribe, t.Topic) {
+					rt := kmsg.NewOffsetFetchResponseTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseTopicPartition()
+						rp.Partition, rp.ErrorCode, rp.Offset = p, codeTopic, -1
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					denied = append(denied, rt)
+					continue
+				}
+				kept = append(kept, t)
+			}
+			req.Topics = kept
+		}
+		return nil, func(r kmsg.Response) {
+			resp := r.(*kmsg.OffsetFetchResponse)
+			if all {
+				kept := resp.Topics[:0]
+				for _, t := range resp.Topics {
+					if a.topic(authz.OpDescribe, t.Topic) {
+						kept = append(kept, t)
+					}
+				}
+				resp.Topics = kept
+			}
+			resp.Topics = append(resp.Topics, denied...)
+		}
+	}
+	// v8+: several groups, each with its own error.
+	var deniedGroups []kmsg.OffsetFetchResponseGroup
+	deniedTopics := map[string][]kmsg.OffsetFetchResponseGroupTopic{}
+	allTopics := map[string]bool{}
+	kept := req.Groups[:0]
+	for _, g := range req.Groups {
+		if !a.group(authz.OpDescribe, g.Group) {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, codeGroup
+			deniedGroups = append(deniedGroups, rg)
+			continue
+		}
+		if g.Topics == nil {
+			allTopics[g.Group] = true
+		} else {
+			kt := g.Topics[:0]
+			for _, t := range g.Topics {
+				if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpDescribe, name) {
+					rt := kmsg.NewOffsetFetchResponseGroupTopic()
+					rt.Topic, rt.TopicID = t.Topic, t.TopicID
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+						rp.Partition, rp.ErrorCode, rp.Offset = p, codeTopic, -1
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					deniedTopics[g.Group] = append(deniedTopics[g.Group], rt)
+					continue
+				}
+				kt = append(kt, t)
+			}
+			g.Topics = kt
+		}
+		kept = append(kept, g)
+	}
+	req.Groups = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetFetchResponse)
+		for i := range resp.Groups {
+			g := &resp.Groups[i]
+			if allTopics[g.Group] {
+				kt := g.Topics[:0]
+				for _, t := range g.Topics {
+					if name, ok := a.topicName(t.Topic, t.TopicID); !ok || a.topic(authz.OpDescribe, name) {
+						kt = append(kt, t)
+					}
+				}
+				g.Topics = kt
+			}
+			g.Topics = append(g.Topics, deniedTopics[g.Group]...)
+		}
+		resp.Groups = append(resp.Groups, deniedGroups...)
+	}
+}
+
+func azFindCoordinator(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	allowed := func(key string) (bool, int16) {
+		switch req.CoordinatorType {
+		case 0:
+			return a.group(authz.OpDescribe, key), codeGroup
+		case 1:
+			return a.txnID(authz.OpDescribe, key), codeTxnID
+		}
+		return true, 0 // unknown key type: the handler answers INVALID_REQUEST
+	}
+	if req.Version < 4 {
+		if ok, code := allowed(req.CoordinatorKey); !ok {
+			resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+			resp.ErrorCode, resp.NodeID = code, -1
+			return resp, nil
+		}
+		return nil, nil
+	}
+	var denied []kmsg.FindCoordinatorResponseCoordinator
+	kept := req.CoordinatorKeys[:0]
+	for _, k := range req.CoordinatorKeys {
+		if ok, code := allowed(k); !ok {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.ErrorCode, c.NodeID = k, code, -1
+			denied = append(denied, c)
+			continue
+		}
+		kept = append(kept, k)
+	}
+	req.CoordinatorKeys = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.FindCoordinatorResponse)
+		resp.Coordinators = append(resp.Coordinators, denied...)
+	}
+}
+
+// azGroupRead: JoinGroup, Heartbeat, LeaveGroup, SyncGroup.
+func azGroupRead(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	var group string
+	switch req := kreq.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = req.Group
+	case *kmsg.HeartbeatRequest:
+		group = req.Group
+	case *kmsg.LeaveGroupRequest:
+		group = req.Group
+	case *kmsg.SyncGroupRequest:
+		group = req.Group
+	}
+	if a.group(authz.OpRead, group) {
+		return nil, nil
+	}
+	resp := kreq.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation = codeGroup, -1
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = codeGroup
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = codeGroup
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = codeGroup
+	}
+	return resp, nil
+}
+
+func azDescribeGroups(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DescribeGroupsRequest)
+	var denied []kmsg.DescribeGroupsResponseGroup
+	kept := req.Groups[:0]
+	for _, g := range req.Groups {
+		if !a.group(authz.OpDescribe, g) {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = g, codeGroup
+			denied = append(denied, rg)
+			continue
+		}
+		kept = append(kept, g)
+	}
+	req.Groups = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeGroupsResponse)
+		if req.IncludeAuthorizedOperations {
+			for i := range resp.Groups {
+				resp.Groups[i].AuthorizedOperations = a.opsBits(authz.ResourceGroup, resp.Groups[i].Group)
+			}
+		}
+		resp.Groups = append(resp.Groups, denied...)
+	}
+}
+
+func azListGroups(a *azReq, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpDescribe) {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ListGroupsResponse)
+		kept := resp.Groups[:0]
+		for _, g := range resp.Groups {
+			if a.group(authz.OpDescribe, g.Group) {
+				kept = append(kept, g)
+			}
+		}
+		resp.Groups = kept
+	}
+}
+
+func azDeleteGroups(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DeleteGroupsRequest)
+	var denied []kmsg.DeleteGroupsResponseGroup
+	kept := req.Groups[:0]
+	for _, g := range req.Groups {
+		if !a.group(authz.OpDelete, g) {
+			rg := kmsg.NewDeleteGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = g, codeGroup
+			denied = append(denied, rg)
+			continue
+		}
+		kept = append(kept, g)
+	}
+	req.Groups = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteGroupsResponse)
+		resp.Groups = append(resp.Groups, denied...)
+	}
+}
+
+func azOffsetDelete(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.OffsetDeleteRequest)
+	if !a.group(authz.OpDelete, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = codeGroup
+		return resp, nil
+	}
+	var denied []kmsg.OffsetDeleteResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !a.topic(authz.OpRead, t.Topic) {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, codeTopic
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			denied = append(denied, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetDeleteResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azConsumerGroupHeartbeat(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	code := int16(0)
+	if !a.group(authz.OpRead, req.Group) {
+		code = codeGroup
+	} else {
+		for _, t := range req.SubscribedTopicNames {
+			if !a.topic(authz.OpDescribe, t) {
+				code = codeTopic
+				break
+			}
+		}
+	}
+	if code == 0 {
+		return nil, nil
+	}
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	resp.ErrorCode = code
+	return resp, nil
+}
+
+func azConsumerGroupDescribe(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
+	var denied []kmsg.ConsumerGroupDescribeResponseGroup
+	kept := req.Groups[:0]
+	for _, g := range req.Groups {
+		if !a.group(authz.OpDescribe, g) {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = g, codeGroup
+			denied = append(denied, rg)
+			continue
+		}
+		kept = append(kept, g)
+	}
+	req.Groups = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ConsumerGroupDescribeResponse)
+		if req.IncludeAuthorizedOperations {
+			for i := range resp.Groups {
+				resp.Groups[i].AuthorizedOperations = a.opsBits(authz.ResourceGroup, resp.Groups[i].Group)
+			}
+		}
+		resp.Groups = append(resp.Groups, denied...)
+	}
+}
+
+// --- topics admin ---
+
+func azCreateTopics(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	clusterCreate := a.cluster(authz.OpCreate)
+	var denied []kmsg.CreateTopicsResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !clusterCreate && !a.topic(authz.OpCreate, t.Topic) {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, codeTopic, -1, -1
+			denied = append(denied, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.CreateTopicsResponse)
+		// The configs of a created topic are returned only to a principal
+		// that may describe them (Kafka's TopicConfigErrorCode).
+		for i := range resp.Topics {
+			if t := &resp.Topics[i]; t.ErrorCode == 0 && !a.topic(authz.OpDescribeConfigs, t.Topic) {
+				t.ConfigErrorCode, t.Configs = codeTopic, nil
+			}
+		}
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azDeleteTopics(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	var denied []kmsg.DeleteTopicsResponseTopic
+	deny := func(name *string, id [16]byte) {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID, rt.ErrorCode = name, id, codeTopic
+		denied = append(denied, rt)
+	}
+	if req.Version < 6 {
+		kept := req.TopicNames[:0]
+		for _, n := range req.TopicNames {
+			if !a.topic(authz.OpDelete, n) {
+				deny(kmsg.StringPtr(n), [16]byte{})
+				continue
+			}
+			kept = append(kept, n)
+		}
+		req.TopicNames = kept
+	} else {
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			if n, ok := a.topicName(name, t.TopicID); ok && !a.topic(authz.OpDelete, n) {
+				deny(t.Topic, t.TopicID)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+	}
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteTopicsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azDeleteRecords(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	var denied []kmsg.DeleteRecordsResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !a.topic(authz.OpDelete, t.Topic) {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, codeTopic, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			denied = append(denied, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteRecordsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azCreatePartitions(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	var denied []kmsg.CreatePartitionsResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !a.topic(authz.OpAlter, t.Topic) {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, codeTopic
+			denied = append(denied, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.CreatePartitionsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azOffsetForLeaderEpoch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	fail := func(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	// Brokers use it with CLUSTER_ACTION; consumers (KIP-320) with
+	// DESCRIBE on the topic. Either suffices, whatever the replica id.
+	if a.cluster(authz.OpClusterAction) {
+		return nil, nil
+	}
+	var denied []kmsg.OffsetForLeaderEpochResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !a.topic(authz.OpDescribe, t.Topic) {
+			denied = append(denied, fail(t, codeTopic))
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azDescribeProducers(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DescribeProducersRequest)
+	var denied []kmsg.DescribeProducersResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !a.topic(authz.OpRead, t.Topic) {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, codeTopic
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			denied = append(denied, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeProducersResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+// --- configs ---
+
+// configResourceAllowed checks op on a config resource: a topic, or the
+// cluster for broker (4) and broker-logger (8) resources. Other types are
+// left to the handler (it refuses them).
+func configResourceAllowed(a *azReq, op authz.Operation, rt kmsg.ConfigResourceType, name string) (bool, int16) {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		return a.topic(op, name), codeTopic
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		return a.cluster(op), codeCluster
+	}
+	return true, 0
+}
+
+func azDescribeConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DescribeConfigsRequest)
+	var denied []kmsg.DescribeConfigsResponseResource
+	kept := req.Resources[:0]
+	for _, r := range req.Resources {
+		if ok, code := configResourceAllowed(a, authz.OpDescribeConfigs, r.ResourceType, r.ResourceName); !ok {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			denied = append(denied, rr)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	req.Resources = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+	}
+}
+
+func azAlterConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.AlterConfigsRequest)
+	var denied []kmsg.AlterConfigsResponseResource
+	kept := req.Resources[:0]
+	for _, r := range req.Resources {
+		if ok, code := configResourceAllowed(a, authz.OpAlterConfigs, r.ResourceType, r.ResourceName); !ok {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			denied = append(denied, rr)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	req.Resources = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.AlterConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+	}
+}
+
+func azIncrementalAlterConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	var denied []kmsg.IncrementalAlterConfigsResponseResource
+	kept := req.Resources[:0]
+	for _, r := range req.Resources {
+		if ok, code := configResourceAllowed(a, authz.OpAlterConfigs, r.ResourceType, r.ResourceName); !ok {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			denied = append(denied, rr)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	req.Resources = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+	}
+}
+
+// --- cluster-level ---
+
+func azDescribeACLs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpDescribe) {
+		return nil, nil
+	}
+	resp := kreq.ResponseKind().(*kmsg.DescribeACLsResponse)
+	resp.ErrorCode = codeCluster
+	return resp, nil
+}
+
+func azCreateACLs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpAlter) {
+		return nil, nil
+	}
+	req := kreq.(*kmsg.CreateACLsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+	for range req.Creations {
+		r := kmsg.NewCreateACLsResponseResult()
+		r.ErrorCode = codeCluster
+		resp.Results = append(resp.Results, r)
+	}
+	return resp, nil
+}
+
+func azDeleteACLs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpAlter) {
+		return nil, nil
+	}
+	req := kreq.(*kmsg.DeleteACLsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	for range req.Filters {
+		r := kmsg.NewDeleteACLsResponseResult()
+		r.ErrorCode = codeCluster
+		resp.Results = append(resp.Results, r)
+	}
+	return resp, nil
+}
+
+func azDescribeLogDirs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpDescribe) {
+		return nil, nil
+	}
+	// Before v3 the response has no error code: Kafka answers no dirs.
+	resp := kreq.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	resp.ErrorCode = codeCluster
+	return resp, nil
+}
+
+// azDescribeCluster: as Metadata, anyone may describe the cluster; the
+// authorized operations are returned to a principal with DESCRIBE on the
+// cluster, 0 to the others (Kafka's handleDescribeCluster).
+func azDescribeCluster(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DescribeClusterRequest)
+	if !req.IncludeClusterAuthorizedOperations {
+		return nil, nil
+	}
+	return nil, func(r kmsg.Response) {
+		r.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = a.clusterOps()
+	}
+}
+
+func azDescribeClientQuotas(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpDescribeConfigs) {
+		return nil, nil
+	}
+	resp := kreq.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	resp.ErrorCode = codeCluster
+	return resp, nil
+}
+
+func azAlterClientQuotas(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpAlterConfigs) {
+		return nil, nil
+	}
+	req := kreq.(*kmsg.AlterClientQuotasRequest)
+	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	for _, e := range req.Entries {
+		re := kmsg.NewAlterClientQuotasResponseEntry()
+		re.ErrorCode = codeCluster
+		for _, c := range e.Entity {
+			rc := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			rc.Type, rc.Name = c.Type, c.Name
+			re.Entity = append(re.Entity, rc)
+		}
+		resp.Entries = append(resp.Entries, re)
+	}
+	return resp, nil
+}
+
+func azDescribeUserSCRAM(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpDescribe) {
+		return nil, nil
+	}
+	resp := kreq.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	resp.ErrorCode = codeCluster
+	return resp, nil
+}
+
+func azAlterUserSCRAM(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpAlter) {
+		return nil, nil
+	}
+	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(user string) {
+		if seen[user] {
+			return
+		}
+		seen[user] = true
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User, r.ErrorCode = user, codeCluster
+		resp.Results = append(resp.Results, r)
+	}
+	for _, d := range req.Deletions {
+		add(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		add(u.Name)
+	}
+	return resp, nil
+}
+
+// --- transactions ---
+
+func azInitProducerID(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.InitProducerIDRequest)
+	code := int16(0)
+	if req.TransactionalID != nil {
+		if !a.txnID(authz.OpWrite, *req.TransactionalID) {
+			code = codeTxnID
+		}
+	} else if !a.cluster(authz.OpIdempotentWrite) && !a.b.authz.AllowedAny(a.principal, a.host, authz.OpWrite, authz.ResourceTopic) {
+		code = codeCluster
+	}
+	if code == 0 {
+		return nil, nil
+	}
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
+	return resp, nil
+}
+
+func azAddPartitionsToTxn(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
+	if req.Version >= 4 {
+		// v4+ is the broker-to-coordinator batch form (KIP-890).
+		if a.cluster(authz.OpClusterAction) {
+			return nil, nil
+		}
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		resp.ErrorCode = codeCluster
+		return resp, nil
+	}
+	txnOK := a.txnID(authz.OpWrite, req.TransactionalID)
+	refused := map[string]bool{}
+	for _, t := range req.Topics {
+		if txnOK && !a.topic(authz.OpWrite, t.Topic) {
+			refused[t.Topic] = true
+		}
+	}
+	if txnOK && len(refused) == 0 {
+		return nil, nil
+	}
+	// Nothing is added when anything is refused: the refused partitions
+	// get their code, the others OPERATION_NOT_ATTEMPTED (Kafka's rule).
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	for _, t := range req.Topics {
+		code := kerr.OperationNotAttempted.Code
+		switch {
+		case !txnOK:
+			code = codeTxnID
+		case refused[t.Topic]:
+			code = codeTopic
+		}
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+func azAddOffsetsToTxn(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
+	code := int16(0)
+	switch {
+	case !a.txnID(authz.OpWrite, req.TransactionalID):
+		code = codeTxnID
+	case !a.group(authz.OpRead, req.Group):
+		code = codeGroup
+	default:
+		return nil, nil
+	}
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	resp.ErrorCode = code
+	return resp, nil
+}
+
+func azEndTxn(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.EndTxnRequest)
+	if a.txnID(authz.OpWrite, req.TransactionalID) {
+		return nil, nil
+	}
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ErrorCode = codeTxnID
+	return resp, nil
+}
+
+func azWriteTxnMarkers(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(authz.OpClusterAction) {
+		return nil, nil
+	}
+	req := kreq.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, codeCluster
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp, nil
+}
+
+func azTxnOffsetCommit(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.TxnOffsetCommitRequest)
+	fail := func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	whole := int16(0)
+	switch {
+	case !a.txnID(authz.OpWrite, req.TransactionalID):
+		whole = codeTxnID
+	case !a.group(authz.OpRead, req.Group):
+		whole = codeGroup
+	}
+	if whole != 0 {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, fail(t, whole))
+		}
+		return resp, nil
+	}
+	var denied []kmsg.TxnOffsetCommitResponseTopic
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpRead, name) {
+			denied = append(denied, fail(t, codeTopic))
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = append(resp.Topics, denied...)
+	}
+}
+
+func azDescribeTransactions(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DescribeTransactionsRequest)
+	var denied []kmsg.DescribeTransactionsResponseTransactionState
+	kept := req.TransactionalIDs[:0]
+	for _, id := range req.TransactionalIDs {
+		if !a.txnID(authz.OpDescribe, id) {
+			s := kmsg.NewDescribeTransactionsResponseTransactionState()
+			s.TransactionalID, s.ErrorCode, s.ProducerID, s.ProducerEpoch = id, codeTxnID, -1, -1
+			denied = append(denied, s)
+			continue
+		}
+		kept = append(kept, id)
+	}
+	req.TransactionalIDs = kept
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeTransactionsResponse)
+		// Partitions of topics the principal may not describe are left
+		// out, as Kafka does.
+		for i := range resp.TransactionStates {
+			s := &resp.TransactionStates[i]
+			kt := s.Topics[:0]
+			for _, t := range s.Topics {
+				if a.topic(authz.OpDescribe, t.Topic) {
+					kt = append(kt, t)
+				}
+			}
+			s.Topics = kt
+		}
+		resp.TransactionStates = append(resp.TransactionStates, denied...)
+	}
+}
+
+func azListTransactions(a *azReq, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	return nil, func(r kmsg.Response) {
+		resp := r.(*kmsg.ListTransactionsResponse)
+		kept := resp.TransactionStates[:0]
+		for _, s := range resp.TransactionStates {
+			if a.txnID(authz.OpDescribe, s.TransactionalID) {
+				kept = append(kept, s)
+			}
+		}
+		resp.TransactionStates = kept
+	}
+}
