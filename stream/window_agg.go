@@ -59,6 +59,10 @@ import (
 //     the open transaction are noted (created, keyWins) until it ends
 //     (state.Txn.Epoch) and merged into every scan; every scanned entry is
 //     read again through the transaction, which has the last word.
+//   - (time windows) a window with end past o.fresh's floor exists only if
+//     this operator instance created it, and then its key is in that end's
+//     filter: a record's new windows are written without a read
+//     (window_fresh.go).
 const (
 	tagRetained = 'r'
 	tagMark     = 'm'
