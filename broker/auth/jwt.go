@@ -62,8 +62,8 @@ func ValidateJWT(cfg JWTConfig, token string) (Token, error) {
 		return t, failed("invalid_token: not a compact JWS")
 	}
 	var hdr struct {
-		Alg string `json:"alg"`
-		Kid string `json:"kid"`
+		Alg  string   `json:"alg"`
+		Kid  string   `json:"kid"`
 		Crit []string `json:"crit"`
 	}
 	if err := decodeSegment(parts[0], &hdr); err != nil {
