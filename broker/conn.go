@@ -67,6 +67,19 @@ type conn struct {
 	// framepool.go): the read loop takes a slot before it reads a pooled
 	// frame, and the frame's return to the pool gives it back.
 	frameSlots chan struct{}
+
+	// lis is the listener the connection came in on (nil for connections
+	// made in tests: the first listener's advertised address applies).
+	lis *listener
+	// principal is the authenticated principal in Kafka's form,
+	// "User:<name>" (anonymous: "User:ANONYMOUS"). Set from the client
+	// certificate before the read loop starts (SSL) or by the SASL
+	// exchange before any request but ApiVersions is dispatched (SASL
+	// listeners), and never changed afterwards, so handlers read it
+	// without a lock.
+	principal string
+	// sasl is the SASL state on SASL listeners (sasl.go); nil elsewhere.
+	sasl *saslConn
 }
 
 // slot is one request awaiting its response.
@@ -85,6 +98,8 @@ type slot struct {
 	// clientID and host identify the requester (DescribeGroups shows
 	// them per member, as Kafka does).
 	clientID, host string
+	// conn is the requester's connection (its listener and principal).
+	conn *conn
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -93,6 +108,8 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		nc:       nc,
 		logger:   b.logger.With("remote", nc.RemoteAddr().String()),
 		inflight: make(chan *slot, b.cfg.MaxInFlightPerConn),
+
+		principal: anonymous,
 	}
 	// Kafka reports a client's host as "/<ip>".
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
@@ -204,6 +221,17 @@ func (c *conn) readLoop() {
 		if s == nil {
 			c.b.metrics.badFrames.Inc()
 			return
+		}
+		if ok && c.sasl != nil {
+			if handled, keep := c.saslGate(s, req); handled || !keep {
+				if s.frameDone != nil {
+					s.frameDone() // s is not dispatched: its frame is done
+				}
+				if !keep {
+					return
+				}
+				continue
+			}
 		}
 		if !ok { // answered without a handler (ApiVersions downgrade)
 			if !c.enqueue(s) {
@@ -365,7 +393,7 @@ func (c *conn) decode(frame []byte) (s *slot, req kmsg.Request, ok bool) {
 		c.logger.Warn("closing connection: malformed request", "api", kmsg.NameForKey(key), "version", version, "err", err)
 		return nil, nil, false
 	}
-	s = &slot{api: api, corr: corr, done: make(chan struct{}), host: c.host}
+	s = &slot{api: api, corr: corr, done: make(chan struct{}), host: c.host, conn: c}
 	if clientID != nil {
 		s.clientID = *clientID
 	}

@@ -24,6 +24,7 @@ type metrics struct {
 	producedBytes     prometheus.Counter
 	producedBatches   prometheus.Counter
 	fetchedBytes      prometheus.Counter
+	authentications   *prometheus.CounterVec // mechanism (or "TLS"), result
 }
 
 func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
@@ -47,12 +48,15 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		producedBytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_bytes_total", Help: "Record batch bytes appended by Produce."}),
 		producedBatches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_batches_total", Help: "Produce partition requests appended."}),
 		fetchedBytes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
+		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_broker_authentications_total", Help: "SASL authentications and re-authentications by mechanism, and TLS handshakes (mechanism TLS), by result (success, failure).",
+		}, []string{"mechanism", "result"}),
 	}
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_broker_fetch_sessions", Help: "Open incremental fetch sessions (KIP-227).",
 	}, func() float64 { return float64(b.sessions.count()) })
 	m.cs = []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections,
-		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, sessions, partitionCollector{b}, cleanerCollector{b}}
+		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, m.authentications, sessions, partitionCollector{b}, cleanerCollector{b}}
 	if reg != nil {
 		for _, c := range m.cs {
 			if err := reg.Register(c); err != nil {
