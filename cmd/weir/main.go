@@ -80,6 +80,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newRegistryCmd(), // registry.go
 		newSchemaCmd(),   // schema.go
 		newBenchCmd(),    // bench_nexmark.go
+		newUserCmd(),     // user.go
 		newVersionCmd(),
 	)
 	return root

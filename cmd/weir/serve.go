@@ -44,6 +44,9 @@ type serveOptions struct {
 	logFormat         string
 	shutdownTimeout   time.Duration
 	registryAddr      string // registry.go
+
+	security     securityOptions // serve_security.go
+	kafkaAddrSet bool            // --kafka-addr or --advertised-addr given (any source)
 }
 
 func newServeCmd() *cobra.Command { return newServeCmdFor(&serveOptions{}) }
@@ -91,6 +94,7 @@ the environment, which wins over the file.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.registryAddr, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "longest a clean shutdown may take before weir gives up waiting")
+	o.security.addFlags(f)
 	return cmd
 }
 
@@ -113,6 +117,10 @@ func (o *serveOptions) load(cmd *cobra.Command, getenv func(string) string) erro
 	}
 	if o.dataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	o.kafkaAddrSet = fs.Changed("kafka-addr") || fs.Changed("advertised-addr")
+	if err := o.security.apply(&broker.Config{}); err != nil {
+		return err
 	}
 	if _, err := o.syncPolicy(); err != nil {
 		return err
@@ -164,7 +172,7 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 	if delay <= 0 {
 		delay = -1 // the broker reads 0 as "Kafka's default" and negative as none
 	}
-	return broker.Config{
+	cfg := broker.Config{
 		DataDir:                    o.dataDir,
 		GroupInitialRebalanceDelay: delay,
 		KafkaAddr:                  o.kafkaAddr,
@@ -179,7 +187,14 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 		MaxRequestBytes:            o.maxRequestBytes,
 		Logger:                     logger,
 		Registerer:                 reg,
-	}, nil
+	}
+	if err := o.security.apply(&cfg); err != nil {
+		return broker.Config{}, err
+	}
+	if len(cfg.Listeners) > 0 && o.kafkaAddrSet && logger != nil {
+		logger.Warn("--listeners given: --kafka-addr and --advertised-addr are ignored")
+	}
+	return cfg, nil
 }
 
 // run starts the broker and the HTTP server and blocks until ctx is done
@@ -236,7 +251,9 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		go func() { httpErr <- srv.Serve(ln) }()
 		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz /v1/partitions/{topic}")
 	}
-	logger.Info("weir serving", "kafka_addr", b.Addr(), "data_dir", o.dataDir, "version", bi.String())
+	warnExposed(logOut, logger, b.Listeners(), cfg.TLS)
+	logger.Info("weir serving", "kafka_addr", b.Addr(), "listeners", broker.FormatListeners(b.Listeners()),
+		"data_dir", o.dataDir, "version", bi.String())
 
 	var runErr error
 	select {
