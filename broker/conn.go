@@ -100,6 +100,10 @@ type slot struct {
 	clientID, host string
 	// conn is the requester's connection (its listener and principal).
 	conn *conn
+	// rawToken: the response is raw, a SASL token without header (the
+	// SaslHandshake v0 flow, sasl.go); resp is nil.
+	rawToken bool
+	raw      []byte
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -192,6 +196,12 @@ func (c *conn) readLoop() {
 			c.setReadDeadline(time.Time{}) // a request is arriving: not idle
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if c.sasl != nil && c.sasl.raw { // unframed SASL tokens (sasl.go)
+			if !c.saslRawToken(size) {
+				return
+			}
+			continue
+		}
 		if size < minRequestHeader || size > c.b.cfg.MaxRequestBytes {
 			c.logger.Warn("closing connection: bad request size", "size", size, "max", c.b.cfg.MaxRequestBytes)
 			c.b.metrics.badFrames.Inc()
@@ -477,7 +487,7 @@ func (c *conn) writeLoop() {
 					c.logger.Warn("closing connection", "api", s.api.name, "err", s.err)
 				}
 				broken = true
-			case s.resp != nil:
+			case s.resp != nil || s.rawToken:
 				var (
 					n   int64
 					err error
@@ -512,6 +522,12 @@ func (c *conn) writeLoop() {
 // large fields if its API registered a vectored write (Fetch's record
 // sets, splice.go), else encoded into buf. It returns buf for reuse.
 func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int64, error) {
+	if s.rawToken { // SaslHandshake v0 flow: size and token, no header
+		buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(s.raw)))
+		buf = append(buf, s.raw...)
+		n, err := c.nc.Write(buf)
+		return buf, int64(n), err
+	}
 	if s.api.vectored != nil {
 		bufs, b, spliced := s.api.vectored(sw, buf, s.corr, s.resp)
 		buf = b

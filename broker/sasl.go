@@ -41,9 +41,12 @@ import (
 //     authenticated connection) must use the same mechanism and end with
 //     the same principal, else it fails as above. v0 clients cannot
 //     re-authenticate and get no lifetime (KIP-368).
-//   - The SaslHandshake v0 flow with raw, unframed tokens (pre-1.0
-//     clients) is not supported: a v0 handshake must be followed by
-//     SaslAuthenticate requests, as every client since Kafka 1.0 does.
+//   - After a SaslHandshake v0 the exchange continues with raw tokens, not
+//     requests (KIP-43; kafka-python 2.0 still does this): each frame is a
+//     size and a token, answered the same way, without header. A failure
+//     closes the connection without an answer (there is no place for an
+//     error code), after the same delay. No lifetime: v0 clients cannot
+//     re-authenticate.
 //
 // The SASL requests of a SASL listener are handled on the connection's
 // read loop, in order: the state they change is read by the next request
@@ -159,6 +162,7 @@ type saslConn struct {
 	mech          string       // of the last handshake
 	sess          auth.Session // exchange in progress (nil: none)
 	handshakeV    int16
+	raw           bool // the next frames are raw tokens (handshake v0)
 	authenticated bool
 	expires       time.Time // zero: never
 }
@@ -213,7 +217,61 @@ func (c *conn) saslHandshake(s *slot, req *kmsg.SASLHandshakeRequest) bool {
 		return c.answerAndClose(s, resp)
 	}
 	st.mech, st.sess, st.handshakeV = req.Mechanism, sess, req.Version
+	st.raw = req.Version == 0
 	return c.answer(s, resp)
+}
+
+// maxRawToken bounds a raw SASL token (a SCRAM message or a JWT is well
+// under this).
+const maxRawToken = 64 << 10
+
+// saslRawToken reads and handles one raw token of size bytes (the
+// SaslHandshake v0 flow). It returns false when the connection must
+// close.
+func (c *conn) saslRawToken(size int32) bool {
+	st := c.sasl
+	if size < 0 || size > maxRawToken {
+		c.logger.Warn("closing connection: bad SASL token size", "size", size)
+		return false
+	}
+	token, err := readFrame(c.nc, int(size))
+	if err != nil {
+		return false
+	}
+	reply, done, err := st.sess.Step(token)
+	if err == nil && done && st.authenticated && st.sess.Principal() != c.principal {
+		err = errors.New("Cannot change principals during re-authentication")
+	}
+	if err != nil {
+		c.b.metrics.authentications.WithLabelValues(st.mech, "failure").Inc()
+		c.logger.Info("closing connection: SASL authentication failed", "mechanism", st.mech, "err", err.Error())
+		c.failedAuthDelay()
+		return false
+	}
+	if done {
+		if !st.authenticated {
+			c.logger.Info("authenticated", "principal", st.sess.Principal(), "mechanism", st.mech)
+		}
+		c.principal = st.sess.Principal()
+		st.authenticated, st.sess, st.raw, st.expires = true, nil, false, time.Time{}
+		c.b.metrics.authentications.WithLabelValues(st.mech, "success").Inc()
+	}
+	s := &slot{api: lookupAPI(int16(kmsg.SASLAuthenticate)), done: make(chan struct{}), rawToken: true, raw: reply}
+	close(s.done)
+	return c.enqueue(s)
+}
+
+// failedAuthDelay waits SASLConfig.FailedAuthDelay (or until the
+// connection ends) before a failure is answered.
+func (c *conn) failedAuthDelay() {
+	if d := c.b.cfg.SASL.FailedAuthDelay; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+		}
+	}
 }
 
 func (c *conn) saslAuthenticate(s *slot, req *kmsg.SASLAuthenticateRequest) bool {
@@ -269,14 +327,7 @@ func (c *conn) saslAuthenticate(s *slot, req *kmsg.SASLAuthenticateRequest) bool
 	c.b.metrics.authentications.WithLabelValues(st.mech, "failure").Inc()
 	c.logger.Info("closing connection: SASL authentication failed", "mechanism", st.mech, "err", err.Error())
 	st.sess = nil
-	if d := c.b.cfg.SASL.FailedAuthDelay; d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-c.ctx.Done():
-			t.Stop()
-		}
-	}
+	c.failedAuthDelay()
 	return c.answerAndClose(s, resp)
 }
 

@@ -2,9 +2,12 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -576,5 +579,75 @@ func TestScramCredentialsDurableAndManaged(t *testing.T) {
 	}
 	if bytes.Contains(data, []byte(alicePass)) {
 		t.Fatal("password stored in the clear")
+	}
+}
+
+// writeToken and readToken speak the SaslHandshake v0 flow: size-prefixed
+// raw tokens.
+func (c *rawConn) writeToken(tok []byte) {
+	c.t.Helper()
+	c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(tok))), tok...))
+}
+
+func (c *rawConn) readToken() ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		return nil, err
+	}
+	tok := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(c.nc, tok)
+	return tok, err
+}
+
+// The SaslHandshake v0 flow (raw tokens, as kafka-python 2.0 speaks it):
+// PLAIN and SCRAM (driven by franz-go's SCRAM client) authenticate, the
+// connection then serves requests; a wrong password closes it unanswered.
+func TestSASLHandshakeV0RawTokens(t *testing.T) {
+	e := newSecEnv(t)
+	c := e.dialListener(t, "SASL_SSL")
+	if r := c.roundTrip(handshake(0, "PLAIN"), 1).(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+		t.Fatalf("handshake: %d", r.ErrorCode)
+	}
+	c.writeToken([]byte("alice\x00alice\x00" + alicePass))
+	if tok, err := c.readToken(); err != nil || len(tok) != 0 {
+		t.Fatalf("PLAIN reply %q %v", tok, err)
+	}
+	if md := c.roundTrip(kmsg.NewPtrMetadataRequest(), 2).(*kmsg.MetadataResponse); len(md.Brokers) != 1 {
+		t.Fatal("no metadata after v0 authentication")
+	}
+
+	for _, pass := range []string{bobPass, "wrong-pass"} {
+		c := e.dialListener(t, "SASL_PLAINTEXT")
+		c.roundTrip(handshake(0, "SCRAM-SHA-512"), 1)
+		sess, first, err := scram.Auth{User: "bob", Pass: pass}.AsSha512Mechanism().Authenticate(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.writeToken(first)
+		srvFirst, err := c.readToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, final, err := sess.Challenge(srvFirst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.writeToken(final)
+		srvFinal, err := c.readToken()
+		if pass != bobPass {
+			if err == nil {
+				t.Fatalf("wrong password answered %q", srvFinal)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done, _, err := sess.Challenge(srvFinal); !done || err != nil {
+			t.Fatalf("server-final rejected by the client: %v", err)
+		}
+		if md := c.roundTrip(kmsg.NewPtrMetadataRequest(), 2).(*kmsg.MetadataResponse); len(md.Brokers) != 1 {
+			t.Fatal("no metadata after v0 SCRAM")
+		}
 	}
 }
