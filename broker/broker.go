@@ -309,7 +309,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 					return fail(fmt.Errorf("broker: listener %s: %w", lc.Name, err))
 				}
 			}
-			tcfg = b.tlsReload.serverConfig()
+			tcfg = b.tlsReload.serverConfig(lc.Protocol == SSL)
 		}
 		l, err := b.openListener(lc, tcfg)
 		if err != nil {

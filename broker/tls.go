@@ -21,6 +21,10 @@ import (
 // match) keeps the previous configuration and is logged. TLS 1.2 is the
 // minimum; everything else is Go's defaults (cipher suites, curves).
 //
+// Client certificates are asked for on SSL listeners only: on SASL_SSL the
+// client proves who it is with SASL (Kafka since KIP-684 ignores
+// ssl.client.auth there unless set for that listener).
+//
 // With client certificates verified (mTLS), the principal of an SSL
 // connection is "User:" plus the certificate subject's distinguished name
 // in RFC 2253 form ("User:CN=alice,O=Acme"), as Kafka's default principal
@@ -78,7 +82,8 @@ type tlsReloader struct {
 	}
 
 	mu      sync.Mutex
-	current *tls.Config
+	current *tls.Config // for SSL listeners
+	noAuth  *tls.Config // current without client certificates (SASL_SSL)
 	stamp   []byte // the files' sizes and modification times
 	checked time.Time
 }
@@ -100,7 +105,8 @@ func newTLSReloader(cfg TLSConfig, b *Broker) (*tlsReloader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.current, r.stamp, r.checked = cur, stamp, time.Now()
+	r.install(cur)
+	r.stamp, r.checked = stamp, time.Now()
 	return r, nil
 }
 
@@ -150,37 +156,47 @@ func (r *tlsReloader) load() (*tls.Config, error) {
 	return c, nil
 }
 
-// config returns the configuration for a new connection, reloading it
-// first if a file changed.
-func (r *tlsReloader) config() *tls.Config {
+// install makes c current. mu must be held (or r not yet shared).
+func (r *tlsReloader) install(c *tls.Config) {
+	r.current = c
+	r.noAuth = c.Clone()
+	r.noAuth.ClientAuth, r.noAuth.ClientCAs = tls.NoClientCert, nil
+}
+
+// config returns the configuration for a new connection (with client
+// certificates as configured when clientAuth, else without), reloading
+// it first if a file changed.
+func (r *tlsReloader) config(clientAuth bool) *tls.Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if time.Since(r.checked) < time.Second {
+	if time.Since(r.checked) >= time.Second {
+		r.checked = time.Now()
+		if stamp, err := r.fileStamp(); err == nil && !bytes.Equal(stamp, r.stamp) {
+			if next, err := r.load(); err != nil {
+				// Files being rewritten one after the other: try
+				// again on the next check rather than keep the
+				// half-new state.
+				r.logger.Warn("tls: files changed but do not load; keeping the previous certificate", "err", err)
+			} else {
+				r.install(next)
+				r.stamp = stamp
+				r.logger.Info("tls: certificate reloaded", "cert", r.cfg.CertFile)
+			}
+		}
+	}
+	if clientAuth {
 		return r.current
 	}
-	r.checked = time.Now()
-	stamp, err := r.fileStamp()
-	if err != nil || bytes.Equal(stamp, r.stamp) {
-		return r.current
-	}
-	next, err := r.load()
-	if err != nil {
-		// Files being rewritten one after the other: try again on the
-		// next check rather than keep the half-new state.
-		r.logger.Warn("tls: files changed but do not load; keeping the previous certificate", "err", err)
-		return r.current
-	}
-	r.current, r.stamp = next, stamp
-	r.logger.Info("tls: certificate reloaded", "cert", r.cfg.CertFile)
-	return r.current
+	return r.noAuth
 }
 
 // serverConfig is the listener-level tls.Config: every handshake asks
-// the reloader for the current one.
-func (r *tlsReloader) serverConfig() *tls.Config {
+// the reloader for the current one. clientAuth: the listener verifies
+// client certificates as configured (SSL listeners).
+func (r *tlsReloader) serverConfig(clientAuth bool) *tls.Config {
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return r.config(), nil },
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return r.config(clientAuth), nil },
 	}
 }
 

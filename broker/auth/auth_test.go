@@ -427,3 +427,36 @@ func TestJWKSURL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// librdkafka's client-final repeats the client nonce before the combined
+// nonce; Kafka accepts it, and so does weir (with a valid proof), while
+// any other nonce is refused.
+func TestScramLibrdkafkaNonce(t *testing.T) {
+	creds := newCreds(t, "u", "pw", ScramSHA256)
+	for _, c := range []struct {
+		form string
+		ok   bool
+	}{{"rfc", true}, {"librdkafka", true}, {"other", false}} {
+		s, _ := NewScramSession(ScramSHA256, creds, []byte("k"))
+		first, _, err := s.Step([]byte("n,,n=u,r=cnonce"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs := strings.Split(string(first), ",")
+		full := strings.TrimPrefix(attrs[0], "r=")
+		salt, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(attrs[1], "s="))
+		nonce := map[string]string{"rfc": full, "librdkafka": "cnonce" + full, "other": full + "x"}[c.form]
+		wo := "c=biws,r=" + nonce
+		sp, _ := SaltPassword(ScramSHA256, "pw", salt, MinIterations)
+		ck := hmacSum(sha256.New, sp, "Client Key")
+		sk := sha256.Sum256(ck)
+		sig := hmacSum(sha256.New, sk[:], "n=u,r=cnonce,"+string(first)+","+wo)
+		for i := range ck {
+			ck[i] ^= sig[i]
+		}
+		_, done, err := s.Step([]byte(wo + ",p=" + base64.StdEncoding.EncodeToString(ck)))
+		if done != c.ok || (err == nil) != c.ok {
+			t.Errorf("%s: done %v err %v", c.form, done, err)
+		}
+	}
+}

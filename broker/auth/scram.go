@@ -349,7 +349,12 @@ func (s *scramSession) Step(msg []byte) ([]byte, bool, error) {
 		if string(final.ChannelBinding) != s.first.GS2Header {
 			return nil, false, failed("SCRAM: channel binding does not match the GS2 header")
 		}
-		if final.Nonce != s.nonce {
+		// RFC 5802 wants the nonce of server-first back; librdkafka
+		// (before 2.x fixes) sends its client nonce in front of it
+		// again. Kafka accepts any nonce ending in the server's; this
+		// accepts exactly those two forms. Both contain the server's
+		// fresh nonce, which is what defeats replay.
+		if final.Nonce != s.nonce && final.Nonce != s.first.Nonce+s.nonce {
 			return nil, false, failed("SCRAM: nonce mismatch")
 		}
 		authMsg := s.first.Bare + "," + s.srvFirst + "," + final.WithoutProof
