@@ -83,9 +83,15 @@ type OAuthConfig struct {
 	PrincipalClaim string
 	// ClockSkew tolerated on exp/nbf/iat (default 30s).
 	ClockSkew time.Duration
+	// AllowUnsecuredTokens accepts unsecured JWTs ("alg":"none"), as
+	// Kafka's default OAUTHBEARER validator does: anyone can then claim
+	// any principal. For tests and development only; logged loudly.
+	AllowUnsecuredTokens bool
 }
 
-func (o OAuthConfig) enabled() bool { return o.JWKSFile != "" || o.JWKSURL != "" }
+func (o OAuthConfig) enabled() bool {
+	return o.JWKSFile != "" || o.JWKSURL != "" || o.AllowUnsecuredTokens
+}
 
 // saslSetup prepares the broker's SASL state: the enabled mechanisms and
 // the OAUTHBEARER key source. It runs at Start whether or not a listener
@@ -98,14 +104,18 @@ func (b *Broker) saslSetup(ctx context.Context) error {
 	}
 	if cfg.OAuth.enabled() {
 		jc := auth.JWTConfig{Issuer: cfg.OAuth.Issuer, Audience: cfg.OAuth.Audience,
-			PrincipalClaim: cfg.OAuth.PrincipalClaim, ClockSkew: cfg.OAuth.ClockSkew, Now: b.cfg.Now}
+			PrincipalClaim: cfg.OAuth.PrincipalClaim, ClockSkew: cfg.OAuth.ClockSkew, Now: b.cfg.Now,
+			AllowUnsecured: cfg.OAuth.AllowUnsecuredTokens}
+		if jc.AllowUnsecured {
+			b.logger.Warn("OAUTHBEARER accepts UNSECURED tokens: any client can claim any principal (tests and development only)")
+		}
 		var err error
 		switch {
 		case cfg.OAuth.JWKSFile != "" && cfg.OAuth.JWKSURL != "":
 			return errors.New("sasl: set one of OAuth.JWKSFile and OAuth.JWKSURL")
 		case cfg.OAuth.JWKSFile != "":
 			jc.Keys, err = auth.OpenJWKSFile(cfg.OAuth.JWKSFile)
-		default:
+		case cfg.OAuth.JWKSURL != "":
 			jc.Keys, err = auth.OpenJWKSURL(ctx, cfg.OAuth.JWKSURL, nil, 0)
 		}
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -649,5 +650,74 @@ func TestSASLHandshakeV0RawTokens(t *testing.T) {
 		if md := c.roundTrip(kmsg.NewPtrMetadataRequest(), 2).(*kmsg.MetadataResponse); len(md.Brokers) != 1 {
 			t.Fatal("no metadata after v0 SCRAM")
 		}
+	}
+}
+
+// A password-guessing loop pays connection.failed.authentication.delay.ms
+// per guess (each failure is answered only after it, then the connection
+// closes), while another, authenticated client on the same listener keeps
+// being served during the loop: the delay holds only the guessing
+// connection.
+func TestFailedAuthenticationDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	e := newSecEnv(t, func(c *Config) { c.SASL.FailedAuthDelay = delay })
+	good := e.dialListener(t, "SASL_PLAINTEXT")
+	good.roundTrip(handshake(1, "PLAIN"), 1)
+	if r := good.roundTrip(authenticate(1, []byte("\x00alice\x00"+alicePass)), 2).(*kmsg.SASLAuthenticateResponse); r.ErrorCode != 0 {
+		t.Fatal(r.ErrorCode)
+	}
+	done := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		for i := range 4 {
+			c := e.dialListener(t, "SASL_PLAINTEXT")
+			c.send(handshake(1, "PLAIN"), 1)
+			if _, _, err := c.read(); err != nil {
+				done <- err
+				return
+			}
+			sent := time.Now()
+			c.send(authenticate(1, []byte("\x00alice\x00guess-"+strconv.Itoa(i))), 2)
+			_, body, err := c.read()
+			if err != nil {
+				done <- err
+				return
+			}
+			if waited := time.Since(sent); waited < delay {
+				done <- fmt.Errorf("guess %d answered after %v, before the %v delay", i, waited, delay)
+				return
+			}
+			r := kmsg.NewPtrSASLAuthenticateResponse()
+			r.Version = 1
+			if err := r.ReadFrom(body); err != nil || r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+				done <- fmt.Errorf("guess %d: %v code %d", i, err, r.ErrorCode)
+				return
+			}
+		}
+		if el := time.Since(start); el < 4*delay {
+			done <- fmt.Errorf("4 guesses in %v", el)
+			return
+		}
+		done <- nil
+	}()
+	// Meanwhile the authenticated connection is answered: at least one
+	// Metadata round trip completes before the loop has paid its
+	// delays (which take 4*delay at the least).
+	served := 0
+	for corr := int32(3); ; corr++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if served < 3 {
+				t.Fatal("the authenticated client was not served during the guessing loop")
+			}
+			return
+		default:
+		}
+		good.roundTrip(kmsg.NewPtrMetadataRequest(), corr)
+		served++
+		time.Sleep(20 * time.Millisecond)
 	}
 }

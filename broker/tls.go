@@ -84,7 +84,7 @@ type tlsReloader struct {
 	mu      sync.Mutex
 	current *tls.Config // for SSL listeners
 	noAuth  *tls.Config // current without client certificates (SASL_SSL)
-	stamp   []byte // the files' sizes and modification times
+	stamp   []byte      // the files' sizes and modification times
 	checked time.Time
 }
 

@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -458,5 +459,28 @@ func TestScramLibrdkafkaNonce(t *testing.T) {
 		if done != c.ok || (err == nil) != c.ok {
 			t.Errorf("%s: done %v err %v", c.form, done, err)
 		}
+	}
+}
+
+// Unsecured tokens ("alg":"none", as franz-go's integration test and
+// Kafka's default validator use) only when allowed, and still with exp.
+func TestUnsecuredTokens(t *testing.T) {
+	enc := base64.RawURLEncoding.EncodeToString
+	tok := func(exp time.Time) string {
+		return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(`{"sub":"admin","exp":`+strconv.FormatInt(exp.Unix(), 10)+`}`)) + "."
+	}
+	if _, err := ValidateJWT(JWTConfig{}, tok(time.Now().Add(time.Hour))); !errors.Is(err, ErrAuthFailed) {
+		t.Fatalf("unsecured token accepted by default: %v", err)
+	}
+	got, err := ValidateJWT(JWTConfig{AllowUnsecured: true}, tok(time.Now().Add(time.Hour)))
+	if err != nil || got.Principal != "User:admin" {
+		t.Fatalf("allowed unsecured: %+v %v", got, err)
+	}
+	if _, err := ValidateJWT(JWTConfig{AllowUnsecured: true}, tok(time.Now().Add(-time.Hour))); !errors.Is(err, ErrAuthFailed) {
+		t.Fatalf("expired unsecured token: %v", err)
+	}
+	// A "none" token with a signature is not unsecured: refused.
+	if _, err := ValidateJWT(JWTConfig{AllowUnsecured: true}, tok(time.Now().Add(time.Hour))+"AAAA"); !errors.Is(err, ErrAuthFailed) {
+		t.Fatalf("none with signature: %v", err)
 	}
 }

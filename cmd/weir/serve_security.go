@@ -34,6 +34,7 @@ type securityOptions struct {
 	oauthAudience    string
 	oauthPrincipal   string
 	failedAuthDelayM int64
+	oauthUnsecured   bool
 }
 
 func (s *securityOptions) addFlags(f *pflag.FlagSet) {
@@ -52,6 +53,7 @@ func (s *securityOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&s.oauthIssuer, "oauth-issuer", "", "required iss claim of OAUTHBEARER tokens")
 	f.StringVar(&s.oauthAudience, "oauth-audience", "", "required aud claim of OAUTHBEARER tokens")
 	f.StringVar(&s.oauthPrincipal, "oauth-principal-claim", "sub", "claim of OAUTHBEARER tokens naming the principal")
+	f.BoolVar(&s.oauthUnsecured, "oauth-allow-unsecured-tokens", false, `accept unsigned ("alg":"none") OAUTHBEARER tokens, as Kafka's default validator: anyone can claim any principal (tests only)`)
 }
 
 // apply sets the security part of cfg. With --listeners, cfg's
@@ -83,7 +85,7 @@ func (s *securityOptions) apply(cfg *broker.Config) error {
 		MaxReauth:       time.Duration(s.maxReauthMs) * time.Millisecond,
 		FailedAuthDelay: delay,
 		OAuth: broker.OAuthConfig{JWKSFile: s.oauthJWKSFile, JWKSURL: s.oauthJWKSURL, Issuer: s.oauthIssuer,
-			Audience: s.oauthAudience, PrincipalClaim: s.oauthPrincipal},
+			Audience: s.oauthAudience, PrincipalClaim: s.oauthPrincipal, AllowUnsecuredTokens: s.oauthUnsecured},
 	}
 	return nil
 }
