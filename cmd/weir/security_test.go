@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,5 +181,47 @@ func TestUserCommandAndSecureClient(t *testing.T) {
 	// The data directory of a running broker is refused.
 	if _, errOut, code := runCLI(t, "", "user", "create", "carol", "--data-dir", dir); code == 0 || !strings.Contains(errOut, "in use") {
 		t.Fatalf("offline create on a running broker: exit %d %s", code, errOut)
+	}
+}
+
+// weir serve as a process with a PLAINTEXT and a SASL_SSL listener: the
+// first user is made offline, the client commands work over SASL_SSL with
+// it, and loopback listeners draw no exposure warning.
+func TestServeSecureListenersProcess(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "")
+	srv := ca.Server("server")
+	t.Setenv("WEIR_USER_PASSWORD", "pw-Proc-4455")
+	mustCLI(t, "", "user", "create", "ops", "--data-dir", dir)
+	p := startServe(t, nil, "--data-dir", dir, "--registry-addr", "off",
+		"--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+		"--tls-cert", srv.CertFile, "--tls-key", srv.KeyFile, "--connections-max-reauth-ms", "60000")
+	var secure string
+	p.mu.Lock()
+	for _, l := range p.lines {
+		if l["msg"] == "weir serving" {
+			ls, _ := l["listeners"].(string)
+			for _, part := range strings.Split(ls, ",") {
+				if rest, ok := strings.CutPrefix(part, "SASL_SSL://"); ok {
+					secure = rest
+				}
+			}
+		}
+	}
+	p.mu.Unlock()
+	if secure == "" {
+		t.Fatalf("no SASL_SSL listener logged:\n%s", p.log())
+	}
+	t.Setenv("WEIR_SASL_PASSWORD", "pw-Proc-4455")
+	sec := []string{"-b", secure, "--tls-ca", ca.File, "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "ops", "--timeout", "10s"}
+	mustCLI(t, "", append([]string{"topic", "create", "proc-secured"}, sec...)...)
+	if out := mustCLI(t, "", append([]string{"topic", "list"}, sec...)...); !strings.Contains(out, "proc-secured") {
+		t.Fatalf("topic list: %s", out)
+	}
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.log())
+	}
+	if log := p.log(); strings.Contains(log, "WITHOUT AUTHENTICATION") || strings.Contains(log, "pw-Proc-4455") {
+		t.Fatalf("unexpected warning or secret in the log:\n%s", log)
 	}
 }

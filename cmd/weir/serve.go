@@ -224,7 +224,15 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		return err
 	}
 
-	rs, err := startRegistryServer(ctx, o.registryAddr, o.registryAddr != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	// The in-process schema registry is a Kafka client without
+	// credentials: it needs a PLAINTEXT listener (serve_security.go).
+	regAddr := o.registryAddr
+	internal := plaintextListener(b.Listeners())
+	if internal == "" && regAddr != "" && regAddr != "off" {
+		logger.Warn("schema registry not started: it needs a PLAINTEXT listener (add one on 127.0.0.1, or set --registry-addr off)")
+		regAddr = "off"
+	}
+	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{internal}, "_schemas", logger)
 	if err != nil {
 		return errors.Join(err, b.Close())
 	}
