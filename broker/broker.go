@@ -15,6 +15,12 @@
 //	groups.go        wiring of the group coordinator (broker/group)
 //	txns.go          wiring of the transaction coordinator (broker/txn)
 //	metrics.go       Prometheus metrics
+//	listener.go      listeners, each with its security protocol and
+//	                 advertised address
+//	tls.go           TLS of SSL/SASL_SSL listeners, reloaded on change
+//	sasl.go          the SASL state machine of SASL listeners' connections
+//	scram_store.go   SCRAM credentials, durable in the data dir
+//	auth/            server side of PLAIN, SCRAM and OAUTHBEARER
 //	NN_name.go       the handler of API key NN, opening with a Behavior list
 //
 // Concurrency: every request is handled on its own goroutine; a connection
