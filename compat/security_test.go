@@ -203,3 +203,18 @@ func TestPythonClientsSASLSSL(t *testing.T) {
 		checkProduced(t, s.addr, topic, sent, acked, javaMurmur2)
 	})
 }
+
+// weirtest.Restart keeps every listener's port: a client configured with
+// the SASL_SSL address logs in again after a restart (users are durable).
+func TestSecureListenersSurviveRestart(t *testing.T) {
+	s := startSecureWeir(t)
+	before := s.listener("SASL_SSL")
+	s.b.Restart()
+	if after := s.listener("SASL_SSL"); after != before {
+		t.Fatalf("SASL_SSL listener moved from %s to %s", before, after)
+	}
+	d, err := adminFor(t, s.b.Addr()).DescribeUserSCRAMs(testContext(t, 30e9), secUser)
+	if err != nil || d[secUser].Err != nil || len(d[secUser].CredInfos) != 2 {
+		t.Fatalf("users after restart: %+v %v", d, err)
+	}
+}
