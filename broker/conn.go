@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -80,6 +81,9 @@ type conn struct {
 	principal string
 	// sasl is the SASL state on SASL listeners (sasl.go); nil elsewhere.
 	sasl *saslConn
+	// tlsw coalesces a vectored response's buffers into full TLS
+	// records (tls.go). Write loop only.
+	tlsw *bufio.Writer
 }
 
 // slot is one request awaiting its response.
@@ -532,6 +536,10 @@ func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int
 		bufs, b, spliced := s.api.vectored(sw, buf, s.corr, s.resp)
 		buf = b
 		if spliced {
+			if c.lis != nil && c.lis.tls != nil {
+				n, err := c.writeTLSBuffers(bufs)
+				return buf, n, err
+			}
 			n, err := bufs.WriteTo(c.nc)
 			return buf, n, err
 		}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -228,3 +229,22 @@ func (c *conn) handshake() bool {
 	}
 	return true
 }
+
+// writeTLSBuffers writes a vectored response over TLS. Each Write of a
+// tls.Conn ends a record, so writing the buffers one by one would send
+// a record (and a syscall) per length prefix; they are gathered into
+// 64 KiB writes instead, which the TLS layer cuts into full records.
+// Write loop only.
+func (c *conn) writeTLSBuffers(bufs net.Buffers) (int64, error) {
+	if c.tlsw == nil {
+		c.tlsw = bufio.NewWriterSize(c.nc, tlsWriteChunk)
+	}
+	n, err := bufs.WriteTo(c.tlsw)
+	if err == nil {
+		err = c.tlsw.Flush()
+	}
+	return n, err
+}
+
+// tlsWriteChunk is four maximum-size TLS records.
+const tlsWriteChunk = 64 << 10
