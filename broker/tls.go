@@ -248,3 +248,21 @@ func (c *conn) writeTLSBuffers(bufs net.Buffers) (int64, error) {
 
 // tlsWriteChunk is four maximum-size TLS records.
 const tlsWriteChunk = 64 << 10
+
+// readBufferedConn buffers the reads of a TLS connection's socket. The
+// TLS layer reads a record at a time (at most 16 KiB); through the buffer
+// a large produce request costs one read syscall per tlsReadChunk rather
+// than one per record.
+type readBufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func newReadBufferedConn(nc net.Conn) net.Conn {
+	return &readBufferedConn{Conn: nc, r: bufio.NewReaderSize(nc, tlsReadChunk)}
+}
+
+func (c *readBufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// tlsReadChunk is four maximum-size TLS records.
+const tlsReadChunk = 64 << 10
