@@ -260,9 +260,10 @@ func (c *conn) saslRawToken(size int32) bool {
 	}
 	if done {
 		if !st.authenticated {
-			c.logger.Info("authenticated", "principal", st.sess.Principal(), "mechanism", st.mech)
+			// Written once: handlers may be reading it from now on.
+			c.principal = st.sess.Principal()
+			c.logger.Info("authenticated", "principal", c.principal, "mechanism", st.mech)
 		}
-		c.principal = st.sess.Principal()
 		st.authenticated, st.sess, st.raw, st.expires = true, nil, false, time.Time{}
 		c.b.metrics.authentications.WithLabelValues(st.mech, "success").Inc()
 	}
@@ -321,11 +322,13 @@ func (c *conn) saslAuthenticate(s *slot, req *kmsg.SASLAuthenticateRequest) bool
 				st.expires = time.Time{}
 			}
 			if !st.authenticated {
+				// Written once: a re-authentication keeps it
+				// (checked above), and handlers read it unlocked.
+				c.principal = principal
 				c.logger.Info("authenticated", "principal", principal, "mechanism", st.mech)
 			} else {
 				c.logger.Debug("re-authenticated", "principal", principal, "mechanism", st.mech)
 			}
-			c.principal = principal
 			st.authenticated, st.sess = true, nil
 			c.b.metrics.authentications.WithLabelValues(st.mech, "success").Inc()
 			return c.answer(s, resp)
