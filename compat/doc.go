@@ -49,7 +49,9 @@
 // Security (security_test.go, franzgo_sasl_test.go): kcat over SASL_SSL
 // with SCRAM-SHA-512 and over SSL with a client certificate,
 // confluent-kafka-python over SASL_SSL/SCRAM-SHA-512 and mTLS, kafka-python
-// over SASL_SSL/SCRAM-SHA-512 (its SaslHandshake v0 raw-token flow), each
+// over SASL_SSL/SCRAM-SHA-512 (its SaslHandshake v0 raw-token flow), sarama
+// (SCRAM-SHA-512, PLAIN) and kafkajs (PLAIN, SCRAM-SHA-256/512, with a
+// consumer group) over SASL_SSL, each
 // producing and reading back through the secured listener while the driver
 // checks the log through a PLAINTEXT one; wrong passwords are refused. The
 // certificates are made by the test (internal/testcerts). franz-go's own

@@ -218,3 +218,46 @@ func TestSecureListenersSurviveRestart(t *testing.T) {
 		t.Fatalf("users after restart: %+v %v", d, err)
 	}
 }
+
+// kafkajs over SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512: the
+// admin client creates the topic, a producer writes and a group consumer
+// reads everything back (kafkajs consumers always use a group, so the
+// group coordinator is reached through FindCoordinator's SASL_SSL
+// address); a wrong password fails.
+func TestKafkaJSSASLSSL(t *testing.T) {
+	node := requireTool(t, "node")
+	script, err := filepath.Abs(filepath.Join("js", "kafkajs_client.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("js", "node_modules", "kafkajs", "package.json")); err != nil {
+		t.Fatalf("kafkajs is not installed in compat/js/node_modules: %s (or: cd compat/js && npm ci)", installHint)
+	}
+	s := startSecureWeir(t)
+	addr := s.listener("SASL_SSL")
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			t.Setenv("WEIR_SEC_PROTOCOL", "SASL_SSL")
+			t.Setenv("WEIR_SEC_CA", s.ca.File)
+			t.Setenv("WEIR_SEC_MECHANISM", mech)
+			t.Setenv("WEIR_SEC_USER", secUser)
+			t.Setenv("WEIR_SEC_PASSWORD", secPass)
+			topic := "compat-kafkajs-" + strings.ToLower(mech)
+			runToolRaw(t, nil, node, script, "create", addr, topic, fmt.Sprint(numPartitions))
+			checkTopic(t, s.addr, topic, numPartitions)
+			sent := testRecords()[:60]
+			runToolRaw(t, jsonLines(sent), node, script, "produce", addr, topic)
+			checkProduced(t, s.addr, topic, sent, nil, javaMurmur2)
+			group := "weir-compat-kafkajs-" + strings.ToLower(mech)
+			got := runTool(t, nil, node, script, "consume", addr, topic, fmt.Sprint(len(sent)), group)
+			checkConsumed(t, sent, nil, got, javaMurmur2)
+			checkGroupCommitted(t, s.addr, group, topic)
+
+			t.Setenv("WEIR_SEC_PASSWORD", "not-the-Pass-4")
+			stderr := runToolFails(t, node, script, "create", addr, topic+"-x", "1")
+			if !strings.Contains(stderr, "SASL") || strings.Contains(stderr, "not-the-Pass-4") {
+				t.Fatalf("wrong password: kafkajs said:\n%s", tail(stderr))
+			}
+		})
+	}
+}
