@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -756,5 +758,47 @@ func TestLargeFetchOverTLS(t *testing.T) {
 	}
 	if got != 3 {
 		t.Fatalf("read %d of 3", got)
+	}
+}
+
+// Authenticate (for HTTP basic auth and other front doors) accepts the
+// SCRAM users' passwords and nothing else.
+func TestBrokerAuthenticate(t *testing.T) {
+	e := newSecEnv(t)
+	if p, ok := e.b.Authenticate("alice", alicePass); !ok || p != "User:alice" {
+		t.Fatalf("alice: %q %v", p, ok)
+	}
+	if p, ok := e.b.Authenticate("bob", bobPass); !ok || p != "User:bob" {
+		t.Fatalf("bob: %q %v", p, ok)
+	}
+	for _, c := range [][2]string{{"alice", bobPass}, {"mallory", "x"}, {"", ""}, {"alice", ""}, {"alice\x00bob", bobPass}} {
+		if _, ok := e.b.Authenticate(c[0], c[1]); ok {
+			t.Fatalf("%q accepted", c[0])
+		}
+	}
+}
+
+// OAUTHBEARER against a JWKS served over HTTP (--oauth-jwks-url).
+func TestOAuthJWKSURL(t *testing.T) {
+	issuer := testcerts.NewIssuer(t, "", "url-key")
+	jwks, err := os.ReadFile(issuer.JWKSFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(jwks) }))
+	defer srv.Close()
+	e := newSecEnv(t, func(c *Config) { c.SASL.OAuth = OAuthConfig{JWKSURL: srv.URL} })
+	tok := issuer.Sign(map[string]any{"sub": "from-url", "exp": time.Now().Add(time.Hour).Unix()})
+	cl := e.client(t, "SASL_SSL", oauth.Auth{Token: tok}.AsMechanism())
+	if err := cl.Ping(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !e.principalsOn("SASL_SSL")["User:from-url"] {
+		t.Fatalf("principals %v", e.principalsOn("SASL_SSL"))
+	}
+	// A token of the file issuer (not in the URL's set) is refused.
+	cl2 := e.client(t, "SASL_SSL", oauth.Auth{Token: e.token(time.Hour)}.AsMechanism())
+	if err := cl2.Ping(testCtx(t)); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("foreign token: %v", err)
 	}
 }
