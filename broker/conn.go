@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -81,9 +80,9 @@ type conn struct {
 	principal string
 	// sasl is the SASL state on SASL listeners (sasl.go); nil elsewhere.
 	sasl *saslConn
-	// tlsw coalesces a vectored response's buffers into full TLS
-	// records (tls.go). Write loop only.
-	tlsw *bufio.Writer
+	// tlsSmall gathers a vectored response's small buffers into one TLS
+	// record (tls.go). Write loop only.
+	tlsSmall []byte
 }
 
 // slot is one request awaiting its response.

@@ -231,23 +231,46 @@ func (c *conn) handshake() bool {
 }
 
 // writeTLSBuffers writes a vectored response over TLS. Each Write of a
-// tls.Conn ends a record, so writing the buffers one by one would send
-// a record (and a syscall) per length prefix; they are gathered into
-// 64 KiB writes instead, which the TLS layer cuts into full records.
-// Write loop only.
+// tls.Conn ends a record, so writing the buffers one by one would send a
+// record (and a syscall) per length prefix: small buffers are gathered,
+// and a large one (a record set) is written as it is, which the TLS layer
+// cuts into full records without a copy of ours. Write loop only.
 func (c *conn) writeTLSBuffers(bufs net.Buffers) (int64, error) {
-	if c.tlsw == nil {
-		c.tlsw = bufio.NewWriterSize(c.nc, tlsWriteChunk)
+	var n int64
+	small := c.tlsSmall[:0]
+	flush := func() error {
+		if len(small) == 0 {
+			return nil
+		}
+		m, err := c.nc.Write(small)
+		n += int64(m)
+		small = small[:0]
+		return err
 	}
-	n, err := bufs.WriteTo(c.tlsw)
-	if err == nil {
-		err = c.tlsw.Flush()
+	for _, b := range bufs {
+		if len(b) < tlsDirectMin {
+			small = append(small, b...)
+			continue
+		}
+		if err := flush(); err != nil {
+			return n, err
+		}
+		m, err := c.nc.Write(b)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	err := flush()
+	if cap(small) <= 64<<10 {
+		c.tlsSmall = small[:0]
 	}
 	return n, err
 }
 
-// tlsWriteChunk is four maximum-size TLS records.
-const tlsWriteChunk = 64 << 10
+// tlsDirectMin: buffers at least this large are written without being
+// gathered (a full TLS record).
+const tlsDirectMin = 16 << 10
 
 // readBufferedConn buffers the reads of a TLS connection's socket. The
 // TLS layer reads a record at a time (at most 16 KiB); through the buffer
