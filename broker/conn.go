@@ -205,8 +205,12 @@ func (c *conn) readLoop() {
 			}
 			continue
 		}
-		if size < minRequestHeader || size > c.b.cfg.MaxRequestBytes {
-			c.logger.Warn("closing connection: bad request size", "size", size, "max", c.b.cfg.MaxRequestBytes)
+		maxSize := c.b.cfg.MaxRequestBytes
+		if c.sasl != nil && !c.sasl.authenticated {
+			maxSize = min(maxSize, saslMaxReceive) // sasl.go
+		}
+		if size < minRequestHeader || size > maxSize {
+			c.logger.Warn("closing connection: bad request size", "size", size, "max", maxSize)
 			c.b.metrics.badFrames.Inc()
 			return
 		}

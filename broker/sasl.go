@@ -231,16 +231,18 @@ func (c *conn) saslHandshake(s *slot, req *kmsg.SASLHandshakeRequest) bool {
 	return c.answer(s, resp)
 }
 
-// maxRawToken bounds a raw SASL token (a SCRAM message or a JWT is well
-// under this).
-const maxRawToken = 64 << 10
+// saslMaxReceive bounds every frame a SASL listener's connection sends
+// before it is authenticated, requests and raw tokens alike (Kafka's
+// sasl.server.max.receive.size): a stranger cannot make the broker read
+// 100 MiB requests. A SCRAM message or a JWT is well under it.
+const saslMaxReceive = 512 << 10
 
 // saslRawToken reads and handles one raw token of size bytes (the
 // SaslHandshake v0 flow). It returns false when the connection must
 // close.
 func (c *conn) saslRawToken(size int32) bool {
 	st := c.sasl
-	if size < 0 || size > maxRawToken {
+	if size < 0 || size > saslMaxReceive {
 		c.logger.Warn("closing connection: bad SASL token size", "size", size)
 		return false
 	}

@@ -802,3 +802,27 @@ func TestOAuthJWKSURL(t *testing.T) {
 		t.Fatalf("foreign token: %v", err)
 	}
 }
+
+// Before authentication a SASL listener reads no frame larger than
+// 512 KiB (sasl.server.max.receive.size); after it, the usual limit.
+func TestSASLPreAuthFrameLimit(t *testing.T) {
+	e := newSecEnv(t)
+	c := e.dialListener(t, "SASL_PLAINTEXT")
+	c.write(binary.BigEndian.AppendUint32(nil, 600<<10))
+	c.expectClosed()
+
+	c = e.dialListener(t, "SASL_PLAINTEXT")
+	c.roundTrip(handshake(0, "PLAIN"), 1)
+	c.write(binary.BigEndian.AppendUint32(nil, 600<<10)) // a raw token
+	c.expectClosed()
+
+	// Authenticated: a 600 KiB produce is read.
+	cl := e.client(t, "SASL_PLAINTEXT", plain.Auth{User: "alice", Pass: alicePass}.AsMechanism(), kgo.ProducerBatchMaxBytes(2<<20))
+	ctx := testCtx(t)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("2000000")}, "big-sasl"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "big-sasl", Value: make([]byte, 600<<10)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
