@@ -49,6 +49,8 @@ func handleDescribeConfigs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Requ
 				break
 			}
 			sr.Configs = describeTopicConfigs(t.configs, rr.ConfigNames, req.IncludeSynonyms, req.IncludeDocumentation)
+		case kmsg.ConfigResourceTypeGroupConfig:
+			sr.Configs = b.describeGroupConfigs(rr.ResourceName, rr.ConfigNames, req.IncludeDocumentation) // shares.go
 		case kmsg.ConfigResourceTypeBroker:
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
 				err := kerrMsg(kerr.InvalidRequest, fmt.Sprintf("unexpected broker id, expected %d but received %s", b.cfg.NodeID, rr.ResourceName))

@@ -22,6 +22,8 @@ import (
 //   Nothing changes if one op is bad.
 // * The result is durable and applied to the logs before the response;
 //   ValidateOnly changes nothing.
+// * Group resources: the share.* group configs of share groups (SET,
+//   DELETE), durable before the response.
 // * Broker configs are static: INVALID_REQUEST. Unknown topic:
 //   UNKNOWN_TOPIC_OR_PARTITION.
 //
@@ -32,13 +34,16 @@ func init() {
 	regAPI(api{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: handleIncrementalAlterConfigs})
 }
 
-func handleIncrementalAlterConfigs(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+func handleIncrementalAlterConfigs(b *Broker, ctx context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		err := func() error {
+			if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+				return b.alterGroupConfigs(ctx, &rr, req.ValidateOnly) // share.* (shares.go)
+			}
 			if err := checkAlterResource(b, rr.ResourceType, rr.ResourceName); err != nil {
 				return err
 			}

@@ -47,6 +47,7 @@ import (
 
 	"github.com/weirhq/weir/broker/auth"
 	wlog "github.com/weirhq/weir/broker/log"
+	"github.com/weirhq/weir/broker/share"
 	"github.com/weirhq/weir/vfs"
 )
 
@@ -111,6 +112,16 @@ type Config struct {
 	// first rebalance. 0 means Kafka's default (3s); negative means none
 	// (tests, `weir dev`).
 	GroupInitialRebalanceDelay time.Duration
+
+	// ShareRecordLockDuration (group.share.record.lock.duration.ms,
+	// default 30s), ShareDeliveryCountLimit
+	// (group.share.delivery.count.limit, default 5) and ShareMaxRecordLocks
+	// (group.share.partition.max.record.locks, default 2000) are the share
+	// groups' broker-level settings (KIP-932; broker/share); groups may
+	// override the first two with their share.* group configs.
+	ShareRecordLockDuration time.Duration
+	ShareDeliveryCountLimit int16
+	ShareMaxRecordLocks     int
 
 	// MaxRequestBytes is socket.request.max.bytes: a request frame larger
 	// than this closes the connection. Default 100 MiB.
@@ -199,6 +210,7 @@ type Broker struct {
 	topics    *registry
 	sessions  *fetchSessions
 	groups    groupHandler
+	shares    *share.Coordinator
 	txns      txnHandler
 	metrics   *metrics
 	frames    framePool
@@ -273,6 +285,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		if b.groups != nil {
 			_ = b.groups.Close()
 		}
+		if b.shares != nil {
+			_ = b.shares.Close()
+		}
 		b.metrics.unregister() // nil-safe
 		_ = b.logs.Close()
 		_ = b.lock.release()
@@ -343,6 +358,10 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		closeListeners()
 		return fail(fmt.Errorf("broker: %w", err))
 	}
+	if err := b.startShares(); err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("broker: %w", err))
+	}
 
 	for _, l := range b.listeners {
 		b.wg.Add(1)
@@ -389,6 +408,9 @@ func (b *Broker) Close() error {
 		}
 		if b.groups != nil {
 			errs = append(errs, b.groups.Close())
+		}
+		if b.shares != nil {
+			errs = append(errs, b.shares.Close())
 		}
 		errs = append(errs, b.logs.Close())
 		// The lock goes last: another broker may open the directory as

@@ -33,8 +33,15 @@ type groupHandler interface {
 func init() {
 	for _, v := range group.APIVersions() {
 		a := api{key: kmsg.Key(v.ApiKey), min: v.MinVersion, max: v.MaxVersion, handle: handleGroup}
-		if a.key == kmsg.OffsetCommit {
+		switch a.key {
+		case kmsg.OffsetCommit:
 			a.order = orderCommits
+		case kmsg.ListGroups: // both coordinators' groups (shares.go)
+			a.handle = listGroupsAll
+		case kmsg.DeleteGroups:
+			a.handle = deleteGroupsAll
+		case kmsg.DescribeGroups:
+			a.handle = describeGroupsAll
 		}
 		regAPI(a)
 	}

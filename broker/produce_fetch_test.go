@@ -239,7 +239,7 @@ func TestMetadata(t *testing.T) {
 		}
 		// Every topic, the internal ones flagged (v1+) so that clients
 		// leave them out of regex subscriptions, as against Kafka.
-		wantInternal := map[string]bool{"m": false, offsetsTopic: v >= 1, "__transaction_state": v >= 1}
+		wantInternal := map[string]bool{"m": false, offsetsTopic: v >= 1, "__transaction_state": v >= 1, shareStateTopic: v >= 1}
 		if len(resp.Topics) != len(wantInternal) {
 			t.Fatalf("v%d all topics: %d topics, want %d: %+v", v, len(resp.Topics), len(wantInternal), resp.Topics)
 		}

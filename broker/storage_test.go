@@ -98,7 +98,7 @@ func TestRegistryWriteFailure(t *testing.T) {
 	for _, tp := range b2.topics.all() {
 		names = append(names, tp.name)
 	}
-	if !slices.Equal(names, []string{offsetsTopic, "__transaction_state", "before"}) {
+	if !slices.Equal(names, []string{offsetsTopic, shareStateTopic, "__transaction_state", "before"}) {
 		t.Fatalf("after restart: %v", names)
 	}
 	// No partition directory of the failed create survives.

@@ -626,7 +626,7 @@ func validateTopicName(name string) error {
 }
 
 func isInternalTopic(name string) bool {
-	return name == offsetsTopic || name == "__transaction_state"
+	return name == offsetsTopic || name == "__transaction_state" || name == shareStateTopic
 }
 
 func parseTopicID(s string) ([16]byte, error) {

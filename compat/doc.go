@@ -75,6 +75,9 @@
 //	cd /tmp/franz-go/pkg/kgo && KGO_SEEDS=127.0.0.1:19092 KGO_TEST_RF=1 KGO_LOG_LEVEL=none \
 //		go test -count=1 -run '^(TestConsumeRegex|Test848RegexBrokerResolves)$' .
 //
+// franz-go's share group tests (TestShareGroup*, TestConsumeRegexShareSkipsInternal)
+// run that way in CI: compat/kgosuite.
+//
 // Those two pass (they need __consumer_offsets in all-topics Metadata with
 // IsInternal, and KIP-848 regexes matched on whole names, internal topics
 // included, as Kafka does).

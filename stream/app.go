@@ -97,6 +97,9 @@ type App struct {
 	// store cache (task.awaitFlush); the loop serves them between rounds.
 	flushRequests atomic.Int32
 
+	// bounded is the state of a bounded run (RunBounded; nil: Run).
+	bounded *boundedRun
+
 	query    *queryState     // queryable state (query.go)
 	standbys *standbyManager // standby replicas (standby.go)
 }
@@ -232,10 +235,14 @@ func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 // returns nil) or a fatal error occurs (returned; nothing past the failure
 // is committed). Processing errors in user code are not fatal: they go to
 // the dead-letter topics.
-func (a *App) Run(ctx context.Context) (err error) {
+func (a *App) Run(ctx context.Context) (err error) { return a.run(ctx, nil) }
+
+// run is Run, bounded if b is not nil (RunBounded).
+func (a *App) run(ctx context.Context, b *boundedRun) error {
 	if !a.running.CompareAndSwap(false, true) {
 		return errors.New("stream: App.Run called twice")
 	}
+	a.bounded = b
 	stopQueries, err := a.serveQueries()
 	if err != nil {
 		return fmt.Errorf("stream: app %s: %w", a.id, err)
@@ -294,7 +301,11 @@ func (a *App) session(ctx context.Context) error {
 	}
 	a.standbys.start(ctx)
 	stopQuerySession := a.startQuerySession(ctx, cl)
-	err = a.loop(ctx)
+	if a.bounded != nil {
+		err = a.boundedLoop(ctx)
+	} else {
+		err = a.loop(ctx)
+	}
 	stopQuerySession()
 	a.shutdown(err)
 	if instance != "" {

@@ -80,7 +80,11 @@ type rebalanceSignal struct {
 // poll polls the client for at most the guarantee's pollWait, returning
 // early when a rebalance waits.
 func (a *App) poll(ctx context.Context) kgo.Fetches {
-	pctx, cancel := context.WithTimeout(ctx, a.path.pollWait())
+	wait := a.path.pollWait()
+	if a.bounded != nil && a.bounded.quick {
+		wait = boundedPollWait // a bounded run past its input: ticks, repartitions
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	s := &a.rebalance
 	s.mu.Lock()

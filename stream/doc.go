@@ -163,10 +163,41 @@
 //     stores: same changelog, checkpoint and TTL machinery as the
 //     aggregates'. A round ends by firing the timers and closing the windows
 //     the watermark passed, inside the round's transaction under
-//     ExactlyOnce.
+//     ExactlyOnce. Timers are done: see "Timers and the low-level
+//     processor".
 //   - Windowed[K] with TimeWindowed and SessionWindowed (windowed.go) are the
 //     public key type and codecs of windowed results, byte-compatible with
 //     Kafka Streams' windowed serdes.
+//
+// # Timers and the low-level processor
+//
+// Process is Kafka Streams' Processor API, typed: a handler per record with
+// the stores it declared (KeyValueStore, KeyValueWindowStore; each with a
+// TTL or NoExpiry), Forward to a typed downstream, the record's metadata, the task's
+// watermark and processing time, and timers keyed by (key, name):
+// event-time timers fire when the watermark reaches them, processing-time
+// timers when the App's ProcessingClock does. Timers are keyed state in the
+// store "<name>-timers" with its changelog, so they survive restarts and
+// moves. A round's records are handled first; then, at the round's end (also
+// of a tick round, with no records), the due timers fire in time order, each
+// as one all-or-nothing unit with its deletion (inside the round's
+// transaction under ExactlyOnce: a fired timer's outputs appear exactly
+// once). A failing callback sends the timer to the dead-letter topic. The
+// Driver (and streamtest) move processing time with AdvanceProcessingTime
+// and run rounds without records with Tick; event time moves with the
+// records piped.
+//
+// # Bounded runs
+//
+// App.RunBounded reads each input up to its end offsets at start (under
+// ExactlyOnce its last stable offsets; UpTo: up to a timestamp), then moves
+// every watermark to the end of time — every event-time timer fires, every
+// window closes — one sub-topology at a time in topological order, so a task
+// downstream of a repartition reaches the end only after all its upstream
+// wrote (as Flink at the end of a bounded source); then it commits and
+// returns. Processing-time timers do not fire at the end (Flink quiesces
+// them too), and the end-of-time watermark is not persisted: a later run
+// resumes from the records. The Driver's EndOfInput does the same in tests.
 //
 // # Queryable state and standby replicas
 //
@@ -189,7 +220,7 @@
 //
 // # Not yet
 //
-// Event-time windows and timers (each task tracks its watermark; see
+// Event-time windows (each task tracks its watermark; see
 // "Where event time attaches"), table-table and stream-stream
 // joins, global tables, waiting for a lagging input of a task before
 // processing (Kafka's max.task.idle.ms).

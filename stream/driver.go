@@ -26,11 +26,23 @@ import (
 // several topics takes the queued record with the smallest timestamp (ties:
 // a table's topic first, then by topic name), as an App orders a round.
 //
-// Retry backoff sleeps advance the processing clock instead of waiting (see
-// ProcessingClock to supply another clock). A Driver is not safe for concurrent
-// use.
+// Time is virtual. Event time moves with the records piped: a task's
+// watermark is the largest event time each of its input partitions delivered
+// minus the Watermarks option's out-of-orderness bound, the minimum over its
+// partitions (an input with no record yet holds it back, unless the idle
+// timeout of Watermarks passed in processing time); every record is a round,
+// so timers fire and windows close right after the record that moves the
+// watermark past them. Processing time starts at the Unix epoch and moves
+// only with AdvanceProcessingTime (and retry backoff sleeps, which advance
+// it instead of waiting); ProcessingClock supplies another clock, which
+// AdvanceProcessingTime then refuses to move. Tick ends a round for every
+// task without new records, as an App does for tasks that polled nothing:
+// processing-time timers fire, idle timeouts pass. EndOfInput moves every
+// watermark to the end of time, as a bounded run ends. A Driver is not safe
+// for concurrent use.
 type Driver struct {
 	a      *App
+	clock  *instantClock
 	parts  map[string]int32
 	queues map[topicPartition][]*kgo.Record
 	next   map[topicPartition]int64
@@ -44,7 +56,8 @@ type Driver struct {
 func NewDriver(appID string, b *Builder, partitions map[string]int32, opts ...Opt) (*Driver, error) {
 	d := &Driver{parts: map[string]int32{}, queues: map[topicPartition][]*kgo.Record{},
 		next: map[topicPartition]int64{}, log: map[string][]*kgo.Record{}, tasks: map[taskID]*task{}}
-	base := []Opt{Brokers("driver.invalid:0"), ProcessingClock(&instantClock{now: time.Unix(0, 0).UTC()})}
+	d.clock = &instantClock{now: time.Unix(0, 0).UTC()}
+	base := []Opt{Brokers("driver.invalid:0"), ProcessingClock(d.clock)}
 	// The driver's log replaces the cluster; it keeps every record.
 	logged := optFunc(func(c *config) { c.seams.producer = d.produce })
 	a, err := NewApp(appID, b, slices.Concat(base, opts, []Opt{logged})...)
@@ -188,6 +201,79 @@ func (d *Driver) Process() error {
 			}
 		}
 	}
+}
+
+// ProcessingTime returns the App's processing clock.
+func (d *Driver) ProcessingTime() time.Time { return d.a.cfg.clock.Now() }
+
+// AdvanceProcessingTime moves the driver's processing clock forward by dt,
+// then ends a round for every task (Tick): processing-time timers now due
+// fire, inputs idle for the Watermarks idle timeout stop holding watermarks
+// back. It fails if the App was given another clock (ProcessingClock) or dt
+// is negative.
+func (d *Driver) AdvanceProcessingTime(dt time.Duration) error {
+	if dt < 0 {
+		return fmt.Errorf("stream driver: processing time cannot go back (%v)", dt)
+	}
+	if d.a.cfg.clock != Clock(d.clock) {
+		return fmt.Errorf("stream driver: the App runs on its own ProcessingClock; move that clock and call Tick")
+	}
+	if err := d.Process(); err != nil {
+		return err
+	}
+	d.clock.mu.Lock()
+	d.clock.now = d.clock.now.Add(dt)
+	d.clock.mu.Unlock()
+	return d.Tick()
+}
+
+// Tick processes what is queued, then ends a round for every task of the
+// topology (creating and restoring the tasks not started yet, as an App
+// does for the tasks assigned to it) without new records, in task order:
+// the watermark advances on the processing clock, timers fire, expired keys
+// go; then what those rounds wrote to repartition topics is processed.
+func (d *Driver) Tick() error {
+	if err := d.Process(); err != nil {
+		return err
+	}
+	for _, st := range d.a.subs {
+		for p := int32(0); p < d.a.taskCount(st); p++ {
+			t, err := d.task(taskID{st.idx, p})
+			if err != nil {
+				return err
+			}
+			if err := t.endBatch(); err != nil {
+				return err
+			}
+			if err := t.flushState(); err != nil {
+				return err
+			}
+		}
+	}
+	return d.Process()
+}
+
+// EndOfInput ends the input as a bounded run does at the end of its
+// records (App.RunBounded): what is queued is processed, then every task's
+// watermark moves to the end of time — every window closes, every
+// event-time timer fires — and what that writes to repartition topics is
+// processed at the end of time too. Records piped afterwards are processed
+// with the watermark at the end of time (late for every window).
+func (d *Driver) EndOfInput() error {
+	if err := d.Process(); err != nil {
+		return err
+	}
+	// One sub-topology at a time, in topological order: a downstream
+	// task reaches the end of time after everything its upstream wrote
+	// at its own end (see App.RunBounded).
+	d.a.bounded = &boundedRun{}
+	for range d.a.subs {
+		d.a.bounded.level++
+		if err := d.Tick(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // before orders two queued records of one task as mergeByTimestamp does.

@@ -54,7 +54,12 @@ type task struct {
 	// processed are applied only when the whole record succeeds, as are
 	// its outputs (pending), so a retried or dead-lettered record leaves no
 	// partial effects.
-	txn     *state.Txn
+	txn *state.Txn
+	// txnGen counts the ends of txn (committed to the database by
+	// flushState, or discarded by abortRound): an operator keeping memory
+	// of writes of the open txn (timers, process_timers.go) drops it when
+	// txnGen moves.
+	txnGen  uint64
 	pending []*kgo.Record
 	slab    []kgo.Record  // unused records for emit
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
@@ -396,6 +401,7 @@ func (t *task) flushState() error {
 	err := t.txn.Commit()
 	t.txn.Discard()
 	t.txn = nil
+	t.txnGen++
 	if err != nil {
 		return fmt.Errorf("task %s: %w", t.id, err)
 	}
@@ -419,6 +425,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 // tick), before any commit.
 func (t *task) endBatch() error {
 	wm := t.advanceWatermark() // the end of the task's part of the round
+	if t.app.boundedEnd(t.id.sub) {
+		wm = math.MaxInt64 // a bounded run past its input (bounded.go)
+	}
 	if err := t.endOperators(wm, t.app.cfg.clock.Now()); err != nil {
 		return err
 	}
@@ -626,6 +635,7 @@ func (t *task) abortRound() {
 		t.txn.Discard()
 		t.txn = nil
 	}
+	t.txnGen++
 	t.streamTime = t.roundStart
 	if t.roundNext != nil {
 		t.next = t.roundNext

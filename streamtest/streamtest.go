@@ -16,6 +16,23 @@
 //		if got := streamtest.Latest(counts)["north"]; got != 1 { ... }
 //	}
 //
+// Time is virtual. Event time moves only with the records a test pipes: a
+// task's watermark is the largest event time each of its input partitions
+// delivered minus the out-of-orderness bound of the stream.Watermarks option
+// (AppOpts), the minimum over the task's partitions — so with several
+// partitions, pipe a record to each (or set an idle timeout and advance
+// processing time past it). Windows close and event-time timers fire right
+// after the record that moves the watermark past them. Processing time starts
+// at the Unix epoch and moves only with AdvanceProcessingTime, which then
+// ends a round for every task (Tick): processing-time timers fire and idle
+// inputs stop holding the watermark back, without new records. EndOfInput
+// moves every watermark to the end of time, as a bounded run ends.
+//
+//	d := streamtest.New(t, "alerts", b, streamtest.AppOpts(stream.Watermarks(2*time.Second, time.Minute)))
+//	in.Pipe("k", v, t0.Add(10*time.Second)) // the watermark reaches t0+8s
+//	d.Process()
+//	d.AdvanceProcessingTime(time.Minute) // processing-time timers due by then fire
+//
 // The same topology runs against a real broker in integration tests (see
 // package weirtest) by building a stream.App instead of a Driver.
 package streamtest
@@ -92,6 +109,36 @@ func (d *Driver) Restart() {
 	d.t.Helper()
 	if err := d.Driver.Restart(); err != nil {
 		d.t.Fatalf("streamtest: restart: %v", err)
+	}
+}
+
+// AdvanceProcessingTime moves the processing clock forward by dt and ends a
+// round for every task (see stream.Driver.AdvanceProcessingTime), failing
+// the test on an error.
+func (d *Driver) AdvanceProcessingTime(dt time.Duration) {
+	d.t.Helper()
+	if err := d.Driver.AdvanceProcessingTime(dt); err != nil {
+		d.t.Fatalf("streamtest: advance processing time: %v", err)
+	}
+}
+
+// Tick ends a round for every task without new records (see
+// stream.Driver.Tick), failing the test on an error.
+func (d *Driver) Tick() {
+	d.t.Helper()
+	if err := d.Driver.Tick(); err != nil {
+		d.t.Fatalf("streamtest: tick: %v", err)
+	}
+}
+
+// EndOfInput processes what is queued, then moves every task's watermark to
+// the end of time, as a bounded run ends (stream.App.RunBounded): every
+// window closes, every event-time timer fires. It fails the test on an
+// error.
+func (d *Driver) EndOfInput() {
+	d.t.Helper()
+	if err := d.Driver.EndOfInput(); err != nil {
+		d.t.Fatalf("streamtest: end of input: %v", err)
 	}
 }
 

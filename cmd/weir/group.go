@@ -17,7 +17,8 @@ import (
 )
 
 // weir group: list, describe and reset the offsets of consumer groups on
-// weir or any Kafka-compatible cluster (classic and KIP-848 groups).
+// weir or any Kafka-compatible cluster (classic and KIP-848 groups, and
+// KIP-932 share groups: group_share.go).
 
 func newGroupCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -79,7 +80,7 @@ type groupListEntry struct {
 }
 
 func newGroupListCmd(cf *clientFlags) *cobra.Command {
-	var states []string
+	var states, types []string
 	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -92,7 +93,7 @@ func newGroupListCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			defer done()
-			groups, err := adm.ListGroups(ctx, states...)
+			groups, err := adm.ListGroupsByType(ctx, types, states...)
 			if err != nil {
 				return fmt.Errorf("list groups: %w", err)
 			}
@@ -112,6 +113,7 @@ func newGroupListCmd(cf *clientFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only groups in these states (e.g. Stable,Empty)")
+	cmd.Flags().StringSliceVar(&types, "type", nil, "only groups of these types: classic, consumer, share")
 	output = addOutputFlag(cmd)
 	return cmd
 }
@@ -190,6 +192,10 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupI
 			}
 			return gi, nil
 		}
+	}
+	// Not a consumer group: maybe a share group (group_share.go).
+	if gi, err := describeShareGroup(ctx, adm, group); err != nil || gi != nil {
+		return gi, err
 	}
 	// Neither: a group that only has committed offsets, or none at all.
 	return &groupInfo{name: group, state: "Empty", kind: "-", protocol: "-"}, nil
@@ -343,6 +349,17 @@ func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if gi.kind == "share" {
+				pos, err := sharePositions(ctx, adm, gi)
+				if err != nil {
+					return err
+				}
+				if output.json() {
+					return writeJSON(cmd.OutOrStdout(), groupJSON(gi, pos))
+				}
+				printShareGroup(cmd.OutOrStdout(), gi, pos)
+				return nil
+			}
 			pos, err := groupPositions(ctx, adm, gi, nil)
 			if err != nil {
 				return err
@@ -384,7 +401,7 @@ type groupMemberJSON struct {
 type groupOffsetJSON struct {
 	Topic     string  `json:"topic"`
 	Partition int32   `json:"partition"`
-	Committed *int64  `json:"committed"` // null: none
+	Committed *int64  `json:"committed"` // null: none; share groups: the share-partition start offset
 	LogStart  int64   `json:"log_start"`
 	LogEnd    int64   `json:"log_end"`
 	Lag       int64   `json:"lag"`

@@ -40,6 +40,9 @@ type serveOptions struct {
 	retentionCheck    time.Duration
 	groupInitialDelay time.Duration
 	maxRequestBytes   int32
+	queuedMaxBytes    int64
+	shareLock         time.Duration
+	shareLimit        int16
 	logLevel          string
 	logFormat         string
 	shutdownTimeout   time.Duration
@@ -90,6 +93,9 @@ the environment, which wins over the file.`,
 	f.DurationVar(&o.retentionCheck, "retention-check-interval", 0, "how often retention is applied (default: the log's default)")
 	f.DurationVar(&o.groupInitialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (group.initial.rebalance.delay.ms; 0 for none)")
 	f.Int32Var(&o.maxRequestBytes, "max-request-bytes", broker.DefaultMaxRequestBytes, "largest request frame accepted (socket.request.max.bytes); larger frames close the connection")
+	f.Int64Var(&o.queuedMaxBytes, "queued-max-request-bytes", broker.DefaultQueuedMaxRequestBytes, "bytes of large request frames (over 1 MiB) being read across all connections (queued.max.request.bytes); past it the broker stops reading until memory is returned, it does not fail requests")
+	f.DurationVar(&o.shareLock, "share-record-lock-duration", 30*time.Second, "how long a share group member holds the records it acquired before they are redelivered (group.share.record.lock.duration.ms; 1s-1h; groups may override it)")
+	f.Int16Var(&o.shareLimit, "share-delivery-count-limit", 5, "deliveries of a record to share group members before it is archived (group.share.delivery.count.limit; 2-10; groups may override it)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.registryAddr, "registry-addr", defaultRegistryAddr, registryAddrUsage)
@@ -130,6 +136,15 @@ func (o *serveOptions) load(cmd *cobra.Command, getenv func(string) string) erro
 	}
 	if o.maxRequestBytes <= 0 {
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", o.maxRequestBytes)
+	}
+	if o.queuedMaxBytes <= 0 {
+		return fmt.Errorf("--queued-max-request-bytes must be positive, got %d", o.queuedMaxBytes)
+	}
+	if o.shareLock < time.Second || o.shareLock > time.Hour {
+		return fmt.Errorf("--share-record-lock-duration must be between 1s and 1h, got %s", o.shareLock)
+	}
+	if o.shareLimit < 2 || o.shareLimit > 10 {
+		return fmt.Errorf("--share-delivery-count-limit must be between 2 and 10, got %d", o.shareLimit)
 	}
 	if o.defaultPartitions <= 0 {
 		return fmt.Errorf("--default-partitions must be positive, got %d", o.defaultPartitions)
@@ -185,6 +200,9 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 		SyncInterval:               o.syncInterval,
 		RetentionCheckInterval:     o.retentionCheck,
 		MaxRequestBytes:            o.maxRequestBytes,
+		QueuedMaxRequestBytes:      o.queuedMaxBytes,
+		ShareRecordLockDuration:    o.shareLock,
+		ShareDeliveryCountLimit:    o.shareLimit,
 		Logger:                     logger,
 		Registerer:                 reg,
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/broker"
 	wlog "github.com/weirhq/weir/broker/log"
 )
 
@@ -217,6 +218,10 @@ func TestServeBadSettings(t *testing.T) {
 		{[]string{"serve", "--data-dir", ""}, "--data-dir"},
 		{[]string{"serve", "--default-partitions", "0", "--data-dir", dir}, "--default-partitions"},
 		{[]string{"serve", "extra-arg"}, "unknown command"},
+		{[]string{"serve", "--queued-max-request-bytes", "0", "--data-dir", dir}, "--queued-max-request-bytes"},
+		{[]string{"serve", "--queued-max-request-bytes", "lots", "--data-dir", dir}, "--queued-max-request-bytes"},
+		{[]string{"serve", "--share-delivery-count-limit", "1", "--data-dir", dir}, "--share-delivery-count-limit"},
+		{[]string{"serve", "--share-record-lock-duration", "10ms", "--data-dir", dir}, "--share-record-lock-duration"},
 	} {
 		_, errOut, code := runCLI(t, "", tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
@@ -281,6 +286,39 @@ func TestServeBrokerConfig(t *testing.T) {
 	o.groupInitialDelay = 3 * time.Second
 	if cfg, _ = o.brokerConfig(nil, nil); cfg.GroupInitialRebalanceDelay != 3*time.Second {
 		t.Fatalf("delay %v", cfg.GroupInitialRebalanceDelay)
+	}
+}
+
+// --queued-max-request-bytes (also WEIR_QUEUED_MAX_REQUEST_BYTES) reaches
+// the broker's QueuedMaxRequestBytes; its default is the broker's.
+func TestServeQueuedMaxRequestBytes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want int64
+	}{
+		{nil, nil, broker.DefaultQueuedMaxRequestBytes},
+		{[]string{"--queued-max-request-bytes", "4194304"}, nil, 4 << 20},
+		{nil, map[string]string{"WEIR_QUEUED_MAX_REQUEST_BYTES": "8388608"}, 8 << 20},
+	} {
+		o := &serveOptions{}
+		cmd := newServeCmdFor(o)
+		if err := cmd.ParseFlags(append([]string{"--data-dir", "/d"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.load(cmd, func(k string) string { return tc.env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.brokerConfig(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.QueuedMaxRequestBytes != tc.want {
+			t.Errorf("%v %v: QueuedMaxRequestBytes %d, want %d", tc.args, tc.env, cfg.QueuedMaxRequestBytes, tc.want)
+		}
+		if cfg.ShareDeliveryCountLimit != 5 || cfg.ShareRecordLockDuration != 30*time.Second {
+			t.Errorf("share defaults %d %s", cfg.ShareDeliveryCountLimit, cfg.ShareRecordLockDuration)
+		}
 	}
 }
 
