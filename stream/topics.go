@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -20,6 +21,58 @@ var ErrTopicMissing = errors.New("stream: topic does not exist")
 // sub-topology that joins a table are not co-partitioned (different
 // partition counts; the error names the topics and their counts).
 var ErrPartitionMismatch = errors.New("stream: partition count mismatch")
+
+// ErrReplication is returned by Run when the replication factor of the
+// internal topics cannot work on the cluster: below its min.insync.replicas
+// (every acks=all write, hence every commit, would be refused) or above its
+// number of brokers.
+var ErrReplication = errors.New("stream: replication factor does not fit the cluster")
+
+// internalReplication resolves the replication factor of the internal
+// topics. A configured factor is checked against the cluster; the default
+// (-1) becomes the cluster's default.replication.factor, raised to its
+// min.insync.replicas and capped at its broker count, read from one broker's
+// configs (a cluster-level DescribeConfigs answers only dynamic values).
+// If the broker does not describe its configs, -1 is passed on to
+// CreateTopics (the broker's own default).
+func (a *App) internalReplication(ctx context.Context, adm *kadm.Client) (int16, error) {
+	rf := a.cfg.replication
+	meta, err := adm.BrokerMetadata(ctx)
+	if err != nil || len(meta.Brokers) == 0 {
+		a.cfg.logger.Warn("cannot list brokers: internal topics get the broker's default replication factor", "err", err)
+		return rf, nil
+	}
+	brokers := int16(len(meta.Brokers))
+	ids := meta.Brokers.NodeIDs()
+	rcs, err := adm.DescribeBrokerConfigs(ctx, ids[0])
+	var defRF, minISR int16 = -1, 1
+	if err == nil && len(rcs) == 1 && rcs[0].Err == nil {
+		for _, c := range rcs[0].Configs {
+			n, perr := strconv.Atoi(c.MaybeValue())
+			if perr != nil || n < 1 || n > 32767 {
+				continue
+			}
+			switch c.Key {
+			case "default.replication.factor":
+				defRF = int16(n)
+			case "min.insync.replicas":
+				minISR = int16(n)
+			}
+		}
+	} else {
+		a.cfg.logger.Warn("cannot describe broker configs: min.insync.replicas not checked", "err", err)
+	}
+	if rf == -1 {
+		if defRF == -1 {
+			return -1, nil
+		}
+		rf = min(max(defRF, minISR), brokers)
+	}
+	if rf < minISR || rf > brokers {
+		return 0, fmt.Errorf("%w: replication factor %d, cluster has %d brokers and min.insync.replicas %d", ErrReplication, rf, brokers, minISR)
+	}
+	return rf, nil
+}
 
 // setupTopics checks the external topics and creates the internal ones:
 //
@@ -66,6 +119,10 @@ func (a *App) setupTopics(ctx context.Context) error {
 	if err := a.copartitionCheck(parts); err != nil {
 		return err
 	}
+	rf, err := a.internalReplication(ctx, adm)
+	if err != nil {
+		return err
+	}
 	ensure := func(name string, n int32, configs map[string]*string, strict bool) error {
 		d, err := adm.ListTopics(ctx, name)
 		if err != nil {
@@ -77,14 +134,14 @@ func (a *App) setupTopics(ctx context.Context) error {
 			}
 			return nil
 		}
-		resp, err := adm.CreateTopic(ctx, n, a.cfg.replication, configs, name)
+		resp, err := adm.CreateTopic(ctx, n, rf, configs, name)
 		if err == nil {
 			err = resp.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("create topic %s: %w", name, err)
 		}
-		a.cfg.logger.Info("internal topic ready", "topic", name, "partitions", n)
+		a.cfg.logger.Info("internal topic ready", "topic", name, "partitions", n, "replication", rf)
 		return nil
 	}
 	for _, s := range a.b.sources {

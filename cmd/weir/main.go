@@ -81,6 +81,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newSchemaCmd(),   // schema.go
 		newBenchCmd(),    // bench_nexmark.go
 		newUserCmd(),     // user.go
+		newMirrorCmd(),   // mirror.go
 		newVersionCmd(),
 	)
 	return root

@@ -76,6 +76,7 @@ var protocol = anyOf(
 var rules = []rule{
 	{"storage knows nothing of the protocol", anyOf(exactly(module+"/broker/log"), under("vfs")), protocol},
 	{"stream never depends on the broker", under("stream"), under("broker")},
+	{"mirror speaks only the Kafka protocol (any cluster), never weir's broker", under("mirror"), under("broker")},
 	{"nothing in the product depends on examples/", not(under("examples")), under("examples")},
 }
 
@@ -139,7 +140,7 @@ func TestLayering(t *testing.T) {
 	}
 	// The rules must have something to check: a renamed package would make
 	// them pass vacuously.
-	for _, want := range []string{"broker/log", "vfs", "stream", "cmd/weir", "examples/surge/cmd", "internal/demo/surge"} {
+	for _, want := range []string{"broker/log", "vfs", "stream", "mirror", "cmd/weir", "examples/surge/cmd", "internal/demo/surge"} {
 		if !seen[module+"/"+want] {
 			t.Fatalf("go list did not report %s/%s: update the rules to the new layout", module, want)
 		}
