@@ -76,6 +76,9 @@ type App struct {
 	recycleRecords atomic.Bool
 	// rebalance signals a group rebalance waiting for the loop.
 	rebalance rebalanceSignal
+	// globals is the instance's replica of its global tables, while Run
+	// runs (globaltable.go).
+	globals atomic.Pointer[globalState]
 
 	mu       sync.Mutex
 	tasks    map[taskID]*task
@@ -254,6 +257,15 @@ func (a *App) run(ctx context.Context, b *boundedRun) error {
 		}
 		return fmt.Errorf("stream: app %s: %w", a.id, err)
 	}
+	// Global tables are restored before anything is processed.
+	stopGlobals, err := a.startGlobals(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("stream: app %s: %w", a.id, err)
+	}
+	defer stopGlobals()
 	for {
 		err := a.session(ctx)
 		if err != nil && ctx.Err() == nil && a.path.rejoin(err) {

@@ -12,6 +12,8 @@ import (
 
 // commit makes the progress of tasks durable, in this order:
 //
+//  0. the tasks' tables flush their collapsed updates (tableupdates.go;
+//     none are held under ExactlyOnce between transactions);
 //  1. flush: every record produced so far is acknowledged (or failed — a
 //     failure is fatal and nothing is committed);
 //  2. commit each task's input offset (one past its last handled record):
@@ -23,6 +25,13 @@ import (
 //
 // A crash between any two steps replays input (at-least-once); none loses it.
 func (a *App) commit(ctx context.Context, tasks []*task, force bool) error {
+	if a.killed() {
+		return nil
+	}
+	if err := flushTablesForCommit(tasks, a.cfg.guarantee != ExactlyOnce); err != nil {
+		a.fail(err) // the tables' updates are incomplete: commit nothing from here on
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if err := a.cl.Flush(ctx); err != nil {

@@ -317,6 +317,7 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 		a.standbys.unclaim(id)
 		return nil, err
 	}
+	t.tablesAtCommit = true // the commits flush its tables (tableupdates.go)
 	for _, s := range t.stores {
 		if n, ok := a.partitions[s.changelog]; ok && id.partition >= n {
 			t.close()

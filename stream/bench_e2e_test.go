@@ -74,6 +74,17 @@ func waitOut(b testing.TB, tb *testBroker, n int64) {
 	}
 }
 
+// waitInputHandled waits until a has handled n input records.
+func waitInputHandled(b testing.TB, a *App, n int64) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for counterValue(a.metrics.recordsIn) < float64(n) {
+		if time.Now().After(deadline) {
+			b.Fatalf("the App handled %v of %d records within 5 minutes", counterValue(a.metrics.recordsIn), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func BenchmarkE2EHandLoop(b *testing.B) {
 	for range b.N {
 		r := runHandLoop(b)
@@ -320,10 +331,12 @@ func runE2EAppN(b *testing.B, n int, build func(*Builder), opts ...Opt) e2eRun {
 	defer profWindow("app")()
 	start, cpu0 := time.Now(), cpuTime(b)
 	go func() { done <- a.Run(ctx) }()
-	waitOut(b, tb, int64(n))
-	// The graceful stop is timed too: its final commit writes the state
-	// (and checkpoint) the run built up, as the hand loop's final Flush
-	// and Close are timed.
+	// Every input handled (a table's updates are collapsed between
+	// commits, so the outputs may be fewer than the inputs), then the
+	// graceful stop, timed too: its final commit flushes the collapsed
+	// updates and writes the state (and checkpoint) the run built up, as
+	// the hand loop's final Flush and Close are timed.
+	waitInputHandled(b, a, int64(n))
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

@@ -17,9 +17,10 @@ const defaultStoreCache = state.DefaultCacheBytes
 // reach the local Pebble database once per commit (or when the cache is
 // full), so a key updated many times between commits is written once.
 //
-// This cache only spares Pebble reads and writes: what a table forwards
-// downstream and to its changelog (its latest value per key per processing
-// round, see Table) does not depend on it. A commit
+// An eighth of the same budget bounds, per task, the table updates
+// collapsed between commits (see Table): past it, the task forwards them at
+// the end of its round; with 0 it forwards them at the end of every round.
+// Otherwise this cache only spares Pebble reads and writes. A commit
 // makes the local store durable (with its checkpoint) only after the
 // changelog records it covers are acknowledged, so crash recovery is as
 // without it: the local store plus the changelog tail.

@@ -67,11 +67,30 @@
 // slices) or given with Codecs. Every store states its bound: a TTL in event
 // time (expired keys are deleted with a changelog tombstone), or NoExpiry
 // with its reason, which Describe reports as a risk. A table's updates are
-// collapsed per processing round (Kafka Streams' record cache): the changelog
-// and ToStream carry the latest value per key per round (EveryUpdate
-// forwards each). On assignment a task restores its stores from the local
-// checkpoint plus the changelog tail (or the whole changelog if there is no
-// usable local copy) before processing.
+// collapsed between commits (Kafka Streams' record cache, bounded by an
+// eighth of StoreCache per task): the changelog, ToStream and Changes carry
+// the latest value per key since the previous commit, flushed before every
+// commit of input offsets (at-least-once) and before every transaction commits
+// (ExactlyOnce), so every committed offset is covered by the updates it
+// caused (EveryUpdate forwards each; the Driver flushes after every record).
+// ToStream forwards deletions (a topic's tombstones, expired keys) as
+// records with Record.Tombstone set, which a sink writes as null values;
+// Changes pairs every update with the value it replaced. On assignment a
+// task restores its stores from the local checkpoint plus the changelog
+// tail (or the whole changelog if there is no usable local copy) before
+// processing.
+//
+// Tables join tables: JoinTables, LeftJoinTables and OuterJoinTables on the
+// key (co-partitioned, as a stream-table join), JoinForeign and
+// LeftJoinForeign on a foreign key extracted from the left table's values
+// (no co-partitioning: subscriptions travel to the right table's tasks and
+// answers back through two internal topics, and an answer to a value the
+// left table no longer holds is dropped, so a row whose foreign key changed
+// leaves no stale result). Each result is a table of its own (a store with
+// a changelog). A global table (FromGlobalTable) is replicated whole to
+// every instance, restored from its topic before processing starts and then
+// followed on a goroutine of the instance; JoinGlobal and LeftJoinGlobal look
+// it up by any key derived from a record.
 //
 // What a stateful task costs: on disk, its Pebble directory under StateDir —
 // about 4.5 MiB for a store of a few keys (Pebble preallocates the write-ahead
@@ -149,12 +168,13 @@
 //     ObserveMarker. Still to do: a task writing a repartition topic sends
 //     MarkerRecord to every partition of it at most every marker interval,
 //     in the round's transaction under ExactlyOnce.
-//   - stream/internal/window: a windowed operator assigns each record with
-//     TimeWindows.AssignTo (tumbling, hopping, calendar in a time zone),
-//     Sliding.Add or Sessions.Merge, skips the windows whose CloseAt the
-//     watermark reached (a record none of whose windows is open is late and
-//     goes to the declared late policy), and, after Advance, emits and
-//     deletes every window whose CloseAt <= watermark.
+//   - stream/internal/window: the windowed operators (see "Windows")
+//     assign each record with TimeWindows.AssignTo (tumbling, hopping,
+//     calendar in a time zone), Sliding.Add or Sessions.Merge, skip the
+//     windows whose CloseAt the watermark reached (a record none of whose
+//     windows is open is late and goes to the declared late policy), and,
+//     at the end of each round, emit and delete every window whose CloseAt
+//     <= watermark.
 //   - stream/internal/timekey: the keys of those stores. A window store
 //     keeps 'w' | key | end | start -> aggregate (one key's windows are one
 //     scan: KeyWindows) and the close index 'c' | end | key | start (the
@@ -168,6 +188,73 @@
 //   - Windowed[K] with TimeWindowed and SessionWindowed (windowed.go) are the
 //     public key type and codecs of windowed results, byte-compatible with
 //     Kafka Streams' windowed serdes.
+//
+// # Windows
+//
+// WindowedCount, WindowedReduce and WindowedAggregate aggregate a Grouped
+// stream per key and window — Tumbling, Hopping (both optionally offset, or
+// laid on a time zone's calendar with WindowIn), Sliding or Session — into
+// a Table keyed by Windowed[K], whose codecs (WindowedKeys) are Kafka
+// Streams' windowed serdes. A WindowedStore names the store and states the
+// time semantics; none has a default:
+//
+//	w := stream.Hopping(time.Minute, 10*time.Second)
+//	perZone := stream.WindowedCount(stream.GroupByKey(rides), w,
+//		stream.WindowedStore{Name: "demand", Grace: 5 * time.Second,
+//			Late: stream.LateToTopic("rides-late"), Emit: stream.EmitFinal()})
+//	perZone.ToStream().To("demand", stream.WindowedKeys(stream.String(), w), stream.Int64())
+//
+// A window closes when the task's watermark (see Watermarks) reaches its
+// end plus Grace (sliding windows: end + 1 + Grace; sessions: end + gap +
+// 1 + Grace, until then a record may extend them). A record all of whose
+// windows are closed is late and goes where Late says: DropLate (counted),
+// LateToTopic, LateToDLQ, or LateUpdates (updates the window while the
+// store retains it, Retain after its close, and emits a correction). A
+// record only some of whose hopping windows are closed updates the open
+// ones (the others are counted as "partial"). EmitFinal emits one result
+// per window when it closes (optionally early partial results), EmitUpdates
+// every change. Windows live in the task's Pebble store under keys laid out
+// so that one key's windows, and the windows a watermark closes, are one
+// ordered scan each; every write goes to the store's changelog, so a
+// restore rebuilds windows and close index alike, and a closed window is
+// deleted with changelog tombstones. All of it happens in the task's round:
+// under ExactlyOnce in its transaction, so a final result is committed
+// exactly once across crashes and rebalances (the store also keeps the
+// watermark it last closed windows at, so a new owner whose watermark
+// starts lower never reopens a closed window).
+//
+// Where Kafka Streams and Flink differ, weir follows:
+//   - When windows close: the watermark (Flink), not Kafka's stream time
+//     (the largest timestamp seen). Stream time closes a window while a
+//     lagging partition of the task still holds its records; the watermark
+//     is the minimum over the task's partitions, minus the out-of-orderness
+//     bound, and skips idle ones. With one partition and no bound the two
+//     agree.
+//   - Grace: Kafka's meaning (results wait for it: EmitFinal emits at end +
+//     grace, Kafka's suppress(untilWindowCloses) and Flink's
+//     allowedLateness with a final-only trigger), not Flink's default of an
+//     on-time result at the end and one more per late record; that one is
+//     LateUpdates with Retain.
+//   - Late records: neither drops them silently here (Kafka drops them into
+//     a metric, Flink drops them or sends them to a side output): the policy
+//     is a required decision.
+//   - Emission: required, no default (Kafka defaults to updates, Flink to
+//     final results: code written for one would be silently wrong with the
+//     other's default). EmitUpdates emits every change (Kafka's
+//     withCachingDisabled), not Kafka's cached, per-commit updates.
+//   - Sliding windows: Kafka's SlidingWindows (a window per distinct set of
+//     records within the time difference, both ends inclusive). Flink's
+//     "sliding" windows are weir's (and Kafka's) Hopping.
+//   - Sessions: Kafka's (gap inclusive, session [first, last] record time);
+//     merging sessions combines their aggregates with the merge function
+//     (Kafka's Merger, Flink's AggregateFunction.merge).
+//   - Result timestamps: a window's last instant (end - 1 for time windows,
+//     end for sliding and session windows; Flink's maxTimestamp), not
+//     Kafka's largest record timestamp, so results do not depend on the
+//     order records arrived in.
+//   - Retention: a window is deleted when it closes (+ Retain), not kept for
+//     Kafka's retention period by segment; queries see open (and retained)
+//     windows.
 //
 // # Timers and the low-level processor
 //
@@ -220,10 +307,12 @@
 //
 // # Not yet
 //
-// Event-time windows (each task tracks its watermark; see
-// "Where event time attaches"), table-table and stream-stream
-// joins, global tables, waiting for a lagging input of a task before
-// processing (Kafka's max.task.idle.ms).
+// LateUpdates for sliding and session windows, watermark markers on
+// repartition topics (a windowed operator after a repartition judges
+// lateness by the largest time read minus the bound), stream-stream joins,
+// waiting for a lagging input of a task before processing (Kafka's
+// max.task.idle.ms), global tables in the HTTP query API (GlobalTable.Get
+// and App.Get read them).
 // A keyed operator after a Merge of several sources still repartitions
 // first (merged topics need not be co-partitioned).
 package stream

@@ -130,6 +130,10 @@ func (d *Driver) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 	r.Offset = d.next[tp]
 	d.next[tp]++
 	d.log[r.Topic] = append(d.log[r.Topic], r)
+	if _, err := d.a.driverApplyGlobal(r); err != nil {
+		promise(r, err)
+		return
+	}
 	if _, ok := d.a.sources[r.Topic]; ok {
 		d.queues[tp] = append(d.queues[tp], r)
 	}
@@ -139,7 +143,7 @@ func (d *Driver) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 // Pipe writes a record to a source topic, partitioned by key, and returns
 // where it landed. It is processed by the next Process.
 func (d *Driver) Pipe(topic string, key, value []byte, ts time.Time, headers ...Header) (Origin, error) {
-	if _, ok := d.a.sources[topic]; !ok {
+	if _, ok := d.a.sources[topic]; !ok && !d.a.isGlobalTopic(topic) {
 		return Origin{}, fmt.Errorf("stream driver: %s is not a source topic", topic)
 	}
 	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: ts, Partition: -1}
@@ -155,6 +159,9 @@ func (d *Driver) Pipe(topic string, key, value []byte, ts time.Time, headers ...
 // errors of user code go to the dead-letter topics, as in an App).
 func (d *Driver) Process() error {
 	ctx := context.Background()
+	if err := d.a.driverLoadGlobals(d.log); err != nil {
+		return err
+	}
 	for {
 		// The head record of each task with queued input.
 		heads := map[taskID]topicPartition{}
@@ -179,16 +186,18 @@ func (d *Driver) Process() error {
 		}
 		for _, id := range slices.SortedFunc(maps.Keys(heads), compareTaskIDs) {
 			tp := heads[id]
+			// The task first (a new one restores its tables up to the
+			// records still queued: not the one it is about to process).
+			t, err := d.task(id)
+			if err != nil {
+				return err
+			}
 			q := d.queues[tp]
 			r := q[0]
 			if len(q) == 1 {
 				delete(d.queues, tp)
 			} else {
 				d.queues[tp] = q[1:]
-			}
-			t, err := d.task(id)
-			if err != nil {
-				return err
 			}
 			if err := t.handle(ctx, r); err != nil {
 				return err
@@ -393,5 +402,8 @@ func (d *Driver) Close() error {
 		}
 	}
 	d.tasks = map[taskID]*task{}
+	if err := d.a.closeGlobals(); err != nil && first == nil {
+		first = err
+	}
 	return first
 }

@@ -147,3 +147,50 @@ func ExampleQueryStore() {
 	// false
 	// east=1 north=3 south=1
 }
+
+// Orders (keyed by order id) joined to the customer each names, a foreign
+// key: when an order moves to another customer its result follows, and no
+// result is left for the previous one; deleting the order deletes its result
+// (a tombstone).
+func ExampleJoinForeign() {
+	b := stream.NewBuilder()
+	orders := stream.FromTable(b, "orders", stream.String(), stream.String(), "orders") // value: customer id
+	customers := stream.FromTable(b, "customers", stream.String(), stream.String(), "customers")
+	stream.JoinForeign(orders, func(_ string, customer string) (string, error) { return customer, nil }, customers,
+		stream.StoreConfig{Name: "order-customer", NoExpiry: "one key per order; orders are deleted when closed"},
+		func(order, customer, name string) (string, error) { return order + " for " + name, nil }).
+		ToStream().To("order-customer", stream.String(), stream.String())
+
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	d, err := stream.NewDriver("shop", b, map[string]int32{"orders": 3, "customers": 2}, stream.StateDir(dir))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	at := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
+	pipe := func(topic, key string, value []byte) {
+		d.Pipe(topic, []byte(key), value, at)
+		if err := d.Process(); err != nil {
+			fmt.Println(err)
+		}
+	}
+	pipe("customers", "c1", []byte("Ann"))
+	pipe("customers", "c2", []byte("Bob"))
+	pipe("orders", "o1", []byte("c1"))
+	pipe("orders", "o1", []byte("c2"))        // o1 moves to Bob
+	pipe("customers", "c1", []byte("Ann B.")) // o1 no longer follows c1
+	pipe("orders", "o1", nil)
+	for _, r := range d.Records("order-customer") {
+		if r.Value == nil {
+			fmt.Printf("%s deleted\n", r.Key)
+			continue
+		}
+		fmt.Printf("%s: %s\n", r.Key, r.Value)
+	}
+	// Output:
+	// o1: o1 for Ann
+	// o1: o1 for Bob
+	// o1 deleted
+}

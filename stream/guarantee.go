@@ -83,8 +83,11 @@ func (a *App) Guarantees() []TopicGuarantee {
 	}
 	for _, s := range a.b.sinks {
 		role := "output"
-		if s.internal {
+		switch {
+		case s.internal:
 			role = "repartition"
+		case s.op == "late":
+			role = "late" // a windowed store's LateToTopic
 		}
 		add(TopicGuarantee{Topic: a.sinkTopic(s), Role: role, Delivery: a.cfg.guarantee,
 			Mechanism: a.mechanism(), Ordering: orderPerKey})
@@ -148,10 +151,19 @@ func (a *App) Describe() string {
 		fmt.Fprintf(&b, "  sub-topology %d (%s): %s\n", st.idx, tasks, strings.Join(inputs, ", "))
 		fmt.Fprintf(&b, "    operators: %s\n", strings.Join(a.operators(st), " "))
 	}
+	for _, g := range a.b.globals {
+		fmt.Fprintf(&b, "  global table %s (store %s): every partition in every instance, restored before processing, "+
+			"then followed; bounded by the topic's compaction\n", g.topic, g.store)
+	}
 	for _, g := range a.Guarantees() {
 		fmt.Fprintf(&b, "  %-11s %s: %s — %s; order: %s\n", g.Role, g.Topic, g.Delivery, g.Mechanism, g.Ordering)
 	}
 	for _, s := range a.Stores() {
+		if spec := a.stores[s.Store]; spec != nil && spec.window != "" {
+			fmt.Fprintf(&b, "  store %s: %s; %s; changelog %s; %s\n", s.Store, spec.window, a.windowLateSummary(s.Store),
+				s.Changelog, s.Recovery)
+			continue
+		}
 		if s.NoExpiry != "" {
 			fmt.Fprintf(&b, "  store %s: RISK no expiry, keys are kept until deleted (stated reason: %q); changelog %s; %s\n",
 				s.Store, s.NoExpiry, s.Changelog, s.Recovery)

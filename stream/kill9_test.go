@@ -27,6 +27,9 @@ const (
 	// killChildDynamicEnv, if set, turns static membership off
 	// (GroupInstanceID("")): the baseline of BenchmarkKill9Recovery.
 	killChildDynamicEnv = "STREAM_KILL_CHILD_DYNAMIC"
+	// killChildTopologyEnv selects the child's topology: "fk"
+	// (fkTopology, app "fk-crashy"), else the keyed count.
+	killChildTopologyEnv = "STREAM_KILL_CHILD_TOPOLOGY"
 )
 
 // runKillChild runs the keyed count (countTopology) as app "crashy" with
@@ -38,14 +41,21 @@ func runKillChild() int {
 		g = ExactlyOnce
 	}
 	bl := NewBuilder()
-	countTopology(bl)
+	appID := "crashy"
+	switch os.Getenv(killChildTopologyEnv) {
+	case "fk":
+		fkTopology(bl)
+		appID = "fk-crashy"
+	default:
+		countTopology(bl)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts := []Opt{Brokers(os.Getenv(killChildBrokerEnv)), StateDir(os.Getenv(killChildDirEnv)),
 		Delivery(g), Logger(logger)}
 	if os.Getenv(killChildDynamicEnv) != "" {
 		opts = append(opts, GroupInstanceID(""))
 	}
-	a, err := NewApp("crashy", bl, opts...)
+	a, err := NewApp(appID, bl, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -66,11 +76,12 @@ type killChild struct {
 	done chan struct{}
 }
 
-func startKillChild(t testing.TB, b *testBroker, g Guarantee, dir string, dynamic bool) *killChild {
+func startKillChild(t testing.TB, b *testBroker, g Guarantee, dir string, dynamic bool, env ...string) *killChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), killChildEnv+"="+g.String(), killChildBrokerEnv+"="+b.seeds[0],
 		killChildDirEnv+"="+dir)
+	cmd.Env = append(cmd.Env, env...)
 	if dynamic {
 		cmd.Env = append(cmd.Env, killChildDynamicEnv+"=1")
 	}

@@ -13,5 +13,8 @@ func TestMain(m *testing.M) {
 		// (kill9_test.go), not a test run.
 		os.Exit(runKillChild())
 	}
+	if os.Getenv(windowKillChildEnv) != "" {
+		os.Exit(runWindowKillChild()) // window_kill9_test.go
+	}
 	goleak.VerifyTestMain(m)
 }

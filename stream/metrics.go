@@ -34,6 +34,9 @@ type metrics struct {
 	taskWatermark  *prometheus.GaugeVec
 	taskEventLag   *prometheus.GaugeVec
 	taskIdleInputs *prometheus.GaugeVec
+	// windowLate counts late records of windowed stores (window_agg.go),
+	// labels store and policy.
+	windowLate *prometheus.CounterVec
 }
 
 func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
@@ -88,10 +91,14 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 	m.taskIdleInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
 		Name: "task_idle_inputs", Help: "Input partitions of the task idle past the idle timeout (not holding its watermark back).",
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	m.windowLate = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
+		Name:        "window_late_records_total",
+		Help:        "Late records of windowed stores, by late policy (drop, topic, dlq, updates-expired: past the retention of LateUpdates); partial: windows a record that was not late skipped because they were closed.",
+		ConstLabels: prometheus.Labels{"app": appID}}, []string{"store", "policy"})
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
 			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.txnAborts, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
-			m.taskIn, m.taskOut, m.taskDLQ, m.taskRedelivered, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs} {
+			m.taskIn, m.taskOut, m.taskDLQ, m.taskRedelivered, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs, m.windowLate} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}

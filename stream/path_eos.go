@@ -200,9 +200,13 @@ func (p *exactlyOnce) end(commit bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	defer cancel()
 	if commit {
-		// Every record of the transaction must be acknowledged before it
-		// may commit: a failed output (fatal, recorded by the produce
-		// promise) turns the commit into an abort.
+		// The tables' collapsed updates belong to the transaction
+		// (tableupdates.go). Then every record of the transaction must be
+		// acknowledged before it may commit: a failed output (fatal,
+		// recorded by the produce promise) turns the commit into an abort.
+		if err := flushTablesForCommit(tasks, false); err != nil {
+			a.fail(err)
+		}
 		if err := a.cl.Flush(ctx); err != nil || a.fatalErr() != nil {
 			commit = false
 		}

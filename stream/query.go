@@ -425,9 +425,13 @@ func (a *App) route(spec *storeSpec, p int32) (string, error) {
 }
 
 // Get returns the entry of an encoded key in a store, from this instance or
-// the instance owning the key's partition. found is false when the store
-// has no such key.
+// the instance owning the key's partition (a global table's store: from this
+// instance's replica, Partition -1). found is false when the store has no
+// such key.
 func (a *App) Get(ctx context.Context, store string, key []byte, opts ...QueryOpt) (entry StoreEntry, found bool, err error) {
+	if a.isGlobalStore(store) {
+		return a.getGlobal(store, key) // every instance holds it whole
+	}
 	o := applyQueryOpts(opts)
 	spec, n, err := a.queryTarget(store)
 	if err != nil {
@@ -566,6 +570,7 @@ type storeCodecs struct {
 	parseKey    func(text string) ([]byte, error)
 	decodeKey   func([]byte) (any, error)
 	decodeValue func([]byte) (any, error)
+	windowKind  string // a windowed store's ("time", "sliding", "session"; window_query.go)
 }
 
 func newStoreCodecs[K, V any](kc Codec[K], vc Codec[V]) *storeCodecs {

@@ -10,11 +10,22 @@ import "time"
 // Operators carry Timestamp, Headers and Origin from their input to what they
 // emit, so a W3C traceparent header follows a record through every hop.
 type Record[K, V any] struct {
-	Key       K
-	Value     V
+	Key   K
+	Value V
+	// Tombstone marks the deletion of Key in a table's stream of updates
+	// (Table.ToStream: Kafka Streams' null value); Value is then the zero
+	// V. A sink writes it with a null value; MapValues and FlatMapValues
+	// pass it on without calling their function; stream aggregations and
+	// stream-table joins ignore it; ToTable deletes the key.
+	Tombstone bool
 	Timestamp time.Time
 	Headers   []Header
 	Origin    Origin
+
+	// old is, in a table's stream of updates when an operator wants it
+	// (Changes), the value the table forwarded before for the key; nil if
+	// none (an insert) or not wanted.
+	old *V
 
 	// keyEnc and valueEnc carry the encoding of Key and Value while the
 	// operators pass them on unchanged (see encoded).

@@ -29,9 +29,10 @@ type StoreConfig struct {
 	NoExpiry string
 	// EveryUpdate forwards every update of the store's table downstream
 	// and to its changelog, in the record's processing (Kafka Streams'
-	// withCachingDisabled), instead of the latest value per key per
-	// round. For an operator downstream that derives something from each
-	// update rather than from the latest value.
+	// withCachingDisabled), instead of the latest value per key between
+	// commits. An operator deriving deltas from each update needs it
+	// rarely: Changes pairs each collapsed update with the value it
+	// replaced.
 	EveryUpdate bool
 }
 
@@ -56,6 +57,12 @@ func (b *Builder) declareStore(store StoreConfig) bool {
 	for _, st := range b.stores {
 		if st.name == store.Name {
 			b.errorf("store %q declared twice", store.Name)
+			ok = false
+		}
+	}
+	for _, g := range b.globals {
+		if g.store == store.Name {
+			b.errorf("store %q declared twice (a global table's)", store.Name)
 			ok = false
 		}
 	}
@@ -117,8 +124,9 @@ func GroupBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error), op
 }
 
 // Count counts the records per key into a table (the key's count, 64-bit).
+// Like Reduce and Aggregate it ignores tombstones (Record.Tombstone).
 func Count[K, V any](g Grouped[K, V], store StoreConfig) Table[K, int64] {
-	return aggregate(g, store, "count", Int64(), func(_ Record[K, V], n int64, _ bool) (int64, error) { return n + 1, nil })
+	return aggregate(g, store, "count", Int64(), false, func(_ Record[K, V], n int64, _ bool) (int64, error) { return n + 1, nil })
 }
 
 // Reduce combines the values per key with fn(previous, new) into a table;
@@ -129,7 +137,7 @@ func Reduce[K, V any](g Grouped[K, V], store StoreConfig, fn func(agg, v V) (V, 
 		g.s.b.errorf("reduce %q: %v", store.Name, g.valueErr)
 		return Table[K, V]{b: g.s.b}
 	}
-	return aggregate(g, store, "reduce", g.value,
+	return aggregate(g, store, "reduce", g.value, false,
 		func(r Record[K, V], agg V, found bool) (V, error) {
 			if !found {
 				return r.Value, nil
@@ -158,7 +166,7 @@ func Aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, init func() A,
 			return Table[K, A]{b: g.s.b}
 		}
 	}
-	return aggregate(g, store, "aggregate", codec,
+	return aggregate(g, store, "aggregate", codec, false,
 		func(r Record[K, V], agg A, found bool) (A, error) {
 			if !found && init != nil {
 				agg = init()
@@ -168,7 +176,8 @@ func Aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, init func() A,
 }
 
 // ToTable materialises s in a table: the latest value per key, stored in
-// store (Kafka Streams' KStream.toTable). Codecs as for GroupByKey; a stream
+// store (Kafka Streams' KStream.toTable); a tombstone (Record.Tombstone)
+// deletes its key. Codecs as for GroupByKey; a stream
 // whose key changed is repartitioned first.
 func (s Stream[K, V]) ToTable(store StoreConfig, opts ...CodecOpt[K, V]) Table[K, V] {
 	g := GroupByKey(s, opts...)
@@ -176,13 +185,16 @@ func (s Stream[K, V]) ToTable(store StoreConfig, opts ...CodecOpt[K, V]) Table[K
 		s.b.errorf("to table %q: %v", store.Name, g.valueErr)
 		return Table[K, V]{b: s.b}
 	}
-	return aggregate(g, store, "to-table", g.value,
+	return aggregate(g, store, "to-table", g.value, true,
 		func(r Record[K, V], _ V, _ bool) (V, error) { return r.Value, nil })
 }
 
 // aggregate declares a keyed store updated by fn for every record of g (agg
 // is the zero A when found is false) and returns its table.
-func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec Codec[A],
+//
+// A tombstone record (Record.Tombstone, from a table's ToStream) deletes its
+// key if deletes (ToTable), else it is ignored.
+func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec Codec[A], deletes bool,
 	fn func(r Record[K, V], agg A, found bool) (A, error),
 ) Table[K, A] {
 	s := g.s
@@ -212,13 +224,17 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 		codecs: newStoreCodecs(g.key, codec)}
 	b.stores = append(b.stores, spec)
 	name, every := store.Name, store.EveryUpdate
+	meta := &tableMeta{}
 	carriesKey, carriesValue := carries(g.key), carries(codec)
 	var n *node
 	n = s.link(op, func(t *task, children []any) any {
 		st := t.store(name)
-		up := newTableUpdates[K, A](t, n.id, st.changelog, children)
+		up := newTableUpdates[K, A](t, n.id, st, every, g.key, codec, meta.oldWanted, children)
 		return func(r Record[K, V]) (err error) {
 			defer func() { err = failedIn(n, err) }()
+			if r.Tombstone && !deletes {
+				return nil // a deletion upstream: a stream aggregation ignores it (as Kafka Streams' null values)
+			}
 			kb, err := encodeCarried(g.key, carriesKey, r.keyEnc, r.Key)
 			if err != nil {
 				return fmt.Errorf("store %s: encode key: %w", name, err)
@@ -226,6 +242,17 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 			old, found, err := st.get(kb)
 			if err != nil {
 				return err
+			}
+			if r.Tombstone {
+				if !found {
+					return nil
+				}
+				if err := t.txn.Delete(name, kb); err != nil {
+					return fmt.Errorf("store %s: %w", name, err)
+				}
+				out := Record[K, A]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
+					keyEnc: carry(g.key, carriesKey, kb)}
+				return up.update(kb, nil, old, true, r.Timestamp, out)
 			}
 			var agg A
 			if found {
@@ -249,19 +276,11 @@ func aggregate[K, V, A any](g Grouped[K, V], store StoreConfig, op string, codec
 			// them too).
 			out := Record[K, A]{Key: r.Key, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
 				keyEnc: carry(g.key, carriesKey, kb), valueEnc: carry(codec, carriesValue, vb)}
-			if every {
-				t.emit(st.changelog, t.id.partition, kb, vb, time.UnixMilli(updated), nil)
-				if up.next == nil {
-					return nil
-				}
-				return up.next(out)
-			}
-			up.stage(kb, vb, time.UnixMilli(updated), out)
-			return nil
+			return up.update(kb, vb, old, found, time.UnixMilli(updated), out)
 		}
 	})
 	n.name = op + "-" + name
-	return Table[K, A]{b: b, n: n, store: name, key: g.key, value: codec, sources: s.sources}
+	return Table[K, A]{b: b, n: n, store: name, key: g.key, value: codec, sources: s.sources, meta: meta}
 }
 
 // repartition writes g's records to "<app>-<name>-repartition" and returns

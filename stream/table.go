@@ -23,37 +23,83 @@ import (
 // table's bound, so such a table has no TTL and its keys are never expired.
 // An aggregate's table has its own changelog and its store's bound.
 //
-// Updates of an aggregate's table are collapsed per processing round: the
-// changelog and ToStream carry the latest value of each key updated in the
-// round, not every update (see tableUpdates). K may be a windowed key: a
-// windowed aggregate returns a Table like any other.
+// Updates of an aggregate's table are collapsed between commits (Kafka
+// Streams' record cache, bounded by an eighth of StoreCache per task): the
+// changelog, ToStream and Changes carry the latest value of each key updated
+// since the previous commit, not every update; every input offset committed
+// is covered by the updates it caused. StoreConfig.EveryUpdate forwards
+// each. streamtest (the Driver) forwards every update, as it commits after
+// every record. K may be a windowed key: a windowed aggregate returns a Table like
+// any other.
 type Table[K, V any] struct {
 	b *Builder
-	// n is the node whose children receive the table's updates (the table
-	// source, or the aggregate); nil for an invalid table (see
-	// Stream.valid).
+	// n is the node whose children receive the table's updates, as
+	// Record[K, Change[V]] (the table source, or the aggregate); nil for an
+	// invalid table (see Stream.valid).
 	n     *node
 	store string
 	key   Codec[K]
 	value Codec[V]
 	// sources of the table's sub-topology that its updates derive from.
 	sources []int
+	meta    *tableMeta
 }
+
+// tableMeta is what a table's declaration learns after the table was
+// declared: read when tasks instantiate the table (the topology is complete
+// by then).
+type tableMeta struct {
+	// wantOld: a downstream operator reads Change.Old (Changes), so the
+	// table decodes (and a topic's table looks up) the previous value.
+	wantOld bool
+}
+
+func (m *tableMeta) oldWanted() bool { return m != nil && m.wantOld }
 
 func (t Table[K, V]) valid() bool { return t.b != nil && t.n != nil }
 
 // Store returns the name of the table's store (for App.Get and QueryStore).
 func (t Table[K, V]) Store() string { return t.store }
 
-// ToStream returns the stream of the table's updates: every record of a
-// table's topic that sets a value, or an aggregate's latest value per key
-// per round. Deletions (a topic's tombstones, expired keys) are not
-// forwarded.
+// ToStream returns the stream of the table's updates (Kafka Streams'
+// KTable.toStream): every record of a table's topic, or an aggregate's
+// collapsed updates (see Table). A deletion — a topic's tombstone, a key
+// expired by its store's TTL, a key deleted by ToTable — is forwarded as a
+// record with Tombstone set and the zero value: a sink writes it as a
+// record with a null value (a tombstone), so a compacted output topic
+// deletes the key too.
 func (t Table[K, V]) ToStream() Stream[K, V] {
 	if !t.valid() {
 		return invalid[K, V](t.b)
 	}
 	return Stream[K, V]{b: t.b, n: t.n, sources: t.sources}
+}
+
+// Changes returns the stream of t's updates with the value each replaced
+// (what Kafka Streams forwards between its table operators): for every
+// update ToStream forwards, a Change holding the key's new value (none for
+// a deletion) and the value the previous update forwarded for the key (none
+// for an insert). Subtracting Old and adding New keeps a derived sum exact
+// however the updates were collapsed. The records carry no Tombstone: a
+// deletion is a Change without New.
+func Changes[K, V any](t Table[K, V]) Stream[K, Change[V]] {
+	if !t.valid() {
+		return invalid[K, Change[V]](t.b)
+	}
+	t.meta.wantOld = true
+	return attach(t.ToStream(), "changes", false, func(_ *task, next func(Record[K, Change[V]]) error) func(Record[K, V]) error {
+		return func(r Record[K, V]) error {
+			c := Change[V]{HasOld: r.old != nil, HasNew: !r.Tombstone}
+			if r.old != nil {
+				c.Old = *r.old
+			}
+			if c.HasNew {
+				c.New = r.Value
+			}
+			return next(Record[K, Change[V]]{Key: r.Key, Value: c, Timestamp: r.Timestamp, Headers: r.Headers,
+				Origin: r.Origin, keyEnc: r.keyEnc})
+		}
+	})
 }
 
 // FromTable declares a table read from topic and materialised in the store
@@ -82,6 +128,11 @@ func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V],
 			b.errorf("store %q declared twice", store)
 		}
 	}
+	for _, g := range b.globals {
+		if g.store == store || g.topic == topic {
+			b.errorf("table %q (store %q): topic or store already a global table's", topic, store)
+		}
+	}
 	src := &sourceNode{idx: len(b.sources), topic: topic, table: store}
 	b.stores = append(b.stores, &storeSpec{name: store, source: src.idx, op: "table", table: true,
 		decodes: func(k, v []byte) bool {
@@ -94,9 +145,12 @@ func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V],
 			_, err := value.Decode(v)
 			return err == nil
 		}})
+	meta := &tableMeta{}
+	carriesKey, carriesValue := carries(key), carries(value)
 	src.node = b.addNode("table", func(t *task, children []any) any {
 		st := t.store(store)
 		next := fanout[K, V](children)
+		wantOld := meta.oldWanted()
 		return func(kr *kgo.Record) error {
 			if kr.Key == nil {
 				return nil
@@ -106,25 +160,49 @@ func FromTable[K, V any](b *Builder, topic string, key Codec[K], value Codec[V],
 				return &DecodeError{Part: "key", Err: err}
 			}
 			t.observe(kr.Timestamp)
+			var v V
+			if kr.Value != nil {
+				if v, err = value.Decode(kr.Value); err != nil {
+					return &DecodeError{Part: "value", Err: err}
+				}
+			}
+			var old *V
+			hadOld := false
+			if len(children) > 0 {
+				ob, found, err := st.get(kr.Key)
+				if err != nil {
+					return err
+				}
+				if found && wantOld {
+					ov, err := value.Decode(ob)
+					if err != nil {
+						return fmt.Errorf("table %s: decode stored value: %w", store, err)
+					}
+					old = &ov
+				}
+				hadOld = found
+			}
 			if kr.Value == nil {
-				return st.deleteLocal(kr.Key)
-			}
-			v, err := value.Decode(kr.Value)
-			if err != nil {
-				return &DecodeError{Part: "value", Err: err}
-			}
-			if err := st.putLocal(kr.Key, kr.Value, kr.Timestamp); err != nil {
+				if err := st.deleteLocal(kr.Key); err != nil {
+					return err
+				}
+			} else if err := st.putLocal(kr.Key, kr.Value, kr.Timestamp); err != nil {
 				return err
 			}
-			if len(children) == 0 {
-				return nil
+			if len(children) == 0 || (kr.Value == nil && !hadOld) {
+				return nil // nothing downstream, or the deletion of a key it never saw
 			}
-			return next(Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp, Headers: headersOf(kr),
-				Origin: Origin{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}})
+			r := Record[K, V]{Key: k, Value: v, Tombstone: kr.Value == nil, Timestamp: kr.Timestamp,
+				Headers: headersOf(kr), Origin: Origin{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset},
+				keyEnc: carry(key, carriesKey, kr.Key), old: old}
+			if kr.Value != nil {
+				r.valueEnc = carry(value, carriesValue, kr.Value)
+			}
+			return next(r)
 		}
 	})
 	b.sources = append(b.sources, src)
-	return Table[K, V]{b: b, n: src.node, store: store, key: key, value: value, sources: []int{src.idx}}
+	return Table[K, V]{b: b, n: src.node, store: store, key: key, value: value, sources: []int{src.idx}, meta: meta}
 }
 
 // accepts reports whether restoring a table applies r: what processing the
@@ -249,6 +327,9 @@ func join[K, V, VT, VR any](s Stream[K, V], t Table[K, VT], op string,
 	out := attach(s, op, false, func(tk *task, next func(Record[K, VR]) error) func(Record[K, V]) error {
 		st := tk.store(store)
 		return func(r Record[K, V]) error {
+			if r.Tombstone {
+				return nil // a deletion upstream: nothing to enrich (as Kafka Streams' null values)
+			}
 			kb, err := encodeCarried(key, carriesKey, r.keyEnc, r.Key)
 			if err != nil {
 				return fmt.Errorf("%s %s: encode key: %w", op, store, err)

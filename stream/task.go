@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,11 +65,14 @@ type task struct {
 	slab    []kgo.Record  // unused records for emit
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
 
-	// flushers collapse the updates of the task's aggregate tables within
-	// a round, in node (topological) order; see tableUpdates. timed are
+	// flushers collapse the updates of the task's aggregate tables between
+	// flushes, in node (topological) order; see tableUpdates. timed are
 	// its time-driven operators, in node order (timed.go).
-	flushers []roundFlusher
+	flushers []tableFlusher
 	timed    []timedOperator
+	// tablesAtCommit: an App runs the task and flushes its tables before
+	// each commit (else every round ends with a flush: the Driver).
+	tablesAtCommit bool
 
 	m taskMetrics
 	// promise is onProduced, bound once (a method value made per produced
@@ -418,20 +422,29 @@ type PanicError struct {
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // endBatch ends the task's part of a processing round: the watermark
-// advances, then in node order its tables' collapsed updates go to their
-// changelogs and downstream (see tableUpdates) and its time-driven
-// operators act on the watermark and clock (timed.go), then expired keys are
-// removed. Called after the batch's last record (also of an empty batch, a
-// tick), before any commit.
+// advances, then in node order its time-driven operators act on the
+// watermark and clock (timed.go) and, if the task flushes its tables this
+// round (flushTablesEachRound), its tables' collapsed updates go to their
+// changelogs and downstream (see tableUpdates); then expired keys are
+// removed (their deletions join the collapsed updates, flushed then too).
+// Called after the batch's last record (also of an empty batch, a tick),
+// before any commit.
 func (t *task) endBatch() error {
 	wm := t.advanceWatermark() // the end of the task's part of the round
 	if t.app.boundedEnd(t.id.sub) {
 		wm = math.MaxInt64 // a bounded run past its input (bounded.go)
 	}
-	if err := t.endOperators(wm, t.app.cfg.clock.Now()); err != nil {
+	flush := t.flushTablesEachRound()
+	if err := t.endOperators(wm, t.app.cfg.clock.Now(), flush); err != nil {
 		return err
 	}
-	return t.expire(1000)
+	if err := t.expire(1000); err != nil {
+		return err
+	}
+	if flush {
+		return t.flushTables()
+	}
+	return nil
 }
 
 // expire removes keys whose TTL passed in stream time, writing a tombstone to
@@ -461,8 +474,9 @@ func (t *task) expire(limit int) error {
 		// is the database's: a key updated (or deleted) by writes not
 		// yet committed is judged by its pending state instead.
 		live := keys[:0]
+		var olds [][]byte
 		for _, k := range keys {
-			_, ts, found, err := t.txn.Get(s.spec.name, k)
+			old, ts, found, err := t.txn.Get(s.spec.name, k)
 			if err != nil {
 				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 			}
@@ -473,14 +487,26 @@ func (t *task) expire(limit int) error {
 				return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 			}
 			live = append(live, k)
+			olds = append(olds, slices.Clone(old))
 		}
 		keys = live
 		if err := t.txn.Apply(); err != nil {
 			return fmt.Errorf("task %s: expire %s: %w", t.id, s.spec.name, err)
 		}
-		for _, k := range keys {
-			t.produce(&kgo.Record{Topic: s.changelog, Partition: t.id.partition, Key: k,
-				Timestamp: time.UnixMilli(t.streamTime)})
+		// A table's deletions go through its collapsed updates: to the
+		// changelog and downstream (Table.ToStream forwards them), in
+		// order with the key's other updates.
+		at := time.UnixMilli(t.streamTime)
+		if tbl := t.tableFor(s.spec.name); tbl != nil {
+			for i, k := range keys {
+				if err := tbl.expired(k, olds[i], at); err != nil {
+					return err
+				}
+			}
+		} else {
+			for _, k := range keys {
+				t.produce(&kgo.Record{Topic: s.changelog, Partition: t.id.partition, Key: k, Timestamp: at})
+			}
 		}
 		t.app.metrics.expired.Add(float64(len(keys)))
 	}
@@ -631,6 +657,9 @@ func (t *task) flushIfWanted() error {
 // abortRound drops the store writes of an aborted transaction (all its
 // rounds); the records are fetched and processed again.
 func (t *task) abortRound() {
+	for _, f := range t.flushers {
+		f.drop() // the collapsed updates of the aborted writes
+	}
 	if t.txn != nil {
 		t.txn.Discard()
 		t.txn = nil

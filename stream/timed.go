@@ -18,7 +18,7 @@ import (
 // Invariants:
 //   - advance runs on the task's goroutine, after every record of the round,
 //     in node (topological) order together with the tables' round flushes
-//     (roundFlusher): what an operator emits reaches operators after it
+//     (tableFlusher): what an operator emits reaches operators after it
 //     before they end the round;
 //   - its store writes and outputs are the round's: applied with it, and
 //     under ExactlyOnce part of the open transaction (an abort discards them
@@ -41,10 +41,13 @@ func (t *task) addTimed(op timedOperator) {
 	t.timed[i] = op
 }
 
-// endOperators ends the round for the task's table flushers and
-// time-driven operators, merged in node order.
-func (t *task) endOperators(wm int64, now time.Time) error {
+// endOperators ends the round for the task's time-driven operators and,
+// if flush, its table flushers, merged in node order.
+func (t *task) endOperators(wm int64, now time.Time, flush bool) error {
 	f, o := t.flushers, t.timed
+	if !flush {
+		f = nil
+	}
 	for len(f) > 0 || len(o) > 0 {
 		if len(o) == 0 || (len(f) > 0 && f[0].nodeID() <= o[0].nodeID()) {
 			if err := f[0].flush(); err != nil {

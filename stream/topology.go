@@ -38,6 +38,8 @@ type Builder struct {
 	// joinRepartitions counts the repartitioning joins per table store
 	// (they name the repartition topics).
 	joinRepartitions map[string]int
+	// globals are the global tables (globaltable.go).
+	globals []*globalSpec
 }
 
 // NewBuilder returns an empty topology builder.
@@ -97,6 +99,9 @@ type storeSpec struct {
 	// decodes with the table's codecs.
 	decodes func(key, value []byte) bool
 	codecs  *storeCodecs // key and value codecs, for queries (nil: bytes only)
+	// window describes a windowed operator's store (window.go; "" for
+	// other stores): its windows, grace, late policy and emission.
+	window string
 }
 
 // sinkSpec is an output topic.
@@ -246,6 +251,11 @@ func From[K, V any](b *Builder, topic string, key Codec[K], value Codec[V], opts
 			b.errorf("source %q declared twice (use the same Stream for both uses)", topic)
 		}
 	}
+	for _, g := range b.globals {
+		if g.topic == topic {
+			b.errorf("source %q: already a global table's topic (a topic is read once)", topic)
+		}
+	}
 	return addSource(b, topic, false, nil, key, value, cfg.timestamp)
 }
 
@@ -261,11 +271,15 @@ func addSource[K, V any](b *Builder, topic string, internal bool, upstream []int
 			if err != nil {
 				return &DecodeError{Part: "key", Err: err}
 			}
-			v, err := value.Decode(kr.Value)
-			if err != nil {
-				return &DecodeError{Part: "value", Err: err}
+			// An internal topic carries a table's deletions as null values.
+			tomb := internal && kr.Value == nil
+			var v V
+			if !tomb {
+				if v, err = value.Decode(kr.Value); err != nil {
+					return &DecodeError{Part: "value", Err: err}
+				}
 			}
-			r := Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp, Headers: headersOf(kr),
+			r := Record[K, V]{Key: k, Value: v, Tombstone: tomb, Timestamp: kr.Timestamp, Headers: headersOf(kr),
 				Origin: Origin{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset},
 				keyEnc: carry(key, carriesKey, kr.Key)}
 			if internal {
@@ -296,10 +310,14 @@ func headersOf(kr *kgo.Record) []Header {
 
 // MapValues transforms each record's value (Kafka Streams' mapValues). The
 // key is unchanged, so no repartition is needed downstream; to change the
-// key, use KeyBy (selectKey).
+// key, use KeyBy (selectKey). A tombstone (Record.Tombstone) passes on as a
+// tombstone without calling fn: the key's deletion stays one.
 func MapValues[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error), opts ...OpOpt) Stream[K, V2] {
 	return attach(s, "map-values", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
+			if r.Tombstone {
+				return next(tombstoneOf[K, V, V2](r))
+			}
 			v, err := fn(r)
 			if err != nil {
 				return err
@@ -308,6 +326,12 @@ func MapValues[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) (V2, error), 
 				keyEnc: r.keyEnc})
 		}
 	}, opts...)
+}
+
+// tombstoneOf is r's deletion as a record of value type V2.
+func tombstoneOf[K, V, V2 any](r Record[K, V]) Record[K, V2] {
+	return Record[K, V2]{Key: r.Key, Tombstone: true, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
+		keyEnc: r.keyEnc}
 }
 
 // Map is MapValues, its former name (kept for existing code).
@@ -321,10 +345,14 @@ func FlatMap[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error), 
 }
 
 // FlatMapValues turns each record into zero or more records with the same
-// key, timestamp, headers and origin (Kafka Streams' flatMapValues).
+// key, timestamp, headers and origin (Kafka Streams' flatMapValues). A
+// tombstone passes on as one, without calling fn.
 func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, error), opts ...OpOpt) Stream[K, V2] {
 	return attach(s, "flatmap-values", false, func(t *task, next func(Record[K, V2]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
+			if r.Tombstone {
+				return next(tombstoneOf[K, V, V2](r))
+			}
 			vs, err := fn(r)
 			if err != nil {
 				return err
@@ -341,7 +369,9 @@ func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(Record[K, V]) ([]V2, er
 }
 
 // KeyBy sets a new key on each record (Kafka Streams' selectKey). A stateful
-// operator downstream repartitions by the new key first.
+// operator downstream repartitions by the new key first. fn also sees the
+// tombstones of a table's ToStream (Record.Tombstone, the zero value), and
+// the record stays a tombstone under its new key.
 func KeyBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error), opts ...OpOpt) Stream[K2, V] {
 	return attach(s, "keyby", true, func(t *task, next func(Record[K2, V]) error) func(Record[K, V]) error {
 		return func(r Record[K, V]) error {
@@ -349,8 +379,8 @@ func KeyBy[K, V, K2 any](s Stream[K, V], fn func(Record[K, V]) (K2, error), opts
 			if err != nil {
 				return err
 			}
-			return next(Record[K2, V]{Key: k, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Origin: r.Origin,
-				valueEnc: r.valueEnc})
+			return next(Record[K2, V]{Key: k, Value: r.Value, Tombstone: r.Tombstone, Timestamp: r.Timestamp,
+				Headers: r.Headers, Origin: r.Origin, valueEnc: r.valueEnc})
 		}
 	}, opts...)
 }
@@ -533,9 +563,11 @@ func sinkTo[K, V any](s Stream[K, V], op string, internal bool, label string, to
 			if err != nil {
 				return failedIn(n, fmt.Errorf("encode key for %s: %w", tp, err))
 			}
-			vb, err := encodeCarried(value, carriesValue, r.valueEnc, r.Value)
-			if err != nil {
-				return failedIn(n, fmt.Errorf("encode value for %s: %w", tp, err))
+			var vb []byte // a tombstone's: null
+			if !r.Tombstone {
+				if vb, err = encodeCarried(value, carriesValue, r.valueEnc, r.Value); err != nil {
+					return failedIn(n, fmt.Errorf("encode value for %s: %w", tp, err))
+				}
 			}
 			t.emit(tp, -1, kb, vb, r.Timestamp, r.Headers)
 			if internal {

@@ -2,8 +2,10 @@
 // orders re-keyed by customer and enriched from a customers table, a running
 // total of spend per customer and a count of orders per category, with
 // malformed orders in the App's dead-letter topic. It is written as a Kafka
-// Streams user would write it; its tests run it with streamtest (no broker)
-// and against a real weir broker (weirtest) under both delivery guarantees.
+// Streams user would write it; its tests run it with streamtest (no broker),
+// against a real weir broker (weirtest) under both delivery guarantees, and
+// as a real process killed with SIGKILL and restarted while orders arrive
+// (exact totals under ExactlyOnce, none below the truth under AtLeastOnce).
 package orders
 
 import (

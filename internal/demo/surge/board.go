@@ -25,9 +25,17 @@ type Board struct {
 // NewBoard returns an empty board.
 func NewBoard() *Board { return &Board{zones: map[string]ZoneStats{}} }
 
-// Apply takes one record of SurgeTopic. A record that does not decode is an
+// Apply takes one record of SurgeTopic. A tombstone (null value: the zone
+// was forgotten) removes the zone. A record that does not decode is an
 // error and changes nothing.
 func (b *Board) Apply(r *kgo.Record) error {
+	if r.Value == nil {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.zones, string(r.Key))
+		b.updates++
+		return nil
+	}
 	var z ZoneStats
 	if err := json.Unmarshal(r.Value, &z); err != nil {
 		return fmt.Errorf("%s %d@%d: %w", r.Topic, r.Partition, r.Offset, err)

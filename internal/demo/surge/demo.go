@@ -85,7 +85,7 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 	b := stream.NewBuilder()
 	Build(b, Config{})
 	opts := []stream.Opt{stream.Brokers(o.Brokers...), stream.StateDir(o.StateDir), stream.Logger(o.Logger),
-		stream.CommitInterval(200 * time.Millisecond)}
+		stream.CommitInterval(200 * time.Millisecond), EventTime()}
 	if o.Registerer != nil {
 		opts = append(opts, stream.Registerer(o.Registerer))
 	}

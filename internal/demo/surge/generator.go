@@ -90,9 +90,18 @@ func (g *Generator) Start(at time.Time) []Event {
 	return out
 }
 
+// LateEvery and LateBy: one ride request in LateEvery is sent LateBy after
+// it happened (a phone that was offline), far past the demand windows'
+// grace, so the demo shows late records routed to LateRequestsTopic.
+const (
+	LateEvery = 50
+	LateBy    = 2 * time.Minute
+)
+
 // Next returns the next event at event time at: three in four are ride
-// requests, the rest a driver taking a ride, dropping a rider off (and
-// becoming available wherever that was) or moving to another zone.
+// requests (one in LateEvery of them from LateBy earlier: late), the rest a
+// driver taking a ride, dropping a rider off (and becoming available
+// wherever that was) or moving to another zone.
 func (g *Generator) Next(at time.Time) Event {
 	if !g.started {
 		g.start, g.started = at, true
@@ -100,7 +109,11 @@ func (g *Generator) Next(at time.Time) Event {
 	if g.rng.Float64() < 0.75 {
 		zone := g.pickZone(at)
 		rider := fmt.Sprintf("rider-%04d", g.rng.IntN(5000))
-		return event(RequestsTopic, rider, RideRequest{Rider: rider, Zone: zones[zone].name, At: at}, at)
+		when := at
+		if g.rng.IntN(LateEvery) == 0 {
+			when = at.Add(-LateBy)
+		}
+		return event(RequestsTopic, rider, RideRequest{Rider: rider, Zone: zones[zone].name, At: when}, when)
 	}
 	i := g.rng.IntN(len(g.drivers))
 	d := &g.drivers[i]

@@ -9,11 +9,22 @@
 //	ride-requests  key: rider id    value: {"rider","zone","at"}            a rider asks for a ride
 //	driver-status  key: driver id   value: {"driver","zone","available","at"} a driver's position and availability
 //
-// One output topic, an upsert stream keyed by zone (the latest record of a
+// Two output topics. An upsert stream keyed by zone (the latest record of a
 // zone is its current state, so a consumer or a compacted topic stays
 // correct whatever duplicates at-least-once delivery replays):
 //
 //	zone-surge     key: zone        value: ZoneStats {"requests","demand","drivers","surge",...}
+//
+// and the demand per zone in event time: the requests of each zone over
+// hopping windows of DemandWindowSize advancing every DemandWindowAdvance,
+// one final count per zone and window once the watermark (EventTime) has
+// passed the window's end plus DemandGrace:
+//
+//	zone-demand    key: zone and window (Kafka Streams' time-windowed key)  value: int64 count
+//
+// A request that comes later than that is not dropped: it goes, unchanged
+// (keyed by its zone), to ride-requests-late, with headers naming its
+// window and how late it was.
 //
 // The topology (see Build):
 //
@@ -57,10 +68,28 @@ import (
 
 // Topic names.
 const (
-	RequestsTopic = "ride-requests"
-	DriversTopic  = "driver-status"
-	SurgeTopic    = "zone-surge"
+	RequestsTopic     = "ride-requests"
+	DriversTopic      = "driver-status"
+	SurgeTopic        = "zone-surge"
+	DemandTopic       = "zone-demand"
+	LateRequestsTopic = "ride-requests-late"
 )
+
+// The event-time demand windows: requests per zone over the last minute,
+// every 10 seconds, with 5 seconds of allowed lateness.
+const (
+	DemandWindowSize    = time.Minute
+	DemandWindowAdvance = 10 * time.Second
+	DemandGrace         = 5 * time.Second
+)
+
+// DemandWindows are the windows of DemandTopic.
+func DemandWindows() stream.TimeWindows { return stream.Hopping(DemandWindowSize, DemandWindowAdvance) }
+
+// EventTime is the App's watermark strategy: events may arrive up to 2
+// seconds out of order; an input partition silent for 10 seconds stops
+// holding the watermark back.
+func EventTime() stream.Opt { return stream.Watermarks(2*time.Second, 10*time.Second) }
 
 // AppID is the default application id (consumer group and internal topic
 // prefix).
@@ -106,9 +135,9 @@ type Config struct {
 	// MaxSurge caps the multiplier. Default 3.
 	MaxSurge float64
 	// StateTTL bounds both stores: a driver or zone without events for this
-	// long (event time) is forgotten. Default 24h. Forgetting a driver does
-	// not remove it from its zone's supply: real drivers report far more
-	// often than this.
+	// long (event time) is forgotten. Default 24h. A forgotten driver
+	// leaves its zone's supply; a forgotten zone's record in SurgeTopic is
+	// deleted (a tombstone).
 	StateTTL time.Duration
 }
 
@@ -135,18 +164,11 @@ type zoneEvent struct {
 	DriverDelta int64 `json:"driver_delta,omitempty"`
 }
 
-// driverState is the "driver-state" store's value: the driver's last status
-// and, for the record that produced it, its previous one (so the next
-// operator can emit the zone deltas).
+// driverState is the "driver-state" store's value: the driver's last status.
 type driverState struct {
 	Zone      string    `json:"zone"`
 	Available bool      `json:"available"`
 	At        time.Time `json:"at"`
-	// Of the update that produced this state; Changed is false when the
-	// record changed nothing (same status, or older than the stored one).
-	Changed       bool   `json:"changed,omitempty"`
-	PrevZone      string `json:"prev_zone,omitempty"`
-	PrevAvailable bool   `json:"prev_available,omitempty"`
 }
 
 // ErrNoZone is returned by the topology for an event without a zone; such a
@@ -162,10 +184,11 @@ func Build(b *stream.Builder, cfg Config) {
 	// ignored, by event time.
 	drivers := stream.From(b, DriversTopic, stream.String(), stream.JSON[DriverStatus](),
 		stream.Timestamps(func(r stream.Record[string, DriverStatus]) time.Time { return r.Value.At }))
-	// Every update is forwarded (not the latest per round): the deltas
-	// are derived from each update's previous state.
+	// The table's changes carry each driver's state as the zones last saw
+	// it and its state now: the deltas stay exact however the table
+	// collapses its updates between commits.
 	states := stream.Aggregate(stream.GroupByKey(drivers),
-		stream.StoreConfig{Name: "driver-state", TTL: cfg.StateTTL, EveryUpdate: true},
+		stream.StoreConfig{Name: "driver-state", TTL: cfg.StateTTL},
 		func() driverState { return driverState{} },
 		func(r stream.Record[string, DriverStatus], s driverState) (driverState, error) {
 			if r.Value.Zone == "" {
@@ -173,9 +196,10 @@ func Build(b *stream.Builder, cfg Config) {
 			}
 			return nextDriverState(s, r.Value), nil
 		})
-	deltas := stream.FlatMap(states.ToStream(), func(r stream.Record[string, driverState]) ([]zoneDelta, error) {
-		return r.Value.deltas(), nil
-	})
+	deltas := stream.FlatMapValues(stream.Changes(states),
+		func(r stream.Record[string, stream.Change[driverState]]) ([]zoneDelta, error) {
+			return deltas(r.Value), nil
+		})
 	supply := stream.Map(
 		stream.KeyBy(deltas, func(r stream.Record[string, zoneDelta]) (string, error) { return r.Value.Zone, nil }),
 		func(r stream.Record[string, zoneDelta]) (zoneEvent, error) {
@@ -185,14 +209,23 @@ func Build(b *stream.Builder, cfg Config) {
 	// Demand: every request, keyed by its zone.
 	requests := stream.From(b, RequestsTopic, stream.String(), stream.JSON[RideRequest](),
 		stream.Timestamps(func(r stream.Record[string, RideRequest]) time.Time { return r.Value.At }))
-	demand := stream.Map(
-		stream.KeyBy(requests, func(r stream.Record[string, RideRequest]) (string, error) {
-			if r.Value.Zone == "" {
-				return "", ErrNoZone
-			}
-			return r.Value.Zone, nil
-		}),
+	zoned := stream.KeyBy(requests, func(r stream.Record[string, RideRequest]) (string, error) {
+		if r.Value.Zone == "" {
+			return "", ErrNoZone
+		}
+		return r.Value.Zone, nil
+	})
+	demand := stream.Map(zoned,
 		func(stream.Record[string, RideRequest]) (zoneEvent, error) { return zoneEvent{Request: true}, nil })
+
+	// Demand in event time: requests per zone and hopping window, one
+	// final count per window; late requests, as they came, to their own
+	// topic.
+	w := DemandWindows()
+	stream.WindowedCount(stream.GroupByKey(zoned), w,
+		stream.WindowedStore{Name: "zone-demand", Grace: DemandGrace, Late: stream.LateToTopic(LateRequestsTopic),
+			Emit: stream.EmitFinal()}).
+		ToStream().To(DemandTopic, stream.WindowedKeys(stream.String(), w), stream.Int64())
 
 	// Per zone: fold both (after a repartition by zone: the two inputs are
 	// keyed by rider and driver).
@@ -208,13 +241,9 @@ func Build(b *stream.Builder, cfg Config) {
 // nextDriverState applies status st to the stored state s.
 func nextDriverState(s driverState, st DriverStatus) driverState {
 	if !s.At.IsZero() && st.At.Before(s.At) {
-		s.Changed = false // older than what we know: ignore
-		return s
+		return s // older than what we know: ignore
 	}
-	next := driverState{Zone: st.Zone, Available: st.Available, At: st.At,
-		PrevZone: s.Zone, PrevAvailable: s.Available}
-	next.Changed = next.Zone != s.Zone || next.Available != s.Available
-	return next
+	return driverState{Zone: st.Zone, Available: st.Available, At: st.At}
 }
 
 type zoneDelta struct {
@@ -222,18 +251,21 @@ type zoneDelta struct {
 	Delta int64
 }
 
-// deltas are the changes of available drivers per zone caused by the update
-// that produced s.
-func (s driverState) deltas() []zoneDelta {
-	if !s.Changed {
+// deltas are the changes of available drivers per zone from a driver's
+// state as the zones last counted it (c.Old) to its state now (c.New); a
+// driver forgotten by the store's TTL (no New) leaves its zone's supply.
+func deltas(c stream.Change[driverState]) []zoneDelta {
+	was := c.HasOld && c.Old.Available
+	is := c.HasNew && c.New.Available
+	if was && is && c.Old.Zone == c.New.Zone {
 		return nil
 	}
 	var out []zoneDelta
-	if s.PrevAvailable {
-		out = append(out, zoneDelta{Zone: s.PrevZone, Delta: -1})
+	if was {
+		out = append(out, zoneDelta{Zone: c.Old.Zone, Delta: -1})
 	}
-	if s.Available {
-		out = append(out, zoneDelta{Zone: s.Zone, Delta: +1})
+	if is {
+		out = append(out, zoneDelta{Zone: c.New.Zone, Delta: +1})
 	}
 	return out
 }
@@ -279,7 +311,8 @@ func (c Config) Surge(demand float64, drivers int64) float64 {
 // partitions (existing topics are left as they are). The App creates its
 // internal topics itself.
 func CreateTopics(ctx context.Context, adm *kadm.Client, partitions int32) error {
-	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, RequestsTopic, DriversTopic, SurgeTopic)
+	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, RequestsTopic, DriversTopic, SurgeTopic, DemandTopic,
+		LateRequestsTopic)
 	if err != nil {
 		return fmt.Errorf("create topics: %w", err)
 	}

@@ -58,6 +58,11 @@ type Txn struct {
 	// is bounded by its commit interval and record limit).
 	rec              uint32
 	recSlab, recUsed int
+	// epoch counts the rounds the Txn ended (Commit, CommitThrough,
+	// Discard): see Epoch.
+	epoch uint64
+	// discards counts the rounds Discard dropped.
+	discards uint64
 }
 
 // txnEntry is a key's state as seen by the round.
@@ -213,6 +218,17 @@ func (t *Txn) Delete(store string, key []byte) error {
 	return nil
 }
 
+// Epoch identifies the Txn's open round: it changes whenever the round's
+// writes are committed or discarded, so a caller keeping notes about the
+// open round's writes (written keys a database scan cannot see yet) knows
+// when they stop being pending. Compare it together with the Txn's identity
+// (Begin may hand out another Txn).
+func (t *Txn) Epoch() uint64 { return t.epoch }
+
+// Discards counts the rounds the Txn discarded: a round that ended without
+// changing it was committed.
+func (t *Txn) Discards() uint64 { return t.discards }
+
 // Apply moves the record-level writes to the round.
 func (t *Txn) Apply() error {
 	t.nextRecord()
@@ -325,6 +341,7 @@ func (t *Txn) CommitThrough() error {
 // it was before the round (entries the round added are removed: within its
 // budget).
 func (t *Txn) Discard() {
+	t.discards++
 	c := &t.d.cache
 	t.each(func(e *txnEntry) {
 		ce := e.ce
@@ -370,6 +387,7 @@ func (t *Txn) eachFrom(slab, used int, f func(e *txnEntry)) {
 // reset forgets every entry and the record-level state; the slabs are
 // zeroed for reuse.
 func (t *Txn) reset() {
+	t.epoch++
 	t.last = nil
 	for i := 0; i <= t.slab && i < len(t.slabs); i++ {
 		clear(t.slabs[i])

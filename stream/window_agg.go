@@ -1,0 +1,847 @@
+package stream
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
+	"github.com/weirhq/weir/stream/internal/timekey"
+	"github.com/weirhq/weir/stream/internal/window"
+)
+
+// The windowed operator (WindowedCount, WindowedReduce, WindowedAggregate).
+//
+// State: one store per operator, in the task's Pebble database, changelogged
+// like every store (every key below is written to "<app>-<store>-changelog",
+// so a restore rebuilds all of them):
+//
+//	'w' | key | end | start   -> the window: uvarint records since its last emission
+//	                             | (sliding) first, last record time (2 x 8 bytes BE)
+//	                             | the aggregate (its codec's bytes)
+//	'c' | end | key | start   -> 0x01: the window is open (the close index)
+//	'r' | end | key | start   -> 0x01: the window closed and is retained (Retain > 0)
+//	'm'                       -> the watermark (8 bytes BE) windows were last closed by
+//
+// (timekey's layouts; 'r' is the close index's layout under another tag.)
+// A window is open from its first record until the watermark reaches its
+// end + closeDelta; then (one scan of the 'c' range up to that end) its
+// final result is emitted (EmitFinal) and its 'c' entry deleted, and either
+// its 'w' entry deleted too or, with Retain, moved to 'r' until the
+// watermark passes end + closeDelta + Retain (one scan of the 'r' range).
+// All of it happens in the task's round (advance), in the round's
+// transaction under ExactlyOnce, with changelog tombstones for every
+// deletion. The 'm' entry keeps a new owner of the task (restored from the
+// changelog, whose watermark may start lower) from re-opening a window that
+// was already closed and emitted: the operator's watermark never goes below
+// it.
+//
+// Invariants:
+//   - o.wm never decreases; every lateness decision and every close uses
+//     it, so a window is closed exactly when the watermark passes its
+//     close time, and a record that would reach a closed window is late;
+//   - a 'c' entry is created only for a window whose end is past
+//     o.wm - closeDelta at that moment (else the record is late), so after
+//     a close scan up to end E no 'c' entry <= E appears again in this
+//     operator's life (o.scanned) — except when a transaction is aborted,
+//     which undoes the scan's deletions: scanned then goes back to its
+//     value at the last commit;
+//   - a database scan sees committed state only; the windows created in
+//     the open transaction are noted (created, keyWins) until it ends
+//     (state.Txn.Epoch) and merged into every scan; every scanned entry is
+//     read again through the transaction, which has the last word.
+const (
+	tagRetained = 'r'
+	tagMark     = 'm'
+)
+
+// markKey is the store key of the operator's persisted watermark.
+var markKey = []byte{tagMark}
+
+// indexValue is the value of 'c' and 'r' entries (not empty: an empty
+// changelog value could read as a tombstone).
+var indexValue = []byte{1}
+
+var errWindowScanStop = errors.New("window scan done")
+
+// lateError is the dead-letter reason of a late record (LateToDLQ).
+type lateError struct {
+	store  string
+	win    window.Window
+	wm, by int64
+}
+
+func (e *lateError) Error() string {
+	return fmt.Sprintf("late: window [%d, %d) of store %s closed; watermark %d, %d ms past its close",
+		e.win.Start, e.win.End, e.store, e.wm, e.by)
+}
+
+// windowed declares a windowed operation (see WindowedCount).
+func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op string, codec Codec[A],
+	fns windowFns[K, V, A],
+) Table[Windowed[K], A] {
+	s := g.s
+	b := s.b
+	if !s.valid() {
+		return Table[Windowed[K], A]{b: b}
+	}
+	d := b.declareWindow(op, w, store, fns.merge != nil)
+	ok := d != nil
+	if g.keyErr != nil {
+		b.errorf("%s %q: key: %v", op, store.Name, g.keyErr)
+		ok = false
+	}
+	if d != nil && (d.late.kind == lateTopic || d.late.kind == lateDLQ) && g.valueErr != nil {
+		b.errorf("%s %q: late records are written as they came, which needs the value codec: %v", op, store.Name, g.valueErr)
+		ok = false
+	}
+	if ok && (s.keyChanged || len(s.sources) != 1) {
+		if g.valueErr != nil {
+			b.errorf("%s %q repartitions its input (its key changed, or it merges sources): value: %v",
+				op, store.Name, g.valueErr)
+			ok = false
+		} else {
+			s = repartition(g, store.Name)
+		}
+	}
+	if !ok || !s.valid() {
+		return Table[Windowed[K], A]{b: b}
+	}
+	spec := &storeSpec{name: store.Name, source: s.sources[0], op: op, window: d.desc,
+		codecs: windowStoreCodecs(g.key, codec, d.kind)}
+	b.stores = append(b.stores, spec)
+	if d.late.kind == lateTopic {
+		b.sinks = append(b.sinks, &sinkSpec{topic: d.late.topic, op: "late", sources: s.sources})
+	}
+	name := store.Name
+	var n *node
+	n = s.link(op, func(t *task, children []any) any {
+		o := &windowOp[K, V, A]{t: t, n: n, d: d, name: name, st: t.store(name), key: g.key, value: g.value,
+			agg: codec, fns: fns, carriesKey: carries(g.key), wm: math.MinInt64,
+			scanned: [2]int64{math.MinInt64, math.MinInt64}, nextEnd: [2]int64{math.MinInt64, math.MinInt64},
+			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{}}
+		o.committedScan = o.scanned
+		if len(children) > 0 {
+			o.next = fanout[Windowed[K], A](children)
+		}
+		o.lateCount = t.app.metrics.windowLate.WithLabelValues(name, o.d.late.label())
+		o.partialCount = t.app.metrics.windowLate.WithLabelValues(name, "partial")
+		t.addTimed(o)
+		return func(r Record[K, V]) (err error) {
+			defer func() { err = failedIn(n, err) }()
+			return o.process(r)
+		}
+	})
+	n.name = op + "-" + name
+	return Table[Windowed[K], A]{b: b, n: n, store: name, key: WindowedKeys(g.key, w), value: codec, sources: s.sources}
+}
+
+// label is the late policy's metric label.
+func (p latePolicy) label() string {
+	switch p.kind {
+	case lateDrop:
+		return "drop"
+	case lateTopic:
+		return "topic"
+	case lateDLQ:
+		return "dlq"
+	case lateUpdates:
+		return "updates-expired"
+	}
+	return "none"
+}
+
+// windowOp is one task's instance of a windowed operator.
+type windowOp[K, V, A any] struct {
+	t          *task
+	n          *node
+	d          *windowDecl
+	name       string
+	st         *taskStore
+	key        Codec[K]
+	value      Codec[V] // nil if the group has none (only late records need it)
+	agg        Codec[A]
+	fns        windowFns[K, V, A]
+	next       func(Record[Windowed[K], A]) error // nil: nothing downstream
+	carriesKey bool
+
+	// wm is the watermark windows are judged and closed by (see the
+	// invariants); loaded: it includes the store's persisted mark.
+	wm     int64
+	loaded bool
+
+	// Close scans of the two indexes ([0] 'c', [1] 'r'): every entry with
+	// end <= scanned was handled; no entry with end in (scanned, nextEnd)
+	// exists. committedScan is scanned as of the last committed
+	// transaction.
+	scanned, nextEnd, committedScan [2]int64
+
+	// Notes on the open transaction (see the invariants).
+	txn      *state.Txn
+	epoch    uint64
+	discards uint64
+	created  map[string]struct{} // 'c' and 'r' keys created in it
+	keyWins  map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
+
+	// early holds the 'w' keys updated since the last EarlyInterval firing;
+	// lastEarly is when that was (processing clock).
+	early     map[string]struct{}
+	lastEarly time.Time
+
+	lateCount, partialCount prometheus.Counter
+
+	wins     []window.Window
+	absorbed []int
+	scanKeys [][]byte
+}
+
+func (o *windowOp[K, V, A]) nodeID() int { return o.n.id }
+
+// sync begins the task's store transaction if none is open and drops the
+// notes of a transaction that ended (see the invariants).
+func (o *windowOp[K, V, A]) sync() {
+	t := o.t
+	if t.txn == nil {
+		t.txn = t.db.Begin()
+	}
+	if t.txn == o.txn && t.txn.Epoch() == o.epoch {
+		return
+	}
+	if t.txn == o.txn && t.txn.Discards() == o.discards {
+		o.committedScan = o.scanned // the transaction the scans ran in committed
+	} else {
+		// Aborted (or unknown): its deletions were undone.
+		o.scanned = o.committedScan
+		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
+	}
+	o.txn, o.epoch, o.discards = t.txn, t.txn.Epoch(), t.txn.Discards()
+	clear(o.created)
+	clear(o.keyWins)
+}
+
+// load raises the operator's watermark to the store's persisted mark, once.
+func (o *windowOp[K, V, A]) load() error {
+	if o.loaded {
+		return nil
+	}
+	v, found, err := o.st.get(markKey)
+	if err != nil {
+		return err
+	}
+	if found {
+		if len(v) != 8 {
+			return &fatalError{fmt.Errorf("store %s: watermark mark of %d bytes", o.name, len(v))}
+		}
+		o.wm = max(o.wm, int64(binary.BigEndian.Uint64(v)))
+	}
+	o.loaded = true
+	return nil
+}
+
+// process handles one record.
+func (o *windowOp[K, V, A]) process(r Record[K, V]) error {
+	kb, err := encodeCarried(o.key, o.carriesKey, r.keyEnc, r.Key)
+	if err != nil {
+		return fmt.Errorf("store %s: encode key: %w", o.name, err)
+	}
+	o.sync()
+	if err := o.load(); err != nil {
+		return err
+	}
+	ts := r.Timestamp.UnixMilli()
+	switch o.d.kind {
+	case "session":
+		return o.processSession(r, kb, ts)
+	case "sliding":
+		return o.processSliding(r, kb, ts)
+	}
+	return o.processTime(r, kb, ts)
+}
+
+// processTime updates a record's tumbling, hopping or calendar windows.
+func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) error {
+	o.wins = o.d.tw.AssignTo(o.wins[:0], ts)
+	if len(o.wins) == 0 {
+		return nil // outside the representable times
+	}
+	took, skipped := 0, 0
+	for _, w := range o.wins {
+		closeAt := satAddMs(w.End, o.d.grace)
+		switch {
+		case closeAt > o.wm:
+			if err := o.update(r, kb, w, w.End-1, false); err != nil {
+				return err
+			}
+			took++
+		case o.d.late.kind == lateUpdates && satAddMs(closeAt, o.d.retain) > o.wm:
+			if err := o.update(r, kb, w, w.End-1, true); err != nil {
+				return err
+			}
+			took++
+		default:
+			skipped++
+		}
+	}
+	if took == 0 {
+		w := o.wins[len(o.wins)-1]
+		return o.late(r, kb, w, satAddMs(w.End, o.d.grace))
+	}
+	if skipped > 0 {
+		o.partialCount.Add(float64(skipped))
+	}
+	return nil
+}
+
+// windowState is a stored window, decoded.
+type windowState[A any] struct {
+	pending     uint64 // records since its last emission
+	first, last int64  // sliding: its first and last record's times
+	agg         A
+}
+
+func (o *windowOp[K, V, A]) decodeWindow(v []byte) (windowState[A], error) {
+	var s windowState[A]
+	p, n := binary.Uvarint(v)
+	if n <= 0 {
+		return s, &fatalError{fmt.Errorf("store %s: window value without its header", o.name)}
+	}
+	s.pending, v = p, v[n:]
+	if o.d.kind == "sliding" {
+		if len(v) < 16 {
+			return s, &fatalError{fmt.Errorf("store %s: sliding window value without its record times", o.name)}
+		}
+		s.first, s.last = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+		v = v[16:]
+	}
+	agg, err := o.agg.Decode(v)
+	if err != nil {
+		return s, fmt.Errorf("store %s: decode stored aggregate: %w", o.name, err)
+	}
+	s.agg = agg
+	return s, nil
+}
+
+func (o *windowOp[K, V, A]) encodeWindow(s windowState[A]) ([]byte, error) {
+	ab, err := o.agg.Encode(s.agg)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: encode aggregate: %w", o.name, err)
+	}
+	v := make([]byte, 0, binary.MaxVarintLen64+16+len(ab))
+	v = binary.AppendUvarint(v, s.pending)
+	if o.d.kind == "sliding" {
+		v = binary.BigEndian.AppendUint64(v, uint64(s.first))
+		v = binary.BigEndian.AppendUint64(v, uint64(s.last))
+	}
+	return append(v, ab...), nil
+}
+
+// put writes a store key through the round's transaction and its changelog
+// record (with the record's outputs: only if the record succeeds).
+func (o *windowOp[K, V, A]) put(key, value []byte, ts int64) error {
+	k := slices.Clone(key)
+	if _, err := o.t.txn.Put(o.name, k, value, ts); err != nil {
+		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	}
+	o.t.emit(o.st.changelog, o.t.id.partition, k, value, time.UnixMilli(ts), nil)
+	return nil
+}
+
+// del deletes a store key with its changelog tombstone.
+func (o *windowOp[K, V, A]) del(key []byte, ts int64) error {
+	k := slices.Clone(key)
+	if err := o.t.txn.Delete(o.name, k); err != nil {
+		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	}
+	o.t.emit(o.st.changelog, o.t.id.partition, k, nil, time.UnixMilli(ts), nil)
+	return nil
+}
+
+// get reads a store key through the round's transaction.
+func (o *windowOp[K, V, A]) get(key []byte) ([]byte, bool, error) {
+	v, _, found, err := o.t.txn.Get(o.name, key)
+	if err != nil {
+		return nil, false, &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	}
+	return v, found, nil
+}
+
+// indexKey is the 'c' (open) or 'r' (retained) entry of a window.
+func indexKey(key []byte, w window.Window, retained bool) []byte {
+	k := timekey.IndexKey(nil, key, w.Start, w.End)
+	if retained {
+		k[0] = tagRetained
+	}
+	return k
+}
+
+// addWindow creates a window's index entry (the 'w' entry is written by
+// the caller) and notes it for the transaction's scans.
+func (o *windowOp[K, V, A]) addWindow(kb []byte, w window.Window, ts int64, retained bool) error {
+	ik := indexKey(kb, w, retained)
+	// The window is new, so is its index entry: no read of it.
+	if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, ts); err != nil {
+		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	}
+	o.t.emit(o.st.changelog, o.t.id.partition, ik, indexValue, time.UnixMilli(ts), nil)
+	o.created[string(ik)] = struct{}{}
+	i := 0
+	if retained {
+		i = 1
+	}
+	o.nextEnd[i] = min(o.nextEnd[i], w.End)
+	if o.d.kind != "time" {
+		wk := timekey.WindowKey(nil, kb, w.Start, w.End)
+		o.keyWins[string(kb)] = append(o.keyWins[string(kb)], wk)
+	}
+	return nil
+}
+
+// update folds r into window w of key kb (retained: a closed window kept
+// for LateUpdates; the update is a correction). ts is the window's time:
+// its store timestamp and its results' timestamp.
+func (o *windowOp[K, V, A]) update(r Record[K, V], kb []byte, w window.Window, ts int64, retained bool) error {
+	wk := timekey.WindowKey(nil, kb, w.Start, w.End)
+	old, found, err := o.get(wk)
+	if err != nil {
+		return err
+	}
+	var s windowState[A]
+	if found {
+		if s, err = o.decodeWindow(old); err != nil {
+			return err
+		}
+	}
+	if s.agg, err = o.fns.add(r, s.agg, found); err != nil {
+		return err
+	}
+	s.pending++
+	if !found {
+		// The index entry first: a crash that keeps a prefix of the
+		// changelog leaves at worst an index entry without its window
+		// (dropped when the scan reaches it), never a window that no
+		// index entry closes.
+		if err := o.addWindow(kb, w, ts, retained); err != nil {
+			return err
+		}
+	}
+	return o.store(r, kb, wk, w, ts, s, retained)
+}
+
+// store writes window w's new state and emits what its emission says: every
+// update (EmitUpdates), a correction (retained), or an early firing.
+func (o *windowOp[K, V, A]) store(r Record[K, V], kb, wk []byte, w window.Window, ts int64, s windowState[A], retained bool) error {
+	emit := !o.d.emit.final || retained || (o.d.emit.earlyEvery > 0 && s.pending >= uint64(o.d.emit.earlyEvery))
+	if emit {
+		s.pending = 0
+	}
+	v, err := o.encodeWindow(s)
+	if err != nil {
+		return err
+	}
+	if err := o.put(wk, v, ts); err != nil {
+		return err
+	}
+	if o.d.emit.final && o.d.emit.earlyEach > 0 && !emit {
+		o.early[string(wk)] = struct{}{}
+	}
+	if !emit || o.next == nil {
+		return nil
+	}
+	return o.next(Record[Windowed[K], A]{Key: o.windowedKey(r.Key, w), Value: s.agg, Timestamp: time.UnixMilli(ts),
+		Headers: r.Headers, Origin: r.Origin})
+}
+
+// windowedKey is the result key of key's window w.
+func (o *windowOp[K, V, A]) windowedKey(key K, w window.Window) Windowed[K] {
+	return Windowed[K]{Key: key, Start: time.UnixMilli(w.Start).UTC(), End: time.UnixMilli(w.End).UTC()}
+}
+
+// late routes a late record by the policy. w is the latest window it
+// belonged to, closed at closeAt.
+func (o *windowOp[K, V, A]) late(r Record[K, V], kb []byte, w window.Window, closeAt int64) error {
+	o.lateCount.Inc()
+	p := o.d.late
+	if p.kind == lateDrop || p.kind == lateUpdates {
+		return nil
+	}
+	vb, err := o.value.Encode(r.Value)
+	if err != nil {
+		return fmt.Errorf("store %s: encode late record's value: %w", o.name, err)
+	}
+	by := o.wm - closeAt
+	hs := make([]Header, 0, len(r.Headers)+5)
+	hs = append(hs, r.Headers...)
+	hs = append(hs,
+		Header{Key: HeaderLateStore, Value: []byte(o.name)},
+		Header{Key: HeaderLateWindowStart, Value: strconv.AppendInt(nil, w.Start, 10)},
+		Header{Key: HeaderLateWindowEnd, Value: strconv.AppendInt(nil, w.End, 10)},
+		Header{Key: HeaderLateWatermark, Value: strconv.AppendInt(nil, o.wm, 10)},
+		Header{Key: HeaderLateBy, Value: strconv.AppendInt(nil, by, 10)})
+	if p.kind == lateTopic {
+		o.t.emit(p.topic, -1, slices.Clone(kb), vb, r.Timestamp, hs)
+		return nil
+	}
+	kr := &kgo.Record{Topic: r.Origin.Topic, Partition: r.Origin.Partition, Offset: r.Origin.Offset,
+		Key: slices.Clone(kb), Value: vb, Timestamp: r.Timestamp}
+	for _, h := range hs {
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	now := o.t.app.cfg.clock.Now()
+	o.t.deadLetter(kr, failedIn(o.n, &lateError{store: o.name, win: w, wm: o.wm, by: by}), 1, now, now)
+	return nil
+}
+
+// advance closes the windows the watermark passed (timedOperator).
+func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
+	o.sync()
+	if err := o.load(); err != nil {
+		return unfatal(err)
+	}
+	o.wm = max(o.wm, wm)
+	if o.lastEarly.IsZero() {
+		o.lastEarly = now
+	}
+	if o.d.emit.earlyEach > 0 && now.Sub(o.lastEarly) >= o.d.emit.earlyEach {
+		o.lastEarly = now
+		if err := o.fireEarly(); err != nil {
+			return err
+		}
+	}
+	if o.wm == math.MinInt64 {
+		return nil
+	}
+	delta := o.d.closeDelta()
+	closed, err := o.closeIndex(0, satAddMs(o.wm, -delta))
+	if err != nil {
+		return err
+	}
+	if o.d.retain > 0 {
+		n, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain))
+		if err != nil {
+			return err
+		}
+		closed += n
+	}
+	if closed == 0 {
+		return nil
+	}
+	// Persist the watermark the closes happened at (see the invariants).
+	mark := binary.BigEndian.AppendUint64(nil, uint64(o.wm))
+	if _, err := o.t.txn.Put(o.name, markKey, mark, o.wm); err != nil {
+		return fmt.Errorf("store %s: %w", o.name, err)
+	}
+	if err := o.t.txn.Apply(); err != nil {
+		return err
+	}
+	o.t.produce(&kgo.Record{Topic: o.st.changelog, Partition: o.t.id.partition, Key: markKey, Value: mark,
+		Timestamp: time.UnixMilli(o.wm)})
+	return nil
+}
+
+// unfatal returns the runtime error inside a fatalError.
+func unfatal(err error) error {
+	var fe *fatalError
+	if errors.As(err, &fe) {
+		return fe.err
+	}
+	return err
+}
+
+// closeIndex handles the entries of index i ('c' or 'r') with end <= maxEnd:
+// an open window is closed (its final result emitted under EmitFinal) and
+// deleted or retained; a retained one is deleted. It returns how many it
+// handled.
+func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
+	if maxEnd < o.nextEnd[i] || maxEnd <= o.scanned[i] {
+		return 0, nil
+	}
+	tag := byte(timekey.TagIndex)
+	if i == 1 {
+		tag = tagRetained
+	}
+	from := []byte{tag}
+	if o.scanned[i] != math.MinInt64 {
+		from = timekey.AppendTime(from, o.scanned[i]+1)
+	}
+	keys := o.scanKeys[:0]
+	next := int64(math.MaxInt64)
+	err := o.t.db.Scan(o.name, from, []byte{tag + 1}, func(k, _ []byte, _ int64) error {
+		if len(k) < 1+timekey.TimeSize {
+			return &state.CorruptionError{Store: o.name, Key: slices.Clone(k), Reason: "short window index key"}
+		}
+		end := readEnd(k)
+		if end > maxEnd {
+			next = end
+			return errWindowScanStop
+		}
+		keys = append(keys, slices.Clone(k))
+		return nil
+	})
+	if err != nil && !errors.Is(err, errWindowScanStop) {
+		return 0, fmt.Errorf("store %s: scan: %w", o.name, err)
+	}
+	for k := range o.created {
+		if k[0] != tag {
+			continue
+		}
+		if end := readEnd([]byte(k)); end <= maxEnd {
+			keys = append(keys, []byte(k))
+		} else {
+			next = min(next, end)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	keys = slices.CompactFunc(keys, bytes.Equal)
+	o.scanKeys = keys[:0]
+	n := 0
+	for _, ik := range keys {
+		handled, err := o.closeWindow(ik, i == 1)
+		if err != nil {
+			return n, err
+		}
+		if handled {
+			n++
+		}
+	}
+	o.scanned[i], o.nextEnd[i] = maxEnd, next
+	return n, nil
+}
+
+// readEnd is the end time of an index key ('c' or 'r').
+func readEnd(k []byte) int64 {
+	return int64(binary.BigEndian.Uint64(k[1:]) ^ (1 << 63))
+}
+
+// closeWindow closes (or, retained, deletes) the window of index entry ik,
+// if the transaction still holds it.
+func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) {
+	t := o.t
+	// The scan found ik in the database; the round may have deleted it.
+	if found, known := t.txn.Known(o.name, ik); known && !found {
+		return false, nil
+	}
+	pk := ik
+	if retained {
+		pk = slices.Clone(ik)
+		pk[0] = timekey.TagIndex
+	}
+	key, start, end, err := timekey.ParseIndexKey(pk)
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", o.name, err)
+	}
+	w := window.Window{Start: start, End: end}
+	wk := timekey.WindowKey(nil, key, start, end)
+	v, found, err := o.get(wk)
+	if err != nil {
+		return false, unfatal(err)
+	}
+	ts := o.windowTime(w)
+	var recs []*kgo.Record
+	del := func(k []byte) error {
+		if err := t.txn.Delete(o.name, k); err != nil {
+			return fmt.Errorf("store %s: %w", o.name, err)
+		}
+		recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: k,
+			Timestamp: time.UnixMilli(ts)})
+		return nil
+	}
+	// The window before its index entry (see update), and a retained
+	// window's new entry before its old one goes.
+	keep := !retained && o.d.retain > 0 && satAddMs(end, o.d.closeDelta()+o.d.retain) > o.wm
+	if keep && found {
+		rk := indexKey(key, w, true)
+		if _, err := t.txn.PutAbsent(o.name, rk, indexValue, ts); err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
+		recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: rk, Value: indexValue,
+			Timestamp: time.UnixMilli(ts)})
+		o.nextEnd[1] = min(o.nextEnd[1], end)
+		o.created[string(rk)] = struct{}{}
+	} else if found {
+		if err := del(wk); err != nil {
+			return false, err
+		}
+	}
+	// The index entry was written at ts and the scan found it: delete it
+	// without reading it.
+	if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
+		return false, fmt.Errorf("store %s: %w", o.name, err)
+	}
+	recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: ik,
+		Timestamp: time.UnixMilli(ts)})
+	if err := t.txn.Apply(); err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		t.produce(r)
+	}
+	delete(o.early, string(wk))
+	if retained || !found || !o.d.emit.final || o.next == nil {
+		return true, nil
+	}
+	s, err := o.decodeWindow(v)
+	if err != nil {
+		return true, unfatal(err)
+	}
+	k, err := o.key.Decode(key)
+	if err != nil {
+		return true, fmt.Errorf("store %s: decode stored key: %w", o.name, err)
+	}
+	out := Record[Windowed[K], A]{Key: o.windowedKey(k, w), Value: s.agg, Timestamp: time.UnixMilli(ts)}
+	origin := o.origin(wk, v, ts)
+	return true, t.emitTimed(func() error { return failedIn(o.n, o.next(out)) }, origin)
+}
+
+// origin is what a failed emission of window wk names in the dead-letter
+// topic: the store's input partition, the window's store key and value.
+func (o *windowOp[K, V, A]) origin(wk, v []byte, ts int64) *kgo.Record {
+	t := o.t
+	return &kgo.Record{Topic: t.app.topicOf(t.app.b.sources[o.st.spec.source]), Partition: t.id.partition, Offset: -1,
+		Key: wk, Value: v, Timestamp: time.UnixMilli(ts)}
+}
+
+// windowTime is the timestamp of a window's results and store entries: its
+// last instant (end exclusive for time windows).
+func (o *windowOp[K, V, A]) windowTime(w window.Window) int64 {
+	if o.d.kind == "time" {
+		return w.End - 1
+	}
+	return w.End
+}
+
+// fireEarly emits the current result of every window updated since the
+// last interval firing (EarlyInterval), in key order.
+func (o *windowOp[K, V, A]) fireEarly() error {
+	if len(o.early) == 0 {
+		return nil
+	}
+	t := o.t
+	keys := make([]string, 0, len(o.early))
+	for k := range o.early {
+		keys = append(keys, k)
+	}
+	clear(o.early)
+	slices.Sort(keys)
+	for _, k := range keys {
+		wk := []byte(k)
+		v, found, err := o.get(wk)
+		if err != nil {
+			return unfatal(err)
+		}
+		if !found {
+			continue
+		}
+		s, err := o.decodeWindow(v)
+		if err != nil {
+			return unfatal(err)
+		}
+		if s.pending == 0 {
+			continue
+		}
+		key, start, end, err := timekey.ParseWindowKey(wk)
+		if err != nil {
+			return fmt.Errorf("store %s: %w", o.name, err)
+		}
+		w := window.Window{Start: start, End: end}
+		ts := o.windowTime(w)
+		s.pending = 0
+		nv, err := o.encodeWindow(s)
+		if err != nil {
+			return unfatal(err)
+		}
+		if _, err := t.txn.Put(o.name, wk, nv, ts); err != nil {
+			return fmt.Errorf("store %s: %w", o.name, err)
+		}
+		if err := t.txn.Apply(); err != nil {
+			return err
+		}
+		t.produce(&kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: wk, Value: nv,
+			Timestamp: time.UnixMilli(ts)})
+		if o.next == nil {
+			continue
+		}
+		kk, err := o.key.Decode(key)
+		if err != nil {
+			return fmt.Errorf("store %s: decode stored key: %w", o.name, err)
+		}
+		out := Record[Windowed[K], A]{Key: o.windowedKey(kk, w), Value: s.agg, Timestamp: time.UnixMilli(ts)}
+		if err := t.emitTimed(func() error { return failedIn(o.n, o.next(out)) }, o.origin(wk, nv, ts)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyWindow is one of a key's stored windows.
+type keyWindow struct {
+	wk  []byte
+	w   window.Window
+	val []byte
+}
+
+// keyWindows returns key kb's windows with end >= minEnd, in end order,
+// stopping at the first that starts after maxStart (sliding and session
+// windows: a later end has a later start).
+func (o *windowOp[K, V, A]) keyWindows(kb []byte, minEnd, maxStart int64) ([]keyWindow, error) {
+	lo, hi := timekey.KeyWindows(kb, minEnd)
+	var keys [][]byte
+	err := o.t.db.Scan(o.name, lo, hi, func(k, _ []byte, _ int64) error {
+		if start := int64(binary.BigEndian.Uint64(k[len(k)-8:]) ^ (1 << 63)); start > maxStart {
+			return errWindowScanStop
+		}
+		keys = append(keys, slices.Clone(k))
+		return nil
+	})
+	if err != nil && !errors.Is(err, errWindowScanStop) {
+		return nil, &fatalError{fmt.Errorf("store %s: scan: %w", o.name, err)}
+	}
+	for _, k := range o.keyWins[string(kb)] {
+		if bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	keys = slices.CompactFunc(keys, bytes.Equal)
+	out := make([]keyWindow, 0, len(keys))
+	for _, k := range keys {
+		v, found, err := o.get(k)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			continue
+		}
+		_, start, end, err := timekey.ParseWindowKey(k)
+		if err != nil {
+			return nil, &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+		}
+		if start > maxStart {
+			break
+		}
+		out = append(out, keyWindow{wk: k, w: window.Window{Start: start, End: end}, val: v})
+	}
+	return out, nil
+}
+
+// satAddMs is a + b saturated to the int64 range.
+func satAddMs(a, b int64) int64 {
+	s := a + b
+	if b > 0 && s < a {
+		return math.MaxInt64
+	}
+	if b < 0 && s > a {
+		return math.MinInt64
+	}
+	return s
+}
+
+// msDuration is ms milliseconds as a duration.
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
