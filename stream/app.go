@@ -76,6 +76,10 @@ type App struct {
 	recycleRecords atomic.Bool
 	// rebalance signals a group rebalance waiting for the loop.
 	rebalance rebalanceSignal
+	// maxEventTime is the largest stream time of the App's tasks (ms, 0:
+	// none yet): the timestamp of a marker whose writer saw no record
+	// (eventtime_markers.go).
+	maxEventTime atomic.Int64
 	// globals is the instance's replica of its global tables, while Run
 	// runs (globaltable.go).
 	globals atomic.Pointer[globalState]
@@ -341,6 +345,10 @@ func (a *App) groupOpts(instance string) []kgo.Opt {
 			manual[a.changelogTopic(st.name)] = true
 		}
 	}
+	markers := map[string]bool{}
+	for _, topic := range a.repartitionTopics() {
+		markers[topic] = true
+	}
 	var static []kgo.Opt
 	if instance != "" {
 		static = append(static, kgo.InstanceID(instance))
@@ -360,7 +368,7 @@ func (a *App) groupOpts(instance string) []kgo.Opt {
 		// offset past them, as the Java consumer's position() does:
 		// otherwise a transactional input shows a lag of 1 forever.
 		kgo.KeepControlRecords(),
-		kgo.RecordPartitioner(appPartitioner{manual: manual, byKey: kgo.StickyKeyPartitioner(nil)}),
+		kgo.RecordPartitioner(appPartitioner{manual: manual, markers: markers, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)...)
 }
@@ -369,14 +377,19 @@ func (a *App) groupOpts(instance string) []kgo.Opt {
 // (the task's partition) and everything else by key: murmur2 of the key
 // bytes, as Java clients do, so a repartition topic is partitioned exactly as
 // Kafka Streams would partition it.
+// A repartition topic's watermark markers go to the partition set on them.
 type appPartitioner struct {
-	manual map[string]bool
-	byKey  kgo.Partitioner
+	manual  map[string]bool
+	markers map[string]bool // repartition topics
+	byKey   kgo.Partitioner
 }
 
 func (p appPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	if p.manual[topic] {
 		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	if p.markers[topic] {
+		return markerPartitioner{byKey: p.byKey.ForTopic(topic)}
 	}
 	return p.byKey.ForTopic(topic)
 }

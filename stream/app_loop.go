@@ -331,6 +331,11 @@ func (a *App) ensureTask(ctx context.Context, id taskID) (*task, error) {
 		a.standbys.unclaim(id)
 		return nil, err
 	}
+	if err := t.resumeCommittedWatermark(ctx); err != nil {
+		t.close()
+		a.standbys.unclaim(id)
+		return nil, err
+	}
 	a.taskQueryable(t)
 	a.mu.Lock()
 	a.tasks[id] = t

@@ -145,29 +145,41 @@
 // instance id names its transactional id, so the restart also fences the
 // transaction the killed process left open.
 //
-// # Where event time attaches (next)
+// # Where event time attaches
 //
 // Watermarks, timers and windows extend the task, not the topology. The
 // pieces are internal packages, each tested on its own; the watermark is
-// wired into the task (eventtime.go), the rest not yet. How each plugs in:
+// wired into the task (eventtime*.go). How each plugs in:
 //
 //   - stream/internal/watermark.Tracker: one per task. At creation the task
-//     adds each input partition and resumes the state its local database
-//     kept. Where the task keeps its stream time (the largest event time it
-//     has seen), it also observes the record's input; each batch end (where
-//     expiry runs) advances the watermark on the App's clock (idleness is processing time; the
-//     Watermarks option sets the bound and idle timeout); the checkpoint
-//     write syncs the tracker state with it (state meta "watermark"). Still
-//     to do: carry that state with the committed offsets or the changelog so
-//     a new owner resumes it too; AddRepartition (with the upstream
-//     sub-topology's task count) for repartition topics once upstream tasks
-//     write markers; Status into the metrics and App.Describe.
+//     adds each input partition — a source topic's, or a repartition
+//     topic's with its upstream sub-topology's task count as writers — and
+//     resumes the state its local database kept and the state its
+//     partitions' committed offsets carry (commit metadata, "weir.wm1:";
+//     the larger of the two per value). Where the task keeps its stream time
+//     it also observes the record's input; each round end (also a tick
+//     round) advances the watermark on the App's clock (idleness is
+//     processing time; the Watermarks option sets the bound and idle
+//     timeout). Every offset commit carries the state of the committed
+//     partition (at-least-once: the OffsetCommit; ExactlyOnce: the
+//     transaction's TxnOffsetCommit, so it commits or aborts with the
+//     outputs), so a task resumed anywhere — another instance, a fresh state
+//     directory — never goes back; an aborted transaction takes the tracker
+//     back to where the task joined it. The checkpoint write syncs the local
+//     copy (state meta "watermark"). Metrics (task and per input partition
+//     watermark, event-time lag, idle inputs), App.Watermarks and
+//     App.Describe show it.
 //   - Watermark markers (watermark.MarkerHeader "weir.wm",
-//     docs/format/watermark.md): the task recognises them before the
-//     source decodes anything (never data, never the DLQ) and hands them to
-//     ObserveMarker. Still to do: a task writing a repartition topic sends
-//     MarkerRecord to every partition of it at most every marker interval,
-//     in the round's transaction under ExactlyOnce.
+//     docs/format/watermark.md): a task writing a repartition topic sends
+//     one to every partition of it at the end of its rounds, at most every
+//     WatermarkMarkers interval (200ms) and only when its watermark or idle
+//     state changed (or half the idle timeout passed), in the round's
+//     transaction under ExactlyOnce. A reader recognises them before the
+//     source decodes anything (never data, never the DLQ) and takes the
+//     minimum over the upstream writers; a stalled writer holds it until the
+//     idle timeout. `weir consume` shows them as markers (or skips them).
+//     The Driver sends none unless WatermarkMarkers is given: there a
+//     repartition topic's watermark follows its records, as a source's.
 //   - stream/internal/window: the windowed operators (see "Windows")
 //     assign each record with TimeWindows.AssignTo (tumbling, hopping,
 //     calendar in a time zone), Sliding.Add or Sessions.Merge, skip the
@@ -307,9 +319,7 @@
 //
 // # Not yet
 //
-// LateUpdates for sliding and session windows, watermark markers on
-// repartition topics (a windowed operator after a repartition judges
-// lateness by the largest time read minus the bound), stream-stream joins,
+// LateUpdates for sliding and session windows, stream-stream joins,
 // waiting for a lagging input of a task before processing (Kafka's
 // max.task.idle.ms), global tables in the HTTP query API (GlobalTable.Get
 // and App.Get read them).

@@ -4,30 +4,25 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/weirhq/weir/stream/internal/watermark"
 )
 
-// Event time of a task, first step of issue 14: every task tracks its
-// watermark (stream/internal/watermark) over the input partitions it
-// consumes, on the App's processing clock for idleness, and keeps it in its
-// local state with its checkpoint. Nothing reads it yet but tests: windows
-// and timers will.
-//
-// What is not done yet:
-//   - repartition topics are tracked like source topics (largest record time
-//     minus the bound) until upstream tasks write watermark markers; markers
-//     already never reach the operators;
-//   - the state is kept in the task's local database only, so the watermark
-//     survives a restart on the same disk, not a move to another instance or
-//     a full restore (it will travel with the committed offsets or the
-//     changelog);
-//   - metrics: the task's watermark, event-time lag and idle inputs; no
-//     App.Describe line yet.
+// Event time of a task: every task tracks its watermark
+// (stream/internal/watermark) over the input partitions it consumes, on the
+// App's processing clock for idleness. Its state is kept in the task's local
+// database with its checkpoint and in the commit metadata of its input
+// offsets (eventtime_commit.go), so it never goes backwards across restarts,
+// moves and full restores; under ExactlyOnce an aborted transaction takes it
+// back to where the task joined the transaction, with the rounds it undoes.
+// Through repartition topics it travels as markers (eventtime_markers.go).
+// Windows and timers read it at each round's end (timed.go); metrics and
+// App.Watermarks/Describe show it.
 
 // Watermarks sets the App's watermark strategy: a source partition's
 // watermark is the largest event time read from it minus outOfOrderness; a
@@ -49,24 +44,75 @@ type eventTime struct {
 	cur    watermark.Input
 	// saved is the state last given to the local database.
 	saved []byte
+	// roundSnap is the tracker when the task joined the open ExactlyOnce
+	// transaction (restored if it aborts).
+	roundSnap *watermark.Tracker
+	// writer sends the task's markers (nil: it writes no repartition topic).
+	writer *markerWriter
+	// committedMeta is the commit metadata of each input partition as last
+	// committed (or found at the task's start); startOffset its committed
+	// offset found at the start; topicIDs the inputs' topic ids.
+	committedMeta map[string]string
+	startOffset   map[string]int64
+	topicIDs      map[string][16]byte
+
 	// the task's children of the event-time metrics (wmGauge and lagGauge
-	// nil until the task has a watermark)
+	// nil until the task has a watermark); inWM and inIdle per input.
 	wmGauge, lagGauge, idleGauge prometheus.Gauge
+	inWM, inIdle                 []prometheus.Gauge
+
+	// status is the state as of the last round, for App.Watermarks (read
+	// by other goroutines under statusMu).
+	statusMu sync.Mutex
+	status   TaskWatermark
 }
 
 // initEventTime adds the task's input partitions to a new tracker and
 // resumes the state its local database kept (a state it cannot read is
-// dropped: the database is a cache).
+// dropped: the database is a cache). A repartition topic is tracked over
+// its upstream writers when they send markers (markersOn).
 func (t *task) initEventTime() error {
-	tr, err := watermark.New(t.app.cfg.watermark)
+	a := t.app
+	tr, err := watermark.New(a.cfg.watermark)
 	if err != nil {
 		return err
 	}
+	id := t.id.String()
 	t.et = eventTime{tracker: tr, inputs: map[string]watermark.Input{},
-		idleGauge: t.app.metrics.taskIdleInputs.WithLabelValues(t.id.String())}
-	now := t.app.cfg.clock.Now()
+		committedMeta: map[string]string{}, startOffset: map[string]int64{}, topicIDs: map[string][16]byte{},
+		idleGauge: a.metrics.taskIdleInputs.WithLabelValues(id)}
+	now := a.cfg.clock.Now()
+	// The task's input partitions: partition p of each source topic that
+	// has one (a sub-topology has as many tasks as its largest source has
+	// partitions; a smaller source has no partition for the others).
+	var topics []string
 	for _, topic := range slices.Sorted(maps.Keys(t.entries)) {
-		t.et.inputs[topic] = tr.AddSource(topic, t.id.partition, now)
+		if n, ok := a.partitions[topic]; !ok || t.id.partition < n {
+			topics = append(topics, topic)
+		}
+	}
+	for _, topic := range topics {
+		writers := 0
+		if s := a.sources[topic]; s != nil && s.internal && a.markersOn() {
+			writers = a.repartitionWriters(s)
+		}
+		if writers == 0 {
+			t.et.inputs[topic] = tr.AddSource(topic, t.id.partition, now)
+			continue
+		}
+		if t.et.inputs[topic], err = tr.AddRepartition(topic, t.id.partition, writers, now); err != nil {
+			return err
+		}
+	}
+	t.et.inWM = make([]prometheus.Gauge, tr.Inputs()) // created with the input's first watermark
+	for _, topic := range topics {
+		t.et.inIdle = append(t.et.inIdle, a.metrics.inputIdle.WithLabelValues(id, topic, strconv.Itoa(int(t.id.partition))))
+	}
+	if a.markersOn() {
+		if w := newMarkerWriter(t); w != nil {
+			t.et.writer = w
+			t.addTimed(w)
+		}
 	}
 	if t.db == nil {
 		return nil
@@ -77,7 +123,7 @@ func (t *task) initEventTime() error {
 	}
 	if saved != nil {
 		if err := tr.Restore(saved, now); err != nil {
-			t.app.cfg.logger.Warn("local watermark state unreadable; starting from the records",
+			a.cfg.logger.Warn("local watermark state unreadable; starting from the records",
 				"task", t.id.String(), "err", err)
 		} else {
 			t.et.saved = saved
@@ -86,34 +132,27 @@ func (t *task) initEventTime() error {
 	return nil
 }
 
-// handleMarker reports whether kr is a watermark marker, which is never
-// data: it goes to the tracker (or is skipped, logged, if it does not fit)
-// and counts as handled.
-func (t *task) handleMarker(kr *kgo.Record) bool {
-	m, ok, err := watermark.MarkerOf(kr)
-	if !ok {
-		return false
-	}
-	if err == nil {
-		err = t.et.tracker.ObserveMarker(t.et.inputs[kr.Topic], m, t.app.cfg.clock.Now())
-	}
-	if err != nil {
-		t.app.cfg.logger.Warn("watermark marker skipped", "task", t.id.String(), "topic", kr.Topic,
-			"partition", kr.Partition, "offset", kr.Offset, "err", err)
-	}
-	t.next[kr.Topic] = kgo.EpochOffset{Epoch: kr.LeaderEpoch, Offset: kr.Offset + 1}
-	return true
-}
-
 // advanceWatermark recomputes the task's watermark at the end of its part
 // of a round, on the App's clock, and updates the task's event-time
-// metrics.
+// metrics and status.
 func (t *task) advanceWatermark() int64 {
 	now := t.app.cfg.clock.Now()
 	wm := t.et.tracker.Advance(now)
+	t.publishWatermark(wm, now)
+	if st := t.streamTime; st != watermark.Min {
+		for cur := t.app.maxEventTime.Load(); st > cur && !t.app.maxEventTime.CompareAndSwap(cur, st); {
+			cur = t.app.maxEventTime.Load()
+		}
+	}
+	return wm
+}
+
+// publishWatermark sets the task's event-time metrics and status to
+// watermark wm at processing time now.
+func (t *task) publishWatermark(wm int64, now time.Time) {
+	id := t.id.String()
 	if wm != watermark.Min {
 		if t.et.wmGauge == nil { // the series appear with the first watermark
-			id := t.id.String()
 			t.et.wmGauge = t.app.metrics.taskWatermark.WithLabelValues(id)
 			t.et.lagGauge = t.app.metrics.taskEventLag.WithLabelValues(id)
 		}
@@ -121,7 +160,155 @@ func (t *task) advanceWatermark() int64 {
 		t.et.lagGauge.Set(float64(now.UnixMilli()-wm) / 1e3)
 	}
 	t.et.idleGauge.Set(float64(t.et.tracker.IdleInputs()))
-	return wm
+	st := TaskWatermark{Task: id, Watermark: wmTime(wm), At: now}
+	if wm != watermark.Min {
+		st.Lag = now.Sub(st.Watermark)
+	}
+	for i, in := range t.et.tracker.Status() {
+		if in.Watermark != watermark.Min {
+			if t.et.inWM[i] == nil {
+				t.et.inWM[i] = t.app.metrics.inputWatermark.WithLabelValues(id, in.Topic, strconv.Itoa(int(in.Partition)))
+			}
+			t.et.inWM[i].Set(float64(in.Watermark) / 1e3)
+		}
+		idle := 0.0
+		if in.Idle {
+			idle = 1
+		}
+		t.et.inIdle[i].Set(idle)
+		st.Inputs = append(st.Inputs, InputWatermark{Topic: in.Topic, Partition: in.Partition,
+			Watermark: wmTime(in.Watermark), MaxEvent: wmTime(in.MaxEvent), Idle: in.Idle,
+			Writers: in.Writers, IdleWriters: in.IdleWriters})
+	}
+	t.et.statusMu.Lock()
+	t.et.status = st
+	t.et.statusMu.Unlock()
+}
+
+// wmTime converts a watermark (ms) to a time, zero for none.
+func wmTime(ms int64) time.Time {
+	if ms == watermark.Min {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// snapshotWatermark keeps the tracker as the task joins an ExactlyOnce
+// transaction; rollbackWatermark goes back to it when the transaction
+// aborts: the aborted rounds' store writes and outputs (windows closed,
+// markers sent) are discarded, so must the watermark that made them be.
+// The markers of the aborted rounds are sent again.
+func (t *task) snapshotWatermark() { t.et.roundSnap = t.et.tracker.Clone() }
+
+func (t *task) rollbackWatermark() {
+	if t.et.roundSnap == nil {
+		return
+	}
+	t.et.tracker, t.et.roundSnap = t.et.roundSnap, nil
+	if t.et.writer != nil {
+		t.et.writer.forget()
+	}
+}
+
+// TaskWatermark is one task's event time as of its last round (see
+// App.Watermarks).
+type TaskWatermark struct {
+	Task string // "<sub-topology>_<partition>"
+	// Watermark is the task's watermark (zero: none yet): no record with an
+	// earlier event time is expected. Lag is At minus Watermark, At the
+	// processing time of the round.
+	Watermark, At time.Time
+	Lag           time.Duration
+	Inputs        []InputWatermark
+}
+
+// InputWatermark is one input partition of a task.
+type InputWatermark struct {
+	Topic     string
+	Partition int32
+	// Watermark is the input's own (for a repartition topic, the minimum
+	// over its upstream writers' markers); MaxEvent the largest event time
+	// of a record read from it. Zero: none.
+	Watermark, MaxEvent time.Time
+	// Idle: the input holds the task's watermark back no more (no record,
+	// or no writer active, for the idle timeout).
+	Idle bool
+	// Writers is the number of upstream tasks writing a repartition topic
+	// (0 for a source topic); IdleWriters how many of them are idle.
+	Writers, IdleWriters int
+}
+
+// Watermarks returns the event time of every task this instance runs, as
+// of each task's last round, ordered by task.
+func (a *App) Watermarks() []TaskWatermark {
+	tasks := a.allTasks()
+	slices.SortFunc(tasks, func(x, y *task) int { return compareTaskIDs(x.id, y.id) })
+	out := make([]TaskWatermark, 0, len(tasks))
+	for _, t := range tasks {
+		t.et.statusMu.Lock()
+		st := t.et.status
+		t.et.statusMu.Unlock()
+		if st.Task == "" {
+			st.Task = t.id.String()
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// describeEventTime renders the watermark strategy and every running
+// task's watermark for Describe.
+func (a *App) describeEventTime(b *strings.Builder) {
+	w := a.cfg.watermark
+	idle := "never idle"
+	if w.IdleTimeout > 0 {
+		idle = "idle after " + w.IdleTimeout.String()
+	}
+	fmt.Fprintf(b, "  event time: watermark = largest event time - %v per source partition, %s; task watermark = minimum over its inputs, never backwards, kept with the committed offsets\n",
+		w.OutOfOrderness, idle)
+	if reps := a.repartitionTopics(); len(reps) > 0 {
+		if a.markersOn() {
+			fmt.Fprintf(b, "  event time through %s: watermark markers (header %s) at most every %v per writer; readers take the minimum over the upstream tasks\n",
+				strings.Join(reps, ", "), watermark.MarkerHeader, a.markerInterval())
+		} else {
+			fmt.Fprintf(b, "  event time through %s: no markers (Driver): the largest event time read, as a source\n", strings.Join(reps, ", "))
+		}
+	}
+	for _, st := range a.Watermarks() {
+		wm := "none"
+		if !st.Watermark.IsZero() {
+			wm = st.Watermark.Format(time.RFC3339Nano) + " (lag " + st.Lag.Round(time.Millisecond).String() + ")"
+		}
+		var ins []string
+		for _, in := range st.Inputs {
+			s := fmt.Sprintf("%s-%d ", in.Topic, in.Partition)
+			if in.Watermark.IsZero() {
+				s += "none"
+			} else {
+				s += in.Watermark.Format(time.RFC3339Nano)
+			}
+			if in.Writers > 0 {
+				s += fmt.Sprintf(" writers %d (%d idle)", in.Writers, in.IdleWriters)
+			}
+			if in.Idle {
+				s += " IDLE"
+			}
+			ins = append(ins, s)
+		}
+		fmt.Fprintf(b, "  task %s watermark %s; inputs: %s\n", st.Task, wm, strings.Join(ins, "; "))
+	}
+}
+
+// repartitionTopics lists the App's repartition topics, sorted.
+func (a *App) repartitionTopics() []string {
+	var out []string
+	for _, s := range a.b.sources {
+		if s.internal {
+			out = append(out, a.topicOf(s))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // stageWatermark gives the tracker's state to the local database if it

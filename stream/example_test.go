@@ -56,6 +56,8 @@ func ExampleNewDriver() {
 	//   changelog   surge-per-zone-changelog: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; the store may count a replayed record twice (state >= true state); order: per key; written to the task's partition
 	//   dead-letter surge.dlq: at-least-once — idempotent producer (acks=all); input offsets committed after every output is acknowledged; a crash replays uncommitted input: duplicates visible after a crash; permanent failures (decode errors, panics, errors not worth retrying) at once, retriable ones after 3 attempts; order: none across keys; headers name the failing operator and the original topic/partition/offset
 	//   store per-zone: TTL 1h0m0s (event time), changelog surge-per-zone-changelog; local Pebble store per task; on assignment replays the changelog from the local checkpoint (written at each commit), or from the start if there is none
+	//   event time: watermark = largest event time - 0s per source partition, never idle; task watermark = minimum over its inputs, never backwards, kept with the committed offsets
+	//   event time through surge-per-zone-repartition: no markers (Driver): the largest event time read, as a source
 }
 
 // Enriching orders with a customers table (both keyed by customer id,

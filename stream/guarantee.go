@@ -175,6 +175,7 @@ func (a *App) Describe() string {
 		}
 		fmt.Fprintf(&b, "  store %s: TTL %v (event time), changelog %s; %s\n", s.Store, s.TTL, s.Changelog, s.Recovery)
 	}
+	a.describeEventTime(&b)
 	return b.String()
 }
 

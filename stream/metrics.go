@@ -34,6 +34,12 @@ type metrics struct {
 	taskWatermark  *prometheus.GaugeVec
 	taskEventLag   *prometheus.GaugeVec
 	taskIdleInputs *prometheus.GaugeVec
+	// per input partition of a task (labels task, topic, partition)
+	inputWatermark *prometheus.GaugeVec
+	inputIdle      *prometheus.GaugeVec
+	// watermark markers written to and read from repartition topics
+	markersOut prometheus.Counter
+	markersIn  prometheus.Counter
 	// windowLate counts late records of windowed stores (window_agg.go),
 	// labels store and policy.
 	windowLate *prometheus.CounterVec
@@ -64,6 +70,8 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 		tasksClosed: c("tasks_closed_total", "Tasks closed on this instance (revoked, lost or shut down)."),
 		tasks:       g("tasks", "Tasks owned by this instance."),
 		storeBytes:  g("store_bytes", "On-disk size of the local stores (sampled at commit)."),
+		markersOut:  c("watermark_markers_out_total", "Watermark markers written to repartition topics (one per partition)."),
+		markersIn:   c("watermark_markers_in_total", "Watermark markers read from repartition topics (never handed to operators)."),
 	}
 	labels := []string{"task"}
 	m.taskIn = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
@@ -91,6 +99,13 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 	m.taskIdleInputs = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
 		Name: "task_idle_inputs", Help: "Input partitions of the task idle past the idle timeout (not holding its watermark back).",
 		ConstLabels: prometheus.Labels{"app": appID}}, labels)
+	inLabels := []string{"task", "topic", "partition"}
+	m.inputWatermark = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_input_watermark_seconds", Help: "An input partition's own watermark, Unix seconds (for a repartition topic the minimum over its active upstream writers; absent until it has one).",
+		ConstLabels: prometheus.Labels{"app": appID}}, inLabels)
+	m.inputIdle = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "weir", Subsystem: "stream",
+		Name: "task_input_idle", Help: "1 if the input partition is idle past the idle timeout (holds the task's watermark back no more), else 0.",
+		ConstLabels: prometheus.Labels{"app": appID}}, inLabels)
 	m.windowLate = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "weir", Subsystem: "stream",
 		Name:        "window_late_records_total",
 		Help:        "Late records of windowed stores, by late policy (drop, topic, dlq, updates-expired: past the retention of LateUpdates); partial: windows a record that was not late skipped because they were closed.",
@@ -98,7 +113,8 @@ func newMetrics(appID string, reg prometheus.Registerer) (*metrics, error) {
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.dlq, m.retries, m.expired,
 			m.restored, m.restoreSecs, m.restoreLeft, m.commits, m.fenced, m.txnAborts, m.tasksOpened, m.tasksClosed, m.tasks, m.storeBytes,
-			m.taskIn, m.taskOut, m.taskDLQ, m.taskRedelivered, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs, m.windowLate} {
+			m.taskIn, m.taskOut, m.taskDLQ, m.taskRedelivered, m.taskLag, m.taskWatermark, m.taskEventLag, m.taskIdleInputs,
+			m.inputWatermark, m.inputIdle, m.markersOut, m.markersIn, m.windowLate} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
@@ -128,4 +144,6 @@ func (m *metrics) dropTask(task string) {
 	m.taskWatermark.DeleteLabelValues(task)
 	m.taskEventLag.DeleteLabelValues(task)
 	m.taskIdleInputs.DeleteLabelValues(task)
+	m.inputWatermark.DeletePartialMatch(prometheus.Labels{"task": task})
+	m.inputIdle.DeletePartialMatch(prometheus.Labels{"task": task})
 }

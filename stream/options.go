@@ -79,8 +79,11 @@ type config struct {
 	errors        errorConfig // policy.go
 	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
 	checkpointInterval time.Duration
-	// watermark is the watermark strategy (Watermarks, eventtime.go).
+	// watermark is the watermark strategy (Watermarks, eventtime.go);
+	// markers how often repartition writers send theirs
+	// (WatermarkMarkers, eventtime_markers.go).
 	watermark watermark.Config
+	markers   markerConfig
 
 	// queryable state and standby replicas (query.go, standby.go)
 	query           queryConfig
@@ -179,6 +182,9 @@ func (c *config) validate() error {
 	}
 	if _, err := watermark.New(c.watermark); err != nil {
 		errs = append(errs, err)
+	}
+	if c.markers.interval < 0 {
+		errs = append(errs, fmt.Errorf("watermark marker interval %v < 0", c.markers.interval))
 	}
 	if c.storeCache < 0 {
 		errs = append(errs, fmt.Errorf("store cache %d bytes < 0", c.storeCache))

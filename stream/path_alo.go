@@ -94,9 +94,13 @@ func (p *atLeastOnce) commitOffsets(ctx context.Context, tasks []*task) {
 			offsets[topic][t.id.partition] = next
 		}
 	}
+	// Each partition's commit carries its task's watermark state (metadata);
+	// a partition whose watermark alone moved is committed at its offset.
+	wc := prepareWatermarkCommit(tasks)
+	wc.addTo(offsets)
 	var commitErr error
 	if len(offsets) > 0 {
-		a.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		a.cl.CommitOffsetsSync(wc.offsetCommitContext(ctx), offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				commitErr = err
 				return
@@ -108,6 +112,9 @@ func (p *atLeastOnce) commitOffsets(ctx context.Context, tasks []*task) {
 	if commitErr != nil {
 		a.cfg.logger.Warn("offset commit failed", "err", commitErr)
 		return
+	}
+	if len(offsets) > 0 {
+		wc.committed()
 	}
 	for _, t := range tasks {
 		for topic, next := range t.next {

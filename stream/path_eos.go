@@ -226,7 +226,12 @@ func (p *exactlyOnce) end(commit bool) error {
 			}
 		}
 	}
-	committed, err := p.sess.End(ctx, try)
+	// The transaction's offsets carry the tasks' watermark states (metadata).
+	wc := prepareWatermarkCommit(tasks)
+	committed, err := p.sess.End(wc.txnCommitContext(ctx), try)
+	if committed {
+		wc.committed()
+	}
 	p.stale.Store(false)
 	for _, t := range tasks {
 		if committed {

@@ -655,7 +655,8 @@ func (t *task) flushIfWanted() error {
 }
 
 // abortRound drops the store writes of an aborted transaction (all its
-// rounds); the records are fetched and processed again.
+// rounds) and takes the watermark back to where the task joined it; the
+// records are fetched and processed again.
 func (t *task) abortRound() {
 	for _, f := range t.flushers {
 		f.drop() // the collapsed updates of the aborted writes
@@ -666,6 +667,7 @@ func (t *task) abortRound() {
 	}
 	t.txnGen++
 	t.streamTime = t.roundStart
+	t.rollbackWatermark()
 	if t.roundNext != nil {
 		t.next = t.roundNext
 		t.roundNext = nil
@@ -677,6 +679,7 @@ func (t *task) abortRound() {
 func (t *task) beginRound() {
 	t.roundStart = t.streamTime
 	t.roundNext = maps.Clone(t.next)
+	t.snapshotWatermark()
 }
 
 // tablesCovered records that the task's table stores hold their source

@@ -24,7 +24,13 @@ import (
 //     under ExactlyOnce part of the open transaction (an abort discards them
 //     and the round is redone);
 //   - the watermark it is given never goes backwards within a task's life
-//     (watermark.Tracker).
+//     (watermark.Tracker), also across owners (it travels with the
+//     committed offsets) — except after an aborted ExactlyOnce
+//     transaction: the task's watermark goes back to where it joined the
+//     transaction, together with the store writes and outputs of the
+//     aborted rounds, and those rounds are redone. An operator therefore
+//     keeps what it derives from the watermark in its stores (rolled back
+//     with them), not in memory.
 type timedOperator interface {
 	nodeID() int
 	advance(wm int64, now time.Time) error

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -20,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream"
 )
 
 type consumeOptions struct {
@@ -35,6 +38,7 @@ type consumeOptions struct {
 	regex      bool
 	isolation  string
 	registry   string // schema_values.go: decode wire-format values in -f json
+	markers    string // show or skip watermark markers (records with the header weir.wm)
 
 	now func() time.Time // for relative --timestamp values; injected by tests
 }
@@ -70,7 +74,12 @@ valid UTF-8 is given base64-encoded as key_base64 / value_base64).
 -F sets a kcat-like format instead: %t topic, %p partition, %o offset, %k key, %s value,
 %K key length, %S value length, %T timestamp (ms), %h headers (k=v,k2=v2), %% a percent
 sign; \n, \t and \\ are escapes. A newline ends each record unless the format ends
-with one.`,
+with one.
+
+Watermark markers (records carrying the header "weir.wm", which weir stream apps write
+into their repartition topics) are never data: they are printed as marker lines
+("# marker topic/partition@offset writer 3/12 watermark 2026-12-02T00:00:00Z", in json
+an object with a "marker" field and no key or value), or left out with --markers skip.`,
 		Example: `  weir consume events -e                       # everything there is now, then exit
   weir consume events -o end                     # only new records
   weir consume events -o 42 -p 0 -n 10           # 10 records of partition 0 from offset 42
@@ -98,6 +107,7 @@ with one.`,
 	f.StringVarP(&o.template, "format-string", "F", "", "kcat-like output format, e.g. '%t %p %o %k %s %h' (see above)")
 	f.BoolVarP(&o.regex, "regex", "r", false, "the topic arguments are regular expressions matched against whole topic names")
 	f.StringVar(&o.isolation, "isolation", "read_committed", "read_committed (only committed transactions; default) or read_uncommitted")
+	f.StringVar(&o.markers, "markers", "show", "watermark markers (header weir.wm): show (as markers, never as data) or skip")
 	f.StringVar(&o.registry, "registry", envRegistry(), "with -f json: schema registry URL; wire-format values are added decoded as value_schema {id, value}")
 	return cmd
 }
@@ -113,6 +123,11 @@ func (o *consumeOptions) validate(fs interface{ Changed(string) bool }) error {
 	}
 	if _, err := parseTemplate(o.template); err != nil {
 		return err
+	}
+	switch o.markers {
+	case "show", "skip":
+	default:
+		return fmt.Errorf("--markers must be show or skip, got %q", o.markers)
 	}
 	switch o.isolation {
 	case "read_committed", "read_uncommitted":
@@ -436,7 +451,13 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, args []string
 			return fatal
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
+			switch m, isMarker, merr := stream.ParseWatermarkMarker(r.Headers); {
+			case r.Attrs.IsControl():
+			case isMarker && o.markers == "skip":
+			case isMarker:
+				out.printMarker(r, m, merr)
+				printed++
+			default:
 				out.print(r)
 				printed++
 			}
@@ -741,4 +762,59 @@ func (p *recordPrinter) print(r *kgo.Record) {
 			_, p.err = p.w.Write(b)
 		}
 	}
+}
+
+type jsonMarker struct {
+	Writer        uint32 `json:"writer"`
+	Writers       uint32 `json:"writers"`
+	Watermark     *int64 `json:"watermark"` // ms; null: the writer has none yet
+	WatermarkTime string `json:"watermark_time,omitempty"`
+	Idle          bool   `json:"idle,omitempty"`
+	Error         string `json:"error,omitempty"` // a marker header that does not decode
+}
+
+type jsonMarkerRecord struct {
+	Topic     string     `json:"topic"`
+	Partition int32      `json:"partition"`
+	Offset    int64      `json:"offset"`
+	Timestamp int64      `json:"timestamp"`
+	Marker    jsonMarker `json:"marker"`
+}
+
+// printMarker writes a watermark marker as a marker, never as a data
+// record: a "# marker" line, or in json an object with a "marker" field
+// and no key or value. A marker header that does not decode is still a
+// marker, shown with its error.
+func (p *recordPrinter) printMarker(r *kgo.Record, m stream.WatermarkMarker, merr error) {
+	if p.err != nil {
+		return
+	}
+	jm := jsonMarker{Writer: m.Writer, Writers: m.Writers, Idle: m.Idle}
+	wm := "none"
+	if merr != nil {
+		jm.Error = merr.Error()
+	} else if m.Watermark != math.MinInt64 {
+		jm.Watermark = &m.Watermark
+		jm.WatermarkTime = time.UnixMilli(m.Watermark).UTC().Format(time.RFC3339Nano)
+		wm = jm.WatermarkTime
+	}
+	if p.template == nil && p.format == "json" {
+		b, err := json.Marshal(jsonMarkerRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			Timestamp: r.Timestamp.UnixMilli(), Marker: jm})
+		if p.err = err; err == nil {
+			_, p.err = p.w.Write(append(b, '\n'))
+		}
+		return
+	}
+	line := fmt.Sprintf("# marker %s/%d@%d ", r.Topic, r.Partition, r.Offset)
+	switch {
+	case merr != nil:
+		line += "malformed: " + merr.Error()
+	default:
+		line += fmt.Sprintf("writer %d/%d watermark %s", m.Writer, m.Writers, wm)
+		if m.Idle {
+			line += " idle"
+		}
+	}
+	_, p.err = fmt.Fprintln(p.w, line)
 }

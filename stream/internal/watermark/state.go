@@ -33,16 +33,35 @@ var ErrState = errors.New("watermark: malformed tracker state")
 
 // AppendState appends the tracker's persisted state.
 func (t *Tracker) AppendState(dst []byte) []byte {
+	return t.appendState(dst, 0, len(t.inputs), true)
+}
+
+// AppendInputState appends a persisted state (the same format, restored by
+// Restore) holding the task's watermark and input in alone: what one input
+// partition's committed offset carries. Without writers, a repartition
+// input's writers are left out (stored as a source's: none), which Restore
+// takes as a changed writer count — the watermarks survive, the writers'
+// are heard again. It bounds the size whatever the upstream's task count.
+func (t *Tracker) AppendInputState(dst []byte, in Input, writers bool) []byte {
+	return t.appendState(dst, int(in), int(in)+1, writers)
+}
+
+// appendState appends the state of the inputs [from, to).
+func (t *Tracker) appendState(dst []byte, from, to int, writers bool) []byte {
 	start := len(dst)
 	dst = append(dst, stateVersion)
 	dst = binary.AppendVarint(dst, t.wm)
-	dst = binary.AppendUvarint(dst, uint64(len(t.inputs)))
-	for i := range t.inputs {
+	dst = binary.AppendUvarint(dst, uint64(to-from))
+	for i := from; i < to; i++ {
 		p := &t.inputs[i]
 		dst = binary.AppendUvarint(dst, uint64(len(p.topic)))
 		dst = append(dst, p.topic...)
 		dst = binary.AppendVarint(dst, int64(p.partition))
 		dst = binary.AppendVarint(dst, p.maxEvent)
+		if !writers {
+			dst = binary.AppendUvarint(dst, 0)
+			continue
+		}
 		dst = binary.AppendUvarint(dst, uint64(len(p.writers)))
 		for _, w := range p.writers {
 			dst = binary.AppendVarint(dst, w.wm)

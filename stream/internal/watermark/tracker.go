@@ -285,3 +285,22 @@ func (t *Tracker) Status() []InputStatus {
 	}
 	return out
 }
+
+// Clone returns a deep copy of t: a task keeps one when it joins a
+// transaction and goes back to it if the transaction aborts (the aborted
+// rounds' effects, windows closed on the later watermark among them, are
+// discarded with it).
+func (t *Tracker) Clone() *Tracker {
+	c := *t
+	c.inputs = make([]input, len(t.inputs))
+	for i, p := range t.inputs {
+		if p.writers != nil {
+			p.writers = append([]writer(nil), p.writers...)
+		}
+		c.inputs[i] = p
+	}
+	return &c
+}
+
+// Inputs returns the number of inputs.
+func (t *Tracker) Inputs() int { return len(t.inputs) }

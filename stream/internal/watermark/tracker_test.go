@@ -471,3 +471,69 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestInputStateAndClone: one input's state restores that input (and the
+// task watermark) alone; without writers, a repartition input's writers
+// are not restored while the watermark is; a clone is independent.
+func TestInputStateAndClone(t *testing.T) {
+	tr := newTracker(t, 0, 0)
+	src := tr.AddSource("in", 0, t0)
+	rep, _ := tr.AddRepartition("rep", 0, 2, t0)
+	tr.Observe(src, 700)
+	tr.ObserveMarker(rep, Marker{Writer: 0, Writers: 2, Watermark: 500}, t0)
+	tr.ObserveMarker(rep, Marker{Writer: 1, Writers: 2, Watermark: 600}, t0)
+	if got := tr.Advance(t0); got != 500 {
+		t.Fatalf("%d, want 500", got)
+	}
+	fresh := func() (*Tracker, Input, Input) {
+		n := newTracker(t, 0, 0)
+		return n, n.AddSource("in", 0, t0), mustRep(t, n)
+	}
+	n, _, _ := fresh()
+	if err := n.Restore(tr.AppendInputState(nil, rep, true), t0); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.Status(); n.Watermark() != 500 || st[0].MaxEvent != Min {
+		t.Fatalf("rep's state restored wm %d, inputs %+v: want 500 and the source untouched", n.Watermark(), st)
+	}
+	n.Observe(0, 900)
+	if got := n.Advance(t0); got != 500 { // writers restored: min(500, 600)
+		t.Fatalf("after restoring rep with writers: %d, want 500", got)
+	}
+	n, _, _ = fresh()
+	if err := n.Restore(tr.AppendInputState(nil, rep, false), t0); err != nil {
+		t.Fatal(err)
+	}
+	n.Observe(0, 900)
+	n.ObserveMarker(1, Marker{Writer: 0, Writers: 2, Watermark: 800}, t0)
+	if got := n.Advance(t0); got != 500 { // writer 1 unknown again: holds; the watermark stays
+		t.Fatalf("without writers: %d, want 500", got)
+	}
+	n, _, _ = fresh()
+	if err := n.Restore(tr.AppendInputState(nil, src, true), t0); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.Status(); st[0].MaxEvent != 700 {
+		t.Fatalf("source state restored %+v, want max event 700", st)
+	}
+
+	c := tr.Clone()
+	tr.Observe(src, 5000)
+	tr.ObserveMarker(rep, Marker{Writer: 0, Writers: 2, Watermark: 4000}, t0)
+	tr.ObserveMarker(rep, Marker{Writer: 1, Writers: 2, Watermark: 4000}, t0)
+	if got := tr.Advance(t0); got != 4000 {
+		t.Fatalf("%d, want 4000", got)
+	}
+	if got := c.Advance(t0); got != 500 || c.Status()[0].MaxEvent != 700 {
+		t.Fatalf("clone moved with the original: %d %+v", got, c.Status())
+	}
+}
+
+func mustRep(t *testing.T, tr *Tracker) Input {
+	t.Helper()
+	in, err := tr.AddRepartition("rep", 0, 2, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
