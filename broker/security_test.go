@@ -826,3 +826,39 @@ func TestSASLPreAuthFrameLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The principal a SASL exchange establishes is the one authorization
+// checks: with the ACL authorizer on, alice (SCRAM over SASL_SSL) is
+// refused a topic until an ACL names User:alice, and bob stays refused.
+// (The PLAINTEXT listener's anonymous principal is a super user here: it is
+// how the test manages users and ACLs.)
+func TestSASLPrincipalIsAuthorized(t *testing.T) {
+	e := newSecEnv(t, func(c *Config) {
+		c.Authorizer = "acl"
+		c.SuperUsers = []string{"User:ANONYMOUS"}
+	})
+	ctx := testCtx(t)
+	adm := kadm.NewClient(e.client(t, "PLAINTEXT", nil))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "sec-acl"); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(cl *kgo.Client) error {
+		short, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return cl.ProduceSync(short, &kgo.Record{Topic: "sec-acl", Value: []byte("x")}).FirstErr()
+	}
+	alice := e.client(t, "SASL_SSL", scram.Auth{User: "alice", Pass: alicePass}.AsSha256Mechanism(), kgo.RecordRetries(1))
+	if err := produce(alice); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice without an ACL: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	mustACL(t, adm, kadm.NewACLs().Allow("User:alice").Topics("sec-acl").Operations(kadm.OpWrite).
+		ResourcePatternType(kadm.ACLPatternLiteral))
+	alice2 := e.client(t, "SASL_SSL", scram.Auth{User: "alice", Pass: alicePass}.AsSha256Mechanism())
+	if err := produce(alice2); err != nil {
+		t.Fatalf("alice with WRITE on sec-acl: %v", err)
+	}
+	bob := e.client(t, "SASL_SSL", scram.Auth{User: "bob", Pass: bobPass}.AsSha512Mechanism(), kgo.RecordRetries(1))
+	if err := produce(bob); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("bob: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
