@@ -40,12 +40,13 @@ import (
 
 func init() { regAPI(api{key: kmsg.Metadata, min: 0, max: 13, handle: handleMetadata}) }
 
-func handleMetadata(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+func handleMetadata(b *Broker, _ context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 
 	rb := kmsg.NewMetadataResponseBroker()
-	rb.NodeID, rb.Host, rb.Port = b.cfg.NodeID, b.host, b.port
+	rb.NodeID = b.cfg.NodeID
+	rb.Host, rb.Port = b.endpoint(s)
 	resp.Brokers = []kmsg.MetadataResponseBroker{rb}
 	resp.ClusterID = kmsg.StringPtr(b.clusterID)
 	resp.ControllerID = b.cfg.NodeID

@@ -23,7 +23,7 @@ import (
 
 func init() { regAPI(api{key: kmsg.DescribeCluster, min: 0, max: 1, handle: handleDescribeCluster}) }
 
-func handleDescribeCluster(b *Broker, _ context.Context, _ *slot, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeCluster(b *Broker, _ context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 && req.EndpointType == 2 {
@@ -36,7 +36,8 @@ func handleDescribeCluster(b *Broker, _ context.Context, _ *slot, kreq kmsg.Requ
 		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
 	}
 	rb := kmsg.NewDescribeClusterResponseBroker()
-	rb.NodeID, rb.Host, rb.Port = b.cfg.NodeID, b.host, b.port
+	rb.NodeID = b.cfg.NodeID
+	rb.Host, rb.Port = b.endpoint(s)
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{rb}
 	return resp, nil
 }

@@ -19,6 +19,12 @@
 //	authz_rules.go   the operation/resource each API requires, per API key
 //	quota_enforce.go client quota charging, throttling and muting
 //	                 (configs and sensors in broker/quota)
+//	listener.go      listeners, each with its security protocol and
+//	                 advertised address
+//	tls.go           TLS of SSL/SASL_SSL listeners, reloaded on change
+//	sasl.go          the SASL state machine of SASL listeners' connections
+//	scram_store.go   SCRAM credentials, durable in the data dir
+//	auth/            server side of PLAIN, SCRAM and OAUTHBEARER
 //	NN_name.go       the handler of API key NN, opening with a Behavior list
 //
 // Concurrency: every request is handled on its own goroutine; a connection
@@ -30,12 +36,12 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,6 +49,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/broker/auth"
 	"github.com/weirhq/weir/broker/authz"
 	wlog "github.com/weirhq/weir/broker/log"
 	"github.com/weirhq/weir/broker/quota"
@@ -63,12 +70,23 @@ type Config struct {
 	FS vfs.FS
 
 	// KafkaAddr is the listen address, "127.0.0.1:0" for a random port.
-	// Default "127.0.0.1:9092".
+	// Default "127.0.0.1:9092". Used when Listeners is empty: the broker
+	// then has one PLAINTEXT listener on KafkaAddr advertised as
+	// AdvertisedAddr.
 	KafkaAddr string
 	// AdvertisedAddr is the host:port returned in Metadata and
 	// FindCoordinator; default the listener's address (the host name when
 	// listening on all interfaces, as Kafka does).
 	AdvertisedAddr string
+	// Listeners, when set, replaces KafkaAddr and AdvertisedAddr: one
+	// listener per entry, each with its security protocol (listener.go).
+	// The first is the one Addr reports and the coordinators advertise to
+	// requests that come from none (in-process callers).
+	Listeners []Listener
+	// TLS is the certificate of the SSL and SASL_SSL listeners (tls.go).
+	TLS TLSConfig
+	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners (sasl.go).
+	SASL SASLConfig
 	// NodeID is this broker's node ID (default 0).
 	NodeID int32
 	// ClusterID is used on first start when set; otherwise one is
@@ -203,9 +221,16 @@ type Broker struct {
 	cfg    Config
 	logger *slog.Logger
 
-	ln   net.Listener
-	host string // advertised
-	port int32
+	ln        net.Listener // the first listener's
+	host      string       // advertised by the first listener
+	port      int32
+	listeners []*listener
+	tlsReload *tlsReloader // nil without TLS listeners
+
+	scram       *scramStore     // SCRAM credentials (scram_store.go)
+	jwt         *auth.JWTConfig // OAUTHBEARER validation; nil if not configured
+	saslMechs   []string        // enabled SASL mechanisms
+	scramSecret []byte          // keys the decoy salts of unknown SCRAM users
 
 	clusterID string
 	logs      *wlog.Manager
@@ -312,46 +337,58 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 	b.metrics = newMetrics(cfg.Registerer, b)
+	b.scram, err = openScramStore(cfg.FS, cfg.DataDir)
+	if err != nil {
+		return fail(fmt.Errorf("broker: %w", err))
+	}
+	if err := b.saslSetup(ctx); err != nil {
+		return fail(fmt.Errorf("broker: %w", err))
+	}
 
-	ln, err := net.Listen("tcp", cfg.KafkaAddr)
+	lcfgs, err := b.cfg.effectiveListeners()
 	if err != nil {
-		return fail(fmt.Errorf("broker: listen: %w", err))
+		return fail(fmt.Errorf("broker: %w", err))
 	}
-	b.ln = ln
-	adv := cfg.AdvertisedAddr
-	if adv == "" {
-		adv = ln.Addr().String()
-	}
-	host, portStr, err := net.SplitHostPort(adv)
-	if err != nil {
-		ln.Close()
-		return fail(fmt.Errorf("broker: advertised address %q: %w", adv, err))
-	}
-	if cfg.AdvertisedAddr == "" {
-		if h := advertisedHost(host, os.Hostname); h != host {
-			host = h
-			b.logger.Warn("listening on all interfaces without an advertised address: advertising the host name", "host", host)
+	closeListeners := func() {
+		for _, l := range b.listeners {
+			l.ln.Close()
 		}
 	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		ln.Close()
-		return fail(fmt.Errorf("broker: advertised port %q: %w", portStr, err))
+	for _, lc := range lcfgs {
+		var tcfg *tls.Config
+		if lc.Protocol.TLS() {
+			if b.tlsReload == nil {
+				if b.tlsReload, err = newTLSReloader(cfg.TLS, b); err != nil {
+					closeListeners()
+					return fail(fmt.Errorf("broker: listener %s: %w", lc.Name, err))
+				}
+			}
+			tcfg = b.tlsReload.serverConfig(lc.Protocol == SSL)
+		}
+		l, err := b.openListener(lc, tcfg)
+		if err != nil {
+			closeListeners()
+			return fail(fmt.Errorf("broker: %w", err))
+		}
+		b.listeners = append(b.listeners, l)
 	}
-	b.host, b.port = host, int32(port)
+	first := b.listeners[0]
+	b.ln, b.host, b.port = first.ln, first.host, first.port
+	ln := b.ln
+	adv := net.JoinHostPort(b.host, strconv.Itoa(int(b.port)))
 	if err := b.lock.setHolder(ln.Addr().String()); err != nil {
-		ln.Close()
+		closeListeners()
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 
 	// The group coordinator needs the advertised address, so it is built
 	// once the listener is up.
 	if err := b.startGroups(); err != nil {
-		ln.Close()
+		closeListeners()
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 	if err := b.startTxns(); err != nil {
-		ln.Close()
+		closeListeners()
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 	if err := b.startShares(); err != nil {
@@ -359,9 +396,12 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		return fail(fmt.Errorf("broker: %w", err))
 	}
 
-	b.wg.Add(1)
-	go b.acceptLoop()
+	for _, l := range b.listeners {
+		b.wg.Add(1)
+		go b.acceptLoop(l)
+	}
 	b.logger.Info("broker started", "addr", ln.Addr().String(), "advertised", adv,
+		"listeners", FormatListeners(b.Listeners()),
 		"cluster_id", b.clusterID, "node_id", cfg.NodeID, "data_dir", cfg.DataDir)
 	return b, nil
 }
@@ -387,7 +427,10 @@ func (b *Broker) Close() error {
 		}
 		b.mu.Unlock()
 
-		errs := []error{b.ln.Close()}
+		var errs []error
+		for _, l := range b.listeners {
+			errs = append(errs, l.ln.Close())
+		}
 		b.cancel()
 		for _, c := range conns {
 			c.stopReading()
@@ -413,11 +456,11 @@ func (b *Broker) Close() error {
 	return b.closeErr
 }
 
-func (b *Broker) acceptLoop() {
+func (b *Broker) acceptLoop(l *listener) {
 	defer b.wg.Done()
 	var backoff time.Duration
 	for {
-		nc, err := b.ln.Accept()
+		nc, err := l.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -437,7 +480,14 @@ func (b *Broker) acceptLoop() {
 			}
 		}
 		backoff = 0
+		if l.tls != nil {
+			nc = tls.Server(newReadBufferedConn(nc), l.tls)
+		}
 		c := newConn(b, nc)
+		c.lis = l
+		if l.Protocol.SASL() {
+			c.sasl = &saslConn{}
+		}
 		b.mu.Lock()
 		if b.closing {
 			b.mu.Unlock()
@@ -450,7 +500,12 @@ func (b *Broker) acceptLoop() {
 		b.metrics.connections.Inc()
 		go func() {
 			defer b.wg.Done()
-			c.serve()
+			if c.handshake() {
+				c.serve()
+			} else {
+				c.cancel()
+				c.nc.Close()
+			}
 			b.mu.Lock()
 			delete(b.conns, c)
 			b.mu.Unlock()

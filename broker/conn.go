@@ -72,9 +72,22 @@ type conn struct {
 	// mutedUntil (unix ns) is when the throttle time of the last
 	// throttled response ends; reading waits for it (quota_enforce.go).
 	mutedUntil atomic.Int64
-	// principal is the authenticated principal in Kafka's form
-	// "User:<name>"; "User:ANONYMOUS" until authentication sets it.
+	// principal is the authenticated principal in Kafka's form,
+	// "User:<name>" (anonymous: "User:ANONYMOUS"). Set from the client
+	// certificate before the read loop starts (SSL) or by the SASL
+	// exchange before any request but ApiVersions is dispatched (SASL
+	// listeners), and never changed afterwards, so handlers read it
+	// without a lock; authorization and quotas use it (authz.go).
 	principal string
+
+	// lis is the listener the connection came in on (nil for connections
+	// made in tests: the first listener's advertised address applies).
+	lis *listener
+	// sasl is the SASL state on SASL listeners (sasl.go); nil elsewhere.
+	sasl *saslConn
+	// tlsSmall gathers a vectored response's small buffers into one TLS
+	// record (tls.go). Write loop only.
+	tlsSmall []byte
 }
 
 // slot is one request awaiting its response.
@@ -96,6 +109,12 @@ type slot struct {
 	// principal is the connection's principal when the request was read
 	// (authz.go); authorization and quotas use it.
 	principal string
+	// conn is the requester's connection (its listener and principal).
+	conn *conn
+	// rawToken: the response is raw, a SASL token without header (the
+	// SaslHandshake v0 flow, sasl.go); resp is nil.
+	rawToken bool
+	raw      []byte
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -188,8 +207,18 @@ func (c *conn) readLoop() {
 			c.setReadDeadline(time.Time{}) // a request is arriving: not idle
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < minRequestHeader || size > c.b.cfg.MaxRequestBytes {
-			c.logger.Warn("closing connection: bad request size", "size", size, "max", c.b.cfg.MaxRequestBytes)
+		if c.sasl != nil && c.sasl.raw { // unframed SASL tokens (sasl.go)
+			if !c.saslRawToken(size) {
+				return
+			}
+			continue
+		}
+		maxSize := c.b.cfg.MaxRequestBytes
+		if c.sasl != nil && !c.sasl.authenticated {
+			maxSize = min(maxSize, saslMaxReceive) // sasl.go
+		}
+		if size < minRequestHeader || size > maxSize {
+			c.logger.Warn("closing connection: bad request size", "size", size, "max", maxSize)
 			c.b.metrics.badFrames.Inc()
 			return
 		}
@@ -218,6 +247,17 @@ func (c *conn) readLoop() {
 		if s == nil {
 			c.b.metrics.badFrames.Inc()
 			return
+		}
+		if ok && c.sasl != nil {
+			if handled, keep := c.saslGate(s, req); handled || !keep {
+				if s.frameDone != nil {
+					s.frameDone() // s is not dispatched: its frame is done
+				}
+				if !keep {
+					return
+				}
+				continue
+			}
 		}
 		if !ok { // answered without a handler (ApiVersions downgrade)
 			if !c.enqueue(s) {
@@ -379,7 +419,7 @@ func (c *conn) decode(frame []byte) (s *slot, req kmsg.Request, ok bool) {
 		c.logger.Warn("closing connection: malformed request", "api", kmsg.NameForKey(key), "version", version, "err", err)
 		return nil, nil, false
 	}
-	s = &slot{api: api, corr: corr, done: make(chan struct{}), host: c.host}
+	s = &slot{api: api, corr: corr, done: make(chan struct{}), host: c.host, conn: c}
 	if clientID != nil {
 		s.clientID = *clientID
 	}
@@ -469,7 +509,7 @@ func (c *conn) writeLoop() {
 					c.logger.Warn("closing connection", "api", s.api.name, "err", s.err)
 				}
 				broken = true
-			case s.resp != nil:
+			case s.resp != nil || s.rawToken:
 				var (
 					n   int64
 					err error
@@ -504,10 +544,20 @@ func (c *conn) writeLoop() {
 // large fields if its API registered a vectored write (Fetch's record
 // sets, splice.go), else encoded into buf. It returns buf for reuse.
 func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int64, error) {
+	if s.rawToken { // SaslHandshake v0 flow: size and token, no header
+		buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(s.raw)))
+		buf = append(buf, s.raw...)
+		n, err := c.nc.Write(buf)
+		return buf, int64(n), err
+	}
 	if s.api.vectored != nil {
 		bufs, b, spliced := s.api.vectored(sw, buf, s.corr, s.resp)
 		buf = b
 		if spliced {
+			if c.lis != nil && c.lis.tls != nil {
+				n, err := c.writeTLSBuffers(bufs)
+				return buf, n, err
+			}
 			n, err := bufs.WriteTo(c.nc)
 			return buf, n, err
 		}

@@ -84,8 +84,22 @@ func (b *Broker) startGroups() error {
 }
 
 // handleGroup routes a group API request to the coordinator.
+// FindCoordinator answers with the advertised address of the listener the
+// request came in on (the coordinator knows only the first listener's).
 func handleGroup(b *Broker, ctx context.Context, s *slot, req kmsg.Request) (kmsg.Response, error) {
-	return b.groups.Handle(group.WithClient(ctx, s.clientID, s.host), req)
+	resp, err := b.groups.Handle(group.WithClient(ctx, s.clientID, s.host), req)
+	if fc, ok := resp.(*kmsg.FindCoordinatorResponse); ok && err == nil {
+		host, port := b.endpoint(s)
+		if fc.NodeID == b.cfg.NodeID && fc.ErrorCode == 0 {
+			fc.Host, fc.Port = host, port
+		}
+		for i := range fc.Coordinators {
+			if c := &fc.Coordinators[i]; c.NodeID == b.cfg.NodeID && c.ErrorCode == 0 {
+				c.Host, c.Port = host, port
+			}
+		}
+	}
+	return resp, err
 }
 
 // brokerTopics implements group.Topics over the registry.

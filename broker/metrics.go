@@ -26,6 +26,7 @@ type metrics struct {
 	fetchedBytes      prometheus.Counter
 	authzDenied       *prometheus.CounterVec // resource type, operation (authz.go)
 	quota             quotaMetrics           // quota_enforce.go
+	authentications   *prometheus.CounterVec // mechanism (or "TLS"), result
 }
 
 func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
@@ -49,6 +50,9 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		producedBytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_bytes_total", Help: "Record batch bytes appended by Produce."}),
 		producedBatches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_batches_total", Help: "Produce partition requests appended."}),
 		fetchedBytes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
+		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_broker_authentications_total", Help: "SASL authentications and re-authentications by mechanism, and TLS handshakes (mechanism TLS), by result (success, failure).",
+		}, []string{"mechanism", "result"}),
 	}
 	m.authzDenied = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_broker_authorization_denied_total", Help: "Authorization checks refused, by resource type and operation.",
@@ -58,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		Name: "weir_broker_fetch_sessions", Help: "Open incremental fetch sessions (KIP-227).",
 	}, func() float64 { return float64(b.sessions.count()) })
 	m.cs = []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections,
-		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, sessions, partitionCollector{b}, cleanerCollector{b}, m.authzDenied}
+		m.badFrames, m.topicsAutoCreated, m.producedBytes, m.producedBatches, m.fetchedBytes, m.authentications, sessions, partitionCollector{b}, cleanerCollector{b}, m.authzDenied}
 	m.cs = append(m.cs, m.quota.collectors()...)
 	if reg != nil {
 		for _, c := range m.cs {

@@ -46,6 +46,19 @@
 // versions and ids and that every logged record carries magic byte 0 and
 // the id of the version it was produced with.
 //
+// Security (security_test.go, franzgo_sasl_test.go): kcat over SASL_SSL
+// with SCRAM-SHA-512 and over SSL with a client certificate,
+// confluent-kafka-python over SASL_SSL/SCRAM-SHA-512 and mTLS, kafka-python
+// over SASL_SSL/SCRAM-SHA-512 (its SaslHandshake v0 raw-token flow), sarama
+// (SCRAM-SHA-512, PLAIN) and kafkajs (PLAIN, SCRAM-SHA-256/512, with a
+// consumer group) over SASL_SSL, each
+// producing and reading back through the secured listener while the driver
+// checks the log through a PLAINTEXT one; wrong passwords are refused. The
+// certificates are made by the test (internal/testcerts). franz-go's own
+// SASL integration tests (TestSCRAMAuth, TestSCRAMAuthBadCredentials,
+// TestOAuthAuth in package kgo) are run from the module cache with
+// KGO_TEST_SCRAM_SEEDS and KGO_TEST_OAUTH_SEEDS at a weir SASL listener.
+//
 // The non-Go clients are driven by the scripts in compat/py and compat/js,
 // which read the records to produce as JSON lines on stdin and print what
 // they delivered/consumed as JSON lines on stdout. A missing tool is a test

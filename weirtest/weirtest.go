@@ -27,6 +27,7 @@ package weirtest
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -370,6 +371,19 @@ func (b *Broker) Stop() error { return b.stop() }
 // themselves. It fails the test if either half fails.
 func (b *Broker) Restart() {
 	b.t.Helper()
+	// Listeners configured with port 0 come back on the ports they got.
+	if len(b.cfg.Listeners) > 0 {
+		b.mu.Lock()
+		if b.b != nil {
+			bound := b.b.Listeners()
+			ls := slices.Clone(b.cfg.Listeners)
+			for i := range ls {
+				ls[i].Addr = bound[i].Addr
+			}
+			b.cfg.Listeners = ls
+		}
+		b.mu.Unlock()
+	}
 	if err := b.stop(); err != nil {
 		b.t.Fatalf("weirtest: restart: stop: %v", err)
 	}

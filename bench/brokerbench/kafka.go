@@ -26,17 +26,19 @@ type kafkaDriver struct {
 	cfg   Config
 	codec kgo.CompressionCodec
 	addr  string
+	conn  []kgo.Opt // connection options of every client (TLS)
 	admin *kgo.Client
 	adm   *kadm.Client
 	pl    *payloads
 }
 
-func newKafkaDriver(addr, codec string, cfg Config) (*kafkaDriver, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+// newKafkaDriver: conn options (TLS) apply to every client of the driver.
+func newKafkaDriver(addr, codec string, cfg Config, conn ...kgo.Opt) (*kafkaDriver, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, conn...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaDriver{cfg: cfg, codec: kgoCodec(codec), addr: addr, admin: cl, adm: kadm.NewClient(cl), pl: newPayloads(cfg.RecordSize, 64<<10)}, nil
+	return &kafkaDriver{cfg: cfg, codec: kgoCodec(codec), addr: addr, conn: conn, admin: cl, adm: kadm.NewClient(cl), pl: newPayloads(cfg.RecordSize, 64<<10)}, nil
 }
 
 func (d *kafkaDriver) close() { d.admin.Close() }
@@ -54,6 +56,7 @@ func (d *kafkaDriver) producerOpts(extra ...kgo.Opt) []kgo.Opt {
 		// (Produce v1+); the plain one defaults to 1.
 		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(d.cfg.KafkaInFlight))
 	}
+	opts = append(opts, d.conn...)
 	return append(opts, extra...)
 }
 
@@ -139,12 +142,12 @@ func (d *kafkaDriver) produce(ctx context.Context, n int) error {
 }
 
 func (d *kafkaDriver) consume(ctx context.Context, n int) (readStats, error) {
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(d.addr),
 		kgo.ConsumeTopics(benchTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}, d.conn...)...)
 	if err != nil {
 		return readStats{}, err
 	}

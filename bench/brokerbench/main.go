@@ -102,7 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("brokerbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "comma-separated targets to run: weir,kfake,nats")
+	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "comma-separated targets to run: weir,kfake,nats, and weir-tls (weir over an SSL listener)")
 	fs.IntVar(&cfg.Records, "records", cfg.Records, "records produced (and read back) in the throughput phase")
 	fs.IntVar(&cfg.RecordSize, "record-size", cfg.RecordSize, "record value size in bytes (>= 8)")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the benchmark topic (subjects of the NATS stream)")

@@ -10,13 +10,18 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Target names. Each is started by "brokerbench serve <name>".
 const (
-	targetWeir  = "weir"
-	targetKfake = "kfake"
-	targetNATS  = "nats"
+	targetWeir = "weir"
+	// targetWeirTLS is weir with an SSL listener (a certificate made at
+	// start): the same workload over TLS, for TLS's CPU cost.
+	targetWeirTLS = "weir-tls"
+	targetKfake   = "kfake"
+	targetNATS    = "nats"
 )
 
 var allTargets = []string{targetWeir, targetKfake, targetNATS}
@@ -33,7 +38,12 @@ const (
 var allCodecs = []string{codecNone, codecGzip, codecSnappy, codecLZ4, codecZstd}
 
 // isKafka reports whether a target speaks the Kafka protocol.
-func isKafka(target string) bool { return target == targetWeir || target == targetKfake }
+func isKafka(target string) bool {
+	return target == targetWeir || target == targetKfake || target == targetWeirTLS
+}
+
+// optionalTargets run only when asked for by name.
+var optionalTargets = []string{targetWeirTLS}
 
 // Config is one benchmark invocation.
 type Config struct {
@@ -92,8 +102,8 @@ func (c *Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, t := range c.Targets {
-		if !slices.Contains(allTargets, t) {
-			return fmt.Errorf("unknown target %q (want %v)", t, allTargets)
+		if !slices.Contains(allTargets, t) && !slices.Contains(optionalTargets, t) {
+			return fmt.Errorf("unknown target %q (want %v or %v)", t, allTargets, optionalTargets)
 		}
 		if seen[t] {
 			return fmt.Errorf("target %q listed twice", t)
@@ -277,7 +287,14 @@ type readStats struct {
 	Foreign    int // indices outside [0, n): must be 0
 }
 
-func newDriver(target, codec, addr string, cfg Config) (driver, error) {
+func newDriver(target, codec, addr, dir string, cfg Config) (driver, error) {
+	if target == targetWeirTLS {
+		tc, err := weirTLSClientConfig(dir)
+		if err != nil {
+			return nil, err
+		}
+		return newKafkaDriver(addr, codec, cfg, kgo.DialTLSConfig(tc))
+	}
 	if isKafka(target) {
 		return newKafkaDriver(addr, codec, cfg)
 	}
@@ -317,7 +334,7 @@ func runThroughput(ctx context.Context, cfg Config, target, codec, dir string, r
 		return err
 	}
 
-	d, err := newDriver(target, codec, ch.addr, cfg)
+	d, err := newDriver(target, codec, ch.addr, ch.dir, cfg)
 	if err != nil {
 		return err
 	}
@@ -374,7 +391,7 @@ func runWide(ctx context.Context, cfg Config, target, codec, dir string, res *Re
 			err = cerr
 		}
 	}()
-	d, err := newDriver(target, codec, ch.addr, cfg)
+	d, err := newDriver(target, codec, ch.addr, ch.dir, cfg)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,8 @@ func startTarget(ctx context.Context, target, dir string, logger *slog.Logger) (
 	switch target {
 	case targetWeir:
 		return startWeir(ctx, dir, logger)
+	case targetWeirTLS:
+		return startWeirTLS(ctx, dir, logger)
 	case targetKfake:
 		return startKfake(dir)
 	case targetNATS:

@@ -19,6 +19,7 @@ type clientFlags struct {
 	brokers  []string
 	clientID string
 	timeout  time.Duration
+	sec      *clientSecurity // client_security.go
 }
 
 // defaultBrokers is the --brokers default: WEIR_BROKERS when set, else the
@@ -39,6 +40,7 @@ func addClientFlags(cmd *cobra.Command) *clientFlags {
 	pf.StringSliceVarP(&cf.brokers, "brokers", "b", defaultBrokers(), "bootstrap brokers, comma separated (WEIR_BROKERS sets the default)")
 	pf.StringVar(&cf.clientID, "client-id", "weir-cli", "Kafka client.id")
 	pf.DurationVar(&cf.timeout, "timeout", 30*time.Second, "deadline for each request round (admin requests, produce acknowledgements)")
+	cf.sec = addClientSecurityFlags(pf)
 	return cf
 }
 
@@ -58,7 +60,15 @@ func (cf *clientFlags) client(extra ...kgo.Opt) (*kgo.Client, error) {
 	if len(cf.brokers) == 0 {
 		return nil, fmt.Errorf("--brokers is empty")
 	}
-	cl, err := kgo.NewClient(cf.opts(extra...)...)
+	opts := cf.opts(extra...)
+	if cf.sec != nil {
+		sec, err := cf.sec.kgoOpts()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, sec...)
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}

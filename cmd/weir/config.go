@@ -24,7 +24,7 @@ import (
 //
 // and otherwise the flag's default. The config file is either a JSON object
 // of scalars or a flat YAML mapping (one "key: value" per line, '#'
-// comments); keys are flag names, '_' and '-' interchangeable. Unknown keys
+// comments); keys are flag names, '_', '.' and '-' interchangeable. Unknown keys
 // are an error, so a typo never silently falls back to a default.
 
 // envName is the environment variable that sets flag name.
@@ -32,9 +32,11 @@ func envName(flag string) string {
 	return "WEIR_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// normalizeKey maps a config-file key to a flag name.
+// normalizeKey maps a config-file key to a flag name; '.' counts as '-'
+// too, so Kafka property names ("advertised.listeners") name the flags
+// that carry them.
 func normalizeKey(k string) string {
-	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(k), "_", "-"))
+	return strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(strings.TrimSpace(k)))
 }
 
 // applySettings sets every flag of fs not given on the command line from

@@ -82,6 +82,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newRegistryCmd(), // registry.go
 		newSchemaCmd(),   // schema.go
 		newBenchCmd(),    // bench_nexmark.go
+		newUserCmd(),     // user.go
 		newMirrorCmd(),   // mirror.go
 		newVersionCmd(),
 	)

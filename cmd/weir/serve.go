@@ -46,8 +46,11 @@ type serveOptions struct {
 	logLevel          string
 	logFormat         string
 	shutdownTimeout   time.Duration
-	registryAddr      string          // registry.go
-	security          securityOptions // serve_authz.go
+	registryAddr      string // registry.go
+
+	authz        authzOptions    // serve_authz.go
+	security     securityOptions // serve_security.go
+	kafkaAddrSet bool            // --kafka-addr or --advertised-addr given (any source)
 }
 
 func newServeCmd() *cobra.Command { return newServeCmdFor(&serveOptions{}) }
@@ -99,6 +102,7 @@ the environment, which wins over the file.`,
 	f.StringVar(&o.registryAddr, "registry-addr", defaultRegistryAddr, registryAddrUsage)
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "longest a clean shutdown may take before weir gives up waiting")
 	o.security.addFlags(f)
+	o.authz.addFlags(f)
 	return cmd
 }
 
@@ -121,6 +125,10 @@ func (o *serveOptions) load(cmd *cobra.Command, getenv func(string) string) erro
 	}
 	if o.dataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	o.kafkaAddrSet = fs.Changed("kafka-addr") || fs.Changed("advertised-addr")
+	if err := o.security.apply(&broker.Config{}); err != nil {
+		return err
 	}
 	if _, err := o.syncPolicy(); err != nil {
 		return err
@@ -200,7 +208,13 @@ func (o *serveOptions) brokerConfig(logger *slog.Logger, reg prometheus.Register
 		Logger:                     logger,
 		Registerer:                 reg,
 	}
-	o.security.apply(&cfg)
+	if err := o.security.apply(&cfg); err != nil {
+		return broker.Config{}, err
+	}
+	o.authz.apply(&cfg)
+	if len(cfg.Listeners) > 0 && o.kafkaAddrSet && logger != nil {
+		logger.Warn("--listeners given: --kafka-addr and --advertised-addr are ignored")
+	}
 	return cfg, nil
 }
 
@@ -231,7 +245,15 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		return err
 	}
 
-	rs, err := startRegistryServer(ctx, o.registryAddr, o.registryAddr != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	// The in-process schema registry is a Kafka client without
+	// credentials: it needs a PLAINTEXT listener (serve_security.go).
+	regAddr := o.registryAddr
+	internal := plaintextListener(b.Listeners())
+	if internal == "" && regAddr != "" && regAddr != "off" {
+		logger.Warn("schema registry not started: it needs a PLAINTEXT listener (add one on 127.0.0.1, or set --registry-addr off)")
+		regAddr = "off"
+	}
+	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{internal}, "_schemas", logger)
 	if err != nil {
 		return errors.Join(err, b.Close())
 	}
@@ -258,7 +280,9 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		go func() { httpErr <- srv.Serve(ln) }()
 		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz /v1/partitions/{topic}")
 	}
-	logger.Info("weir serving", "kafka_addr", b.Addr(), "data_dir", o.dataDir, "version", bi.String())
+	warnExposed(logOut, logger, b.Listeners(), cfg.TLS)
+	logger.Info("weir serving", "kafka_addr", b.Addr(), "listeners", broker.FormatListeners(b.Listeners()),
+		"data_dir", o.dataDir, "version", bi.String())
 
 	var runErr error
 	select {

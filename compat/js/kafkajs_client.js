@@ -29,8 +29,25 @@ function fail(msg) {
   process.exit(1);
 }
 
+// security returns kafkajs's ssl and sasl settings from the environment
+// (compat/security_test.go; nothing set: PLAINTEXT): WEIR_SEC_PROTOCOL
+// (SSL, SASL_SSL, SASL_PLAINTEXT), WEIR_SEC_CA, WEIR_SEC_MECHANISM (PLAIN,
+// SCRAM-SHA-256, SCRAM-SHA-512), WEIR_SEC_USER, WEIR_SEC_PASSWORD.
+function security() {
+  const e = process.env;
+  const out = {};
+  if (e.WEIR_SEC_PROTOCOL === 'SSL' || e.WEIR_SEC_PROTOCOL === 'SASL_SSL') {
+    out.ssl = { ca: [fs.readFileSync(e.WEIR_SEC_CA, 'utf-8')] };
+  }
+  if (e.WEIR_SEC_MECHANISM) {
+    out.sasl = { mechanism: e.WEIR_SEC_MECHANISM.toLowerCase(), username: e.WEIR_SEC_USER, password: e.WEIR_SEC_PASSWORD };
+  }
+  return out;
+}
+
 function client(bootstrap) {
   return new Kafka({
+    ...security(),
     clientId: 'weir-compat',
     brokers: [bootstrap],
     logLevel: logLevel.WARN,

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/weirhq/weir/broker"
+)
+
+// securityOptions are weir serve's listener, TLS and SASL settings. Their
+// flag names are Kafka's property names with '.' as '-', so a config file
+// can use Kafka's keys ("listeners", "advertised.listeners",
+// "listener.security.protocol.map", "sasl.enabled.mechanisms",
+// "connections.max.reauth.ms").
+type securityOptions struct {
+	listeners        string
+	advertised       string
+	protocolMap      string
+	tlsCert          string
+	tlsKey           string
+	tlsClientCA      string
+	tlsClientAuth    string
+	saslMechanisms   []string
+	maxReauthMs      int64
+	oauthJWKSFile    string
+	oauthJWKSURL     string
+	oauthIssuer      string
+	oauthAudience    string
+	oauthPrincipal   string
+	failedAuthDelayM int64
+	oauthUnsecured   bool
+}
+
+func (s *securityOptions) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&s.listeners, "listeners", "", `Kafka listeners, NAME://host:port comma separated (e.g. "PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093"); replaces --kafka-addr`)
+	f.StringVar(&s.advertised, "advertised-listeners", "", "addresses advertised per listener, NAME://host:port comma separated (advertised.listeners)")
+	f.StringVar(&s.protocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL pairs for listeners not named after their protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)")
+	f.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate (chain) of the SSL and SASL_SSL listeners; reloaded when it changes")
+	f.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringVar(&s.tlsClientCA, "tls-client-ca", "", "PEM CA bundle client certificates are verified against (mTLS; the certificate subject is the principal on SSL listeners)")
+	f.StringVar(&s.tlsClientAuth, "tls-client-auth", "", `ssl.client.auth: "required" (default with --tls-client-ca), "requested" or "none"`)
+	f.StringSliceVar(&s.saslMechanisms, "sasl-enabled-mechanisms", nil, "SASL mechanisms of the SASL listeners (default PLAIN,SCRAM-SHA-256,SCRAM-SHA-512, plus OAUTHBEARER with a JWKS)")
+	f.Int64Var(&s.maxReauthMs, "connections-max-reauth-ms", 0, "longest a SASL authentication lasts before the client must re-authenticate (KIP-368); 0: no limit")
+	f.Int64Var(&s.failedAuthDelayM, "connection-failed-authentication-delay-ms", 100, "delay before a failed authentication is answered and its connection closed")
+	f.StringVar(&s.oauthJWKSFile, "oauth-jwks-file", "", "JWKS file whose keys sign OAUTHBEARER tokens (reloaded when it changes)")
+	f.StringVar(&s.oauthJWKSURL, "oauth-jwks-url", "", "JWKS URL whose keys sign OAUTHBEARER tokens (refreshed every 5 minutes)")
+	f.StringVar(&s.oauthIssuer, "oauth-issuer", "", "required iss claim of OAUTHBEARER tokens")
+	f.StringVar(&s.oauthAudience, "oauth-audience", "", "required aud claim of OAUTHBEARER tokens")
+	f.StringVar(&s.oauthPrincipal, "oauth-principal-claim", "sub", "claim of OAUTHBEARER tokens naming the principal")
+	f.BoolVar(&s.oauthUnsecured, "oauth-allow-unsecured-tokens", false, `accept unsigned ("alg":"none") OAUTHBEARER tokens, as Kafka's default validator: anyone can claim any principal (tests only)`)
+}
+
+// apply sets the security part of cfg. With --listeners, cfg's
+// KafkaAddr and AdvertisedAddr are not used.
+func (s *securityOptions) apply(cfg *broker.Config) error {
+	if s.listeners != "" {
+		ls, err := broker.ParseListeners(s.listeners, s.advertised, s.protocolMap)
+		if err != nil {
+			return err
+		}
+		cfg.Listeners = ls
+	} else if s.advertised != "" || s.protocolMap != "" {
+		return fmt.Errorf("--advertised-listeners and --listener-security-protocol-map need --listeners")
+	}
+	cfg.TLS = broker.TLSConfig{CertFile: s.tlsCert, KeyFile: s.tlsKey, ClientCAFile: s.tlsClientCA, ClientAuth: s.tlsClientAuth}
+	if s.maxReauthMs < 0 {
+		return fmt.Errorf("--connections-max-reauth-ms must not be negative")
+	}
+	delay := time.Duration(s.failedAuthDelayM) * time.Millisecond
+	if delay <= 0 {
+		delay = -1 // the broker reads 0 as its default
+	}
+	var mechs []string
+	for _, m := range s.saslMechanisms {
+		mechs = append(mechs, strings.ToUpper(strings.TrimSpace(m)))
+	}
+	cfg.SASL = broker.SASLConfig{
+		Mechanisms:      mechs,
+		MaxReauth:       time.Duration(s.maxReauthMs) * time.Millisecond,
+		FailedAuthDelay: delay,
+		OAuth: broker.OAuthConfig{JWKSFile: s.oauthJWKSFile, JWKSURL: s.oauthJWKSURL, Issuer: s.oauthIssuer,
+			Audience: s.oauthAudience, PrincipalClaim: s.oauthPrincipal, AllowUnsecuredTokens: s.oauthUnsecured},
+	}
+	return nil
+}
+
+// exposedListeners returns the listeners that accept connections from
+// other machines without authenticating the client: PLAINTEXT, or SSL
+// without required client certificates, on an address that is not
+// loopback.
+func exposedListeners(ls []broker.Listener, tlsCfg broker.TLSConfig) []broker.Listener {
+	certRequired := tlsCfg.ClientCAFile != "" && (tlsCfg.ClientAuth == "" || tlsCfg.ClientAuth == "required")
+	var out []broker.Listener
+	for _, l := range ls {
+		if l.Protocol.Authenticated(certRequired) {
+			continue
+		}
+		host, _, err := net.SplitHostPort(l.Addr)
+		if err != nil || !isLoopbackHost(host) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// warnExposed writes a banner to w (the terminal) and logs a warning for
+// each listener anyone on the network can use without credentials.
+func warnExposed(w io.Writer, logger *slog.Logger, ls []broker.Listener, tlsCfg broker.TLSConfig) {
+	for _, l := range exposedListeners(ls, tlsCfg) {
+		fmt.Fprintf(w, "\n"+
+			"!!! WARNING: listener %s on %s (%s) accepts clients WITHOUT AUTHENTICATION.\n"+
+			"!!! Anyone who can reach this address can read, write and delete every topic.\n"+
+			"!!! Use a SASL_SSL listener (weir user create ...) or SSL with --tls-client-ca, or listen on 127.0.0.1.\n\n",
+			l.Name, l.Addr, l.Protocol)
+		logger.Warn("listener accepts unauthenticated clients on a non-loopback address",
+			"listener", l.Name, "addr", l.Addr, "protocol", string(l.Protocol))
+	}
+}
+
+// plaintextListener is the bound address of the first PLAINTEXT listener
+// (loopback ones first), or "" if there is none.
+func plaintextListener(ls []broker.Listener) string {
+	first := ""
+	for _, l := range ls {
+		if l.Protocol != broker.Plaintext {
+			continue
+		}
+		host, _, _ := net.SplitHostPort(l.Addr)
+		if isLoopbackHost(host) {
+			return l.Addr
+		}
+		if first == "" {
+			first = l.Addr
+		}
+	}
+	return first
+}
