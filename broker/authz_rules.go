@@ -571,19 +571,23 @@ func azOffsetDelete(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respo
 	}
 }
 
-func azConsumerGroupHeartbeat(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
-	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
-	code := int16(0)
-	if !a.group(authz.OpRead, req.Group) {
-		code = codeGroup
-	} else {
-		for _, t := range req.SubscribedTopicNames {
-			if !a.topic(authz.OpDescribe, t) {
-				code = codeTopic
-				break
-			}
+// heartbeatCode is the refusal of a KIP-848 or KIP-932 heartbeat: READ on
+// the group, then DESCRIBE on every subscribed topic (0: allowed).
+func heartbeatCode(a *azReq, group string, topics []string) int16 {
+	if !a.group(authz.OpRead, group) {
+		return codeGroup
+	}
+	for _, t := range topics {
+		if !a.topic(authz.OpDescribe, t) {
+			return codeTopic
 		}
 	}
+	return 0
+}
+
+func azConsumerGroupHeartbeat(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	code := heartbeatCode(a, req.Group, req.SubscribedTopicNames)
 	if code == 0 {
 		return nil, nil
 	}
@@ -791,33 +795,51 @@ func azDescribeProducers(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.
 
 // --- configs ---
 
-// configResourceAllowed checks op on a config resource: a topic, or the
-// cluster for broker (4) and broker-logger (8) resources. Other types are
-// left to the handler (it refuses them).
-func configResourceAllowed(a *azReq, op authz.Operation, rt kmsg.ConfigResourceType, name string) (bool, int16) {
+// configResourceCode checks op on a config resource — a topic, or the
+// cluster for broker (4) and broker-logger (8) resources — and returns the
+// refusal's error code (0: allowed). Other types are left to the handler
+// (it refuses them).
+func configResourceCode(a *azReq, op authz.Operation, rt kmsg.ConfigResourceType, name string) int16 {
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
-		return a.topic(op, name), codeTopic
+		if !a.topic(op, name) {
+			return codeTopic
+		}
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-		return a.cluster(op), codeCluster
+		if !a.cluster(op) {
+			return codeCluster
+		}
 	}
-	return true, 0
+	return 0
+}
+
+// refuseItems splits a request's items into those code allows (code 0:
+// kept, in order, in items' array) and the response entries of the others,
+// made by entry with their error code.
+func refuseItems[T, R any](items []T, code func(T) int16, entry func(T, int16) R) (kept []T, refused []R) {
+	kept = items[:0]
+	for _, it := range items {
+		if c := code(it); c != 0 {
+			refused = append(refused, entry(it, c))
+			continue
+		}
+		kept = append(kept, it)
+	}
+	return kept, refused
 }
 
 func azDescribeConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	var denied []kmsg.DescribeConfigsResponseResource
-	kept := req.Resources[:0]
-	for _, r := range req.Resources {
-		if ok, code := configResourceAllowed(a, authz.OpDescribeConfigs, r.ResourceType, r.ResourceName); !ok {
+	req.Resources, denied = refuseItems(req.Resources,
+		func(r kmsg.DescribeConfigsRequestResource) int16 {
+			return configResourceCode(a, authz.OpDescribeConfigs, r.ResourceType, r.ResourceName)
+		},
+		func(r kmsg.DescribeConfigsRequestResource, code int16) kmsg.DescribeConfigsResponseResource {
 			rr := kmsg.NewDescribeConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-			denied = append(denied, rr)
-			continue
-		}
-		kept = append(kept, r)
-	}
-	req.Resources = kept
+			return rr
+		})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DescribeConfigsResponse)
 		resp.Resources = append(resp.Resources, denied...)
@@ -827,17 +849,15 @@ func azDescribeConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Re
 func azAlterConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	var denied []kmsg.AlterConfigsResponseResource
-	kept := req.Resources[:0]
-	for _, r := range req.Resources {
-		if ok, code := configResourceAllowed(a, authz.OpAlterConfigs, r.ResourceType, r.ResourceName); !ok {
+	req.Resources, denied = refuseItems(req.Resources,
+		func(r kmsg.AlterConfigsRequestResource) int16 {
+			return configResourceCode(a, authz.OpAlterConfigs, r.ResourceType, r.ResourceName)
+		},
+		func(r kmsg.AlterConfigsRequestResource, code int16) kmsg.AlterConfigsResponseResource {
 			rr := kmsg.NewAlterConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-			denied = append(denied, rr)
-			continue
-		}
-		kept = append(kept, r)
-	}
-	req.Resources = kept
+			return rr
+		})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.AlterConfigsResponse)
 		resp.Resources = append(resp.Resources, denied...)
@@ -847,17 +867,15 @@ func azAlterConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respo
 func azIncrementalAlterConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	var denied []kmsg.IncrementalAlterConfigsResponseResource
-	kept := req.Resources[:0]
-	for _, r := range req.Resources {
-		if ok, code := configResourceAllowed(a, authz.OpAlterConfigs, r.ResourceType, r.ResourceName); !ok {
+	req.Resources, denied = refuseItems(req.Resources,
+		func(r kmsg.IncrementalAlterConfigsRequestResource) int16 {
+			return configResourceCode(a, authz.OpAlterConfigs, r.ResourceType, r.ResourceName)
+		},
+		func(r kmsg.IncrementalAlterConfigsRequestResource, code int16) kmsg.IncrementalAlterConfigsResponseResource {
 			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-			denied = append(denied, rr)
-			continue
-		}
-		kept = append(kept, r)
-	}
-	req.Resources = kept
+			return rr
+		})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
 		resp.Resources = append(resp.Resources, denied...)

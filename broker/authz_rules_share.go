@@ -31,17 +31,7 @@ func init() {
 
 func azShareGroupHeartbeat(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ShareGroupHeartbeatRequest)
-	code := int16(0)
-	if !a.group(authz.OpRead, req.GroupID) {
-		code = codeGroup
-	} else {
-		for _, t := range req.SubscribedTopicNames {
-			if !a.topic(authz.OpDescribe, t) {
-				code = codeTopic
-				break
-			}
-		}
-	}
+	code := heartbeatCode(a, req.GroupID, req.SubscribedTopicNames)
 	if code == 0 {
 		return nil, nil
 	}
