@@ -188,13 +188,16 @@ type windowOp[K, V, A any] struct {
 	// exists. committedScan is scanned as of the last committed
 	// transaction.
 	scanned, nextEnd, committedScan [2]int64
+	// scans counts the index scans (for tests: a round that cannot close
+	// a window scans nothing).
+	scans int
 
 	// Notes on the open transaction (see the invariants).
-	txn      *state.Txn
-	epoch    uint64
-	discards uint64
-	created  map[string]struct{} // 'c' and 'r' keys created in it
-	keyWins  map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
+	txn     *state.Txn
+	epoch   uint64
+	commits uint64
+	created map[string]struct{} // 'c' and 'r' keys created in it
+	keyWins map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
 
 	// early holds the 'w' keys updated since the last EarlyInterval firing;
 	// lastEarly is when that was (processing clock).
@@ -254,14 +257,17 @@ func (o *windowOp[K, V, A]) sync() {
 	if t.txn == o.txn && t.txn.Epoch() == o.epoch {
 		return
 	}
-	if t.txn == o.txn && t.txn.Discards() == o.discards {
+	// A task commits a round and then discards the Txn (an empty round):
+	// the round the scans ran in committed iff Commits moved; an aborted
+	// one moved only Discards.
+	if t.txn == o.txn && t.txn.Commits() != o.commits {
 		o.committedScan = o.scanned // the transaction the scans ran in committed
 	} else {
 		// Aborted (or unknown): its deletions were undone.
 		o.scanned = o.committedScan
 		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
 	}
-	o.txn, o.epoch, o.discards = t.txn, t.txn.Epoch(), t.txn.Discards()
+	o.txn, o.epoch, o.commits = t.txn, t.txn.Epoch(), t.txn.Commits()
 	clear(o.created)
 	clear(o.keyWins)
 }
@@ -646,6 +652,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	if o.scanned[i] != math.MinInt64 {
 		from = timekey.AppendTime(from, o.scanned[i]+1)
 	}
+	o.scans++
 	keys := o.scanKeys[:0]
 	next := int64(math.MaxInt64)
 	err := o.t.db.Scan(o.name, from, []byte{tag + 1}, func(k, _ []byte, _ int64) error {
@@ -927,3 +934,6 @@ func satAddMs(a, b int64) int64 {
 
 // msDuration is ms milliseconds as a duration.
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// indexScans is how many close index scans the operator ran (tests).
+func (o *windowOp[K, V, A]) indexScans() int { return o.scans }

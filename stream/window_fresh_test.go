@@ -182,3 +182,74 @@ func TestWindowFreshEndsAfterAbort(t *testing.T) {
 		t.Fatal("the store cache never evicted: the test needs one that does")
 	}
 }
+
+// Rounds that cannot close a window do not scan the close index (a scan
+// flushes the store cache to Pebble first): the operator keeps what its
+// committed scans established across rounds, also at-least-once, where a
+// task commits each round and then discards the store transaction. A
+// round whose watermark passes a window end scans once.
+func TestWindowCommittedRoundsKeepScans(t *testing.T) {
+	bl := NewBuilder()
+	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), Tumbling(time.Second),
+		WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+		ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
+	emitted := 0
+	capture := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		if r.Topic == "out" {
+			emitted++
+		}
+		promise(r, nil)
+	}, false)
+	a, err := NewApp("scans", bl, Brokers("127.0.0.1:1"), StateDir(t.TempDir()), capture, Watermarks(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := a.newTask(taskID{sub: 0, partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.close()
+	op, ok := tk.timed[0].(interface{ indexScans() int })
+	if !ok {
+		t.Fatalf("timed operator %T is not the windowed one", tk.timed[0])
+	}
+	ctx := context.Background()
+	off := int64(0)
+	round := func(ms int64) {
+		t.Helper()
+		for i := range 10 {
+			r := &kgo.Record{Topic: "in", Key: []byte(fmt.Sprintf("k%d", i)), Value: int64Bytes(1), Offset: off,
+				Timestamp: time.UnixMilli(ms)}
+			off++
+			if err := tk.handle(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tk.endBatch(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.flushState(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		round(1000 + int64(i)) // the window [1000, 2000) stays open
+	}
+	if n := op.indexScans(); n > 1 {
+		t.Fatalf("%d close index scans in 50 rounds that close nothing, want at most 1", n)
+	}
+	before := op.indexScans()
+	round(2500) // closes [1000, 2000)
+	if emitted != 10 {
+		t.Fatalf("%d results after the watermark passed the window, want 10", emitted)
+	}
+	if n := op.indexScans() - before; n != 1 {
+		t.Fatalf("%d scans in the round that closes the window, want 1", n)
+	}
+	for i := range 20 {
+		round(2600 + int64(i))
+	}
+	if n := op.indexScans() - before; n != 1 {
+		t.Fatalf("%d scans after the close, want none more", n-1)
+	}
+}

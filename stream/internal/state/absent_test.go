@@ -81,6 +81,61 @@ func TestTxnEpochAndDiscards(t *testing.T) {
 	}
 }
 
+// Commits counts the committed rounds, empty ones and CommitThrough's
+// included, and a Discard moves it not: a caller that commits and then
+// discards (a task's round) tells a committed round from an aborted one.
+func TestTxnCommits(t *testing.T) {
+	for _, cache := range []int64{0, DefaultCacheBytes} {
+		d, err := Open(t.TempDir(), nil, CacheBytes(cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn := d.Begin()
+		c0 := txn.Commits()
+		if _, err := txn.Put("s", []byte("a"), []byte("1"), 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		c1 := txn.Commits()
+		if c1 == c0 {
+			t.Fatalf("cache %d: Commit left Commits at %d", cache, c1)
+		}
+		txn.Discard() // empty, after the commit
+		if txn.Commits() != c1 {
+			t.Fatalf("cache %d: Discard moved Commits from %d to %d", cache, c1, txn.Commits())
+		}
+		txn = d.Begin()
+		if _, err := txn.Put("s", []byte("b"), []byte("1"), 1); err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard() // aborted
+		if txn.Commits() != c1 {
+			t.Fatalf("cache %d: an aborted round moved Commits from %d to %d", cache, c1, txn.Commits())
+		}
+		txn = d.Begin()
+		if err := txn.Commit(); err != nil { // empty
+			t.Fatal(err)
+		}
+		if txn.Commits() == c1 {
+			t.Fatalf("cache %d: an empty Commit left Commits at %d", cache, c1)
+		}
+		c2 := txn.Commits()
+		if _, err := txn.Put("s", []byte("c"), []byte("1"), 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.CommitThrough(); err != nil {
+			t.Fatal(err)
+		}
+		if txn.Commits() == c2 {
+			t.Fatalf("cache %d: CommitThrough left Commits at %d", cache, c2)
+		}
+		txn.Discard()
+		d.Close()
+	}
+}
+
 // Known answers from the round and the cache only; DeleteKnown deletes a key
 // the cache does not hold without a Pebble lookup, and a Discard forgets it.
 func TestKnownAndDeleteKnown(t *testing.T) {

@@ -63,8 +63,9 @@ type Txn struct {
 	// epoch counts the rounds the Txn ended (Commit, CommitThrough,
 	// Discard): see Epoch.
 	epoch uint64
-	// discards counts the rounds Discard dropped.
-	discards uint64
+	// discards counts the rounds Discard dropped; commits the rounds
+	// Commit or CommitThrough committed (an empty round included).
+	discards, commits uint64
 }
 
 // txnEntry is a key's state as seen by the round.
@@ -235,6 +236,13 @@ func (t *Txn) Epoch() uint64 { return t.epoch }
 // changing it was committed.
 func (t *Txn) Discards() uint64 { return t.discards }
 
+// Commits counts the rounds the Txn committed (Commit, CommitThrough). A
+// caller that discards the Txn right after committing it (a task does, at
+// the end of each round) reads the round's fate here: committed if Commits
+// moved since the round began, whatever Discards did (a Discard after a
+// Commit drops an empty round).
+func (t *Txn) Commits() uint64 { return t.commits }
+
 // Apply moves the record-level writes to the round.
 func (t *Txn) Apply() error {
 	t.nextRecord()
@@ -276,12 +284,14 @@ func (t *Txn) Commit() error {
 		return err
 	}
 	if t.slab == 0 && t.used == 0 {
+		t.commits++
 		return nil
 	}
 	c := &t.d.cache
 	if !c.enabled() {
 		return t.CommitThrough()
 	}
+	t.commits++
 	t.each(func(e *txnEntry) {
 		ce := e.ce
 		ce.txn = nil
@@ -305,6 +315,7 @@ func (t *Txn) CommitThrough() error {
 		return err
 	}
 	if t.slab == 0 && t.used == 0 {
+		t.commits++
 		return nil
 	}
 	d := t.d
@@ -326,6 +337,7 @@ func (t *Txn) CommitThrough() error {
 	if err != nil {
 		return err
 	}
+	t.commits++
 	c := &d.cache
 	t.each(func(e *txnEntry) {
 		ce := e.ce
