@@ -55,10 +55,15 @@ import (
 //     operator's life (o.scanned) — except when a transaction is aborted,
 //     which undoes the scan's deletions: scanned then goes back to its
 //     value at the last commit;
-//   - a database scan sees committed state only; the windows created in
-//     the open transaction are noted (created, keyWins) until it ends
-//     (state.Txn.Epoch) and merged into every scan; every scanned entry is
-//     read again through the transaction, which has the last word.
+//   - a database scan (state.DB.ReadScan: no flush of the store cache)
+//     sees what Pebble holds; the index and window keys created in the
+//     open transaction (created, keyWins) and in committed ones whose
+//     writes may still sit in the store cache (pending, pendingWins: kept
+//     until the cache flushes, state.DB.Flushes) are merged into every
+//     scan; every scanned entry is read again through the transaction,
+//     which has the last word (a key deleted since is skipped). So a close
+//     scan never writes the cache to Pebble: a window that opens and
+//     closes between two flushes never reaches Pebble.
 //   - (time windows) a window with end past o.fresh's floor exists only if
 //     this operator instance created it, and then its key is in that end's
 //     filter: a record's new windows are written without a read
@@ -132,7 +137,8 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 		o := &windowOp[K, V, A]{t: t, n: n, d: d, name: name, st: t.store(name), key: g.key, value: g.value,
 			agg: codec, fns: fns, carriesKey: carries(g.key), wm: math.MinInt64,
 			scanned: [2]int64{math.MinInt64, math.MinInt64}, nextEnd: [2]int64{math.MinInt64, math.MinInt64},
-			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{}}
+			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
+			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
 		if len(children) > 0 {
 			o.next = fanout[Windowed[K], A](children)
@@ -198,6 +204,12 @@ type windowOp[K, V, A any] struct {
 	commits uint64
 	created map[string]struct{} // 'c' and 'r' keys created in it
 	keyWins map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
+	// Notes on committed transactions whose writes may not be in Pebble
+	// yet: their created and keyWins, kept until the store cache flushes
+	// (flushMark: state.DB.Flushes when they were last added to).
+	pending     map[string]struct{}
+	pendingWins map[string][][]byte
+	flushMark   uint64
 
 	// early holds the 'w' keys updated since the last EarlyInterval firing;
 	// lastEarly is when that was (processing clock).
@@ -262,6 +274,7 @@ func (o *windowOp[K, V, A]) sync() {
 	// one moved only Discards.
 	if t.txn == o.txn && t.txn.Commits() != o.commits {
 		o.committedScan = o.scanned // the transaction the scans ran in committed
+		o.notePending()
 	} else {
 		// Aborted (or unknown): its deletions were undone.
 		o.scanned = o.committedScan
@@ -270,6 +283,28 @@ func (o *windowOp[K, V, A]) sync() {
 	o.txn, o.epoch, o.commits = t.txn, t.txn.Epoch(), t.txn.Commits()
 	clear(o.created)
 	clear(o.keyWins)
+}
+
+// notePending moves the notes of the transaction that just committed to
+// the notes of committed writes not yet known to be in Pebble, dropping
+// those a flush of the store cache wrote there since they were noted (a
+// flush writes every committed write the cache holds).
+func (o *windowOp[K, V, A]) notePending() {
+	db := o.t.db
+	if f := db.Flushes(); f != o.flushMark || !db.Unflushed() {
+		clear(o.pending)
+		clear(o.pendingWins)
+		o.flushMark = f
+	}
+	if !db.Unflushed() {
+		return // Pebble holds every committed write
+	}
+	for k := range o.created {
+		o.pending[k] = struct{}{}
+	}
+	for k, ws := range o.keyWins {
+		o.pendingWins[k] = append(o.pendingWins[k], ws...)
+	}
 }
 
 // load raises the operator's watermark to the store's persisted mark, once.
@@ -655,7 +690,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	o.scans++
 	keys := o.scanKeys[:0]
 	next := int64(math.MaxInt64)
-	err := o.t.db.Scan(o.name, from, []byte{tag + 1}, func(k, _ []byte, _ int64) error {
+	err := o.t.db.ReadScan(o.name, from, []byte{tag + 1}, func(k, _ []byte, _ int64) error {
 		if len(k) < 1+timekey.TimeSize {
 			return &state.CorruptionError{Store: o.name, Key: slices.Clone(k), Reason: "short window index key"}
 		}
@@ -670,14 +705,19 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	if err != nil && !errors.Is(err, errWindowScanStop) {
 		return 0, fmt.Errorf("store %s: scan: %w", o.name, err)
 	}
-	for k := range o.created {
-		if k[0] != tag {
-			continue
-		}
-		if end := readEnd([]byte(k)); end <= maxEnd {
-			keys = append(keys, []byte(k))
-		} else {
-			next = min(next, end)
+	for _, notes := range []map[string]struct{}{o.created, o.pending} {
+		for k := range notes {
+			if k[0] != tag {
+				continue
+			}
+			switch end := readEnd([]byte(k)); {
+			case end <= o.scanned[i]:
+				// Closed by a committed scan (a pending note).
+			case end <= maxEnd:
+				keys = append(keys, []byte(k))
+			default:
+				next = min(next, end)
+			}
 		}
 	}
 	slices.SortFunc(keys, bytes.Compare)
@@ -882,7 +922,7 @@ type keyWindow struct {
 func (o *windowOp[K, V, A]) keyWindows(kb []byte, minEnd, maxStart int64) ([]keyWindow, error) {
 	lo, hi := timekey.KeyWindows(kb, minEnd)
 	var keys [][]byte
-	err := o.t.db.Scan(o.name, lo, hi, func(k, _ []byte, _ int64) error {
+	err := o.t.db.ReadScan(o.name, lo, hi, func(k, _ []byte, _ int64) error {
 		if start := int64(binary.BigEndian.Uint64(k[len(k)-8:]) ^ (1 << 63)); start > maxStart {
 			return errWindowScanStop
 		}
@@ -892,9 +932,11 @@ func (o *windowOp[K, V, A]) keyWindows(kb []byte, minEnd, maxStart int64) ([]key
 	if err != nil && !errors.Is(err, errWindowScanStop) {
 		return nil, &fatalError{fmt.Errorf("store %s: scan: %w", o.name, err)}
 	}
-	for _, k := range o.keyWins[string(kb)] {
-		if bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 {
-			keys = append(keys, k)
+	for _, notes := range []map[string][][]byte{o.keyWins, o.pendingWins} {
+		for _, k := range notes[string(kb)] {
+			if bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 {
+				keys = append(keys, k)
+			}
 		}
 	}
 	slices.SortFunc(keys, bytes.Compare)

@@ -41,7 +41,9 @@ func (d *DB) getData(store string, key, dk []byte) (value []byte, ts int64, foun
 
 // ReadScan is Scan for queries from other goroutines: it reads what the
 // database holds, without flushing the task's cache (which only the task's
-// goroutine may touch), so it sees the same writes as Get.
+// goroutine may touch), so it sees the same writes as Get. The task itself
+// may use it where it knows which of its committed writes the cache may
+// still hold (see Flushes) and reads each found key again through its Txn.
 func (d *DB) ReadScan(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {
 	return d.scanDB(store, from, to, fn)
 }
@@ -53,3 +55,9 @@ func (d *DB) Flush() error { return d.flushDirty() }
 // Unflushed reports whether the cache may hold writes the database does not
 // (false: Get and ReadScan see every committed write). Task goroutine only.
 func (d *DB) Unflushed() bool { return len(d.cache.dirty) > 0 }
+
+// Flushes counts the flushes of the cache's dirty entries to Pebble since
+// the DB was opened: a caller that noted keys committed while the cache
+// held them knows, once it moved, that Pebble holds them (a flush writes
+// every dirty entry). Task goroutine only.
+func (d *DB) Flushes() uint64 { return d.cache.flushes }
