@@ -219,7 +219,9 @@ type EarlyFiring func(*emission)
 func EarlyEvery(n int) EarlyFiring { return func(e *emission) { e.earlyEvery = int64(n) } }
 
 // EarlyInterval emits, every d of processing time, the partial result of
-// each window updated since its last emission.
+// each window updated since its last emission. Which windows those are is
+// kept with each window in the store, so it survives restarts and moves of
+// the task (the first interval runs from the restarted task's first round).
 func EarlyInterval(d time.Duration) EarlyFiring { return func(e *emission) { e.earlyEach = d } }
 
 // EmitFinal emits one result per window, when the window closes: once the

@@ -342,7 +342,38 @@ func (o *windowOp[K, V, A]) load() error {
 			return err
 		}
 	}
+	if o.d.emit.final && o.d.emit.earlyEach > 0 {
+		if err := o.loadEarly(); err != nil {
+			return err
+		}
+	}
 	o.loaded = true
+	return nil
+}
+
+// loadEarly rebuilds the set of windows an EarlyInterval firing emits from
+// the store (once, when the operator starts: after a restart, a restore or
+// a move of the task): the open windows whose stored count of records since
+// their last emission is not zero. That count is the persisted form of the
+// set, written with every update of the window (and its changelog record),
+// so a window updated before a crash still gets its early result.
+func (o *windowOp[K, V, A]) loadEarly() error {
+	delta := o.d.closeDelta()
+	lo, hi := []byte{timekey.TagWindow}, []byte{timekey.TagWindow + 1}
+	err := o.t.db.Scan(o.name, lo, hi, func(k, v []byte, _ int64) error {
+		p, n := binary.Uvarint(v)
+		if n <= 0 || p == 0 {
+			return nil // a bad value is reported when the window is read
+		}
+		if _, _, end, err := timekey.ParseWindowKey(k); err != nil || satAddMs(end, delta) <= o.wm {
+			return nil // closed (retained, or its close waits)
+		}
+		o.early[string(k)] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return &fatalError{fmt.Errorf("store %s: scan: %w", o.name, err)}
+	}
 	return nil
 }
 
@@ -913,6 +944,9 @@ func (o *windowOp[K, V, A]) fireEarly() error {
 		key, start, end, err := timekey.ParseWindowKey(wk)
 		if err != nil {
 			return fmt.Errorf("store %s: %w", o.name, err)
+		}
+		if satAddMs(end, o.d.closeDelta()) <= o.wm {
+			continue // closed: its final result is due, not an early one
 		}
 		w := window.Window{Start: start, End: end}
 		ts := o.windowTime(w)
