@@ -478,6 +478,18 @@ func (o *windowOp[K, V, A]) decodeWindow(v []byte) (windowState[A], error) {
 }
 
 func (o *windowOp[K, V, A]) encodeWindow(s windowState[A]) ([]byte, error) {
+	if n, ok := any(s.agg).(int64); ok && o.d.kind != "sliding" {
+		if _, ok := any(o.agg).(int64Codec); ok {
+			// A count (or an int64 reduce): one allocation, sized
+			// exactly, the same bytes as the generic path.
+			var hdr [binary.MaxVarintLen64]byte
+			h := binary.PutUvarint(hdr[:], s.pending)
+			v := make([]byte, h+8)
+			copy(v, hdr[:h])
+			binary.BigEndian.PutUint64(v[h:], uint64(n))
+			return v, nil
+		}
+	}
 	ab, err := o.agg.Encode(s.agg)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: encode aggregate: %w", o.name, err)
@@ -498,13 +510,13 @@ func (o *windowOp[K, V, A]) encodeWindow(s windowState[A]) ([]byte, error) {
 }
 
 // put writes a store key through the round's transaction and its changelog
-// record (with the record's outputs: only if the record succeeds).
+// record (with the record's outputs: only if the record succeeds). The
+// changelog record keeps key: the caller must not modify it afterwards.
 func (o *windowOp[K, V, A]) put(key, value []byte, ts int64) error {
-	k := slices.Clone(key)
-	if _, err := o.t.txn.Put(o.name, k, value, ts); err != nil {
+	if _, err := o.t.txn.Put(o.name, key, value, ts); err != nil {
 		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 	}
-	o.t.emit(o.st.changelog, o.t.id.partition, k, value, time.UnixMilli(ts), nil)
+	o.t.emit(o.st.changelog, o.t.id.partition, key, value, time.UnixMilli(ts), nil)
 	return nil
 }
 
