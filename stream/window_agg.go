@@ -227,10 +227,11 @@ type windowOp[K, V, A any] struct {
 	fresh *freshEnds
 	kh    uint64
 
-	wins     []window.Window
-	absorbed []int
-	scanKeys [][]byte
-	loadKeys [][]byte
+	wins      []window.Window
+	absorbed  []int
+	closeRecs []*kgo.Record
+	scanKeys  [][]byte
+	loadKeys  [][]byte
 }
 
 // closeChunk is how many windows a close scan reads from the database with
@@ -849,16 +850,13 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return false, unfatal(err)
 	}
 	ts := o.windowTime(w)
-	var recs []*kgo.Record
-	del := func(k []byte) error {
-		// Closed: not read again (a late record finds it deleted in
-		// the database as well).
-		if err := t.txn.DeleteCold(o.name, k); err != nil {
-			return fmt.Errorf("store %s: %w", o.name, err)
-		}
-		recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: k,
-			Timestamp: time.UnixMilli(ts)})
-		return nil
+	// The changelog records of the close, produced once its store writes
+	// are applied.
+	recs := o.closeRecs[:0]
+	changelog := func(k, v []byte) {
+		r := t.newRecord()
+		*r = kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: k, Value: v, Timestamp: time.UnixMilli(ts)}
+		recs = append(recs, r)
 	}
 	// The window before its index entry (see update), and a retained
 	// window's new entry before its old one goes.
@@ -868,28 +866,31 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		if _, err := t.txn.PutAbsent(o.name, rk, indexValue, ts); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: rk, Value: indexValue,
-			Timestamp: time.UnixMilli(ts)})
+		changelog(rk, indexValue)
 		o.nextEnd[1] = min(o.nextEnd[1], end)
 		o.created[string(rk)] = struct{}{}
 	} else if found {
-		if err := del(wk); err != nil {
-			return false, err
+		// Closed: not read again (a late record finds it deleted in
+		// the database as well).
+		if err := t.txn.DeleteCold(o.name, wk); err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
+		changelog(wk, nil)
 	}
 	// The index entry was written at ts and the scan found it: delete it
 	// without reading it.
 	if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
-	recs = append(recs, &kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: ik,
-		Timestamp: time.UnixMilli(ts)})
+	changelog(ik, nil)
 	if err := t.txn.Apply(); err != nil {
 		return false, err
 	}
 	for _, r := range recs {
 		t.produce(r)
 	}
+	clear(recs)
+	o.closeRecs = recs[:0]
 	delete(o.early, string(wk))
 	if retained || !found || !o.d.emit.final || o.next == nil {
 		return true, nil
@@ -903,8 +904,26 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return true, fmt.Errorf("store %s: decode stored key: %w", o.name, err)
 	}
 	out := Record[Windowed[K], A]{Key: o.windowedKey(k, w), Value: s.agg, Timestamp: time.UnixMilli(ts)}
-	origin := o.origin(wk, v, ts)
-	return true, t.emitTimed(func() error { return failedIn(o.n, o.next(out)) }, origin)
+	return true, o.emitResult(out, wk, v, ts)
+}
+
+// emitResult forwards a window's result as task.emitTimed runs a
+// time-driven operator's work (all or nothing; a user failure sends the
+// window, named by origin, to the dead-letter topic), building the origin
+// record only when it is needed.
+func (o *windowOp[K, V, A]) emitResult(out Record[Windowed[K], A], wk, v []byte, ts int64) error {
+	t := o.t
+	err := t.attempt(func(*kgo.Record) error { return failedIn(o.n, o.next(out)) }, nil)
+	if err == nil {
+		return nil
+	}
+	var fatal *fatalError
+	if errors.As(err, &fatal) {
+		return fatal.err
+	}
+	now := t.app.cfg.clock.Now()
+	t.deadLetter(o.origin(wk, v, ts), err, 1, now, now)
+	return nil
 }
 
 // origin is what a failed emission of window wk names in the dead-letter
