@@ -519,4 +519,3 @@ func (a *App) closeGlobals() error {
 	defer gs.mu.Unlock()
 	return gs.db.Close()
 }
-
