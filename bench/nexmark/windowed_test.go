@@ -219,10 +219,10 @@ func TestWindowedQueriesEdges(t *testing.T) {
 		bid(1, 7, 10, T+2000),
 		bid(2, 8, 20, T+2100),
 		person(101, T+9999, "at the end", "CA"),
-		bid(3, 7, 5, T+9999), // Q11: 9999 after the bid at T: same session
+		bid(3, 7, 5, T+9999),                       // Q11: 9999 after the bid at T: same session
 		auction(501, 101, 10, T+10000, T+20000, 0), // next window: no q8 result
-		bid(3, 9, 90, T+9998),                       // ties the top price of [T, T+10000)
-		bid(4, 9, 10, T+10000),                      // first instant of the next windows
+		bid(3, 9, 90, T+9998),                      // ties the top price of [T, T+10000)
+		bid(4, 9, 10, T+10000),                     // first instant of the next windows
 		person(102, T+12000, "busy", "WA"),
 		auction(502, 102, 10, T+15000, T+20000, 0),
 		auction(503, 102, 11, T+16000, T+20000, 0), // one q8 result all the same
