@@ -35,11 +35,11 @@ var windowedCases = []windowedCase{
 	{"q11", func(es []Event) []string { return jsonLines(Q11(es)) }},
 }
 
-// windowedEvents is the test input: 12,000 events at 400 per second of
-// event time (30 s: three TUMBLE windows, 15+ HOP windows), shuffled
+// windowedEvents is the test input: 16,000 events at 400 per second of
+// event time (40 s: four TUMBLE windows, 20+ HOP windows), shuffled
 // within windowedDisorder.
 const (
-	windowedEventCount = 12_000
+	windowedEventCount = 16_000
 	windowedDisorder   = 2 * time.Second
 )
 
@@ -57,10 +57,10 @@ func windowedEvents(t testing.TB) []Event {
 }
 
 // produceEvents writes es to topic as the event format says (empty key,
-// timestamp = dateTime), event i to partition i % partitions: each
+// timestamp = dateTime), es[i] to partition (first+i) % partitions: each
 // partition's records are a subsequence of the generator's order, so no
 // record is further behind its partition's latest than the disorder.
-func produceEvents(t testing.TB, b *weirtest.Broker, topic string, partitions int32, es []Event) {
+func produceEvents(t testing.TB, b *weirtest.Broker, topic string, partitions int32, es []Event, first int) {
 	t.Helper()
 	cl := b.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
 	recs := make([]*kgo.Record, len(es))
@@ -69,7 +69,7 @@ func produceEvents(t testing.TB, b *weirtest.Broker, topic string, partitions in
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: v, Timestamp: time.UnixMilli(e.DateTime())}
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(first+i) % partitions, Value: v, Timestamp: time.UnixMilli(e.DateTime())}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -99,13 +99,14 @@ func runQueryBounded(t testing.TB, b *weirtest.Broker, query, app, in, out strin
 	}
 }
 
-// readValues returns the values of every committed record of topic, up to
-// its end offsets now (as strings).
+// readValues returns the values of every committed record of topic up to
+// its last stable offsets now (as strings): what a read_committed consumer
+// can read of it at this moment.
 func readValues(t testing.TB, b *weirtest.Broker, topic string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ends, err := b.Admin().ListEndOffsets(ctx, topic)
+	ends, err := b.Admin().ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("end offsets of %s: %v", topic, err)
 	}
@@ -186,7 +187,7 @@ func firstFew(vs []string) string {
 func TestWindowedQueriesBounded(t *testing.T) {
 	es := windowedEvents(t)
 	b := weirtest.Start(t, weirtest.Topic("nexmark", 3))
-	produceEvents(t, b, "nexmark", 3, es)
+	produceEvents(t, b, "nexmark", 3, es, 0)
 	for _, c := range windowedCases {
 		t.Run(c.query, func(t *testing.T) {
 			out := c.query + "-out"
@@ -233,7 +234,7 @@ func TestWindowedQueriesEdges(t *testing.T) {
 		bid(4, 8, 10, T+29999),
 	}
 	b := weirtest.Start(t, weirtest.Topic("edges", 3))
-	produceEvents(t, b, "edges", 3, es)
+	produceEvents(t, b, "edges", 3, es, 0)
 	for _, c := range windowedCases {
 		t.Run(c.query, func(t *testing.T) {
 			out := c.query + "-edges"
