@@ -152,7 +152,9 @@ func (oa *openAuction) offer(o offer) bool {
 }
 
 // isAuction keeps the auctions of the event stream.
-func isAuction(r stream.Record[[]byte, Event]) (bool, error) { return r.Value.Type == AuctionEvent, nil }
+func isAuction(r stream.Record[[]byte, Event]) (bool, error) {
+	return r.Value.Type == AuctionEvent, nil
+}
 
 // isPerson keeps the persons of the event stream.
 func isPerson(r stream.Record[[]byte, Event]) (bool, error) { return r.Value.Type == PersonEvent, nil }
