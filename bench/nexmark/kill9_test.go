@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream"
 	"github.com/weirhq/weir/weirtest"
@@ -90,16 +93,15 @@ func runKillChild() int {
 
 func TestWindowedQueriesKill9ExactlyOnce(t *testing.T) {
 	es := windowedEvents(t)
-	b := weirtest.Start(t, weirtest.Topic("nexmark", 3))
-	var queries []string
-	for _, c := range windowedCases {
-		queries = append(queries, c.query)
-		b.CreateTopic(c.query+"-kill", 3)
+	const parts = 3
+	b := weirtest.Start(t, weirtest.Topic("events", parts))
+	for _, q := range windowedQueries {
+		b.CreateTopic(q+"-kill", parts)
 	}
 	dir := t.TempDir()
 	env := func(mode string) []string {
-		return []string{killBrokerEnv + "=" + b.Addr(), killDirEnv + "=" + dir, killInputEnv + "=nexmark",
-			killQueriesEnv + "=" + strings.Join(queries, ","), killModeEnv + "=" + mode}
+		return []string{killBrokerEnv + "=" + b.Addr(), killDirEnv + "=" + dir, killInputEnv + "=events",
+			killQueriesEnv + "=" + strings.Join(windowedQueries, ","), killModeEnv + "=" + mode}
 	}
 	first := weirtest.StartChild(t, killChildRole, env("run")...)
 
@@ -110,14 +112,19 @@ func TestWindowedQueriesKill9ExactlyOnce(t *testing.T) {
 	const chunk = 400
 	waitAt := len(es) * 3 / 4 / chunk * chunk
 	killAt := waitAt + 2*chunk
-	outputs := map[string]int{}
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	producer := b.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	before := map[string]int{}
 	for i := 0; i < len(es); i += chunk {
-		produceEvents(t, b, "nexmark", 3, es[i:min(i+chunk, len(es))], i)
+		if err := WriteEvents(ctx, producer, "events", es[i:min(i+chunk, len(es))], parts); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(20 * time.Millisecond)
 		if i == waitAt {
 			deadline := time.Now().Add(90 * time.Second)
-			for _, q := range queries {
-				for len(readValues(t, b, q+"-kill")) == 0 {
+			for _, q := range windowedQueries {
+				for committedCount(t, b, q+"-kill") == 0 {
 					if time.Now().After(deadline) {
 						t.Fatalf("%s: no committed final result within 90s; the child's log:\n%s", q, first.Logs())
 					}
@@ -127,10 +134,10 @@ func TestWindowedQueriesKill9ExactlyOnce(t *testing.T) {
 		}
 		if i == killAt {
 			first.Kill()
-			for _, q := range queries {
-				outputs[q] = len(readValues(t, b, q+"-kill"))
+			for _, q := range windowedQueries {
+				before[q] = committedCount(t, b, q+"-kill")
 			}
-			t.Logf("killed after %d of %d events were produced; committed results per query: %v", i+chunk, len(es), outputs)
+			t.Logf("killed after %d of %d events were produced; committed results per query: %v", i+chunk, len(es), before)
 		}
 	}
 
@@ -143,16 +150,18 @@ func TestWindowedQueriesKill9ExactlyOnce(t *testing.T) {
 	case <-time.After(180 * time.Second):
 		t.Fatalf("bounded restart did not end within 180s; its log:\n%s", second.Logs())
 	}
-	for _, c := range windowedCases {
-		got := readValues(t, b, c.query+"-kill")
-		want := c.want(es)
-		if err := sameResults(got, want); err != nil {
-			t.Errorf("%s after kill -9 and restart: %v", c.query, err)
+	for _, q := range windowedQueries {
+		out, err := ReadTopic(ctx, q+"-kill", kgo.SeedBrokers(b.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(q, es, out); err != nil {
+			t.Errorf("after kill -9 and restart: %v", err)
 			continue
 		}
-		if outputs[c.query] >= len(want) {
-			t.Errorf("%s: all %d results were out before the kill: the restart was not tested", c.query, len(want))
+		if before[q] >= len(out) {
+			t.Errorf("%s: all %d results were out before the kill: the restart was not tested", q, len(out))
 		}
-		t.Logf("%s: %d results, each exactly once (%d committed before the kill)", c.query, len(want), outputs[c.query])
+		t.Logf("%s: %d results, each exactly once (%d committed before the kill)", q, len(out), before[q])
 	}
 }

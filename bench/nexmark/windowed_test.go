@@ -2,10 +2,6 @@ package nexmark
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,193 +12,77 @@ import (
 	"github.com/weirhq/weir/weirtest"
 )
 
-// The windowed queries (q5, q7, q8, q11) run bounded over generated events
-// on the embedded broker, several partitions, disorder within the
+// The windowed queries (q5, q7, q8, q11) run bounded over events on the
+// embedded broker, over several partitions with disorder within the
 // out-of-orderness, and their output must equal the batch reference of
-// queries.go: the same results, each exactly once.
+// queries.go (Check): the same results, each exactly once.
 
-// windowedCase is one windowed query with its batch reference, as the
-// JSON of each result.
-type windowedCase struct {
-	query string
-	want  func([]Event) []string
-}
+var windowedQueries = []string{"q5", "q7", "q8", "q11"}
 
-var windowedCases = []windowedCase{
-	{"q5", func(es []Event) []string { return jsonLines(Q5(es)) }},
-	{"q7", func(es []Event) []string { return jsonLines(Q7(es)) }},
-	{"q8", func(es []Event) []string { return jsonLines(Q8(es)) }},
-	{"q11", func(es []Event) []string { return jsonLines(Q11(es)) }},
-}
+const windowedDisorder = 2 * time.Second
 
-// windowedEvents is the test input: 16,000 events at 400 per second of
-// event time (40 s: four TUMBLE windows, 20+ HOP windows), shuffled
-// within windowedDisorder.
-const (
-	windowedEventCount = 16_000
-	windowedDisorder   = 2 * time.Second
-)
-
+// windowedEvents is the generated input of the windowed tests: 16,000
+// events at 400 per second of event time (40 s: four TUMBLE windows, 20+
+// HOP windows, sessions that close before the end and some that do not),
+// shuffled within windowedDisorder.
 func windowedEvents(t testing.TB) []Event {
 	t.Helper()
 	g, err := NewGenerator(GeneratorConfig{Seed: 7, BaseTime: 1_700_000_000_000, EventsPerSecond: 400, Disorder: windowedDisorder})
 	if err != nil {
 		t.Fatal(err)
 	}
-	es := make([]Event, windowedEventCount)
+	es := make([]Event, 16_000)
 	for i := range es {
 		es[i] = g.Next()
 	}
 	return es
 }
 
-// produceEvents writes es to topic as the event format says (empty key,
-// timestamp = dateTime), es[i] to partition (first+i) % partitions: each
-// partition's records are a subsequence of the generator's order, so no
-// record is further behind its partition's latest than the disorder.
-func produceEvents(t testing.TB, b *weirtest.Broker, topic string, partitions int32, es []Event, first int) {
+// newWindowedCase writes events over the 3 partitions of the topic
+// "events" of a new broker; the queries run with windowedDisorder as their
+// out-of-orderness.
+func newWindowedCase(t *testing.T, events []Event) *streamCase {
 	t.Helper()
-	cl := b.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
-	recs := make([]*kgo.Record, len(es))
-	for i, e := range es {
-		v, err := Encode(nil, e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs[i] = &kgo.Record{Topic: topic, Partition: int32(first+i) % partitions, Value: v, Timestamp: time.UnixMilli(e.DateTime())}
-	}
+	const parts = 3
+	b := weirtest.Start(t, weirtest.Topic("events", parts))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce events: %v", err)
-	}
-}
-
-// runQueryBounded runs query from in to out as app, bounded, with the
-// watermark bounded by the generator's disorder.
-func runQueryBounded(t testing.TB, b *weirtest.Broker, query, app, in, out string, g stream.Guarantee) {
-	t.Helper()
-	o := Options{OutOfOrderness: windowedDisorder}
-	bl := stream.NewBuilder()
-	if err := Build(bl, query, in, out, o); err != nil {
+	if err := WriteEvents(ctx, b.Client(kgo.RecordPartitioner(kgo.ManualPartitioner())), "events", events, parts); err != nil {
 		t.Fatal(err)
 	}
-	opts := append(AppOptions(o), stream.Brokers(b.Addr()), stream.StateDir(t.TempDir()), stream.Delivery(g))
-	a, err := stream.NewApp(app, bl, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if err := a.RunBounded(ctx); err != nil {
-		t.Fatalf("%s: RunBounded: %v", query, err)
-	}
-}
-
-// readValues returns the values of every committed record of topic up to
-// its last stable offsets now (as strings): what a read_committed consumer
-// can read of it at this moment.
-func readValues(t testing.TB, b *weirtest.Broker, topic string) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ends, err := b.Admin().ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
-	cl := b.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	var out []string
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %s: partitions %v not read to their end", topic, left)
-		}
-		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
-				out = append(out, string(r.Value))
-			}
-			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-	}
-	return out
-}
-
-// jsonLines is each result's JSON.
-func jsonLines[T any](rs []T) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		b, err := json.Marshal(r)
-		if err != nil {
-			panic(err)
-		}
-		out[i] = string(b)
-	}
-	return out
-}
-
-// sameResults compares got with want as multisets, naming the differences.
-func sameResults(got, want []string) error {
-	count := map[string]int{}
-	for _, w := range want {
-		count[w]++
-	}
-	for _, g := range got {
-		count[g]--
-	}
-	var missing, extra []string
-	for v, n := range count {
-		for ; n > 0; n-- {
-			missing = append(missing, v)
-		}
-		for ; n < 0; n++ {
-			extra = append(extra, v)
-		}
-	}
-	if len(missing) == 0 && len(extra) == 0 {
-		return nil
-	}
-	slices.Sort(missing)
-	slices.Sort(extra)
-	return fmt.Errorf("%d results, want %d: %d missing %s, %d unexpected or repeated %s",
-		len(got), len(want), len(missing), firstFew(missing), len(extra), firstFew(extra))
-}
-
-func firstFew(vs []string) string {
-	if len(vs) > 5 {
-		return "[" + strings.Join(vs[:5], " ") + " ...]"
-	}
-	return "[" + strings.Join(vs, " ") + "]"
+	return &streamCase{b: b, events: events, input: "events", partitions: parts, opts: Options{OutOfOrderness: windowedDisorder}}
 }
 
 func TestWindowedQueriesBounded(t *testing.T) {
-	es := windowedEvents(t)
-	b := weirtest.Start(t, weirtest.Topic("nexmark", 3))
-	produceEvents(t, b, "nexmark", 3, es, 0)
-	for _, c := range windowedCases {
-		t.Run(c.query, func(t *testing.T) {
-			out := c.query + "-out"
-			b.CreateTopic(out, 3)
-			runQueryBounded(t, b, c.query, "nexmark-"+c.query, "nexmark", out, stream.AtLeastOnce)
-			want := c.want(es)
-			if len(want) < 3 {
-				t.Fatalf("reference has %d results: the input does not exercise the query", len(want))
+	c := newWindowedCase(t, windowedEvents(t))
+	for _, q := range windowedQueries {
+		t.Run(q, func(t *testing.T) {
+			n := checkedLen(t, q, c.events)
+			if n < 3 {
+				t.Fatalf("reference has %d results: the input does not exercise %s", n, q)
 			}
-			if err := sameResults(readValues(t, b, out), want); err != nil {
+			if err := Check(q, c.events, c.run(t, q, q+"-out", stream.AtLeastOnce)); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %d results equal the batch reference", c.query, len(want))
+			t.Logf("%s: %d results equal the batch reference", q, n)
 		})
 	}
+}
+
+// checkedLen is the number of results of q's batch reference over events.
+func checkedLen(t testing.TB, q string, events []Event) int {
+	switch q {
+	case "q5":
+		return len(Q5(events))
+	case "q7":
+		return len(Q7(events))
+	case "q8":
+		return len(Q8(events))
+	case "q11":
+		return len(Q11(events))
+	}
+	t.Fatalf("no reference for %s", q)
+	return 0
 }
 
 // TestWindowedQueriesEdges runs the windowed queries over a few events
@@ -233,18 +113,59 @@ func TestWindowedQueriesEdges(t *testing.T) {
 		bid(4, 7, 10, T+29998), // 9999 after: the same session
 		bid(4, 8, 10, T+29999),
 	}
-	b := weirtest.Start(t, weirtest.Topic("edges", 3))
-	produceEvents(t, b, "edges", 3, es, 0)
-	for _, c := range windowedCases {
-		t.Run(c.query, func(t *testing.T) {
-			out := c.query + "-edges"
-			b.CreateTopic(out, 3)
-			runQueryBounded(t, b, c.query, "edges-"+c.query, "edges", out, stream.AtLeastOnce)
-			want := c.want(es)
-			if err := sameResults(readValues(t, b, out), want); err != nil {
+	c := newWindowedCase(t, es)
+	for _, q := range windowedQueries {
+		t.Run(q, func(t *testing.T) {
+			if err := Check(q, c.events, c.run(t, q, q+"-edges", stream.AtLeastOnce)); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %d results equal the batch reference", c.query, len(want))
+			t.Logf("%s: %d results equal the batch reference", q, checkedLen(t, q, es))
 		})
 	}
+}
+
+// committedCount is the number of records of topic a read_committed
+// consumer can read now (up to its last stable offsets): unlike ReadTopic
+// it does not wait for a transaction left open by a killed writer.
+func committedCount(t testing.TB, b *weirtest.Broker, topic string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := b.Admin().ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("last stable offsets of %s: %v", topic, err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	if len(left) == 0 {
+		return 0
+	}
+	cl := b.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	defer cl.Close()
+	n := 0
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: partitions %v not read to their last stable offset", topic, left)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := left[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				n++
+			}
+			if r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return n
 }
