@@ -14,10 +14,11 @@ import (
 // Two windowed stages, each emitting a window's result once, when the
 // watermark closes it (a local and a global aggregation):
 //
-//  1. in each input partition, without a repartition (the aggregation is
-//     by the input's key, which no operator changed), the highest bids of
-//     each window. The result carries the window's last instant
-//     (end - 1 ms) as its timestamp;
+//  1. the highest bids of each window in each input partition: grouped
+//     by the input's key (empty in the event format), which no operator
+//     changed, so there is no repartition and each task aggregates the
+//     bids of its own partition. A result carries its window's last
+//     instant (end - 1 ms) as its timestamp;
 //  2. those partial results, keyed by their window's start (a
 //     repartition), combined per window. They fall in the very window
 //     they summarise, which closes when the watermark passes its end. The
