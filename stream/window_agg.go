@@ -228,6 +228,7 @@ type windowOp[K, V, A any] struct {
 	kh    uint64
 
 	wins      []window.Window
+	winKeys   [][]byte // the store keys of wins (processTime)
 	absorbed  []int
 	closeRecs []*kgo.Record
 	scanKeys  [][]byte
@@ -407,13 +408,21 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 	if o.fresh != nil {
 		o.kh = maphash.Bytes(o.fresh.seed, kb)
 	}
+	// Each window's store key, built once: the update's changelog record
+	// keeps it.
+	wks := o.winKeys[:0]
+	for _, w := range o.wins {
+		wks = append(wks, timekey.WindowKey(nil, kb, w.Start, w.End))
+	}
+	o.winKeys = wks
+	defer clear(wks)
 	if len(o.wins) > 1 {
 		// The key's windows are neighbours in the store: one database
 		// iterator reads those the cache cannot answer.
 		ks := o.loadKeys[:0]
-		for _, w := range o.wins {
+		for i, w := range o.wins {
 			if !o.fresh.absent(w.End, o.kh) {
-				ks = append(ks, timekey.WindowKey(nil, kb, w.Start, w.End))
+				ks = append(ks, wks[i])
 			}
 		}
 		o.loadKeys = ks
@@ -422,16 +431,16 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 		}
 	}
 	took, skipped := 0, 0
-	for _, w := range o.wins {
+	for i, w := range o.wins {
 		closeAt := satAddMs(w.End, o.d.grace)
 		switch {
 		case closeAt > o.wm:
-			if err := o.update(r, kb, w, w.End-1, false); err != nil {
+			if err := o.update(r, kb, wks[i], w, w.End-1, false); err != nil {
 				return err
 			}
 			took++
 		case o.d.late.kind == lateUpdates && satAddMs(closeAt, o.d.retain) > o.wm:
-			if err := o.update(r, kb, w, w.End-1, true); err != nil {
+			if err := o.update(r, kb, wks[i], w, w.End-1, true); err != nil {
 				return err
 			}
 			took++
@@ -571,11 +580,11 @@ func (o *windowOp[K, V, A]) addWindow(kb []byte, w window.Window, ts int64, reta
 	return nil
 }
 
-// update folds r into window w of key kb (retained: a closed window kept
-// for LateUpdates; the update is a correction). ts is the window's time:
-// its store timestamp and its results' timestamp.
-func (o *windowOp[K, V, A]) update(r Record[K, V], kb []byte, w window.Window, ts int64, retained bool) error {
-	wk := timekey.WindowKey(nil, kb, w.Start, w.End)
+// update folds r into window w of key kb, whose store key is wk (kept by
+// the changelog record: not modified afterwards). retained: a closed window
+// kept for LateUpdates; the update is a correction. ts is the window's
+// time: its store timestamp and its results' timestamp.
+func (o *windowOp[K, V, A]) update(r Record[K, V], kb, wk []byte, w window.Window, ts int64, retained bool) error {
 	isTime := o.d.kind == "time"
 	if isTime && o.fresh.absent(w.End, o.kh) {
 		o.t.txn.KnowAbsent(o.name, wk)
