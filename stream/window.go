@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -296,7 +297,10 @@ type windowDecl struct {
 	lateRetain int64
 	late       latePolicy
 	emit       emission
-	desc       string // for App.Describe
+	// windows names the windows; desc states the store (describe), its
+	// late records' destination as the policy names it.
+	windows string
+	desc    string
 }
 
 // declareWindow validates a windowed operation's declaration, recording its
@@ -367,9 +371,68 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 		b.errorf("%s %q: %s", op, store.Name, strings.Join(errs, "; "))
 		return nil
 	}
-	d.desc = fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
-		w.describe(), store.Grace, store.Retain, d.late, d.emit)
+	d.windows = w.describe()
+	d.desc = d.describe(d.late.String())
 	return d
+}
+
+// describe states the windowed store for App.Describe, its late records
+// going to late.
+func (d *windowDecl) describe(late string) string {
+	return fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
+		d.windows, msDuration(d.grace), msDuration(d.lateRetain), late, d.emit)
+}
+
+// windowDescription states a windowed store for App.Describe, naming where
+// its late records go as this App writes them: the late topic, or the
+// dead-letter topic of the input each late record came from (through
+// repartitions, the input the record was first read from, as its
+// dead-letter headers say).
+func (a *App) windowDescription(spec *storeSpec) string {
+	d := spec.win
+	if d == nil {
+		return spec.window
+	}
+	if d.late.kind != lateDLQ {
+		return d.describe(d.late.String())
+	}
+	var dlqs []string
+	for _, in := range a.originInputs(spec.source) {
+		if t := a.dlqTopic(in); !slices.Contains(dlqs, t) {
+			dlqs = append(dlqs, t)
+		}
+	}
+	slices.Sort(dlqs)
+	if len(dlqs) == 1 {
+		return d.describe("to the dead-letter topic " + dlqs[0])
+	}
+	return d.describe("to the dead-letter topic of the record's input: " + strings.Join(dlqs, ", "))
+}
+
+// originInputs returns the input topics whose records reach source src:
+// src's own topic, or through a repartition topic its upstream sources'
+// inputs, sorted.
+func (a *App) originInputs(src int) []string {
+	var out []string
+	seen := map[int]bool{}
+	var visit func(i int)
+	visit = func(i int) {
+		if seen[i] {
+			return
+		}
+		seen[i] = true
+		s := a.b.sources[i]
+		if !s.internal || len(s.upstream) == 0 {
+			out = append(out, a.topicOf(s))
+			return
+		}
+		for _, u := range s.upstream {
+			visit(u)
+		}
+	}
+	visit(src)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // closeDelta is the distance from a window's end to the watermark that
