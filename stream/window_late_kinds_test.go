@@ -232,3 +232,40 @@ func TestWindowSessionUpdatesViewMatchesBatch(t *testing.T) {
 		}
 	}
 }
+
+// LateUpdates across a restart that loses the local stores: the retained
+// windows (and their 'r' index) come back from the changelog, so late
+// records after the restart still update, extend and merge them, and the
+// upsert view equals the batch.
+func TestWindowLateUpdatesSurvivesRestore(t *testing.T) {
+	const grace, retain, step = 100, 3000, 90
+	for _, w := range []Windows{Session(250 * time.Millisecond), Sliding(150 * time.Millisecond)} {
+		recs, expired := lateMix(43, 400, testKeys[:4], step, grace, retain)
+		store := WindowedStore{Name: "lr", Grace: grace * time.Millisecond, Late: LateUpdates(), Emit: EmitFinal(),
+			Retain: retain * time.Millisecond}
+		r := newWindowRun(t, w, store, 1, 0, aggSum)
+		half := len(recs) / 2
+		r.pipe(recs[:half]...)
+		if err := r.d.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		r.pipe(recs[half:]...)
+		r.flush(100_000_000)
+		var kept []wrec
+		for _, x := range recs {
+			if !slices.Contains(expired, x) {
+				kept = append(kept, x)
+			}
+		}
+		var want map[string]int64
+		switch w := w.(type) {
+		case SessionWindows:
+			want = batchSessions(kept, w.w.Gap.Milliseconds(), false)
+		case SlidingWindows:
+			want = batchSliding(kept, w.w.TimeDifference.Milliseconds(), false)
+		}
+		if d := diffResults(view(r.upserts()), want); d != "[]" {
+			t.Fatalf("%s: %s", w.describe(), d)
+		}
+	}
+}
