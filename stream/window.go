@@ -181,8 +181,8 @@ func LateToDLQ() LatePolicy { return latePolicy{kind: lateDLQ} }
 // still holds them — up to WindowedStore.Retain of watermark after they
 // closed — and emits the corrected results downstream (for EmitFinal a
 // second result for a window, which a consumer keyed by the window
-// upserts). For every kind of windows (as Kafka Streams' grace, which
-// weir's Grace + Retain is here):
+// upserts). It works for every kind of windows, as Kafka Streams' grace
+// period does for late records (weir's Grace + Retain playing its part):
 //   - time windows (tumbling, hopping, calendar): each of the record's
 //     windows still retained takes it;
 //   - sliding windows: the record updates the windows holding it and
