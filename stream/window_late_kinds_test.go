@@ -269,3 +269,19 @@ func TestWindowLateUpdatesSurvivesRestore(t *testing.T) {
 		}
 	}
 }
+
+// EmitFinal with early firing: a session emitted early and then extended
+// is retracted; its final result comes under the new key when it closes.
+func TestWindowSessionEarlyFiringRetracts(t *testing.T) {
+	store := WindowedStore{Name: "er", Late: DropLate(), Emit: EmitFinal(EarlyEvery(1))}
+	r := newWindowRun(t, Session(100*time.Millisecond), store, 1, 0, aggSum)
+	r.pipe(wrec{key: "a", ts: 1000, val: 1}, wrec{key: "a", ts: 1080, val: 2})
+	want := []upsert{{win: "a|1000|1000", val: 1}, {win: "a|1000|1000", tomb: true}, {win: "a|1000|1080", val: 3}}
+	if got := r.upserts(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("outputs %v, want %v", got, want)
+	}
+	r.flush(100_000)
+	if d := diffResults(view(r.upserts()), map[string]int64{"a|1000|1080": 3}); d != "[]" {
+		t.Fatal(d)
+	}
+}
