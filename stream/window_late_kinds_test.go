@@ -108,7 +108,7 @@ func TestWindowLateUpdatesSlidingSessionMatchBatch(t *testing.T) {
 			}
 			for _, agg := range aggs {
 				name := fmt.Sprintf("%s, %s, agg %d", w.describe(), emit.emission(), agg)
-				recs, expired := lateMix(41, 500, keys, step, grace, retain)
+				recs, expired := lateMix(41+uint64(agg), 500, keys, step, grace, retain)
 				if len(expired) == 0 {
 					t.Fatal("no expired record generated")
 				}
