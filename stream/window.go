@@ -251,12 +251,7 @@ func EarlyInterval(d time.Duration) EarlyFiring { return func(e *emission) { e.e
 // watermark passes its end plus the grace (Kafka Streams'
 // suppress(untilWindowCloses) and EmitStrategy.onWindowClose; Flink's
 // default). Early firings add partial results before it; LateUpdates adds
-// corrections after it. A watermark that passes many windows at once has
-// them emitted over several rounds, at most 16384 per store and round (the
-// next round runs at the next poll, at most its wait later), so one round's
-// work stays bounded; a record for a window whose result is still waiting
-// is late all the same. At the end of a bounded run every window closes at
-// once.
+// corrections after it.
 func EmitFinal(early ...EarlyFiring) Emission {
 	e := emission{final: true}
 	for _, f := range early {

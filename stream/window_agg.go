@@ -194,10 +194,6 @@ type windowOp[K, V, A any] struct {
 	// exists. committedScan is scanned as of the last committed
 	// transaction.
 	scanned, nextEnd, committedScan [2]int64
-	// resume: a scan that ran out of its round's budget (closeBurst)
-	// also handled every entry up to this key (nil: none); as of the
-	// last committed transaction: committedResume.
-	resume, committedResume [2][]byte
 	// scans counts the index scans (for tests: a round that cannot close
 	// a window scans nothing).
 	scans int
@@ -238,16 +234,6 @@ type windowOp[K, V, A any] struct {
 // closeChunk is how many windows a close scan reads from the database with
 // one iterator (state.Txn.Load) before closing them.
 const closeChunk = 1024
-
-// closeBurst bounds the index entries (open and retained windows) one
-// operator closes in a round: a watermark that jumps past many windows
-// closes them over several rounds (the loop's next poll, at most its poll
-// wait later, runs the next), so a round's work, its transaction and the
-// results it writes stay bounded. The windows waiting are closed in the
-// watermark's sense already: a late record does not reach them (see
-// processTime). At the end of time (a bounded run) every window closes at
-// once. A variable for tests.
-var closeBurst = 16 * closeChunk
 
 // loadWindows reads into the store cache the windows of index entries iks
 // ('r' entries if retained); an entry that does not parse is left to
@@ -290,11 +276,10 @@ func (o *windowOp[K, V, A]) sync() {
 	// one moved only Discards.
 	if t.txn == o.txn && t.txn.Commits() != o.commits {
 		o.committedScan = o.scanned // the transaction the scans ran in committed
-		o.committedResume = o.resume
 		o.notePending()
 	} else {
 		// Aborted (or unknown): its deletions were undone.
-		o.scanned, o.resume = o.committedScan, o.committedResume
+		o.scanned = o.committedScan
 		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
 	}
 	o.txn, o.epoch, o.commits = t.txn, t.txn.Epoch(), t.txn.Commits()
@@ -368,7 +353,7 @@ func (o *windowOp[K, V, A]) loadEarly() error {
 			return nil // a bad value is reported when the window is read
 		}
 		if _, _, end, err := timekey.ParseWindowKey(k); err != nil || satAddMs(end, delta) <= o.wm {
-			return nil // closed (retained, or its close waits)
+			return nil // closed (retained)
 		}
 		o.early[string(k)] = struct{}{}
 		return nil
@@ -702,19 +687,13 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 		return nil
 	}
 	delta := o.d.closeDelta()
-	// A burst of closes (a watermark jump) is spread over rounds, except
-	// at the end of time (a bounded run's end closes everything at once).
-	budget := closeBurst
-	if o.wm == math.MaxInt64 {
-		budget = math.MaxInt
-	}
-	closed, err := o.closeIndex(0, satAddMs(o.wm, -delta), &budget)
+	closed, err := o.closeIndex(0, satAddMs(o.wm, -delta))
 	if err != nil {
 		return err
 	}
 	o.fresh.closed(o.scanned[0])
 	if o.d.retain > 0 {
-		n, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain), &budget)
+		n, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain))
 		if err != nil {
 			return err
 		}
@@ -749,7 +728,7 @@ func unfatal(err error) error {
 // an open window is closed (its final result emitted under EmitFinal) and
 // deleted or retained; a retained one is deleted. It returns how many it
 // handled.
-func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget *int) (int, error) {
+func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	if maxEnd < o.nextEnd[i] || maxEnd <= o.scanned[i] {
 		return 0, nil
 	}
@@ -758,10 +737,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget *int) (int, e
 		tag = tagRetained
 	}
 	from := []byte{tag}
-	switch {
-	case o.resume[i] != nil:
-		from = append(slices.Clone(o.resume[i]), 0)
-	case o.scanned[i] != math.MinInt64:
+	if o.scanned[i] != math.MinInt64 {
 		from = timekey.AppendTime(from, o.scanned[i]+1)
 	}
 	o.scans++
@@ -788,8 +764,8 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget *int) (int, e
 				continue
 			}
 			switch end := readEnd([]byte(k)); {
-			case end <= o.scanned[i] || (o.resume[i] != nil && k <= string(o.resume[i])):
-				// Handled by an earlier scan (a pending note).
+			case end <= o.scanned[i]:
+				// Closed by a committed scan (a pending note).
 			case end <= maxEnd:
 				keys = append(keys, []byte(k))
 			default:
@@ -802,17 +778,6 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget *int) (int, e
 	o.scanKeys = keys[:0]
 	n := 0
 	for j, ik := range keys {
-		if *budget <= 0 {
-			// The rest waits for the next round: every entry below
-			// this one was handled.
-			end := readEnd(ik)
-			o.scanned[i], o.nextEnd[i] = end-1, end
-			if j > 0 {
-				o.resume[i] = slices.Clone(keys[j-1])
-			}
-			return n, nil
-		}
-		*budget--
 		if j%closeChunk == 0 {
 			if err := o.loadWindows(keys[j:min(j+closeChunk, len(keys))], i == 1); err != nil {
 				return n, err
@@ -826,7 +791,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget *int) (int, e
 			n++
 		}
 	}
-	o.scanned[i], o.nextEnd[i], o.resume[i] = maxEnd, next, nil
+	o.scanned[i], o.nextEnd[i] = maxEnd, next
 	return n, nil
 }
 

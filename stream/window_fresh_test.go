@@ -261,68 +261,6 @@ func TestWindowCommittedRoundsKeepScans(t *testing.T) {
 	}
 }
 
-// A watermark that jumps past more windows than closeBurst closes them over
-// several rounds, each closing at most closeBurst; every window's final
-// result appears once and equals the batch count, a record late for a
-// window still waiting to be closed is late (dropped, counted), and the end
-// of time closes every window in one round.
-func TestWindowCloseBurstBounded(t *testing.T) {
-	defer func(n int) { closeBurst = n }(closeBurst)
-	closeBurst = 7
-	keys := make([]string, 30)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%02d", i)
-	}
-	r := newWindowRun(t, Tumbling(time.Second), finalStore("burst"), 1, 0, aggCount)
-	var recs []wrec
-	for _, at := range []int64{100, 1100} {
-		for i, k := range keys {
-			recs = append(recs, wrec{key: k, ts: at + int64(i), val: 1})
-		}
-	}
-	r.pipe(recs...) // 30 windows [0, 1000) closed by the records at 1100...; 30 open in [1000, 2000)
-	if n := len(r.outputs()); n != 30 {
-		t.Fatalf("%d results after the first windows' close, want 30", n)
-	}
-	before := len(r.outputs())
-	r.pipe(wrec{key: "z", ts: 5000, val: 1}) // the watermark passes [1000, 2000): 30 to close
-	if got := len(r.outputs()) - before; got != closeBurst {
-		t.Fatalf("%d results in the round, want %d", got, closeBurst)
-	}
-	// Late for the windows [1000, 2000) still waiting to be closed.
-	r.pipe(wrec{key: keys[29], ts: 1500, val: 1}, wrec{key: "new", ts: 1500, val: 1})
-	for range 20 {
-		if err := r.d.Tick(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(r.outputs()) != 60 {
-		t.Fatalf("%d results after the ticks, want 60 (each window once)", len(r.outputs()))
-	}
-	want := batchTime(recs, 1000, 1000, 0, true)
-	if d := diffResults(r.finals(), want); d != "[]" {
-		t.Fatal(d)
-	}
-	// The end of time closes the rest at once: more than closeBurst
-	// windows of [6000, 7000) (the watermark at 6000 closed "z"'s).
-	more := make([]wrec, 0, 20)
-	for i := range 20 {
-		more = append(more, wrec{key: fmt.Sprintf("m%02d", i), ts: 6000, val: 1})
-	}
-	r.pipe(more...)
-	before = len(r.outputs())
-	if err := r.d.EndOfInput(); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(r.outputs()) - before; got != 20 {
-		t.Fatalf("%d results at the end of time, want 20", got)
-	}
-	if d := diffResults(r.finals(), batchTime(append(append(recs, wrec{key: "z", ts: 5000, val: 1}), more...),
-		1000, 1000, 0, true)); d != "[]" {
-		t.Fatal(d)
-	}
-}
-
 // EarlyInterval's set of windows updated since their last emission
 // survives a restart: it is rebuilt from the windows' stored counts, so a
 // window updated before the restart gets its early result one interval
