@@ -271,12 +271,16 @@ func (o *windowOp[K, V, A]) sync() {
 	if t.txn == o.txn && t.txn.Epoch() == o.epoch {
 		return
 	}
+	// Either way the ended transaction's created keys join the pending
+	// notes: one not known to have aborted may have committed (the scans
+	// read each noted key through the transaction; a note of a key that
+	// does not exist costs at most a redundant tombstone).
 	// A task commits a round and then discards the Txn (an empty round):
 	// the round the scans ran in committed iff Commits moved; an aborted
 	// one moved only Discards.
+	o.notePending()
 	if t.txn == o.txn && t.txn.Commits() != o.commits {
 		o.committedScan = o.scanned // the transaction the scans ran in committed
-		o.notePending()
 	} else {
 		// Aborted (or unknown): its deletions were undone.
 		o.scanned = o.committedScan
