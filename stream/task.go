@@ -60,7 +60,10 @@ type task struct {
 	// flushState, or discarded by abortRound): an operator keeping memory
 	// of writes of the open txn (timers, process_timers.go) drops it when
 	// txnGen moves.
-	txnGen  uint64
+	txnGen uint64
+	// aborts counts the calls of abortRound: an operator seeing txnGen
+	// move tells a commit from an abort by it (join_window.go).
+	aborts  uint64
 	pending []*kgo.Record
 	slab    []kgo.Record  // unused records for emit
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
@@ -666,6 +669,7 @@ func (t *task) abortRound() {
 		t.txn = nil
 	}
 	t.txnGen++
+	t.aborts++
 	t.streamTime = t.roundStart
 	t.rollbackWatermark()
 	if t.roundNext != nil {
