@@ -279,7 +279,7 @@ func TestJoinStreamsMatchBatch(t *testing.T) {
 func TestJoinStreamsUnmatchedOnlyAtClose(t *testing.T) {
 	w := JoinWindows{Before: 100 * time.Millisecond, After: 100 * time.Millisecond, Grace: 50 * time.Millisecond}
 	r := newJoinRun(t, joinOuter, w, JoinStore{Name: "j", Late: DropLate()}, nil, 0, false)
-	r.pipe(jrec{0, "k", 1000, "l1"}, jrec{1, "x", 1000, "rx"}) // both inputs have a watermark: 1000
+	r.pipe(jrec{0, "k", 1000, "l1"}, jrec{1, "x", 1000, "rx"})  // both inputs have a watermark: 1000
 	r.pipe(jrec{0, "x", 1140, "lx"}, jrec{1, "x", 1140, "rx2"}) // watermark 1140 < 1000 + 100 + 50
 	for _, o := range r.results() {
 		if strings.HasPrefix(o, "k|") {
