@@ -155,14 +155,19 @@ func (k joinKind) String() string {
 //	'r' | key (escaped) | t   -> the right records of key at t
 //	'a' | t | key (escaped)   -> 0x01: the close index of the left buckets
 //	'b' | t | key (escaped)   -> 0x01: the close index of the right buckets
-//	'm'                       -> the watermark (8 bytes BE) buckets were last closed at
+//	'k' | 'l' or 'r' | key    -> the key's buckets of that side: a key list
 //
-//	bucket: repeated { flags (1 byte; bit 0: matched) | uvarint length | value (its side's codec) },
-//	        in arrival order
+//	bucket:   repeated { flags (1 byte; bit 0: matched) | uvarint length | value (its side's codec) },
+//	          in arrival order
+//	key list: 0x00 | their times (8 bytes BE each, ascending; at most joinSparseTimes), or
+//	          0x01 | uvarint count (more buckets than that: found by a scan)
 //
-// A record's lookup of the other side is one scan of that side's buckets of
-// its key, from its time - lo to its time + hi (lo, hi: Before, After for a
-// left record; After, Before for a right one). The close index orders every
+// A record's lookup of the other side reads that side's key list of its key
+// (a point read: cached, or answered by Pebble's bloom filters when the key
+// has none) and the buckets it lists from its time - lo to its time + hi
+// (lo, hi: Before, After for a left record; After, Before for a right one);
+// a key with more buckets than joinSparseTimes is looked up by one scan of
+// its buckets over that range instead. The close index orders every
 // bucket of a side by time: the buckets a watermark closes are one scan up
 // to wm - hi - Grace - 1. The matched flag is the outer join's bookkeeping:
 // it is set, with a changelog write, when a record of the other side first
@@ -172,24 +177,34 @@ func (k joinKind) String() string {
 // entry are deleted with changelog tombstones.
 //
 // Invariants:
-//   - j.wm never decreases within a transaction; lateness, closed-on-arrival
-//     and closes all use it. A record is buffered only if its window is
+//   - j.wm is the task's watermark (never below it, never decreasing within
+//     a transaction); lateness, closed-on-arrival and closes all use it. A record is buffered only if its window is
 //     open (t + hi + Grace >= wm), and only a non-late record (t + Grace >=
 //     wm) is processed: so when a bucket closes (wm > t + hi + Grace) every
 //     record that could still be processed has a time > t + hi, outside the
 //     bucket's window — its unmatched result is final, and no record that
 //     could join it is lost by its deletion;
-//   - an index entry is written before its bucket, and a bucket is deleted
-//     before its index entry: a prefix of the changelog (a crash under
-//     at-least-once) never holds a bucket without its index entry;
+//   - a bucket's index entry is written before its key list entry, which
+//     is written before the bucket, and deleted in the reverse order: a
+//     prefix of the changelog (a crash under at-least-once) never holds a
+//     bucket its key list and index do not name. A key list may name a
+//     bucket that is gone (looked up and skipped) and a count may be too
+//     high (the key then stays scanned), never too low: a count is
+//     decremented only with the deletion of a bucket that exists;
 //   - a database scan sees committed state only: the buckets and index
 //     entries created in the open transaction are noted (created, keyBufs)
 //     until it ends and merged into every scan, and every scanned key is
 //     read again through the transaction, which has the last word. An
 //     aborted transaction takes wm and the close scans back to their values
 //     at the last commit (task.aborts tells the two ends apart);
-//   - the mark is written with the deletions of the closes it made: when
-//     committed, every bucket of side s with t < mark - hi - Grace is gone.
+//   - nothing derived from the watermark is persisted: a new instance of the
+//     task judges and closes by the watermark restored with the committed
+//     input offsets, the one its input is replayed from. (A windowed store
+//     keeps the watermark it closed at and never goes below it; here that
+//     would make the records replayed after an at-least-once crash late —
+//     the local store survives a kill ahead of the outputs not yet
+//     acknowledged — and lose their results.) Its close scans start at the
+//     start of the index.
 const (
 	ssjLeftBuf   = 'l'
 	ssjRightBuf  = 'r'
@@ -429,10 +444,8 @@ type streamJoin[K, V1, V2, VR any] struct {
 	carriesKey, carriesL, carriesR bool
 
 	// wm is the watermark records are judged and buckets closed by;
-	// loaded: it includes the store's mark. committedWM is wm as of the
-	// last committed transaction.
+	// committedWM is wm as of the last committed transaction.
 	wm, committedWM int64
-	loaded          bool
 
 	// Close scans, per side: every index entry with t <= scanned was
 	// handled; none with t in (scanned, nextT) exists. committedScan is
@@ -480,31 +493,6 @@ func (j *streamJoin[K, V1, V2, VR]) sync() {
 		clear(j.created[i])
 		clear(j.keyBufs[i])
 	}
-}
-
-// load raises wm to the store's mark, and the close scans past what the
-// mark's closes deleted, once.
-func (j *streamJoin[K, V1, V2, VR]) load() error {
-	if j.loaded {
-		return nil
-	}
-	v, found, err := j.get(markKey)
-	if err != nil {
-		return err
-	}
-	if found {
-		if len(v) != 8 {
-			return &fatalError{fmt.Errorf("store %s: watermark mark of %d bytes", j.name, len(v))}
-		}
-		m := int64(binary.BigEndian.Uint64(v))
-		j.wm = max(j.wm, m)
-		for i := range 2 {
-			j.scanned[i] = max(j.scanned[i], satAddMs(m, -j.d.hi(i)-j.d.grace-1))
-		}
-	}
-	j.committedWM, j.committedScan = j.wm, j.scanned
-	j.loaded = true
-	return nil
 }
 
 func (j *streamJoin[K, V1, V2, VR]) get(key []byte) ([]byte, bool, error) {
@@ -604,9 +592,7 @@ func (j *streamJoin[K, V1, V2, VR]) process(side int, key K, keyEnc encoded, vb 
 		return fmt.Errorf("store %s: encode key: %w", j.name, err)
 	}
 	j.sync()
-	if err := j.load(); err != nil {
-		return err
-	}
+	j.wm = max(j.wm, j.t.et.tracker.Watermark())
 	t := ts.UnixMilli()
 	d := j.d
 	if satAddMs(t, d.grace) < j.wm {
@@ -615,7 +601,7 @@ func (j *streamJoin[K, V1, V2, VR]) process(side int, key K, keyEnc encoded, vb 
 	// The other side's buckets of the key within the bound.
 	other := 1 - side
 	from, to := satAddMs(t, -d.lo(side)), satAddMs(t, d.hi(side))
-	bks, err := j.buckets(other, kb, from, to)
+	bks, err := j.lookup(other, kb, from, to)
 	if err != nil {
 		return err
 	}
@@ -756,6 +742,9 @@ func (j *streamJoin[K, V1, V2, VR]) buffer(side int, kb []byte, t int64, vb []by
 		if err := j.put(ik, indexValue, t); err != nil {
 			return err
 		}
+		if err := j.listAdd(side, kb, t); err != nil {
+			return err
+		}
 		j.created[side][string(ik)] = struct{}{}
 		j.keyBufs[side][string(kb)] = append(j.keyBufs[side][string(kb)], bk)
 		j.nextT[side] = min(j.nextT[side], t)
@@ -807,43 +796,22 @@ func (j *streamJoin[K, V1, V2, VR]) late(side int, kb, vb []byte, ts time.Time, 
 // deleted.
 func (j *streamJoin[K, V1, V2, VR]) advance(wm int64, _ time.Time) error {
 	j.sync()
-	if err := j.load(); err != nil {
-		return unfatal(err)
-	}
 	j.wm = max(j.wm, wm)
 	if j.wm == math.MinInt64 {
 		return nil
 	}
-	closed := 0
 	for side := range 2 {
-		n, err := j.closeSide(side, satAddMs(j.wm, -j.d.hi(side)-j.d.grace-1))
-		if err != nil {
+		if err := j.closeSide(side, satAddMs(j.wm, -j.d.hi(side)-j.d.grace-1)); err != nil {
 			return err
 		}
-		closed += n
 	}
-	if closed == 0 {
-		return nil
-	}
-	// The mark goes with the deletions (see the invariants).
-	t := j.t
-	mark := binary.BigEndian.AppendUint64(nil, uint64(j.wm))
-	if _, err := t.txn.Put(j.name, markKey, mark, j.wm); err != nil {
-		return fmt.Errorf("store %s: %w", j.name, err)
-	}
-	if err := t.txn.Apply(); err != nil {
-		return err
-	}
-	t.produce(&kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: markKey, Value: mark,
-		Timestamp: time.UnixMilli(j.wm)})
 	return nil
 }
 
-// closeSide closes side's buckets with time <= maxT, in (time, key) order,
-// and returns how many it closed.
-func (j *streamJoin[K, V1, V2, VR]) closeSide(side int, maxT int64) (int, error) {
+// closeSide closes side's buckets with time <= maxT, in (time, key) order.
+func (j *streamJoin[K, V1, V2, VR]) closeSide(side int, maxT int64) error {
 	if maxT <= j.scanned[side] || maxT < j.nextT[side] {
-		return 0, nil
+		return nil
 	}
 	tag := ssjIdxTag[side]
 	from := []byte{tag}
@@ -864,7 +832,7 @@ func (j *streamJoin[K, V1, V2, VR]) closeSide(side int, maxT int64) (int, error)
 		return nil
 	})
 	if err != nil && !errors.Is(err, errWindowScanStop) {
-		return 0, fmt.Errorf("store %s: scan: %w", j.name, err)
+		return fmt.Errorf("store %s: scan: %w", j.name, err)
 	}
 	for k := range j.created[side] {
 		if t := readEnd([]byte(k)); t <= maxT {
@@ -875,60 +843,62 @@ func (j *streamJoin[K, V1, V2, VR]) closeSide(side int, maxT int64) (int, error)
 	}
 	slices.SortFunc(keys, bytes.Compare)
 	keys = slices.CompactFunc(keys, bytes.Equal)
-	n := 0
 	for _, ik := range keys {
-		done, err := j.closeBucket(side, ik)
-		if err != nil {
-			return n, err
-		}
-		if done {
-			n++
+		if err := j.closeBucket(side, ik); err != nil {
+			return err
 		}
 	}
 	j.scanned[side], j.nextT[side] = maxT, next
-	return n, nil
+	return nil
 }
 
 // closeBucket deletes the bucket of index entry ik (if the transaction
 // still holds it) and emits its unmatched records if side is outer.
-func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) (bool, error) {
+func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) error {
 	t := j.t
 	if found, known := t.txn.Known(j.name, ik); known && !found {
-		return false, nil // closed in the open transaction already
+		return nil // closed in the open transaction already
 	}
 	ts, kb, err := parseJoinIndexKey(j.name, ik)
 	if err != nil {
-		return false, err
+		return err
 	}
 	bk := bufKey(side, kb, ts)
 	raw, found, err := j.get(bk)
 	if err != nil {
-		return false, unfatal(err)
+		return unfatal(err)
 	}
 	at := time.UnixMilli(ts)
 	var recs []*kgo.Record
 	if found {
 		if err := t.txn.DeleteCold(j.name, bk); err != nil {
-			return false, fmt.Errorf("store %s: %w", j.name, err)
+			return fmt.Errorf("store %s: %w", j.name, err)
 		}
 		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: bk, Timestamp: at})
 	}
+	lk, lv, err := j.listRemove(side, kb, ts, found)
+	if err != nil {
+		return unfatal(err)
+	}
+	if lk != nil {
+		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: lk, Value: lv, Timestamp: at})
+	}
 	if err := t.txn.DeleteCold(j.name, ik); err != nil {
-		return false, fmt.Errorf("store %s: %w", j.name, err)
+		return fmt.Errorf("store %s: %w", j.name, err)
 	}
 	recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: slices.Clone(ik), Timestamp: at})
 	if err := t.txn.Apply(); err != nil {
-		return false, err
+		return err
 	}
 	for _, r := range recs {
 		t.produce(r)
 	}
 	if !found || !j.d.outer(side) {
-		return true, nil
+		return nil
 	}
 	es, err := decodeBucket(raw)
 	if err != nil {
-		return true, fmt.Errorf("store %s: %w", j.name, err)
+		return fmt.Errorf("store %s: %w", j.name, err)
 	}
 	var key K
 	keyDecoded := false
@@ -938,7 +908,7 @@ func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) (bool, erro
 		}
 		if !keyDecoded {
 			if key, err = j.key.Decode(kb); err != nil {
-				return true, fmt.Errorf("store %s: decode stored key: %w", j.name, err)
+				return fmt.Errorf("store %s: decode stored key: %w", j.name, err)
 			}
 			keyDecoded = true
 		}
@@ -953,8 +923,152 @@ func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) (bool, erro
 			out.Timestamp, out.keyEnc = at, carry(j.key, j.carriesKey, kb)
 			return failedIn(j.n, j.next(out))
 		}, origin); err != nil {
-			return true, err
+			return err
 		}
 	}
-	return true, nil
+	return nil
+}
+
+// joinSparseTimes is how many buckets of a key a key list names by time;
+// a key with more is looked up by a scan. (A variable: tests lower it to
+// run both kinds of lookup.)
+var joinSparseTimes = 32
+
+const (
+	ssjKeyList    = 'k'
+	keyListSparse = 0
+	keyListDense  = 1
+)
+
+func keyListKey(side int, kb []byte) []byte {
+	k := make([]byte, 0, 2+len(kb)+2)
+	k = append(k, ssjKeyList, ssjBufTag[side])
+	return timekey.AppendKey(k, kb)
+}
+
+// keyList is a decoded key list: times (sparse) or a count (dense).
+type keyList struct {
+	dense bool
+	times []int64
+	count uint64
+}
+
+func decodeKeyList(v []byte) (keyList, error) {
+	if len(v) == 0 {
+		return keyList{}, errJoinBucket
+	}
+	switch v[0] {
+	case keyListSparse:
+		if (len(v)-1)%8 != 0 {
+			return keyList{}, errJoinBucket
+		}
+		l := keyList{times: make([]int64, 0, (len(v)-1)/8)}
+		for b := v[1:]; len(b) > 0; b = b[8:] {
+			l.times = append(l.times, int64(binary.BigEndian.Uint64(b)))
+		}
+		return l, nil
+	case keyListDense:
+		n, w := binary.Uvarint(v[1:])
+		if w <= 0 || w != len(v)-1 {
+			return keyList{}, errJoinBucket
+		}
+		return keyList{dense: true, count: n}, nil
+	}
+	return keyList{}, errJoinBucket
+}
+
+func (l keyList) encode() []byte {
+	if l.dense {
+		return binary.AppendUvarint([]byte{keyListDense}, l.count)
+	}
+	v := make([]byte, 1, 1+8*len(l.times))
+	for _, t := range l.times {
+		v = binary.BigEndian.AppendUint64(v, uint64(t))
+	}
+	return v
+}
+
+// readList reads side's key list of kb (found false: the key has no
+// bucket of that side).
+func (j *streamJoin[K, V1, V2, VR]) readList(side int, kb []byte) (lk []byte, l keyList, found bool, err error) {
+	lk = keyListKey(side, kb)
+	v, found, err := j.get(lk)
+	if err != nil || !found {
+		return lk, l, false, err
+	}
+	if l, err = decodeKeyList(v); err != nil {
+		return lk, l, false, &fatalError{fmt.Errorf("store %s: key list: %w", j.name, err)}
+	}
+	return lk, l, true, nil
+}
+
+// lookup returns the keys of side's buckets of key kb with times in
+// [from, to], in time order (each to be read through the transaction: it
+// may be gone).
+func (j *streamJoin[K, V1, V2, VR]) lookup(side int, kb []byte, from, to int64) ([][]byte, error) {
+	_, l, found, err := j.readList(side, kb)
+	if err != nil || !found {
+		return nil, err
+	}
+	if l.dense {
+		return j.buckets(side, kb, from, to)
+	}
+	var out [][]byte
+	for _, t := range l.times {
+		if t >= from && t <= to {
+			out = append(out, bufKey(side, kb, t))
+		}
+	}
+	return out, nil
+}
+
+// listAdd names side's new bucket (kb, t) in the key's list.
+func (j *streamJoin[K, V1, V2, VR]) listAdd(side int, kb []byte, t int64) error {
+	lk, l, _, err := j.readList(side, kb)
+	if err != nil {
+		return err
+	}
+	if l.dense {
+		l.count++
+	} else if i, ok := slices.BinarySearch(l.times, t); !ok {
+		l.times = slices.Insert(l.times, i, t)
+		if len(l.times) > joinSparseTimes {
+			l = keyList{dense: true, count: uint64(len(l.times))}
+		}
+	}
+	return j.put(lk, l.encode(), t)
+}
+
+// listRemove drops side's closed bucket (kb, t) from the key's list
+// (existed: the bucket was there to delete) through the transaction, and
+// returns the list's key and new value (nil: deleted) for the changelog,
+// or a nil key if the list did not change.
+func (j *streamJoin[K, V1, V2, VR]) listRemove(side int, kb []byte, t int64, existed bool) ([]byte, []byte, error) {
+	lk, l, found, err := j.readList(side, kb)
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	if l.dense {
+		if !existed || l.count == 0 {
+			return nil, nil, nil // see the invariants: never too low
+		}
+		l.count--
+	} else {
+		i, ok := slices.BinarySearch(l.times, t)
+		if !ok {
+			return nil, nil, nil
+		}
+		l.times = slices.Delete(l.times, i, i+1)
+	}
+	if !l.dense && len(l.times) == 0 || l.dense && l.count == 0 {
+		if err := j.t.txn.DeleteCold(j.name, lk); err != nil {
+			return nil, nil, &fatalError{fmt.Errorf("store %s: %w", j.name, err)}
+		}
+		return lk, nil, nil
+	}
+	v := l.encode()
+	if _, err := j.t.txn.Put(j.name, lk, v, t); err != nil {
+		return nil, nil, &fatalError{fmt.Errorf("store %s: %w", j.name, err)}
+	}
+	return lk, v, nil
 }

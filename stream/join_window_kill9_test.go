@@ -18,6 +18,9 @@ import (
 // is missing. The App runs in a child process (this test binary,
 // re-executed in the "join" child role).
 
+// joinKillWait bounds the wait for the results after the restart.
+var joinKillWait = 90 * time.Second
+
 const (
 	joinKillBefore = 150 // ms
 	joinKillAfter  = 100 // ms
@@ -125,13 +128,17 @@ func TestJoinStreamsKill9(t *testing.T) {
 				t.Fatalf("the batch join has %d pairs and %d unmatched: too few of either to prove anything",
 					pairs, len(want)-pairs)
 			}
-			deadline := time.Now().Add(90 * time.Second)
+			deadline := time.Now().Add(joinKillWait)
 			for {
 				got := readJoinResults(b, committed)
 				missing := 0
+				var some []string
 				for _, w := range want {
 					if got[w] == 0 {
 						missing++
+						if len(some) < 5 {
+							some = append(some, w)
+						}
 					}
 				}
 				if missing == 0 {
@@ -153,7 +160,8 @@ func TestJoinStreamsKill9(t *testing.T) {
 					return
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d results missing after 90s; the App's log:\n%s", missing, len(want), second.Logs())
+					t.Fatalf("%d of %d results missing after %v (e.g. %v); the App's log:\n%s", missing, len(want), joinKillWait, some,
+						second.Logs())
 				}
 				time.Sleep(100 * time.Millisecond)
 			}

@@ -237,40 +237,46 @@ var joinKinds = []joinKind{joinInner, joinLeft, joinOuter}
 // so the buffers, matched flags and close index are restored mid-stream.
 func TestJoinStreamsMatchBatch(t *testing.T) {
 	keys := []string{"a", "b", "c", "d", "e", "f"}
-	for seed := range uint64(6) {
-		for _, kind := range joinKinds {
-			rng := rand.New(rand.NewPCG(seed, 15))
-			before, after := 100+rng.Int64N(300), 100+rng.Int64N(300)
-			switch seed % 3 {
-			case 1:
-				after = -rng.Int64N(before - 50) // an interval wholly before the left record
-			case 2:
-				before = -rng.Int64N(after - 50) // wholly after it
+	// Key lists naming up to 32 buckets (each lookup reads the buckets
+	// named), and up to 1 (most lookups scan).
+	defer func(n int) { joinSparseTimes = n }(joinSparseTimes)
+	for _, sparse := range []int{32, 1} {
+		joinSparseTimes = sparse
+		for seed := range uint64(6) {
+			for _, kind := range joinKinds {
+				rng := rand.New(rand.NewPCG(seed, 15))
+				before, after := 100+rng.Int64N(300), 100+rng.Int64N(300)
+				switch seed % 3 {
+				case 1:
+					after = -rng.Int64N(before - 50) // an interval wholly before the left record
+				case 2:
+					before = -rng.Int64N(after - 50) // wholly after it
+				}
+				grace := []int64{0, 30}[seed%2]
+				const disorder = 150
+				recs := genJoinRecords(rng, 150, keys, 20_000, disorder)
+				w := JoinWindows{Before: msDuration(before), After: msDuration(after), Grace: msDuration(grace)}
+				name := fmt.Sprintf("sparse %d seed %d %s before %d after %d grace %d", sparse, seed, kind, before, after, grace)
+				t.Run(name, func(t *testing.T) {
+					r := newJoinRun(t, kind, w, JoinStore{Name: "j", Late: DropLate()}, nil, disorder*time.Millisecond, false)
+					half := len(recs) / 2
+					r.pipe(recs[:half]...)
+					if err := r.d.Restart(); err != nil {
+						t.Fatal(err)
+					}
+					r.pipe(recs[half:]...)
+					if err := r.d.EndOfInput(); err != nil {
+						t.Fatal(err)
+					}
+					want := batchJoin(recs, kind, before, after)
+					if len(want) == 0 {
+						t.Fatal("the batch join is empty: the test proves nothing")
+					}
+					if d := diffJoin(r.results(), want); d != "" {
+						t.Fatal(d)
+					}
+				})
 			}
-			grace := []int64{0, 30}[seed%2]
-			const disorder = 150
-			recs := genJoinRecords(rng, 150, keys, 20_000, disorder)
-			w := JoinWindows{Before: msDuration(before), After: msDuration(after), Grace: msDuration(grace)}
-			name := fmt.Sprintf("seed %d %s before %d after %d grace %d", seed, kind, before, after, grace)
-			t.Run(name, func(t *testing.T) {
-				r := newJoinRun(t, kind, w, JoinStore{Name: "j", Late: DropLate()}, nil, disorder*time.Millisecond, false)
-				half := len(recs) / 2
-				r.pipe(recs[:half]...)
-				if err := r.d.Restart(); err != nil {
-					t.Fatal(err)
-				}
-				r.pipe(recs[half:]...)
-				if err := r.d.EndOfInput(); err != nil {
-					t.Fatal(err)
-				}
-				want := batchJoin(recs, kind, before, after)
-				if len(want) == 0 {
-					t.Fatal("the batch join is empty: the test proves nothing")
-				}
-				if d := diffJoin(r.results(), want); d != "" {
-					t.Fatal(d)
-				}
-			})
 		}
 	}
 }
