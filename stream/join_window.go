@@ -98,6 +98,12 @@ func JoinCodecs[K, V1, V2 any](key Codec[K], left Codec[V1], right Codec[V2]) St
 //
 // Under ExactlyOnce the results, the store's writes and the input offsets
 // are one transaction: every result is written exactly once across crashes.
+// Under AtLeastOnce a crash replays the input since the last commit against
+// a store that may already hold its effects: the replayed records are
+// buffered and joined again, so results repeat; in a rare race — a replayed
+// record whose partner's window closed after that commit, in the moments
+// before the crash, while their result was not yet acknowledged — the pair
+// is lost (and an outer side emits the record unmatched instead).
 func JoinStreams[K, V1, V2, VR any](l Stream[K, V1], r Stream[K, V2], w JoinWindows, store JoinStore,
 	fn func(key K, lv V1, rv V2) (VR, error), opts ...StreamJoinOpt[K, V1, V2],
 ) Stream[K, VR] {
