@@ -184,12 +184,13 @@ func (k joinKind) String() string {
 //
 // Invariants:
 //   - j.wm is the task's watermark (never below it, never decreasing within
-//     a transaction); lateness, closed-on-arrival and closes all use it. A record is buffered only if its window is
-//     open (t + hi + Grace >= wm), and only a non-late record (t + Grace >=
-//     wm) is processed: so when a bucket closes (wm > t + hi + Grace) every
-//     record that could still be processed has a time > t + hi, outside the
-//     bucket's window — its unmatched result is final, and no record that
-//     could join it is lost by its deletion;
+//     a transaction); lateness, closed-on-arrival and closes all use it. A
+//     record is buffered only if its window is open (t + hi + Grace >= wm),
+//     and only a non-late record (t + Grace >= wm) is processed: so when a
+//     bucket closes (wm > t + hi + Grace) every record that could still be
+//     processed has a time > t + hi, outside the bucket's window — its
+//     unmatched result is final, and no record that could join it is lost
+//     by its deletion (which may therefore come at any later round);
 //   - a bucket's index entry is written before its key list entry, which
 //     is written before the bucket, and deleted in the reverse order: a
 //     prefix of the changelog (a crash under at-least-once) never holds a
