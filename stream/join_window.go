@@ -557,14 +557,15 @@ type bucketEntry struct {
 	value []byte
 }
 
-var errJoinBucket = errors.New("malformed join bucket")
+var errJoinBucket = errors.New("malformed stream-stream join store value")
 
 func decodeBucket(v []byte) ([]bucketEntry, error) {
 	var out []bucketEntry
 	for len(v) > 0 {
 		f := v[0]
 		n, w := binary.Uvarint(v[1:])
-		if w <= 0 || n > uint64(len(v)-1-w) {
+		// (A length in its shortest form only: one value, one encoding.)
+		if f&^ssjMatched != 0 || w <= 0 || w != len(binary.AppendUvarint(nil, n)) || n > uint64(len(v)-1-w) {
 			return nil, errJoinBucket
 		}
 		v = v[1+w:]
@@ -971,12 +972,16 @@ func decodeKeyList(v []byte) (keyList, error) {
 		}
 		l := keyList{times: make([]int64, 0, (len(v)-1)/8)}
 		for b := v[1:]; len(b) > 0; b = b[8:] {
-			l.times = append(l.times, int64(binary.BigEndian.Uint64(b)))
+			t := int64(binary.BigEndian.Uint64(b))
+			if n := len(l.times); n > 0 && l.times[n-1] >= t {
+				return keyList{}, errJoinBucket // kept ascending and distinct
+			}
+			l.times = append(l.times, t)
 		}
 		return l, nil
 	case keyListDense:
 		n, w := binary.Uvarint(v[1:])
-		if w <= 0 || w != len(v)-1 {
+		if w <= 0 || w != len(v)-1 || w != len(binary.AppendUvarint(nil, n)) {
 			return keyList{}, errJoinBucket
 		}
 		return keyList{dense: true, count: n}, nil
