@@ -3,6 +3,7 @@ package stream
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -26,10 +27,21 @@ const (
 	joinKillAfter  = 100 // ms
 )
 
+// joinKillRekeyEnv, if set, makes the child re-key "jleft" (its records
+// keyed by their name, the join key in the value: "<key>/<name>") before
+// the join, which then reads it through a repartition topic.
+const joinKillRekeyEnv = "STREAM_JOIN_KILL_REKEY"
+
 // joinKillTopology: "jleft" outer-joined to "jright" (3 partitions each)
 // within [t - 150ms, t + 100ms], results to "jout".
-func joinKillTopology(bl *Builder) {
+func joinKillTopology(bl *Builder, rekey bool) {
 	l := From(bl, "jleft", String(), String())
+	if rekey {
+		l = KeyBy(l, func(r Record[string, string]) (string, error) {
+			k, _, _ := strings.Cut(r.Value, "/")
+			return k, nil
+		})
+	}
 	r := From(bl, "jright", String(), String())
 	OuterJoinStreams(l, r, JoinWindows{Before: joinKillBefore * time.Millisecond, After: joinKillAfter * time.Millisecond},
 		JoinStore{Name: "jw", Late: DropLate()},
@@ -42,42 +54,56 @@ func joinKillTopology(bl *Builder) {
 // "jcrashy".
 func runJoinKillChild() int {
 	bl := NewBuilder()
-	joinKillTopology(bl)
+	joinKillTopology(bl, os.Getenv(joinKillRekeyEnv) != "")
 	return runChildApp("jcrashy", bl)
 }
 
 // produceJoinEvents writes records from..from+n-1 of the test's streams:
 // record i on a random side, key k<i%5>, event time t0 + 20 ms * i (in
 // order on every partition of both topics), and adds them to recs.
-func produceJoinEvents(b *testBroker, rng *rand.Rand, from, n int, recs *[]jrec) {
+func produceJoinEvents(b *testBroker, rng *rand.Rand, from, n int, recs *[]jrec, rekey bool) {
 	out := make([]*kgo.Record, 0, n)
 	for i := from; i < from+n; i++ {
 		side := rng.IntN(2)
 		rec := jrec{side: side, key: fmt.Sprintf("k%d", i%5), ts: t0.UnixMilli() + 20*int64(i),
 			val: fmt.Sprintf("%c%d", "lr"[side], i)}
 		*recs = append(*recs, rec)
-		out = append(out, &kgo.Record{Topic: []string{"jleft", "jright"}[side], Key: []byte(rec.key),
-			Value: []byte(rec.val), Timestamp: time.UnixMilli(rec.ts)})
+		key, val := rec.key, rec.val
+		if rekey && side == 0 {
+			key, val = rec.val, rec.key+"/"+rec.val
+		}
+		out = append(out, &kgo.Record{Topic: []string{"jleft", "jright"}[side], Key: []byte(key),
+			Value: []byte(val), Timestamp: time.UnixMilli(rec.ts)})
 	}
 	b.produce(out...)
 }
 
 // readJoinResults reads "jout" (sentinel keys left out): how many times
-// each result was written.
+// each result was written (re-keyed left values named by their name).
 func readJoinResults(b *testBroker, committed bool) map[string]int {
 	got := map[string]int{}
 	for _, r := range b.read("jout", committed) {
 		if strings.HasPrefix(string(r.Key), "~") {
 			continue
 		}
-		got[jout(string(r.Key), string(r.Value), r.Timestamp.UnixMilli())]++
+		got[jout(string(r.Key), stripKeys(string(r.Value)), r.Timestamp.UnixMilli())]++
 	}
 	return got
 }
 
 func TestJoinStreamsKill9(t *testing.T) {
-	for _, g := range []Guarantee{ExactlyOnce, AtLeastOnce} {
-		t.Run(g.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		g     Guarantee
+		rekey bool
+	}{{ExactlyOnce, false}, {AtLeastOnce, false}, {ExactlyOnce, true}} {
+		g := tc.g
+		name := g.String()
+		var env []string
+		if tc.rekey {
+			name += "-repartitioned"
+			env = append(env, joinKillRekeyEnv+"=1")
+		}
+		t.Run(name, func(t *testing.T) {
 			b := startBrokerOn(t, weirBroker)
 			for _, topic := range []string{"jleft", "jright", "jout"} {
 				b.createTopic(topic, 3)
@@ -86,11 +112,11 @@ func TestJoinStreamsKill9(t *testing.T) {
 			committed := g == ExactlyOnce
 			rng := rand.New(rand.NewPCG(15, 9))
 			var recs []jrec
-			first := startKillChild(t, "join", b, g, dir)
+			first := startKillChild(t, "join", b, g, dir, env...)
 			// 24 s of event time in chunks while the App runs; kill it
 			// once results are out, while records still come.
 			for i := 0; i < 1200; i += 20 {
-				produceJoinEvents(b, rng, i, 20, &recs)
+				produceJoinEvents(b, rng, i, 20, &recs, tc.rekey)
 				time.Sleep(5 * time.Millisecond)
 				if i == 400 {
 					deadline := time.Now().Add(60 * time.Second)
@@ -116,7 +142,7 @@ func TestJoinStreamsKill9(t *testing.T) {
 				}
 			}
 			b.produce(sentinels...)
-			second := startKillChild(t, "join", b, g, dir)
+			second := startKillChild(t, "join", b, g, dir, env...)
 			want := batchJoin(recs, joinOuter, joinKillBefore, joinKillAfter)
 			pairs := 0
 			for _, w := range want {
@@ -155,8 +181,11 @@ func TestJoinStreamsKill9(t *testing.T) {
 					if len(extra) > 0 {
 						t.Fatalf("%d results not in the batch join, e.g. %v", len(extra), extra[:min(5, len(extra))])
 					}
+					if tc.rekey && len(b.read("jcrashy-jw-left-repartition", committed)) == 0 {
+						t.Fatal("re-keyed, yet nothing written to jcrashy-jw-left-repartition")
+					}
 					t.Logf("%s: %d results (%d pairs) of %d records, every one present after the restart; "+
-						"%d duplicates", g, len(want), pairs, len(recs), dups)
+						"%d duplicates", name, len(want), pairs, len(recs), dups)
 					return
 				}
 				if time.Now().After(deadline) {
