@@ -435,6 +435,22 @@ func TestJoinStreamsDeclaration(t *testing.T) {
 			t.Errorf("%+v %+v: %v, want an error naming %q", tc.w, tc.store, err, tc.want)
 		}
 	}
+	// An invalid input (a failed declaration upstream) makes an invalid
+	// result, which later operators accept without panicking; the
+	// upstream error reaches NewApp.
+	b = NewBuilder()
+	b.errorf("upstream declaration failed")
+	bad := invalid[string, string](b) // what the failed operator returned
+	out := JoinStreams(bad, From(b, "rin", String(), String()), JoinWindows{}, JoinStore{Name: "j", Late: DropLate()},
+		func(string, string, string) (string, error) { return "", nil })
+	if out.valid() {
+		t.Fatal("the join of an invalid stream is valid")
+	}
+	out.To("out", String(), String())
+	if _, err := NewApp("ssj", b, Brokers("x:1"), StateDir(t.TempDir())); err == nil ||
+		!strings.Contains(err.Error(), "upstream declaration failed") {
+		t.Errorf("invalid input: %v, want the source's error", err)
+	}
 	// A value type with no inferred codec needs JoinCodecs.
 	b = NewBuilder()
 	type opaque int32
