@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -274,6 +275,11 @@ func TestJoinStreamsMatchBatch(t *testing.T) {
 					}
 					if d := diffJoin(r.results(), want); d != "" {
 						t.Fatal(d)
+					}
+					// Every window closed: buckets, index entries and key
+					// lists are all deleted (the changelog folds to nothing).
+					if left := tableOf(r.d.Records("ssj-j-changelog")); len(left) != 0 {
+						t.Fatalf("%d store keys left after every window closed, e.g. %q", len(left), slices.Sorted(maps.Keys(left))[0])
 					}
 				})
 			}
