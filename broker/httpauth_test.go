@@ -1,0 +1,319 @@
+package broker
+
+import (
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/weirhq/weir/broker/auth"
+	"github.com/weirhq/weir/broker/authz"
+	"github.com/weirhq/weir/internal/testcerts"
+)
+
+func basic(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+}
+
+func TestParseBasicAuth(t *testing.T) {
+	for _, tc := range []struct {
+		header, user, password string
+		ok                     bool
+	}{
+		{basic("alice", "pw"), "alice", "pw", true},
+		{"basic " + base64.StdEncoding.EncodeToString([]byte("alice:pw")), "alice", "pw", true},
+		{"BASIC   " + base64.StdEncoding.EncodeToString([]byte("alice:pw")), "alice", "pw", true},
+		{basic("alice", "a:b:c"), "alice", "a:b:c", true}, // the first ':' separates
+		{basic("älice", "pässword"), "älice", "pässword", true},
+		{basic("alice", ""), "alice", "", true}, // empty passwords then fail the check
+		{basic("", "pw"), "", "", false},
+		{"Basic " + base64.StdEncoding.EncodeToString([]byte("no-colon")), "", "", false},
+		{"Basic", "", "", false},
+		{"Basic ", "", "", false},
+		{"Basic !!!", "", "", false},
+		{"Basic " + base64.RawStdEncoding.EncodeToString([]byte("alice:pw")), "", "", false}, // unpadded
+		{"Bearer " + base64.StdEncoding.EncodeToString([]byte("alice:pw")), "", "", false},
+		{"Digest username=alice", "", "", false},
+		{basic("al\x00ice", "pw"), "", "", false},
+		{basic("alice", "p\nw"), "", "", false},
+		{"Basic " + base64.StdEncoding.EncodeToString([]byte("alice:\xff\xfe")), "", "", false},
+		{"Basic " + strings.Repeat("A", 5000), "", "", false},
+	} {
+		u, p, err := ParseBasicAuth(tc.header)
+		if tc.ok != (err == nil) || u != tc.user || p != tc.password {
+			t.Errorf("ParseBasicAuth(%q) = %q, %q, %v", tc.header, u, p, err)
+		}
+		if err != nil && !errors.Is(err, ErrBadAuthorization) {
+			t.Errorf("ParseBasicAuth(%q): error %v is not ErrBadAuthorization", tc.header, err)
+		}
+		if err != nil && tc.password != "" && strings.Contains(err.Error(), tc.password) {
+			t.Errorf("error %q names the password", err)
+		}
+	}
+}
+
+// The parser never panics, accepts only what it can give back exactly,
+// and its errors never carry the decoded credentials.
+func FuzzParseBasicAuth(f *testing.F) {
+	f.Add(basic("alice", "pw"))
+	f.Add("Basic")
+	f.Add("basic   YTpi")
+	f.Add("Basic YTo=")
+	f.Add("Basic " + base64.StdEncoding.EncodeToString([]byte("a\x00b:c")))
+	f.Fuzz(func(t *testing.T, header string) {
+		u, p, err := ParseBasicAuth(header)
+		if err != nil {
+			if !errors.Is(err, ErrBadAuthorization) {
+				t.Fatalf("error %v is not ErrBadAuthorization", err)
+			}
+			if raw, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(strings.TrimPrefix(header, "Basic"))); derr == nil && len(raw) > 3 && strings.Contains(err.Error(), string(raw)) {
+				t.Fatalf("error %q carries the credentials", err)
+			}
+			return
+		}
+		if u == "" || strings.ContainsRune(u, ':') || hasControl(u) || hasControl(p) {
+			t.Fatalf("accepted user %q password %q", u, p)
+		}
+		u2, p2, err := ParseBasicAuth(basic(u, p))
+		if err != nil || u2 != u || p2 != p {
+			t.Fatalf("round trip of %q:%q: %q %q %v", u, p, u2, p2, err)
+		}
+	})
+}
+
+// httpEnv is an ACL broker with SCRAM users alice and bob, a CA for
+// client certificates, and an HTTPS front on the admin API.
+type httpEnv struct {
+	b    *Broker
+	ca   *testcerts.CA
+	logs *syncBuffer
+	url  string
+	seen chan http.Header // headers the handler saw
+}
+
+const (
+	httpAlicePass = "alice-Http-5522"
+	httpBobPass   = "bob-Http-9911"
+	httpDelay     = 80 * time.Millisecond
+)
+
+func newHTTPEnv(t *testing.T, mode HTTPAuthMode, acl bool) *httpEnv {
+	t.Helper()
+	e := &httpEnv{ca: testcerts.NewCA(t, ""), logs: &syncBuffer{}, seen: make(chan http.Header, 64)}
+	srvPair := e.ca.Server("server")
+	mod := func(c *Config) {
+		c.TLS = TLSConfig{CertFile: srvPair.CertFile, KeyFile: srvPair.KeyFile, ClientCAFile: e.ca.File}
+		c.SASL.FailedAuthDelay = httpDelay
+		c.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if acl {
+		e.b, _ = aclBroker(t, mod)
+	} else {
+		e.b, _ = testBroker(t, mod)
+	}
+	for user, pw := range map[string]string{"alice": httpAlicePass, "bob": httpBobPass} {
+		c, err := auth.NewScramCredentialFromPassword(auth.ScramSHA256, pw, auth.MinIterations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.b.scram.apply([]scramChange{{User: user, Mechanism: auth.ScramSHA256, Cred: &c}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kadm.NewClient(clientAs(t, e.b, "admin")).CreateTopic(testCtx(t), 1, 1, nil, "h"); err != nil {
+		t.Fatal(err)
+	}
+	if acl {
+		if _, err := e.b.authz.Create([]authz.Binding{
+			{ResourceType: authz.ResourceTopic, ResourceName: "h", PatternType: authz.PatternLiteral,
+				Principal: "User:alice", Host: "*", Operation: authz.OpRead, Permission: authz.PermAllow},
+			{ResourceType: authz.ResourceTopic, ResourceName: "h", PatternType: authz.PatternLiteral,
+				Principal: "User:CN=svc,O=weir", Host: "*", Operation: authz.OpDescribe, Permission: authz.PermAllow},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tcfg, err := e.b.HTTPTLSConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.seen <- r.Header.Clone()
+		e.b.AdminHandler().ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: e.b.HTTPAuthenticator(mode, probe), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(tls.NewListener(ln, tcfg))
+	t.Cleanup(func() { srv.Close() })
+	e.url = "https://" + ln.Addr().String()
+	return e
+}
+
+// get requests path with the header set (if not empty) and the client
+// certificate pair (if not nil).
+func (e *httpEnv) get(t *testing.T, path, authorization string, cert *testcerts.Pair) (*http.Response, string) {
+	t.Helper()
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: e.ca.ClientTLS(cert)}}
+	defer cl.CloseIdleConnections()
+	req, err := http.NewRequest("GET", e.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// The admin API behind the HTTP front, over HTTPS: basic auth against
+// the SCRAM users and mTLS principals, then the ACLs.
+func TestHTTPAuthAdminMatrix(t *testing.T) {
+	e := newHTTPEnv(t, HTTPAuthRequired, true)
+	svc := e.ca.Client("svc", pkix.Name{CommonName: "svc", Organization: []string{"weir"}})
+	other := e.ca.Client("other", pkix.Name{CommonName: "other"})
+	for _, tc := range []struct {
+		name   string
+		auth   string
+		cert   *testcerts.Pair
+		want   int
+		failed bool // a failed login: answered after the delay
+	}{
+		{"no credentials", "", nil, http.StatusUnauthorized, false},
+		{"wrong password", basic("alice", "not-"+httpAlicePass), nil, http.StatusUnauthorized, true},
+		{"unknown user", basic("mallory", httpAlicePass), nil, http.StatusUnauthorized, true},
+		{"other scheme", "Bearer abc.def.ghi", nil, http.StatusUnauthorized, true},
+		{"malformed", "Basic %%%", nil, http.StatusUnauthorized, true},
+		{"user without ACL", basic("bob", httpBobPass), nil, http.StatusForbidden, false},
+		{"user with ACL", basic("alice", httpAlicePass), nil, http.StatusOK, false},
+		{"cert with ACL", "", &svc, http.StatusOK, false},
+		{"cert without ACL", "", &other, http.StatusForbidden, false},
+		{"cert and wrong password", basic("alice", "nope"), &svc, http.StatusUnauthorized, true},
+		{"cert and another user", basic("bob", httpBobPass), &svc, http.StatusForbidden, false}, // the header decides
+	} {
+		start := time.Now()
+		resp, body := e.get(t, "/v1/partitions/h", tc.auth, tc.cert)
+		took := time.Since(start)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.want)
+		}
+		if tc.want == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("%s: WWW-Authenticate %q", tc.name, resp.Header.Get("WWW-Authenticate"))
+		}
+		if tc.failed && took < httpDelay {
+			t.Errorf("%s: failed login answered after %v, before the %v delay", tc.name, took, httpDelay)
+		}
+	}
+	// Handlers never see the credentials.
+	for len(e.seen) > 0 {
+		if h := <-e.seen; h.Get("Authorization") != "" {
+			t.Fatalf("the handler saw the Authorization header")
+		}
+	}
+	// Nothing of a password reaches the log, in clear or base64.
+	logs := e.logs.String()
+	for _, secret := range []string{httpAlicePass, httpBobPass, "not-" + httpAlicePass,
+		strings.TrimPrefix(basic("alice", httpAlicePass), "Basic "), strings.TrimPrefix(basic("alice", "not-"+httpAlicePass), "Basic ")} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("log holds a credential %q:\n%s", secret, logs)
+		}
+	}
+	if !strings.Contains(logs, "http authentication failed") {
+		t.Fatalf("failed logins not logged:\n%s", logs)
+	}
+}
+
+// In optional mode a request without credentials is User:ANONYMOUS (the
+// ACLs decide), wrong credentials are still refused; without an
+// authorizer anonymous requests are served.
+func TestHTTPAuthOptional(t *testing.T) {
+	e := newHTTPEnv(t, HTTPAuthOptional, true)
+	if resp, _ := e.get(t, "/v1/partitions/h", "", nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("anonymous with ACLs: %d", resp.StatusCode)
+	}
+	if resp, _ := e.get(t, "/v1/partitions/h", basic("alice", "wrong"), nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong password in optional mode: %d", resp.StatusCode)
+	}
+	if resp, _ := e.get(t, "/v1/partitions/h", basic("alice", httpAlicePass), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice: %d", resp.StatusCode)
+	}
+	open := newHTTPEnv(t, HTTPAuthOptional, false)
+	if resp, body := open.get(t, "/v1/partitions/h", "", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("anonymous without authorizer: %d %s", resp.StatusCode, body)
+	}
+	req := newHTTPEnv(t, HTTPAuthRequired, false)
+	if resp, _ := req.get(t, "/v1/partitions/h", "", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("required without authorizer, no credentials: %d", resp.StatusCode)
+	}
+	if resp, _ := req.get(t, "/v1/partitions/h", basic("bob", httpBobPass), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("required without authorizer, bob: %d", resp.StatusCode)
+	}
+}
+
+// HTTPTLSConfig: TLS 1.2 minimum; "required" refuses clients without a
+// certificate; a client CA is needed for client certificates.
+func TestHTTPTLSConfig(t *testing.T) {
+	e := newHTTPEnv(t, HTTPAuthRequired, false)
+	cfg, err := e.b.HTTPTLSConfig("required")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: e.b.HTTPAuthenticator(HTTPAuthRequired, e.b.AdminHandler()), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(tls.NewListener(ln, cfg))
+	defer srv.Close()
+	url := "https://" + ln.Addr().String() + "/v1/partitions/h"
+	try := func(c *tls.Config) (int, error) {
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: c}}
+		defer cl.CloseIdleConnections()
+		resp, err := cl.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if _, err := try(e.ca.ClientTLS(nil)); err == nil {
+		t.Fatal("served a client without a certificate with client auth required")
+	}
+	svc := e.ca.Client("svc2", pkix.Name{CommonName: "svc"})
+	if code, err := try(e.ca.ClientTLS(&svc)); err != nil || code != http.StatusOK {
+		t.Fatalf("client with a certificate: %d %v", code, err)
+	}
+	old := e.ca.ClientTLS(nil)
+	old.MaxVersion = tls.VersionTLS11
+	if _, err := try(old); err == nil {
+		t.Fatal("TLS 1.1 accepted")
+	}
+	noCA, _ := testBroker(t, func(c *Config) { c.TLS = e.b.cfg.TLS; c.TLS.ClientCAFile = "" })
+	if _, err := noCA.HTTPTLSConfig("required"); err == nil {
+		t.Fatal("client auth required without a client CA accepted")
+	}
+	if _, err := e.b.HTTPTLSConfig("sometimes"); err == nil {
+		t.Fatal("bad client auth accepted")
+	}
+	bare, _ := testBroker(t)
+	if _, err := bare.HTTPTLSConfig(""); err == nil {
+		t.Fatal("TLS without a certificate accepted")
+	}
+}
