@@ -36,8 +36,15 @@ var requestTypes = map[string]bool{
 //     Content-Type other than the registry's JSON types: 415.
 func (r *Registry) Handler() http.Handler {
 	mux := http.NewServeMux()
-	h := func(pattern string, fn func(w http.ResponseWriter, req *http.Request) (any, error)) {
+	// h serves pattern with fn once the request may perform perSubject
+	// (on the path's subject) or global (without one); 0 checks nothing
+	// here (fn filters or checks itself, authz.go).
+	h := func(pattern string, perSubject, global Action, fn func(w http.ResponseWriter, req *http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
+			if a, subject := routeAction(req, perSubject, global); a != 0 && !r.allowed(req, a, subject) {
+				writeError(w, errForbidden(a, subject))
+				return
+			}
 			if req.Body != nil && req.ContentLength != 0 {
 				if ct := req.Header.Get("Content-Type"); ct != "" {
 					mt, _, err := mime.ParseMediaType(ct)
@@ -61,38 +68,37 @@ func (r *Registry) Handler() http.Handler {
 			writeJSON(w, http.StatusOK, v)
 		})
 	}
-	h("GET /{$}", func(http.ResponseWriter, *http.Request) (any, error) { return struct{}{}, nil })
-	h("GET /schemas/types", r.getTypes)
-	h("GET /schemas", r.getSchemas)
-	h("GET /schemas/ids/{id}", r.getSchemaByID)
-	h("GET /schemas/ids/{id}/schema", r.getSchemaTextByID)
-	h("GET /schemas/ids/{id}/subjects", r.getSubjectsByID)
-	h("GET /schemas/ids/{id}/versions", r.getVersionsByID)
-	h("GET /subjects", r.getSubjects)
-	h("POST /subjects/{subject}", r.lookup)
-	h("DELETE /subjects/{subject}", r.deleteSubject)
-	h("GET /subjects/{subject}/versions", r.getVersions)
-	h("POST /subjects/{subject}/versions", r.register)
-	h("GET /subjects/{subject}/versions/{version}", r.getVersion)
-	h("GET /subjects/{subject}/versions/{version}/schema", r.getVersionText)
-	h("GET /subjects/{subject}/versions/{version}/referencedby", r.getReferencedBy)
-	h("DELETE /subjects/{subject}/versions/{version}", r.deleteVersion)
-	h("POST /compatibility/subjects/{subject}/versions/{version}", r.checkCompatibility)
-	h("POST /compatibility/subjects/{subject}/versions", r.checkCompatibility)
-	h("GET /config", r.getConfig)
-	h("PUT /config", r.putConfig)
-	h("DELETE /config", r.deleteConfig)
-	h("GET /config/{subject}", r.getConfig)
-	h("PUT /config/{subject}", r.putConfig)
-	h("DELETE /config/{subject}", r.deleteConfig)
-	h("GET /mode", r.getMode)
-	h("PUT /mode", r.putMode)
-	h("DELETE /mode", r.deleteMode)
-	h("GET /mode/{subject}", r.getMode)
-	h("PUT /mode/{subject}", r.putMode)
-	h("DELETE /mode/{subject}", r.deleteMode)
-	h("GET /contexts", func(http.ResponseWriter, *http.Request) (any, error) { return []string{"."}, nil })
-	h("/", func(http.ResponseWriter, *http.Request) (any, error) {
+	const none = Action(0)
+	h("GET /{$}", none, none, func(http.ResponseWriter, *http.Request) (any, error) { return struct{}{}, nil })
+	h("GET /schemas/types", none, none, r.getTypes)
+	h("GET /schemas", none, none, r.getSchemas) // filtered
+	h("GET /schemas/ids/{id}", none, none, r.getSchemaByID)
+	h("GET /schemas/ids/{id}/schema", none, none, r.getSchemaTextByID)
+	h("GET /schemas/ids/{id}/subjects", none, none, r.getSubjectsByID)
+	h("GET /schemas/ids/{id}/versions", none, none, r.getVersionsByID)
+	h("GET /subjects", none, none, r.getSubjects) // filtered
+	h("POST /subjects/{subject}", SubjectRead, none, r.lookup)
+	h("DELETE /subjects/{subject}", SubjectDelete, none, r.deleteSubject)
+	h("GET /subjects/{subject}/versions", SubjectRead, none, r.getVersions)
+	h("POST /subjects/{subject}/versions", SubjectWrite, none, r.register)
+	h("GET /subjects/{subject}/versions/{version}", SubjectRead, none, r.getVersion)
+	h("GET /subjects/{subject}/versions/{version}/schema", SubjectRead, none, r.getVersionText)
+	h("GET /subjects/{subject}/versions/{version}/referencedby", SubjectRead, none, r.getReferencedBy)
+	h("DELETE /subjects/{subject}/versions/{version}", SubjectDelete, none, r.deleteVersion)
+	h("POST /compatibility/subjects/{subject}/versions/{version}", SubjectRead, none, r.checkCompatibility)
+	h("POST /compatibility/subjects/{subject}/versions", SubjectRead, none, r.checkCompatibility)
+	for _, res := range []struct {
+		path          string
+		get, put, del func(http.ResponseWriter, *http.Request) (any, error)
+	}{{"/config", r.getConfig, r.putConfig, r.deleteConfig}, {"/mode", r.getMode, r.putMode, r.deleteMode}} {
+		for _, p := range []string{res.path, res.path + "/{subject}"} {
+			h("GET "+p, SubjectConfigRead, GlobalConfigRead, res.get)
+			h("PUT "+p, SubjectConfigWrite, GlobalConfigWrite, res.put)
+			h("DELETE "+p, SubjectConfigWrite, GlobalConfigWrite, res.del)
+		}
+	}
+	h("GET /contexts", none, none, func(http.ResponseWriter, *http.Request) (any, error) { return []string{"."}, nil })
+	h("/", none, none, func(http.ResponseWriter, *http.Request) (any, error) {
 		return nil, newError(http.StatusNotFound, 404, "HTTP 404 Not Found")
 	})
 	return mux
