@@ -156,7 +156,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			metrics = fmt.Sprintf(", metrics on http://%s/metrics", ln.Addr())
 		}
 	}
-	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger, nil)
 	if err != nil {
 		return err
 	}

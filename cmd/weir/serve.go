@@ -50,6 +50,7 @@ type serveOptions struct {
 
 	authz        authzOptions    // serve_authz.go
 	security     securityOptions // serve_security.go
+	http         httpOptions     // serve_http.go
 	kafkaAddrSet bool            // --kafka-addr or --advertised-addr given (any source)
 }
 
@@ -103,6 +104,7 @@ the environment, which wins over the file.`,
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "longest a clean shutdown may take before weir gives up waiting")
 	o.security.addFlags(f)
 	o.authz.addFlags(f)
+	o.http.addFlags(f)
 	return cmd
 }
 
@@ -128,6 +130,9 @@ func (o *serveOptions) load(cmd *cobra.Command, getenv func(string) string) erro
 	}
 	o.kafkaAddrSet = fs.Changed("kafka-addr") || fs.Changed("advertised-addr")
 	if err := o.security.apply(&broker.Config{}); err != nil {
+		return err
+	}
+	if err := o.http.validate(); err != nil {
 		return err
 	}
 	if _, err := o.syncPolicy(); err != nil {
@@ -245,6 +250,13 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		return err
 	}
 
+	// Both HTTP fronts authenticate with the listeners' credentials and
+	// apply the broker's ACLs (serve_http.go).
+	front, err := o.http.front(b, o.http.mode(b.Listeners(), cfg.TLS))
+	if err != nil {
+		return errors.Join(err, b.Close())
+	}
+
 	// The in-process schema registry is a Kafka client without
 	// credentials: it needs a PLAINTEXT listener (serve_security.go).
 	regAddr := o.registryAddr
@@ -253,9 +265,12 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		logger.Warn("schema registry not started: it needs a PLAINTEXT listener (add one on 127.0.0.1, or set --registry-addr off)")
 		regAddr = "off"
 	}
-	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{internal}, "_schemas", logger)
+	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{internal}, "_schemas", logger, front)
 	if err != nil {
 		return errors.Join(err, b.Close())
+	}
+	if rs != nil {
+		warnHTTPExposed(logOut, logger, "the schema registry", rs.Addr(), front)
 	}
 
 	var healthy atomic.Bool
@@ -269,16 +284,15 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		}
 		// The broker's read-only admin API (/v1/..., like Redpanda's on
 		// 9644) shares the address with /metrics and /healthz.
-		mux := http.NewServeMux()
-		mux.Handle("/v1/", b.AdminHandler())
-		mux.Handle("/", metricsACL(b, newHTTPHandler(reg, &healthy))) // serve_authz.go
 		srv = &http.Server{
-			Handler:           mux,
+			Handler:           serveHandler(b, front, newHTTPHandler(reg, &healthy)),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		}
-		go func() { httpErr <- srv.Serve(ln) }()
-		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz /v1/partitions/{topic}")
+		go func() { httpErr <- srv.Serve(front.listener(ln)) }()
+		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz /v1/partitions/{topic}",
+			"front", frontSummary(front))
+		warnHTTPExposed(logOut, logger, "the HTTP API", ln.Addr().String(), front)
 	}
 	warnExposed(logOut, logger, b.Listeners(), cfg.TLS)
 	logger.Info("weir serving", "kafka_addr", b.Addr(), "listeners", broker.FormatListeners(b.Listeners()),

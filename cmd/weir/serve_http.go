@@ -1,0 +1,190 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/weirhq/weir/broker"
+	"github.com/weirhq/weir/broker/authz"
+	"github.com/weirhq/weir/registry"
+)
+
+// httpOptions are weir serve's settings of its HTTP fronts: --http-addr
+// (/metrics, /healthz, the admin API) and the schema registry's
+// --registry-addr. Both authenticate with the Kafka listeners' credentials
+// (basic auth against the SCRAM users, or a client certificate) and apply
+// the broker's ACLs (broker/httpauth.go); /healthz stays open for probes.
+type httpOptions struct {
+	tls        bool
+	clientAuth string
+	auth       string
+}
+
+func (h *httpOptions) addFlags(f *pflag.FlagSet) {
+	f.BoolVar(&h.tls, "http-tls", false, "serve --http-addr and the schema registry over HTTPS with --tls-cert/--tls-key (reloaded when they change)")
+	f.StringVar(&h.clientAuth, "http-client-auth", "", `client certificates on the HTTPS fronts: "requested" (default with --tls-client-ca: verified when presented, so basic auth and mTLS clients share the port), "required" or "none"`)
+	f.StringVar(&h.auth, "http-auth", "", `"required": every HTTP request (but /healthz) authenticates with basic auth (a SCRAM user) or a client certificate, else 401; "optional": requests without credentials are User:ANONYMOUS. Default: required when a Kafka listener authenticates its clients (SASL, or SSL with required client certificates), else optional`)
+}
+
+// validate checks the settings that do not need the broker.
+func (h *httpOptions) validate() error {
+	if h.auth != "" {
+		if _, err := broker.ParseHTTPAuthMode(h.auth); err != nil {
+			return fmt.Errorf("--http-auth: %w", err)
+		}
+	}
+	switch h.clientAuth {
+	case "", "none", "requested", "required":
+	default:
+		return fmt.Errorf(`--http-client-auth must be "none", "requested" or "required", got %q`, h.clientAuth)
+	}
+	if h.clientAuth != "" && h.clientAuth != "none" && !h.tls {
+		return fmt.Errorf("--http-client-auth %s needs --http-tls", h.clientAuth)
+	}
+	return nil
+}
+
+// mode is the authentication mode of the HTTP fronts: --http-auth, or by
+// default the Kafka listeners' stance: required as soon as one listener
+// authenticates its clients, since the broker then has users to ask for.
+func (h *httpOptions) mode(ls []broker.Listener, tlsCfg broker.TLSConfig) broker.HTTPAuthMode {
+	if h.auth != "" {
+		m, _ := broker.ParseHTTPAuthMode(h.auth) // validated
+		return m
+	}
+	certRequired := tlsCfg.ClientCAFile != "" && (tlsCfg.ClientAuth == "" || tlsCfg.ClientAuth == "required")
+	for _, l := range ls {
+		if l.Protocol.Authenticated(certRequired) {
+			return broker.HTTPAuthRequired
+		}
+	}
+	return broker.HTTPAuthOptional
+}
+
+// httpFront is how weir serve's HTTP servers take requests: TLS (nil:
+// plain HTTP) and the authentication wrapped around their handlers.
+type httpFront struct {
+	tls  *tls.Config
+	mode broker.HTTPAuthMode
+	wrap func(http.Handler) http.Handler
+	// authorizer applies the ACLs to the schema registry's requests (nil:
+	// none).
+	authorizer registry.Authorizer
+}
+
+func (h *httpOptions) front(b *broker.Broker, mode broker.HTTPAuthMode) (*httpFront, error) {
+	f := &httpFront{mode: mode, authorizer: registryACL(b),
+		wrap: func(next http.Handler) http.Handler { return b.HTTPAuthenticator(mode, next) }}
+	if h.tls {
+		c, err := b.HTTPTLSConfig(h.clientAuth)
+		if err != nil {
+			return nil, fmt.Errorf("--http-tls: %w", err)
+		}
+		f.tls = c
+	}
+	return f, nil
+}
+
+// listener wraps ln in TLS when the front has it.
+func (f *httpFront) listener(ln net.Listener) net.Listener {
+	if f == nil || f.tls == nil {
+		return ln
+	}
+	return tls.NewListener(ln, f.tls)
+}
+
+// handler is next behind the front's authentication (next itself when f
+// is nil).
+func (f *httpFront) handler(next http.Handler) http.Handler {
+	if f == nil {
+		return next
+	}
+	return f.wrap(next)
+}
+
+func (f *httpFront) scheme() string {
+	if f != nil && f.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// serveHandler is weir serve's --http-addr handler: /healthz open, the
+// rest (/metrics with its cluster DESCRIBE, the admin API /v1/) behind the
+// front.
+func serveHandler(b *broker.Broker, f *httpFront, metricsAndHealth http.Handler) http.Handler {
+	authed := http.NewServeMux()
+	authed.Handle("/v1/", b.AdminHandler())
+	authed.Handle("/", metricsACL(b, metricsAndHealth)) // serve_authz.go
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", metricsAndHealth)
+	mux.Handle("/", f.handler(authed))
+	return mux
+}
+
+// registryACL maps the schema registry's operations onto the broker's
+// ACLs, a subject standing for its topic (registry.TopicOfSubject):
+//
+//	SubjectRead        DESCRIBE on the topic (granted by READ and WRITE too)
+//	SubjectWrite       WRITE on the topic
+//	SubjectDelete      DELETE on the topic
+//	SubjectConfigRead  DESCRIBE_CONFIGS on the topic (or ALTER_CONFIGS)
+//	SubjectConfigWrite ALTER_CONFIGS on the topic
+//	GlobalConfigRead   DESCRIBE_CONFIGS on the cluster (or ALTER_CONFIGS)
+//	GlobalConfigWrite  ALTER_CONFIGS on the cluster
+func registryACL(b *broker.Broker) registry.Authorizer {
+	return func(r *http.Request, a registry.Action, subject string) bool {
+		topic := registry.TopicOfSubject(subject)
+		switch a {
+		case registry.SubjectRead:
+			return b.Authorized(r, authz.OpDescribe, authz.ResourceTopic, topic)
+		case registry.SubjectWrite:
+			return b.Authorized(r, authz.OpWrite, authz.ResourceTopic, topic)
+		case registry.SubjectDelete:
+			return b.Authorized(r, authz.OpDelete, authz.ResourceTopic, topic)
+		case registry.SubjectConfigRead:
+			return b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceTopic, topic)
+		case registry.SubjectConfigWrite:
+			return b.Authorized(r, authz.OpAlterConfigs, authz.ResourceTopic, topic)
+		case registry.GlobalConfigRead:
+			return b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceCluster, authz.ClusterName)
+		case registry.GlobalConfigWrite:
+			return b.Authorized(r, authz.OpAlterConfigs, authz.ResourceCluster, authz.ClusterName)
+		}
+		return false
+	}
+}
+
+// warnHTTPExposed writes a banner to w and logs a warning when an HTTP
+// front on a non-loopback address serves anonymous requests, or takes
+// passwords over plain HTTP.
+func warnHTTPExposed(w io.Writer, logger *slog.Logger, name, addr string, f *httpFront) {
+	host, _, err := net.SplitHostPort(addr)
+	if err == nil && isLoopbackHost(host) {
+		return
+	}
+	var problems []string
+	if f.mode == broker.HTTPAuthOptional {
+		problems = append(problems, "serves requests WITHOUT AUTHENTICATION (as User:ANONYMOUS; --http-auth required refuses them)")
+	}
+	if f.tls == nil {
+		problems = append(problems, "takes basic-auth passwords over plain HTTP (--http-tls encrypts them)")
+	}
+	for _, p := range problems {
+		fmt.Fprintf(w, "\n!!! WARNING: %s on %s %s.\n\n", name, addr, p)
+		logger.Warn("http front exposed on a non-loopback address", "front", name, "addr", addr, "problem", p)
+	}
+}
+
+// frontSummary describes a front for the startup log.
+func frontSummary(f *httpFront) string {
+	parts := []string{f.scheme(), "auth " + string(f.mode)}
+	return strings.Join(parts, ", ")
+}
