@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -187,4 +188,51 @@ func warnHTTPExposed(w io.Writer, logger *slog.Logger, name, addr string, f *htt
 func frontSummary(f *httpFront) string {
 	parts := []string{f.scheme(), "auth " + string(f.mode)}
 	return strings.Join(parts, ", ")
+}
+
+// queryFront is the middleware weir gives a stream App's query API
+// (stream.QueryMiddleware): the broker's HTTP authentication in mode, then
+// the ACLs on what each route reveals:
+//
+//	GET /v1/stores                   DESCRIBE on the App's group (its application id)
+//	GET /v1/stores/{store}/get       READ on the store's changelog topic
+//	GET /v1/stores/{store}/range     READ on the store's changelog topic
+//	GET /v1/stores/{store}/metadata  DESCRIBE on the store's changelog topic
+//
+// Whoever may read a changelog can rebuild its store from it, so reading
+// the store through the API needs exactly that. changelogOf names a store's
+// changelog (App.Stores' Changelog: for a table-backed store, the table's
+// topic); a refused request is 403 {"code":"forbidden"} in the API's error
+// shape. Other paths go to the API unchecked (its 404s).
+func queryFront(b *broker.Broker, mode broker.HTTPAuthMode, appID string, changelogOf func(store string) string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		check := func(op authz.Operation, rt authz.ResourceType, name func(*http.Request) string) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := name(r)
+				if !b.Authorized(r, op, rt, n) {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusForbidden)
+					_ = json.NewEncoder(w).Encode(map[string]string{"code": "forbidden",
+						"error": fmt.Sprintf("not authorized: %s on %s %s", op, rt, n)})
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+		group := func(*http.Request) string { return appID }
+		changelog := func(r *http.Request) string { return changelogOf(r.PathValue("store")) }
+		mux := http.NewServeMux()
+		mux.Handle("GET /v1/stores", check(authz.OpDescribe, authz.ResourceGroup, group))
+		mux.Handle("GET /v1/stores/{store}/get", check(authz.OpRead, authz.ResourceTopic, changelog))
+		mux.Handle("GET /v1/stores/{store}/range", check(authz.OpRead, authz.ResourceTopic, changelog))
+		mux.Handle("GET /v1/stores/{store}/metadata", check(authz.OpDescribe, authz.ResourceTopic, changelog))
+		mux.Handle("/", next)
+		return b.HTTPAuthenticator(mode, mux)
+	}
+}
+
+// streamChangelog is a stream App's changelog topic of a store that is not
+// a table: "<app>-<store>-changelog" (the stream package's naming).
+func streamChangelog(appID string) func(store string) string {
+	return func(store string) string { return appID + "-" + store + "-changelog" }
 }
