@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/weirhq/weir/broker/auth"
@@ -237,6 +238,18 @@ func TestHTTPAuthAdminMatrix(t *testing.T) {
 	}
 	if !strings.Contains(logs, "http authentication failed") {
 		t.Fatalf("failed logins not logged:\n%s", logs)
+	}
+	// 5 failed logins and 3 successful ones (bob, alice, bob beside a
+	// certificate); a certificate alone is not a login.
+	count := func(result string) float64 {
+		var m dto.Metric
+		if err := e.b.metrics.authentications.WithLabelValues("HTTP_BASIC", result).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	if f, s := count("failure"), count("success"); f != 5 || s != 3 {
+		t.Fatalf("HTTP_BASIC failures %v successes %v, want 5 and 3", f, s)
 	}
 }
 

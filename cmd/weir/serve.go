@@ -267,6 +267,10 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 	}
 	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{internal}, "_schemas", logger, front)
 	if err != nil {
+		if o.authz.authorizer != "" {
+			err = fmt.Errorf("%w (with --authorizer, the in-process schema registry's Kafka client is User:ANONYMOUS on the PLAINTEXT listener "+
+				"and needs ACLs on topic _schemas and transactional id weir-schema-registry; or set --registry-addr off)", err)
+		}
 		return errors.Join(err, b.Close())
 	}
 	if rs != nil {

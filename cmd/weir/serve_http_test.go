@@ -68,6 +68,13 @@ func TestServeHTTPAuthSettings(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "--http-tls") {
 		t.Errorf("--http-tls without a certificate: exit %d %q", code, errOut)
 	}
+	// With the authorizer on and no ACL for it, the in-process registry
+	// cannot start; the error says which ACLs it needs.
+	_, errOut, code = runCLI(t, "", "serve", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--http-addr", "off",
+		"--registry-addr", "127.0.0.1:0", "--authorizer", "acl", "--super-users", "User:admin")
+	if code == 0 || !strings.Contains(errOut, "transactional id weir-schema-registry") {
+		t.Errorf("registry under the authorizer: exit %d %q", code, errOut)
+	}
 	// A non-loopback front without authentication, or taking passwords
 	// over plain HTTP, is warned about; a loopback one is not.
 	var term bytes.Buffer
