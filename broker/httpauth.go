@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/weirhq/weir/broker/auth"
 )
 
 // Authentication of the broker's HTTP fronts (metrics, admin API, schema
@@ -23,12 +25,18 @@ import (
 //   - A client certificate verified against the TLS client CA (mTLS): the
 //     principal is "User:" plus the subject in RFC 2253 form, as on SSL
 //     listeners.
+//   - When OAUTHBEARER is configured (SASLConfig.OAuth), a bearer token
+//     (RFC 6750) validated as OAUTHBEARER validates it (signature by a key
+//     of the JWKS, issuer, audience, expiry): the principal is its
+//     principal claim.
 //
 // Behavior of the middleware (HTTPAuthenticator):
 //   - An Authorization header, when present, decides: Basic with a right
-//     user and password authenticates as User:<name>; anything else (a
-//     wrong password, an unknown user, another scheme, a malformed header)
-//     is 401 with WWW-Authenticate: Basic, answered after
+//     user and password authenticates as User:<name>, Bearer with a valid
+//     token as its principal; anything else (a wrong password, an unknown
+//     user, an invalid or expired token, another scheme, a malformed
+//     header) is 401 with WWW-Authenticate: Basic (and Bearer when
+//     OAUTHBEARER is configured), answered after
 //     SASLConfig.FailedAuthDelay as a failed SASL login is. The header is
 //     removed before the request reaches the handler.
 //   - Without one, a verified client certificate authenticates.
@@ -63,8 +71,28 @@ func ParseHTTPAuthMode(s string) (HTTPAuthMode, error) {
 // HTTPRealm is the realm of the WWW-Authenticate challenge.
 const HTTPRealm = "weir"
 
-// challenge is the WWW-Authenticate value of a 401 (RFC 7617 §2.1).
-const challenge = `Basic realm="` + HTTPRealm + `", charset="UTF-8"`
+// challenge is the WWW-Authenticate value of a 401 (RFC 7617 §2.1), and
+// bearerChallenge the second one when bearer tokens are accepted (RFC 6750
+// §3).
+const (
+	challenge       = `Basic realm="` + HTTPRealm + `", charset="UTF-8"`
+	bearerChallenge = `Bearer realm="` + HTTPRealm + `"`
+)
+
+// bearerToken returns the token of a Bearer Authorization header (RFC 6750
+// §2.1: the scheme in any case, one or more spaces, a non-empty token).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	token = strings.TrimLeft(token, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || len(header) > maxBearerBytes {
+		return "", false
+	}
+	return token, true
+}
+
+// maxBearerBytes bounds a bearer token (a JWT with a few kilobytes of
+// claims).
+const maxBearerBytes = 16 << 10
 
 // ErrBadAuthorization is returned by ParseBasicAuth for an Authorization
 // header that is not well-formed basic auth.
@@ -123,6 +151,9 @@ func (b *Broker) HTTPAuthenticator(mode HTTPAuthMode, next http.Handler) http.Ha
 		principal, ok := b.httpPrincipal(r, mode)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", challenge)
+			if b.jwt != nil {
+				w.Header().Add("WWW-Authenticate", bearerChallenge)
+			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			// Confluent's error shape, which the schema registry's
@@ -151,15 +182,22 @@ func unauthorizedReason(r *http.Request) string {
 // away), on the request's goroutine only.
 func (b *Broker) httpPrincipal(r *http.Request, mode HTTPAuthMode) (string, bool) {
 	if h := r.Header.Values("Authorization"); len(h) > 0 {
+		mech := "HTTP_BASIC"
 		if len(h) == 1 {
 			if user, password, err := ParseBasicAuth(h[0]); err == nil {
 				if p, ok := b.Authenticate(user, password); ok {
-					b.metrics.authentications.WithLabelValues("HTTP_BASIC", "success").Inc()
+					b.metrics.authentications.WithLabelValues(mech, "success").Inc()
 					return p, true
+				}
+			} else if tok, ok := bearerToken(h[0]); ok && b.jwt != nil {
+				mech = "HTTP_BEARER"
+				if t, err := auth.ValidateJWT(*b.jwt, tok); err == nil {
+					b.metrics.authentications.WithLabelValues(mech, "success").Inc()
+					return t.Principal, true
 				}
 			}
 		}
-		b.metrics.authentications.WithLabelValues("HTTP_BASIC", "failure").Inc()
+		b.metrics.authentications.WithLabelValues(mech, "failure").Inc()
 		// The reason is not logged: a user who typed the password into
 		// the user field must not find it in the log.
 		b.logger.Info("http authentication failed", "remote", r.RemoteAddr, "path", r.URL.Path)

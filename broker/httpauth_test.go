@@ -107,7 +107,7 @@ const (
 	httpDelay     = 80 * time.Millisecond
 )
 
-func newHTTPEnv(t *testing.T, mode HTTPAuthMode, acl bool) *httpEnv {
+func newHTTPEnv(t *testing.T, mode HTTPAuthMode, acl bool, mods ...func(*Config)) *httpEnv {
 	t.Helper()
 	e := &httpEnv{ca: testcerts.NewCA(t, ""), logs: &syncBuffer{}, seen: make(chan http.Header, 64)}
 	srvPair := e.ca.Server("server")
@@ -117,9 +117,9 @@ func newHTTPEnv(t *testing.T, mode HTTPAuthMode, acl bool) *httpEnv {
 		c.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if acl {
-		e.b, _ = aclBroker(t, mod)
+		e.b, _ = aclBroker(t, append([]func(*Config){mod}, mods...)...)
 	} else {
-		e.b, _ = testBroker(t, mod)
+		e.b, _ = testBroker(t, append([]func(*Config){mod}, mods...)...)
 	}
 	for user, pw := range map[string]string{"alice": httpAlicePass, "bob": httpBobPass} {
 		c, err := auth.NewScramCredentialFromPassword(auth.ScramSHA256, pw, auth.MinIterations)
@@ -328,5 +328,83 @@ func TestHTTPTLSConfig(t *testing.T) {
 	bare, _ := testBroker(t)
 	if _, err := bare.HTTPTLSConfig(""); err == nil {
 		t.Fatal("TLS without a certificate accepted")
+	}
+}
+
+// With OAUTHBEARER configured, a bearer token validated as OAUTHBEARER
+// validates it authenticates as its subject; invalid or expired ones are
+// 401 after the delay, and the 401 offers both schemes.
+func TestHTTPAuthBearer(t *testing.T) {
+	issuer := testcerts.NewIssuer(t, "", "k1")
+	e := newHTTPEnv(t, HTTPAuthRequired, true, func(c *Config) {
+		c.SASL.OAuth = OAuthConfig{JWKSFile: issuer.JWKSFile, Issuer: "https://idp.test", Audience: "weir"}
+	})
+	if _, err := e.b.authz.Create([]authz.Binding{{ResourceType: authz.ResourceTopic, ResourceName: "h", PatternType: authz.PatternLiteral,
+		Principal: "User:svc-orders", Host: "*", Operation: authz.OpDescribe, Permission: authz.PermAllow}}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(sub, aud string, exp time.Duration) string {
+		return issuer.Sign(map[string]any{"sub": sub, "iss": "https://idp.test", "aud": aud,
+			"exp": time.Now().Add(exp).Unix(), "iat": time.Now().Unix()})
+	}
+	good := token("svc-orders", "weir", time.Hour)
+	for _, tc := range []struct {
+		name, auth string
+		want       int
+	}{
+		{"valid token", "Bearer " + good, http.StatusOK},
+		{"scheme in lower case", "bearer " + good, http.StatusOK},
+		{"subject without ACL", "Bearer " + token("nobody", "weir", time.Hour), http.StatusForbidden},
+		{"expired", "Bearer " + token("svc-orders", "weir", -time.Hour), http.StatusUnauthorized},
+		{"other audience", "Bearer " + token("svc-orders", "kafka", time.Hour), http.StatusUnauthorized},
+		{"not a JWT", "Bearer abc", http.StatusUnauthorized},
+		{"empty", "Bearer ", http.StatusUnauthorized},
+		{"basic still works", basic("alice", httpAlicePass), http.StatusOK},
+	} {
+		start := time.Now()
+		resp, body := e.get(t, "/v1/partitions/h", tc.auth, nil)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.want)
+		}
+		if tc.want == http.StatusUnauthorized {
+			if time.Since(start) < httpDelay {
+				t.Errorf("%s: answered before the failed-login delay", tc.name)
+			}
+			if ch := resp.Header.Values("WWW-Authenticate"); len(ch) != 2 || !strings.HasPrefix(ch[1], "Bearer ") {
+				t.Errorf("%s: challenges %q", tc.name, ch)
+			}
+		}
+	}
+	if logs := e.logs.String(); strings.Contains(logs, good) || strings.Contains(logs, strings.Split(good, ".")[2]) {
+		t.Fatalf("the token is in the log:\n%s", logs)
+	}
+}
+
+// The HTTPS front serves a certificate written over the files to new
+// connections, without a restart (the listeners' reloader).
+func TestHTTPTLSReload(t *testing.T) {
+	e := newHTTPEnv(t, HTTPAuthOptional, false)
+	serial := func() string {
+		t.Helper()
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: e.ca.ClientTLS(nil), DisableKeepAlives: true}}
+		resp, err := cl.Get(e.url + "/v1/partitions/h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	fresh := e.ca.Server("server") // the same files, a new certificate
+	want := fresh.Cert.SerialNumber.String()
+	if want == before {
+		t.Fatal("the new certificate has the old serial")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for serial() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving serial %s, want %s", before, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

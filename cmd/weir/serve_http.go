@@ -31,7 +31,7 @@ type httpOptions struct {
 func (h *httpOptions) addFlags(f *pflag.FlagSet) {
 	f.BoolVar(&h.tls, "http-tls", false, "serve --http-addr and the schema registry over HTTPS with --tls-cert/--tls-key (reloaded when they change)")
 	f.StringVar(&h.clientAuth, "http-client-auth", "", `client certificates on the HTTPS fronts: "requested" (default with --tls-client-ca: verified when presented, so basic auth and mTLS clients share the port), "required" or "none"`)
-	f.StringVar(&h.auth, "http-auth", "", `"required": every HTTP request (but /healthz) authenticates with basic auth (a SCRAM user) or a client certificate, else 401; "optional": requests without credentials are User:ANONYMOUS. Default: required when a Kafka listener authenticates its clients (SASL, or SSL with required client certificates), else optional`)
+	f.StringVar(&h.auth, "http-auth", "", `"required": every HTTP request (but /healthz) authenticates with basic auth (a SCRAM user), a client certificate or (with OAUTHBEARER configured) a bearer token, else 401; "optional": requests without credentials are User:ANONYMOUS. Default: required when a Kafka listener authenticates its clients (SASL, or SSL with required client certificates), else optional`)
 }
 
 // validate checks the settings that do not need the broker.
