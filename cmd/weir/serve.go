@@ -121,6 +121,7 @@ func (o *serveOptions) load(cmd *cobra.Command, getenv func(string) string) erro
 		if file, err = loadConfigFile(o.configFile); err != nil {
 			return err
 		}
+		o.security.takeListenerSettings(file) // listener.name.* (serve_security.go)
 	}
 	if err := applySettings(fs, getenv, file, "config"); err != nil {
 		return err
@@ -252,7 +253,7 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 
 	// Both HTTP fronts authenticate with the listeners' credentials and
 	// apply the broker's ACLs (serve_http.go).
-	front, err := o.http.front(b, o.http.mode(b.Listeners(), cfg.TLS))
+	front, err := o.http.front(b, o.http.mode(b.Listeners(), cfg.TLS, cfg.ListenerSecurity))
 	if err != nil {
 		return errors.Join(err, b.Close())
 	}
@@ -298,7 +299,7 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 			"front", frontSummary(front))
 		warnHTTPExposed(logOut, logger, "the HTTP API", ln.Addr().String(), front)
 	}
-	warnExposed(logOut, logger, b.Listeners(), cfg.TLS)
+	warnExposed(logOut, logger, b.Listeners(), cfg.TLS, cfg.ListenerSecurity)
 	logger.Info("weir serving", "kafka_addr", b.Addr(), "listeners", broker.FormatListeners(b.Listeners()),
 		"data_dir", o.dataDir, "version", bi.String())
 

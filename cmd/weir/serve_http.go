@@ -55,14 +55,13 @@ func (h *httpOptions) validate() error {
 // mode is the authentication mode of the HTTP fronts: --http-auth, or by
 // default the Kafka listeners' stance: required as soon as one listener
 // authenticates its clients, since the broker then has users to ask for.
-func (h *httpOptions) mode(ls []broker.Listener, tlsCfg broker.TLSConfig) broker.HTTPAuthMode {
+func (h *httpOptions) mode(ls []broker.Listener, tlsCfg broker.TLSConfig, per map[string]broker.ListenerSecurity) broker.HTTPAuthMode {
 	if h.auth != "" {
 		m, _ := broker.ParseHTTPAuthMode(h.auth) // validated
 		return m
 	}
-	certRequired := tlsCfg.ClientCAFile != "" && (tlsCfg.ClientAuth == "" || tlsCfg.ClientAuth == "required")
 	for _, l := range ls {
-		if l.Protocol.Authenticated(certRequired) {
+		if l.Protocol.Authenticated(certRequired(l, tlsCfg, per)) {
 			return broker.HTTPAuthRequired
 		}
 	}

@@ -48,7 +48,7 @@ func TestServeHTTPAuthSettings(t *testing.T) {
 		if err := h.validate(); err != nil {
 			t.Fatal(err)
 		}
-		if got := h.mode(tc.ls, tc.tls); got != tc.want {
+		if got := h.mode(tc.ls, tc.tls, nil); got != tc.want {
 			t.Errorf("--http-auth %q, listeners %v, tls %+v: %s, want %s", tc.flag, tc.ls, tc.tls, got, tc.want)
 		}
 	}
