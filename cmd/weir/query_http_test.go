@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"io"
 	"net"
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/broker"
+	"github.com/weirhq/weir/internal/testcerts"
 	"github.com/weirhq/weir/stream"
 	"github.com/weirhq/weir/weirtest"
 )
@@ -23,7 +26,10 @@ import (
 // changelog for its data and DESCRIBE on the App's group for the store
 // list.
 func TestQueryHTTPAuth(t *testing.T) {
+	ca := testcerts.NewCA(t, "")
+	srvPair := ca.Server("server")
 	wb := weirtest.Start(t, weirtest.BrokerConfig(func(c *broker.Config) {
+		c.TLS = broker.TLSConfig{CertFile: srvPair.CertFile, KeyFile: srvPair.KeyFile, ClientCAFile: ca.File}
 		c.Authorizer = "acl"
 		c.SuperUsers = []string{"User:admin"}
 		// The App's own client is User:ANONYMOUS on PLAINTEXT; the
@@ -47,6 +53,7 @@ func TestQueryHTTPAuth(t *testing.T) {
 		kadm.NewACLs().Allow("User:ANONYMOUS").Topics("qa-").Groups("qa").Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternPrefixed),
 		kadm.NewACLs().Allow("User:alice").Topics(changelog).Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
 		kadm.NewACLs().Allow("User:alice").Groups("qa").Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:CN=dash,O=weir").Topics(changelog).Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
 	} {
 		res, err := adm.CreateACLs(ctx, b)
 		if err != nil {
@@ -146,6 +153,44 @@ func TestQueryHTTPAuth(t *testing.T) {
 		}
 		if code == 403 && !strings.Contains(body, `"code":"forbidden"`) {
 			t.Errorf("GET %s as %q: 403 body %s", tc.path, tc.user, body)
+		}
+	}
+
+	// The App's handler mounted on an HTTPS server of the broker's TLS
+	// settings: a client certificate is a principal the ACLs name.
+	tcfg, err := wb.Broker().HTTPTLSConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: queryFront(wb.Broker(), broker.HTTPAuthRequired, "qa", streamChangelog("qa"))(app.QueryHandler()),
+		ReadHeaderTimeout: 5 * time.Second}
+	go hs.Serve(tls.NewListener(tln, tcfg))
+	defer hs.Close()
+	dash := ca.Client("dash", pkix.Name{CommonName: "dash", Organization: []string{"weir"}})
+	other := ca.Client("other", pkix.Name{CommonName: "other"})
+	for _, tc := range []struct {
+		path string
+		cert *testcerts.Pair
+		want int
+	}{
+		{"/v1/stores/counts/get?key=a", &dash, 200},
+		{"/v1/stores/counts/get?key=a", &other, 403},
+		{"/v1/stores", &dash, 403}, // no DESCRIBE on the group
+		{"/v1/stores/counts/get?key=a", nil, 401},
+	} {
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(tc.cert)}}
+		resp, err := c.Get("https://" + tln.Addr().String() + tc.path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", tc.path, err)
+		}
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s over mTLS (%v): %d, want %d", tc.path, tc.cert != nil, resp.StatusCode, tc.want)
 		}
 	}
 }
