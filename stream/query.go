@@ -115,8 +115,7 @@ type queryConfig struct {
 // Unless AdvertisedQueryEndpoint says otherwise, the advertised endpoint is
 // the listener's address: give a routable host, not 0.0.0.0. Without
 // QueryMiddleware the API has no authentication: serve it on a trusted
-// network. Run fails if addr cannot be
-// bound. Default: none.
+// network. Run fails if addr cannot be bound. Default: none.
 func QueryServer(addr string) Opt { return optFunc(func(c *config) { c.query.listen = addr }) }
 
 // AdvertisedQueryEndpoint sets the endpoint other instances forward queries
