@@ -51,8 +51,8 @@ import (
 type HTTPAuthMode string
 
 const (
-	// HTTPAuthRequired: every request must authenticate (basic auth or a
-	// verified client certificate); others get 401.
+	// HTTPAuthRequired: every request must authenticate (basic auth, a
+	// verified client certificate or a bearer token); others get 401.
 	HTTPAuthRequired HTTPAuthMode = "required"
 	// HTTPAuthOptional: credentials are checked when given (wrong ones get
 	// 401); a request without any is User:ANONYMOUS.
@@ -174,7 +174,7 @@ func unauthorizedReason(r *http.Request) string {
 	if r.Header.Get("Authorization") != "" {
 		return "invalid credentials"
 	}
-	return "authentication required (basic auth or a client certificate)"
+	return "authentication required (basic auth, a client certificate or a bearer token)"
 }
 
 // httpPrincipal authenticates r; false means 401. A failed check is
