@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -406,5 +407,36 @@ func TestHTTPTLSReload(t *testing.T) {
 			t.Fatalf("still serving serial %s, want %s", before, want)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkHTTPAuthenticator: the cost a front adds per request, basic
+// auth (a PBKDF2 derivation with the user's iteration count) against an
+// anonymous request, on the same handler in the same run.
+func BenchmarkHTTPAuthenticator(b *testing.B) {
+	br, _ := testBroker(b)
+	c, err := auth.NewScramCredentialFromPassword(auth.ScramSHA512, "pw-Bench-1", auth.MinIterations)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := br.scram.apply([]scramChange{{User: "bench", Mechanism: auth.ScramSHA512, Cred: &c}}); err != nil {
+		b.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	h := br.HTTPAuthenticator(HTTPAuthOptional, ok)
+	for _, bc := range []struct{ name, auth string }{{"anonymous", ""}, {"basic", basic("bench", "pw-Bench-1")}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				r := httptest.NewRequest("GET", "/metrics", nil)
+				if bc.auth != "" {
+					r.Header.Set("Authorization", bc.auth)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusNoContent {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
 	}
 }
