@@ -27,6 +27,7 @@
 //	scram_store.go   SCRAM credentials, durable in the data dir
 //	httpauth.go      authentication of the HTTP fronts (basic, mTLS, bearer);
 //	authz_http.go    their ACL checks
+//	internal_conn.go in-process connections with a principal of their own
 //	auth/            server side of PLAIN, SCRAM and OAUTHBEARER
 //	NN_name.go       the handler of API key NN, opening with a Behavior list
 //
@@ -495,30 +496,39 @@ func (b *Broker) acceptLoop(l *listener) {
 		if l.Protocol.SASL() {
 			c.sasl = &saslConn{}
 		}
-		b.mu.Lock()
-		if b.closing {
-			b.mu.Unlock()
-			nc.Close()
+		if !b.track(c) {
 			return
 		}
-		b.conns[c] = struct{}{}
-		b.wg.Add(1)
-		b.mu.Unlock()
-		b.metrics.connections.Inc()
-		go func() {
-			defer b.wg.Done()
-			if c.handshake() {
-				c.serve()
-			} else {
-				c.cancel()
-				c.nc.Close()
-			}
-			b.mu.Lock()
-			delete(b.conns, c)
-			b.mu.Unlock()
-			b.metrics.connections.Dec()
-		}()
 	}
+}
+
+// track registers c and serves it on its own goroutine until it ends. It
+// returns false, closing c's socket, when the broker is closing.
+func (b *Broker) track(c *conn) bool {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		c.nc.Close()
+		return false
+	}
+	b.conns[c] = struct{}{}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	b.metrics.connections.Inc()
+	go func() {
+		defer b.wg.Done()
+		if c.handshake() {
+			c.serve()
+		} else {
+			c.cancel()
+			c.nc.Close()
+		}
+		b.mu.Lock()
+		delete(b.conns, c)
+		b.mu.Unlock()
+		b.metrics.connections.Dec()
+	}()
+	return true
 }
 
 // advertisedHost is the host to advertise for a listener on host: itself,

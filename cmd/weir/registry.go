@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/registry"
 )
@@ -33,8 +34,9 @@ type registryServer struct {
 // is busy and required is false (the flag was left at its default), it logs
 // why and starts nothing, so a second local broker still starts. front (nil:
 // plain HTTP, no authentication) is weir serve's TLS, authentication and
-// ACLs (serve_http.go).
-func startRegistryServer(ctx context.Context, addr string, required bool, brokers []string, topic string, logger *slog.Logger, front *httpFront) (*registryServer, error) {
+// ACLs (serve_http.go); clientOpts are added to the registry's Kafka
+// clients.
+func startRegistryServer(ctx context.Context, addr string, required bool, brokers []string, topic string, logger *slog.Logger, front *httpFront, clientOpts ...kgo.Opt) (*registryServer, error) {
 	if addr == "" || addr == "off" {
 		return nil, nil
 	}
@@ -46,7 +48,7 @@ func startRegistryServer(ctx context.Context, addr string, required bool, broker
 		}
 		return nil, fmt.Errorf("schema registry listen on %s: %w", addr, err)
 	}
-	rcfg := registry.Config{Brokers: brokers, Topic: topic, Logger: logger.With("component", "registry")}
+	rcfg := registry.Config{Brokers: brokers, Topic: topic, Logger: logger.With("component", "registry"), ClientOpts: clientOpts}
 	if front != nil {
 		rcfg.Authorizer = front.authorizer
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/broker"
 	wlog "github.com/weirhq/weir/broker/log"
@@ -244,6 +246,12 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	regAddr := o.registryAddr
+	if regAddr != "" && regAddr != "off" && cfg.Authorizer != "" {
+		// The in-process registry is trusted code of this process; its
+		// principal cannot be claimed from the network (serve_http.go).
+		cfg.SuperUsers = append(slices.Clone(cfg.SuperUsers), registryPrincipal)
+	}
 	// Startup (recovery of every log) is bounded by the signal only: a
 	// large data dir may take a while, and Ctrl-C must still work.
 	b, err := broker.Start(ctx, cfg)
@@ -258,20 +266,11 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		return errors.Join(err, b.Close())
 	}
 
-	// The in-process schema registry is a Kafka client without
-	// credentials: it needs a PLAINTEXT listener (serve_security.go).
-	regAddr := o.registryAddr
-	internal := plaintextListener(b.Listeners())
-	if internal == "" && regAddr != "" && regAddr != "off" {
-		logger.Warn("schema registry not started: it needs a PLAINTEXT listener (add one on 127.0.0.1, or set --registry-addr off)")
-		regAddr = "off"
-	}
-	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{internal}, "_schemas", logger, front)
+	// The in-process schema registry talks to the broker over in-process
+	// connections as registryPrincipal, whatever the listeners are.
+	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{b.Addr()}, "_schemas", logger, front,
+		kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return b.DialInternal(registryPrincipal) }))
 	if err != nil {
-		if o.authz.authorizer != "" {
-			err = fmt.Errorf("%w (with --authorizer, the in-process schema registry's Kafka client is User:ANONYMOUS on the PLAINTEXT listener "+
-				"and needs ACLs on topic _schemas and transactional id weir-schema-registry; or set --registry-addr off)", err)
-		}
 		return errors.Join(err, b.Close())
 	}
 	if rs != nil {

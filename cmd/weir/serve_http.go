@@ -68,6 +68,14 @@ func (h *httpOptions) mode(ls []broker.Listener, tlsCfg broker.TLSConfig, per ma
 	return broker.HTTPAuthOptional
 }
 
+// registryPrincipal is the in-process schema registry's Kafka principal
+// (broker.DialInternal): not a User, so no network client can claim it.
+// weir serve makes it a super user when the authorizer is on: the
+// registry's users are authorized at its HTTP front (registryACL), and
+// the registry itself must reach its topic from the first start, before
+// any ACL can exist.
+const registryPrincipal = "Internal:schema-registry"
+
 // httpFront is how weir serve's HTTP servers take requests: TLS (nil:
 // plain HTTP) and the authentication wrapped around their handlers.
 type httpFront struct {

@@ -68,13 +68,6 @@ func TestServeHTTPAuthSettings(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "--http-tls") {
 		t.Errorf("--http-tls without a certificate: exit %d %q", code, errOut)
 	}
-	// With the authorizer on and no ACL for it, the in-process registry
-	// cannot start; the error says which ACLs it needs.
-	_, errOut, code = runCLI(t, "", "serve", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--http-addr", "off",
-		"--registry-addr", "127.0.0.1:0", "--authorizer", "acl", "--super-users", "User:admin")
-	if code == 0 || !strings.Contains(errOut, "transactional id weir-schema-registry") {
-		t.Errorf("registry under the authorizer: exit %d %q", code, errOut)
-	}
 	// A non-loopback front without authentication, or taking passwords
 	// over plain HTTP, is warned about; a loopback one is not.
 	var term bytes.Buffer
@@ -111,13 +104,13 @@ func TestServeHTTPSecurityProcess(t *testing.T) {
 		t.Setenv("WEIR_USER_PASSWORD", pw)
 		mustCLI(t, "", "user", "create", user, "--data-dir", dir)
 	}
-	// allow.everyone.if.no.acl.found: the in-process registry's Kafka
-	// client (User:ANONYMOUS on the PLAINTEXT listener) may use _schemas,
-	// which no ACL names.
+	// Only a SASL_SSL listener, and no ACL at the first start: the
+	// in-process registry reaches the broker as its own principal all the
+	// same.
 	p := startServe(t, nil, "--data-dir", dir, "--registry-addr", "127.0.0.1:0",
-		"--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+		"--listeners", "SASL_SSL://127.0.0.1:0",
 		"--tls-cert", srv.CertFile, "--tls-key", srv.KeyFile, "--tls-client-ca", ca.File,
-		"--authorizer", "acl", "--super-users", "User:admin", "--allow-everyone-if-no-acl-found", "--http-tls")
+		"--authorizer", "acl", "--super-users", "User:admin", "--http-tls")
 	var secure, regAddr string
 	p.mu.Lock()
 	for _, l := range p.lines {

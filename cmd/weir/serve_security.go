@@ -261,22 +261,3 @@ func warnExposed(w io.Writer, logger *slog.Logger, ls []broker.Listener, tlsCfg 
 			"listener", l.Name, "addr", l.Addr, "protocol", string(l.Protocol))
 	}
 }
-
-// plaintextListener is the bound address of the first PLAINTEXT listener
-// (loopback ones first), or "" if there is none.
-func plaintextListener(ls []broker.Listener) string {
-	first := ""
-	for _, l := range ls {
-		if l.Protocol != broker.Plaintext {
-			continue
-		}
-		host, _, _ := net.SplitHostPort(l.Addr)
-		if isLoopbackHost(host) {
-			return l.Addr
-		}
-		if first == "" {
-			first = l.Addr
-		}
-	}
-	return first
-}
