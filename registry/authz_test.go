@@ -175,3 +175,21 @@ func TestTopicOfSubject(t *testing.T) {
 		}
 	}
 }
+
+// Every route is authorized: one naming a subject checks an action on
+// it, one without checks a global action, filters in its handler, or is
+// one of the few that reveal nothing of any subject.
+func TestEveryRouteAuthorized(t *testing.T) {
+	public := map[string]bool{"GET /{$}": true, "GET /schemas/types": true, "GET /contexts": true, "/": true}
+	var r Registry
+	for _, rt := range r.routes() {
+		switch {
+		case strings.Contains(rt.pattern, "{subject}"):
+			if rt.perSubject == 0 {
+				t.Errorf("%s names a subject and checks no action on it", rt.pattern)
+			}
+		case rt.global == 0 && !rt.checkedByHandler && !public[rt.pattern]:
+			t.Errorf("%s checks nothing", rt.pattern)
+		}
+	}
+}

@@ -36,12 +36,9 @@ var requestTypes = map[string]bool{
 //     Content-Type other than the registry's JSON types: 415.
 func (r *Registry) Handler() http.Handler {
 	mux := http.NewServeMux()
-	// h serves pattern with fn once the request may perform perSubject
-	// (on the path's subject) or global (without one); 0 checks nothing
-	// here (fn filters or checks itself, authz.go).
-	h := func(pattern string, perSubject, global Action, fn func(w http.ResponseWriter, req *http.Request) (any, error)) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
-			if a, subject := routeAction(req, perSubject, global); a != 0 && !r.allowed(req, a, subject) {
+	for _, rt := range r.routes() {
+		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, req *http.Request) {
+			if a, subject := routeAction(req, rt.perSubject, rt.global); a != 0 && !r.allowed(req, a, subject) {
 				writeError(w, errForbidden(a, subject))
 				return
 			}
@@ -55,7 +52,7 @@ func (r *Registry) Handler() http.Handler {
 				}
 				req.Body = http.MaxBytesReader(w, req.Body, r.cfg.MaxRequestBytes)
 			}
-			v, err := fn(w, req)
+			v, err := rt.fn(w, req)
 			if err != nil {
 				writeError(w, err)
 				return
@@ -68,40 +65,58 @@ func (r *Registry) Handler() http.Handler {
 			writeJSON(w, http.StatusOK, v)
 		})
 	}
+	return mux
+}
+
+// route is one endpoint of the API and the authorization it needs
+// (authz.go): perSubject on the path's subject, or global without one,
+// checked before fn; a route with neither is public or checkedByHandler.
+type route struct {
+	pattern          string
+	perSubject       Action
+	global           Action
+	checkedByHandler bool // fn filters its answer or checks per schema id
+	fn               func(w http.ResponseWriter, req *http.Request) (any, error)
+}
+
+func (r *Registry) routes() []route {
 	const none = Action(0)
-	h("GET /{$}", none, none, func(http.ResponseWriter, *http.Request) (any, error) { return struct{}{}, nil })
-	h("GET /schemas/types", none, none, r.getTypes)
-	h("GET /schemas", none, none, r.getSchemas) // filtered
-	h("GET /schemas/ids/{id}", none, none, r.getSchemaByID)
-	h("GET /schemas/ids/{id}/schema", none, none, r.getSchemaTextByID)
-	h("GET /schemas/ids/{id}/subjects", none, none, r.getSubjectsByID)
-	h("GET /schemas/ids/{id}/versions", none, none, r.getVersionsByID)
-	h("GET /subjects", none, none, r.getSubjects) // filtered
-	h("POST /subjects/{subject}", SubjectRead, none, r.lookup)
-	h("DELETE /subjects/{subject}", SubjectDelete, none, r.deleteSubject)
-	h("GET /subjects/{subject}/versions", SubjectRead, none, r.getVersions)
-	h("POST /subjects/{subject}/versions", SubjectWrite, none, r.register)
-	h("GET /subjects/{subject}/versions/{version}", SubjectRead, none, r.getVersion)
-	h("GET /subjects/{subject}/versions/{version}/schema", SubjectRead, none, r.getVersionText)
-	h("GET /subjects/{subject}/versions/{version}/referencedby", SubjectRead, none, r.getReferencedBy)
-	h("DELETE /subjects/{subject}/versions/{version}", SubjectDelete, none, r.deleteVersion)
-	h("POST /compatibility/subjects/{subject}/versions/{version}", SubjectRead, none, r.checkCompatibility)
-	h("POST /compatibility/subjects/{subject}/versions", SubjectRead, none, r.checkCompatibility)
+	rs := []route{
+		{"GET /{$}", none, none, false, func(http.ResponseWriter, *http.Request) (any, error) { return struct{}{}, nil }},
+		{"GET /schemas/types", none, none, false, r.getTypes},
+		{"GET /schemas", none, none, true, r.getSchemas},
+		{"GET /schemas/ids/{id}", none, none, true, r.getSchemaByID},
+		{"GET /schemas/ids/{id}/schema", none, none, true, r.getSchemaTextByID},
+		{"GET /schemas/ids/{id}/subjects", none, none, true, r.getSubjectsByID},
+		{"GET /schemas/ids/{id}/versions", none, none, true, r.getVersionsByID},
+		{"GET /subjects", none, none, true, r.getSubjects},
+		{"POST /subjects/{subject}", SubjectRead, none, false, r.lookup},
+		{"DELETE /subjects/{subject}", SubjectDelete, none, false, r.deleteSubject},
+		{"GET /subjects/{subject}/versions", SubjectRead, none, false, r.getVersions},
+		{"POST /subjects/{subject}/versions", SubjectWrite, none, false, r.register},
+		{"GET /subjects/{subject}/versions/{version}", SubjectRead, none, false, r.getVersion},
+		{"GET /subjects/{subject}/versions/{version}/schema", SubjectRead, none, false, r.getVersionText},
+		{"GET /subjects/{subject}/versions/{version}/referencedby", SubjectRead, none, false, r.getReferencedBy},
+		{"DELETE /subjects/{subject}/versions/{version}", SubjectDelete, none, false, r.deleteVersion},
+		{"POST /compatibility/subjects/{subject}/versions/{version}", SubjectRead, none, false, r.checkCompatibility},
+		{"POST /compatibility/subjects/{subject}/versions", SubjectRead, none, false, r.checkCompatibility},
+		{"GET /contexts", none, none, false, func(http.ResponseWriter, *http.Request) (any, error) { return []string{"."}, nil }},
+		{"/", none, none, false, func(http.ResponseWriter, *http.Request) (any, error) {
+			return nil, newError(http.StatusNotFound, 404, "HTTP 404 Not Found")
+		}},
+	}
 	for _, res := range []struct {
 		path          string
 		get, put, del func(http.ResponseWriter, *http.Request) (any, error)
 	}{{"/config", r.getConfig, r.putConfig, r.deleteConfig}, {"/mode", r.getMode, r.putMode, r.deleteMode}} {
 		for _, p := range []string{res.path, res.path + "/{subject}"} {
-			h("GET "+p, SubjectConfigRead, GlobalConfigRead, res.get)
-			h("PUT "+p, SubjectConfigWrite, GlobalConfigWrite, res.put)
-			h("DELETE "+p, SubjectConfigWrite, GlobalConfigWrite, res.del)
+			rs = append(rs,
+				route{"GET " + p, SubjectConfigRead, GlobalConfigRead, false, res.get},
+				route{"PUT " + p, SubjectConfigWrite, GlobalConfigWrite, false, res.put},
+				route{"DELETE " + p, SubjectConfigWrite, GlobalConfigWrite, false, res.del})
 		}
 	}
-	h("GET /contexts", none, none, func(http.ResponseWriter, *http.Request) (any, error) { return []string{"."}, nil })
-	h("/", none, none, func(http.ResponseWriter, *http.Request) (any, error) {
-		return nil, newError(http.StatusNotFound, 404, "HTTP 404 Not Found")
-	})
-	return mux
+	return rs
 }
 
 // rawText is a handler result served as text (the /schema endpoints).
