@@ -143,10 +143,15 @@ func serveHandler(b *broker.Broker, f *httpFront, metricsAndHealth http.Handler)
 //	SubjectRead        DESCRIBE on the topic (granted by READ and WRITE too)
 //	SubjectWrite       WRITE on the topic
 //	SubjectDelete      DELETE on the topic
-//	SubjectConfigRead  DESCRIBE_CONFIGS on the topic (or ALTER_CONFIGS)
+//	SubjectConfigRead  DESCRIBE or DESCRIBE_CONFIGS on the topic
 //	SubjectConfigWrite ALTER_CONFIGS on the topic
-//	GlobalConfigRead   DESCRIBE_CONFIGS on the cluster (or ALTER_CONFIGS)
+//	GlobalConfigRead   DESCRIBE or DESCRIBE_CONFIGS on the cluster
 //	GlobalConfigWrite  ALTER_CONFIGS on the cluster
+//
+// Reading a level or mode takes DESCRIBE as well as DESCRIBE_CONFIGS
+// because serializers read their subject's level before registering
+// (kafkajs' @kafkajs/confluent-schema-registry reads GET /config/{s} and
+// accepts only 200 or 404): a producer with WRITE must get through.
 func registryACL(b *broker.Broker) registry.Authorizer {
 	return func(r *http.Request, a registry.Action, subject string) bool {
 		topic := registry.TopicOfSubject(subject)
@@ -158,11 +163,13 @@ func registryACL(b *broker.Broker) registry.Authorizer {
 		case registry.SubjectDelete:
 			return b.Authorized(r, authz.OpDelete, authz.ResourceTopic, topic)
 		case registry.SubjectConfigRead:
-			return b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceTopic, topic)
+			return b.Authorized(r, authz.OpDescribe, authz.ResourceTopic, topic) ||
+				b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceTopic, topic)
 		case registry.SubjectConfigWrite:
 			return b.Authorized(r, authz.OpAlterConfigs, authz.ResourceTopic, topic)
 		case registry.GlobalConfigRead:
-			return b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceCluster, authz.ClusterName)
+			return b.Authorized(r, authz.OpDescribe, authz.ResourceCluster, authz.ClusterName) ||
+				b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceCluster, authz.ClusterName)
 		case registry.GlobalConfigWrite:
 			return b.Authorized(r, authz.OpAlterConfigs, authz.ResourceCluster, authz.ClusterName)
 		}
