@@ -73,7 +73,12 @@ fsyncs and closes every log; a second signal exits immediately.
 Every flag can also be set with an environment variable (WEIR_ plus the flag name in
 upper case, '-' as '_': WEIR_DATA_DIR) or a config file (--config or WEIR_CONFIG): a
 JSON object or flat YAML ("data-dir: /var/lib/weir" lines). The command line wins over
-the environment, which wins over the file.`,
+the environment, which wins over the file.
+
+The HTTP endpoints (--http-addr and the schema registry) take the Kafka listeners'
+credentials: basic auth against the SCRAM users, client certificates (--http-tls), bearer
+tokens with OAUTHBEARER; they are required as soon as a listener authenticates its clients
+(--http-auth), and the ACLs apply (docs/security.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.load(cmd, os.Getenv); err != nil {
