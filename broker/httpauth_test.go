@@ -440,3 +440,54 @@ func BenchmarkHTTPAuthenticator(b *testing.B) {
 		})
 	}
 }
+
+// A password-guessing loop pays the delay on every guess and holds up no
+// one else: an authenticated client is served meanwhile.
+func TestHTTPGuessingLoopDelayed(t *testing.T) {
+	e := newHTTPEnv(t, HTTPAuthRequired, true)
+	svc := e.ca.Client("svc-loop", pkix.Name{CommonName: "svc", Organization: []string{"weir"}})
+	const guesses = 5
+	done := make(chan time.Duration, 1)
+	go func() {
+		cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: e.ca.ClientTLS(nil)}}
+		defer cl.CloseIdleConnections()
+		start := time.Now()
+		for i := range guesses {
+			req, _ := http.NewRequest("GET", e.url+"/v1/partitions/h", nil)
+			req.SetBasicAuth("alice", "guess-"+string(rune('a'+i)))
+			resp, err := cl.Do(req)
+			if err != nil {
+				done <- -1
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				done <- -1
+				return
+			}
+		}
+		done <- time.Since(start)
+	}()
+	served := 0
+	for {
+		select {
+		case took := <-done:
+			if took < 0 {
+				t.Fatal("a guess was not answered 401")
+			}
+			if took < guesses*httpDelay {
+				t.Fatalf("%d guesses answered in %v, less than %d delays", guesses, took, guesses)
+			}
+			if served < 2 {
+				t.Fatalf("the authenticated client was served %d times during the guessing loop", served)
+			}
+			return
+		default:
+		}
+		if resp, _ := e.get(t, "/v1/partitions/h", "", &svc); resp.StatusCode != http.StatusOK {
+			t.Fatalf("authenticated client: %d", resp.StatusCode)
+		}
+		served++
+		time.Sleep(10 * time.Millisecond)
+	}
+}
