@@ -33,11 +33,15 @@ type Result struct {
 // payloadGB is the record-value volume of the throughput phase in GB (1e9 bytes).
 func payloadGB(cfg Config) float64 { return float64(cfg.Records) * float64(cfg.RecordSize) / 1e9 }
 
-func (r Result) summary() string {
+// consumedGB is the record-value volume read in the consume phase in GB:
+// the throughput phase's records, once per pass.
+func consumedGB(cfg Config) float64 { return payloadGB(cfg) * float64(cfg.passes()) }
+
+func (r Result) summary(passes int) string {
 	return fmt.Sprintf("produce %.0f rec/s (broker %.2f CPU-s), consume %.0f rec/s (broker %.2f CPU-s), "+
 		"p50/p99 at fixed rate %.2f/%.2f ms, idle RSS %.1f MB, wide RSS %.1f MB",
 		recPerSec(r.Produce.Wall, r.Read.Distinct), r.Produce.BrokerCPU,
-		recPerSec(r.Consume.Wall, r.Read.Distinct), r.Consume.BrokerCPU,
+		recPerSec(r.Consume.Wall, r.Read.Distinct*passes), r.Consume.BrokerCPU,
 		ms(r.Latency.P50), ms(r.Latency.P99), mb(r.IdleRSS), mb(r.WideRSS))
 }
 
@@ -76,28 +80,28 @@ var metrics = []metric{
 		return payloadGB(c) * 1e3 / r.Produce.Wall.Seconds()
 	}},
 	{name: "consume throughput", unit: "records/s", value: func(r Result, c Config) float64 {
-		return recPerSec(r.Consume.Wall, c.Records)
+		return recPerSec(r.Consume.Wall, c.Records*c.passes())
 	}},
 	{name: "consume throughput", unit: "MB/s", value: func(r Result, c Config) float64 {
-		return payloadGB(c) * 1e3 / r.Consume.Wall.Seconds()
+		return consumedGB(c) * 1e3 / r.Consume.Wall.Seconds()
 	}},
 	{name: "broker CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.BrokerCPU / payloadGB(c)
 	}, target: &goal{text: "weir/kfake <= 0.6", pass: func(_, q float64) bool { return q <= 0.6 }}},
 	{name: "broker CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
-		return r.Consume.BrokerCPU / payloadGB(c)
+		return r.Consume.BrokerCPU / consumedGB(c)
 	}, target: &goal{text: "weir/kfake <= 0.5", pass: func(_, q float64) bool { return q <= 0.5 }}},
 	{name: "… of which kernel (sys), produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.BrokerSys / payloadGB(c)
 	}},
 	{name: "… of which kernel (sys), consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
-		return r.Consume.BrokerSys / payloadGB(c)
+		return r.Consume.BrokerSys / consumedGB(c)
 	}},
 	{name: "client CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.ClientCPU / payloadGB(c)
 	}},
 	{name: "client CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
-		return r.Consume.ClientCPU / payloadGB(c)
+		return r.Consume.ClientCPU / consumedGB(c)
 	}},
 	{name: "produce latency p50 at fixed rate", unit: "ms", lower: true, value: func(r Result, _ Config) float64 {
 		return ms(r.Latency.P50)
@@ -196,8 +200,8 @@ func (rep *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "- Machine: %s\n", machineFacts())
 	fmt.Fprintf(&b, "- Workload: 1 topic, %d partitions (NATS: one stream, %d subjects), %d B records, acks=all, "+
-		"%d records produced then read back in full; then %v at a fixed %d records/s with linger 0 (%d records)",
-		cfg.Partitions, cfg.Partitions, cfg.RecordSize, cfg.Records, cfg.RateDuration, cfg.Rate, cfg.rateRecords())
+		"%d records produced then read back in full (%d time(s), a fresh consumer each); then %v at a fixed %d records/s with linger 0 (%d records)",
+		cfg.Partitions, cfg.Partitions, cfg.RecordSize, cfg.Records, cfg.passes(), cfg.RateDuration, cfg.Rate, cfg.rateRecords())
 	if cfg.WidePartitions > 0 {
 		fmt.Fprintf(&b, "; RSS with a %d-partition topic, one record written to each (Kafka targets)", cfg.WidePartitions)
 	}
@@ -282,7 +286,7 @@ func (rep *Report) Markdown() string {
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %s | %s |\n",
 			r.Round, r.Position, r.Target, r.Codec,
-			recPerSec(r.Produce.Wall, cfg.Records), recPerSec(r.Consume.Wall, cfg.Records),
+			recPerSec(r.Produce.Wall, cfg.Records), recPerSec(r.Consume.Wall, cfg.Records*cfg.passes()),
 			r.Produce.BrokerCPU, r.Consume.BrokerCPU,
 			ms(r.Latency.P50), ms(r.Latency.P99), mb(r.IdleRSS), wideCell(r, cfg), read, mdEscape(r.Err))
 	}

@@ -49,6 +49,7 @@ var optionalTargets = []string{targetWeirTLS}
 type Config struct {
 	Targets        []string
 	Records        int           // throughput phase: records produced and read back
+	ConsumePasses  int           // times the records are read back in the consume phase (0: once)
 	RecordSize     int           // bytes per record value
 	Partitions     int           // partitions of the topic / subjects of the stream
 	Rate           int           // records/s of the fixed-rate phase
@@ -113,6 +114,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Records < 1:
 		return errors.New("--records must be >= 1")
+	case c.ConsumePasses < 0:
+		return errors.New("--consume-passes must be >= 0")
 	case c.RecordSize < 8:
 		return errors.New("--record-size must be >= 8 (the record index is stored in the first 8 bytes)")
 	case c.Partitions < 1:
@@ -149,6 +152,9 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// passes is the number of full reads in the consume phase.
+func (c *Config) passes() int { return max(c.ConsumePasses, 1) }
 
 // rateRecords is the number of records sent in the fixed-rate phase.
 func (c *Config) rateRecords() int {
@@ -229,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if res.Err != "" {
 					fmt.Fprintf(cfg.Log, "  %s FAILED: %s\n", target, res.Err)
 				} else {
-					fmt.Fprintf(cfg.Log, "  %s: %s\n", target, res.summary())
+					fmt.Fprintf(cfg.Log, "  %s: %s\n", target, res.summary(cfg.passes()))
 				}
 				rep.Results = append(rep.Results, res)
 				if !cfg.Keep {
@@ -350,19 +356,23 @@ func runThroughput(ctx context.Context, cfg Config, target, codec, dir string, r
 		return err
 	}
 
-	// Full read.
-	var rs readStats
+	// Full reads: every pass must read every record (Read shows the
+	// last pass).
 	if res.Consume, err = measured(ctx, cfg, ch, "consume", func(ctx context.Context) error {
-		var err error
-		rs, err = d.consume(ctx, cfg.Records)
-		return err
+		for range cfg.passes() {
+			rs, err := d.consume(ctx, cfg.Records)
+			res.Read = rs
+			if err != nil {
+				return err
+			}
+			if rs.Distinct != cfg.Records || rs.Foreign != 0 {
+				return fmt.Errorf("read back %d distinct of %d records (%d duplicates, %d foreign)",
+					rs.Distinct, cfg.Records, rs.Duplicates, rs.Foreign)
+			}
+		}
+		return nil
 	}); err != nil {
 		return err
-	}
-	res.Read = rs
-	if rs.Distinct != cfg.Records || rs.Foreign != 0 {
-		return fmt.Errorf("read back %d distinct of %d records (%d duplicates, %d foreign)",
-			rs.Distinct, cfg.Records, rs.Duplicates, rs.Foreign)
 	}
 
 	// Fixed rate.
