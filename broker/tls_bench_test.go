@@ -22,10 +22,11 @@ import (
 // a 12-partition fetch response (1 MiB a partition) from a file in the
 // page cache into buffers, as the log does, and writes it with the write
 // loop's code (writeResponse) to a loopback TCP socket. The other end
-// reads the raw bytes and drops them (no decryption), so the figure is
-// the writer's alone: the CPU time of its OS thread (RUSAGE_THREAD, user
-// and system), which is what brokerbench's per-process figure holds for
-// the consume phase minus request handling.
+// reads the raw bytes and drops them (no decryption; with
+// WEIR_BENCH_DECRYPT set it decrypts them, as a client does, which slows
+// the reader), and the figure is the writer's alone: the CPU time of its
+// OS thread (RUSAGE_THREAD, user and system), which is what brokerbench's
+// per-process figure holds for the consume phase minus request handling.
 //
 // The variants run interleaved, round by round, and report CPU-s/GB each
 // and their ratio to plaintext:
@@ -66,6 +67,7 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 		cpu  time.Duration
 		done func()
 	}
+	decrypt := os.Getenv("WEIR_BENCH_DECRYPT") != ""
 	dial := func(name string, useTLS, cork bool) *variant {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -90,6 +92,7 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 			b.Fatal("accept failed")
 		}
 		c := &conn{nc: server, logger: slog.New(slog.DiscardHandler)}
+		var clientTLS *tls.Conn
 		if useTLS {
 			wire := newTLSWire(server)
 			tc := tls.Server(wire, serverTLS)
@@ -98,6 +101,7 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 			ccfg := ca.ClientTLS(nil)
 			ccfg.ServerName = "localhost"
 			cl := tls.Client(raw, ccfg)
+			clientTLS = cl
 			if err := cl.Handshake(); err != nil {
 				b.Fatal(err)
 			}
@@ -109,10 +113,14 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 				c.wire = wire
 			}
 		}
+		var rd io.Reader = raw
+		if useTLS && decrypt {
+			rd = clientTLS
+		}
 		drained := make(chan struct{})
 		go func() {
 			defer close(drained)
-			_, _ = io.Copy(io.Discard, raw) // ciphertext or plaintext, dropped
+			_, _ = io.Copy(io.Discard, rd) // ciphertext or plaintext, dropped
 		}()
 		return &variant{name: name, c: c, done: func() {
 			c.nc.Close()

@@ -28,6 +28,10 @@ type Result struct {
 	Fixed   Phase
 	Read    readStats
 	Latency Latency
+
+	// TLSCompare: weir-tls with --tls-compare, the pairs of reads over
+	// the broker's PLAINTEXT and SSL listeners.
+	TLSCompare []TLSPair
 }
 
 // payloadGB is the record-value volume of the throughput phase in GB (1e9 bytes).
@@ -275,6 +279,7 @@ func (rep *Report) Markdown() string {
 	}
 
 	rep.compressionTable(&b)
+	rep.tlsTable(&b)
 
 	b.WriteString("\n## Runs\n\n")
 	b.WriteString("| round | pos | target | codec | produce rec/s | consume rec/s | broker CPU-s prod | broker CPU-s cons | p50 ms | p99 ms | idle RSS MB | wide RSS MB | read back | error |\n")
@@ -468,4 +473,52 @@ func metricNamed(name, unit string) metric {
 		}
 	}
 	panic("brokerbench: no metric " + name + " in " + unit)
+}
+
+// tlsGoal is issue 20's target: TLS costs at most this many times the
+// broker CPU per GB of PLAINTEXT.
+const tlsGoal = 1.5
+
+// tlsTable shows the weir-tls runs' pairs of reads over PLAINTEXT and SSL
+// on one broker, with the TLS/PLAINTEXT ratio of broker CPU per GB
+// consumed per pair and its median over all pairs of all rounds.
+func (rep *Report) tlsTable(b *strings.Builder) {
+	var ratios []float64
+	for _, r := range rep.Results {
+		ratios = append(ratios, pairRatios(r.TLSCompare)...)
+	}
+	if len(ratios) == 0 {
+		return
+	}
+	gb := payloadGB(rep.Config)
+	b.WriteString("\n## TLS vs PLAINTEXT on one weir broker: broker CPU per GB consumed\n\n")
+	b.WriteString("Each pair reads every record once over the weir-tls broker's PLAINTEXT listener and once over its SSL\n" +
+		"listener (a fresh consumer each, which of the two goes first alternating), in the same process.\n\n")
+	b.WriteString("| round | pair | PLAINTEXT CPU-s/GB | of which sys | TLS CPU-s/GB | of which sys | TLS/PLAINTEXT |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Results {
+		for i, p := range r.TLSCompare {
+			q, ok := ratio(p.TLS.BrokerCPU, p.Plain.BrokerCPU, p.Plain.BrokerCPU > 0)
+			fmt.Fprintf(b, "| %d | %d | %.3f | %.3f | %.3f | %.3f | %s |\n", r.Round, i+1,
+				p.Plain.BrokerCPU/gb, p.Plain.BrokerSys/gb, p.TLS.BrokerCPU/gb, p.TLS.BrokerSys/gb, fmtRatio(q, ok))
+		}
+	}
+	slices.Sort(ratios)
+	med := ratios[len(ratios)/2]
+	if len(ratios)%2 == 0 {
+		med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+	}
+	fmt.Fprintf(b, "\nMedian TLS/PLAINTEXT over %d pairs: %.2fx (range %.2f–%.2f); target <= %.1fx: %s\n",
+		len(ratios), med, ratios[0], ratios[len(ratios)-1], tlsGoal, passMiss(med <= tlsGoal))
+}
+
+// pairRatios is the TLS/PLAINTEXT ratio of broker CPU of each pair.
+func pairRatios(pairs []TLSPair) []float64 {
+	var out []float64
+	for _, p := range pairs {
+		if p.Plain.BrokerCPU > 0 {
+			out = append(out, p.TLS.BrokerCPU/p.Plain.BrokerCPU)
+		}
+	}
+	return out
 }
