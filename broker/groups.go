@@ -42,6 +42,8 @@ func init() {
 			a.handle = deleteGroupsAll
 		case kmsg.DescribeGroups:
 			a.handle = describeGroupsAll
+		case kmsg.ConsumerGroupHeartbeat, kmsg.JoinGroup: // not under a share group's ID (shares.go)
+			a.handle = handleGroupNotShare
 		}
 		regAPI(a)
 	}
