@@ -422,10 +422,13 @@ func (cg *consumerGroup) effectiveSubscriptions() map[string][]string {
 }
 
 // describable reports whether m's principal may describe topic
-// (Options.TopicDescribable).
+// (Options.TopicDescribable). A member whose principal is not known (one
+// restored from a record written before principals were kept) is not
+// filtered until its first heartbeat sets it, rather than losing its
+// topics to a principal of "" meanwhile.
 func (cg *consumerGroup) describable(m *cmember, topic string) bool {
 	f := cg.g.c.opts.TopicDescribable
-	return f == nil || f(m.principal, strings.TrimPrefix(m.clientHost, "/"), topic)
+	return f == nil || m.principal == "" || f(m.principal, strings.TrimPrefix(m.clientHost, "/"), topic)
 }
 
 // topicSignature summarises the subscribed topics and their partition
