@@ -489,7 +489,7 @@ func (b *Broker) acceptLoop(l *listener) {
 		}
 		backoff = 0
 		if l.tls != nil {
-			nc = tls.Server(newReadBufferedConn(nc), l.tls)
+			nc = tls.Server(newTLSWire(nc), l.tls)
 		}
 		c := newConn(b, nc)
 		c.lis = l
