@@ -1,6 +1,8 @@
 package nexmark
 
 import (
+	"encoding/binary"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -61,27 +63,40 @@ type offer struct {
 // dropped at once; after the TTL they wait and are dropped as those of an
 // auction that never comes — slower, never wrong. The open auctions are
 // bounded by their close timers.
+//
+// Only what decides a winner crosses the repartition topic (a lot, in a
+// fixed-size binary codec), not the whole event.
 func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, closedAuction] {
-	ev := events(b, in)
-	auctions := stream.KeyBy(ev.Filter(isAuction), func(r stream.Record[[]byte, Event]) (int64, error) {
-		return r.Value.Auction.ID, nil
+	ev := events(b, in).Filter(func(r stream.Record[[]byte, Event]) (bool, error) {
+		return r.Value.Type == AuctionEvent || r.Value.Type == BidEvent, nil
 	})
-	bids := stream.KeyBy(ev.Filter(isBid), func(r stream.Record[[]byte, Event]) (int64, error) {
+	byAuction := stream.KeyBy(ev, func(r stream.Record[[]byte, Event]) (int64, error) {
+		if a := r.Value.Auction; a != nil {
+			return a.ID, nil
+		}
 		return r.Value.Bid.Auction, nil
 	})
-	open := stream.KeyValueStore[int64, openAuction](stream.StoreConfig{Name: name + "-open",
-		NoExpiry: "one key per open auction, deleted when the auction closes (a timer at its expires)"})
+	lots := stream.MapValues(byAuction, func(r stream.Record[int64, Event]) (lot, error) {
+		if a := r.Value.Auction; a != nil {
+			return lot{Auction: &openAuction{ID: a.ID, Seller: a.Seller, Category: a.Category, DateTime: a.DateTime,
+				Expires: a.Expires, Reserve: a.Reserve}}, nil
+		}
+		bid := r.Value.Bid
+		return lot{Bid: offer{Price: bid.Price, DateTime: bid.DateTime, Bidder: bid.Bidder}}, nil
+	})
+	open := stream.KeyValueStore(stream.StoreConfig{Name: name + "-open",
+		NoExpiry: "one key per open auction, deleted when the auction closes (a timer at its expires)"},
+		stream.Codecs(stream.Int64(), stream.Codec[openAuction](openAuctionCodec{})))
 	early := stream.KeyValueWindowStore[int64, []offer](stream.StoreConfig{Name: name + "-early",
 		NoExpiry: "bids ahead of their auction, each deleted by a timer when the watermark passes it"})
 	closed := stream.KeyValueStore[int64, int64](stream.StoreConfig{Name: name + "-closed", TTL: closedTTL})
 	const closeTimer, dropTimer = "close", "drop:" // drop:<dateTime of the waiting bids>
 	type ctx = stream.ProcessContext[int64, int64, closedAuction]
-	return stream.Process(auctions.Merge(bids), stream.ProcessConfig{Name: name, Stores: []stream.ProcessStore{open, early, closed}},
-		stream.Processor[int64, Event, int64, closedAuction]{
-			OnRecord: func(c *ctx, r stream.Record[int64, Event]) error {
+	return stream.Process(lots, stream.ProcessConfig{Name: name, Stores: []stream.ProcessStore{open, early, closed}},
+		stream.Processor[int64, lot, int64, closedAuction]{
+			OnRecord: func(c *ctx, r stream.Record[int64, lot]) error {
 				if a := r.Value.Auction; a != nil {
-					oa := openAuction{ID: a.ID, Seller: a.Seller, Category: a.Category, DateTime: a.DateTime,
-						Expires: a.Expires, Reserve: a.Reserve}
+					oa := *a
 					waiting, err := early.Fetch(c, a.ID, time.UnixMilli(a.DateTime), time.UnixMilli(a.Expires))
 					if err != nil {
 						return err
@@ -96,30 +111,29 @@ func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, clos
 					}
 					return c.SetEventTimer(a.ID, closeTimer, time.UnixMilli(a.Expires))
 				}
-				bid := r.Value.Bid
-				o := offer{Price: bid.Price, DateTime: bid.DateTime, Bidder: bid.Bidder}
-				oa, found, err := open.Get(c, bid.Auction)
+				o, auction := r.Value.Bid, r.Key
+				oa, found, err := open.Get(c, auction)
 				if err != nil {
 					return err
 				}
 				if found {
 					if oa.offer(o) {
-						return open.Put(c, bid.Auction, oa)
+						return open.Put(c, auction, oa)
 					}
 					return nil
 				}
-				if _, done, err := closed.Get(c, bid.Auction); err != nil || done {
+				if _, done, err := closed.Get(c, auction); err != nil || done {
 					return err
 				}
-				at, next := time.UnixMilli(bid.DateTime), time.UnixMilli(bid.DateTime+1)
-				waiting, _, err := early.Get(c, bid.Auction, at, next)
+				at, next := time.UnixMilli(o.DateTime), time.UnixMilli(o.DateTime+1)
+				waiting, _, err := early.Get(c, auction, at, next)
 				if err != nil {
 					return err
 				}
-				if err := early.Put(c, bid.Auction, at, next, append(waiting, o)); err != nil {
+				if err := early.Put(c, auction, at, next, append(waiting, o)); err != nil {
 					return err
 				}
-				return c.SetEventTimer(bid.Auction, dropTimer+strconv.FormatInt(bid.DateTime, 10), next)
+				return c.SetEventTimer(auction, dropTimer+strconv.FormatInt(o.DateTime, 10), next)
 			},
 			OnTimer: func(c *ctx, tm stream.Timer[int64]) error {
 				if t, ok := strings.CutPrefix(tm.Name, dropTimer); ok {
@@ -145,7 +159,80 @@ func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, clos
 				return c.Forward(stream.Record[int64, closedAuction]{Key: tm.Key, Value: closedAuction{
 					ID: oa.ID, Seller: oa.Seller, Category: oa.Category, Expires: oa.Expires, Price: oa.Best.Price}})
 			},
-		}, stream.Codecs(stream.Int64(), EventCodec()))
+		}, stream.Codecs(stream.Int64(), stream.Codec[lot](lotCodec{})))
+}
+
+// lot is an auction or a bid as the closing processor needs it: Auction
+// set for an auction, else Bid (its auction is the record's key).
+type lot struct {
+	Auction *openAuction
+	Bid     offer
+}
+
+// lotCodec encodes a lot as 'a' and the auction's six fields, or 'b' and
+// the bid's three, each a big-endian int64.
+type lotCodec struct{}
+
+func (lotCodec) Encode(l lot) ([]byte, error) {
+	if a := l.Auction; a != nil {
+		return appendInts([]byte{'a'}, a.ID, a.Seller, a.Category, a.DateTime, a.Expires, a.Reserve), nil
+	}
+	return appendInts([]byte{'b'}, l.Bid.Price, l.Bid.DateTime, l.Bid.Bidder), nil
+}
+
+func (lotCodec) Decode(b []byte) (lot, error) {
+	switch {
+	case len(b) == 1+6*8 && b[0] == 'a':
+		v := readInts(b[1:], 6)
+		return lot{Auction: &openAuction{ID: v[0], Seller: v[1], Category: v[2], DateTime: v[3], Expires: v[4], Reserve: v[5]}}, nil
+	case len(b) == 1+3*8 && b[0] == 'b':
+		v := readInts(b[1:], 3)
+		return lot{Bid: offer{Price: v[0], DateTime: v[1], Bidder: v[2]}}, nil
+	}
+	return lot{}, fmt.Errorf("nexmark: not an auction or bid lot (%d bytes)", len(b))
+}
+
+// openAuctionCodec encodes an open auction as its six auction fields, then
+// 1 and its best bid's three (or 0), each field a big-endian int64.
+type openAuctionCodec struct{}
+
+func (openAuctionCodec) Encode(a openAuction) ([]byte, error) {
+	b := appendInts(make([]byte, 0, 10*8), a.ID, a.Seller, a.Category, a.DateTime, a.Expires, a.Reserve)
+	if !a.HasBest {
+		return appendInts(b, 0), nil
+	}
+	return appendInts(b, 1, a.Best.Price, a.Best.DateTime, a.Best.Bidder), nil
+}
+
+func (openAuctionCodec) Decode(b []byte) (openAuction, error) {
+	if len(b) != 7*8 && len(b) != 10*8 {
+		return openAuction{}, fmt.Errorf("nexmark: open auction of %d bytes", len(b))
+	}
+	v := readInts(b, len(b)/8)
+	if has := int64(len(v) / 10); v[6] != has { // 0 for 7 fields, 1 for 10
+		return openAuction{}, fmt.Errorf("nexmark: open auction of %d bytes with best-bid flag %d", len(b), v[6])
+	}
+	a := openAuction{ID: v[0], Seller: v[1], Category: v[2], DateTime: v[3], Expires: v[4], Reserve: v[5], HasBest: v[6] == 1}
+	if a.HasBest {
+		a.Best = offer{Price: v[7], DateTime: v[8], Bidder: v[9]}
+	}
+	return a, nil
+}
+
+func appendInts(b []byte, vs ...int64) []byte {
+	for _, v := range vs {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return b
+}
+
+// readInts reads n big-endian int64s from b (len(b) >= 8n).
+func readInts(b []byte, n int) []int64 {
+	v := make([]int64, n)
+	for i := range v {
+		v[i] = int64(binary.BigEndian.Uint64(b[8*i:]))
+	}
+	return v
 }
 
 // closedTTL is how long a closed auction's marker is kept (event time). The
