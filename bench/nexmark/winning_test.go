@@ -35,7 +35,7 @@ func TestClosingCodecsRoundTrip(t *testing.T) {
 		}
 	}
 	withBest := make([]byte, 56)
-	withBest[55] = 1 // says it has a best bid, but is 7 fields long
+	withBest[55] = 1           // says it has a best bid, but is 7 fields long
 	noBest := make([]byte, 80) // 10 fields long, but says it has no best bid
 	for _, bad := range [][]byte{nil, make([]byte, 55), make([]byte, 64), withBest, noBest} {
 		if _, err := (openAuctionCodec{}).Decode(bad); err == nil {
