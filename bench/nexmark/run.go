@@ -38,6 +38,11 @@ var queries = map[string]Query{
 	"q3": q3,
 	"q4": q4,
 	"q6": q6,
+
+	"q5":  q5,
+	"q7":  q7,
+	"q8":  q8,
+	"q11": q11,
 }
 
 // Queries returns the names of the queries Build knows, sorted.
