@@ -56,9 +56,9 @@ type offer struct {
 // auction, so that the auction, when it comes, reads the bids of its own
 // time range in one scan. No auction arriving now can have a dateTime
 // behind the watermark (an on-time record never is), so once the
-// watermark passes a waiting bid it can never count: a timer per waiting
-// dateTime deletes its window then. A closed auction leaves a marker in
-// "<name>-closed" for closedTTL of event time, so that the bids that keep
+// watermark passes a waiting bid it can never count: one timer per auction
+// and dropBucket of dateTimes deletes their windows at the bucket's end. A
+// closed auction leaves a marker in "<name>-closed" for closedTTL of event time, so that the bids that keep
 // coming for it (Nexmark's hot auctions stay hot after they close) are
 // dropped at once; after the TTL they wait and are dropped as those of an
 // auction that never comes — slower, never wrong. The open auctions are
@@ -87,10 +87,11 @@ func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, clos
 	open := stream.KeyValueStore(stream.StoreConfig{Name: name + "-open",
 		NoExpiry: "one key per open auction, deleted when the auction closes (a timer at its expires)"},
 		stream.Codecs(stream.Int64(), stream.Codec[openAuction](openAuctionCodec{})))
-	early := stream.KeyValueWindowStore[int64, []offer](stream.StoreConfig{Name: name + "-early",
-		NoExpiry: "bids ahead of their auction, each deleted by a timer when the watermark passes it"})
+	early := stream.KeyValueWindowStore(stream.StoreConfig{Name: name + "-early",
+		NoExpiry: "bids ahead of their auction, deleted by a timer once the watermark passes them"},
+		stream.Codecs(stream.Int64(), stream.Codec[[]offer](offersCodec{})))
 	closed := stream.KeyValueStore[int64, int64](stream.StoreConfig{Name: name + "-closed", TTL: closedTTL})
-	const closeTimer, dropTimer = "close", "drop:" // drop:<dateTime of the waiting bids>
+	const closeTimer, dropTimer = "close", "drop:" // drop:<end of the dropBucket of the waiting bids>
 	type ctx = stream.ProcessContext[int64, int64, closedAuction]
 	return stream.Process(lots, stream.ProcessConfig{Name: name, Stores: []stream.ProcessStore{open, early, closed}},
 		stream.Processor[int64, lot, int64, closedAuction]{
@@ -133,15 +134,27 @@ func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, clos
 				if err := early.Put(c, auction, at, next, append(waiting, o)); err != nil {
 					return err
 				}
-				return c.SetEventTimer(auction, dropTimer+strconv.FormatInt(o.DateTime, 10), next)
+				// One timer per auction and bucket: setting it again at the
+				// same time writes nothing.
+				end := (floorDiv(o.DateTime, dropBucket) + 1) * dropBucket
+				return c.SetEventTimer(auction, dropTimer+strconv.FormatInt(end, 10), time.UnixMilli(end))
 			},
 			OnTimer: func(c *ctx, tm stream.Timer[int64]) error {
 				if t, ok := strings.CutPrefix(tm.Name, dropTimer); ok {
-					ms, err := strconv.ParseInt(t, 10, 64)
+					end, err := strconv.ParseInt(t, 10, 64)
 					if err != nil {
 						return err
 					}
-					return early.Delete(c, tm.Key, time.UnixMilli(ms), time.UnixMilli(ms+1))
+					dead, err := early.Fetch(c, tm.Key, time.UnixMilli(end-dropBucket), time.UnixMilli(end))
+					if err != nil {
+						return err
+					}
+					for _, w := range dead {
+						if err := early.Delete(c, tm.Key, w.Start, w.End); err != nil {
+							return err
+						}
+					}
+					return nil
 				}
 				oa, found, err := open.Get(c, tm.Key)
 				if err != nil || !found {
@@ -160,6 +173,30 @@ func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, clos
 					ID: oa.ID, Seller: oa.Seller, Category: oa.Category, Expires: oa.Expires, Price: oa.Best.Price}})
 			},
 		}, stream.Codecs(stream.Int64(), stream.Codec[lot](lotCodec{})))
+}
+
+// offersCodec encodes offers as the three fields of each, big-endian
+// int64s.
+type offersCodec struct{}
+
+func (offersCodec) Encode(os []offer) ([]byte, error) {
+	b := make([]byte, 0, 24*len(os))
+	for _, o := range os {
+		b = appendInts(b, o.Price, o.DateTime, o.Bidder)
+	}
+	return b, nil
+}
+
+func (offersCodec) Decode(b []byte) ([]offer, error) {
+	if len(b)%24 != 0 {
+		return nil, fmt.Errorf("nexmark: offers of %d bytes", len(b))
+	}
+	v := readInts(b, len(b)/8)
+	os := make([]offer, 0, len(b)/24)
+	for i := 0; i < len(v); i += 3 {
+		os = append(os, offer{Price: v[i], DateTime: v[i+1], Bidder: v[i+2]})
+	}
+	return os, nil
 }
 
 // lot is an auction or a bid as the closing processor needs it: Auction
@@ -234,6 +271,10 @@ func readInts(b []byte, n int) []int64 {
 	}
 	return v
 }
+
+// dropBucket groups the waiting bids of an auction by dateTime (aligned to
+// the epoch, in ms) under one drop timer, firing at the bucket's end.
+const dropBucket = 1000
 
 // closedTTL is how long a closed auction's marker is kept (event time). The
 // generator's hot auction changes every 100 auctions (1,667 events): at its

@@ -29,6 +29,16 @@ func TestClosingCodecsRoundTrip(t *testing.T) {
 			t.Errorf("open auction %+v: decoded %+v, %v", oa, got, err)
 		}
 	}
+	for _, os := range [][]offer{nil, {{Price: 1, DateTime: -2, Bidder: 3}, {Price: 1 << 62}}} {
+		b, _ := offersCodec{}.Encode(os)
+		got, err := offersCodec{}.Decode(b)
+		if err != nil || len(got) != len(os) || (len(os) > 0 && !reflect.DeepEqual(got, os)) {
+			t.Errorf("offers %+v: decoded %+v, %v", os, got, err)
+		}
+	}
+	if _, err := (offersCodec{}).Decode(make([]byte, 25)); err == nil {
+		t.Error("offers of 25 bytes: no error")
+	}
 	for _, bad := range [][]byte{nil, {'a'}, {'b', 1, 2}, make([]byte, 25), make([]byte, 49)} {
 		if _, err := (lotCodec{}).Decode(bad); err == nil {
 			t.Errorf("lot %v: no error", bad)
@@ -56,6 +66,11 @@ func FuzzClosingCodecs(f *testing.F) {
 			re, _ := lotCodec{}.Encode(l)
 			if string(re) != string(b) {
 				t.Fatalf("lot %x decoded and re-encoded as %x", b, re)
+			}
+		}
+		if os, err := (offersCodec{}).Decode(b); err == nil {
+			if re, _ := (offersCodec{}).Encode(os); string(re) != string(b) {
+				t.Fatalf("offers %x decoded and re-encoded as %x", b, re)
 			}
 		}
 		if oa, err := (openAuctionCodec{}).Decode(b); err == nil {
