@@ -97,6 +97,15 @@ func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, clos
 		stream.Processor[int64, lot, int64, closedAuction]{
 			OnRecord: func(c *ctx, r stream.Record[int64, lot]) error {
 				if a := r.Value.Auction; a != nil {
+					// An auction seen again (at-least-once replays it after
+					// a crash) keeps what it has: its best bid so far, or
+					// its close.
+					if _, found, err := open.Get(c, a.ID); err != nil || found {
+						return err
+					}
+					if _, done, err := closed.Get(c, a.ID); err != nil || done {
+						return err
+					}
 					oa := *a
 					waiting, err := early.Fetch(c, a.ID, time.UnixMilli(a.DateTime), time.UnixMilli(a.Expires))
 					if err != nil {
