@@ -57,12 +57,15 @@ type offer struct {
 // time range in one scan. No auction arriving now can have a dateTime
 // behind the watermark (an on-time record never is), so once the
 // watermark passes a waiting bid it can never count: one timer per auction
-// and dropBucket of dateTimes deletes their windows at the bucket's end. A
-// closed auction leaves a marker in "<name>-closed" for closedTTL of event time, so that the bids that keep
-// coming for it (Nexmark's hot auctions stay hot after they close) are
-// dropped at once; after the TTL they wait and are dropped as those of an
-// auction that never comes — slower, never wrong. The open auctions are
-// bounded by their close timers.
+// and dropBucket of dateTimes deletes their windows at the bucket's end.
+// (An auction later than the out-of-orderness misses the bids that waited
+// for it, and a bid later than that on a closed auction is not counted:
+// the results are exact for input within the bound.) A closed auction
+// leaves a marker in "<name>-closed" for closedTTL of event time, so that
+// the bids that keep coming for it (Nexmark's hot auctions stay hot after
+// they close) are dropped at once; after the TTL they wait and are
+// dropped as those of an auction that never comes — slower, never wrong.
+// The open auctions are bounded by their close timers.
 //
 // Only what decides a winner crosses the repartition topic (a lot, in a
 // fixed-size binary codec), not the whole event.
