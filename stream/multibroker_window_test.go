@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream/internal/timekey"
@@ -23,9 +24,12 @@ const mbWindow = time.Second
 
 // mbWindowTopology counts "mbw-in" per key in tumbling 1 s windows (finals
 // to "mbw-out"; closed windows kept an hour for queries, store "wc") and
-// per key overall (store "n", updates to "mbw-n").
+// per key overall (store "n", updates to "mbw-n"). Each record takes at
+// least half a millisecond, so that moves land while input is processed.
 func mbWindowTopology(bl *Builder) {
-	g := GroupByKey(From(bl, "mbw-in", String(), String()))
+	in := From(bl, "mbw-in", String(), String()).
+		Peek(func(Record[string, string]) { time.Sleep(500 * time.Microsecond) })
+	g := GroupByKey(in)
 	WindowedCount(g, Tumbling(mbWindow), WindowedStore{Name: "wc", Late: DropLate(), Emit: EmitFinal(), Retain: time.Hour}).
 		ToStream().To("mbw-out", TimeWindowed(String(), mbWindow), Int64())
 	Count(g, StoreConfig{Name: "n", TTL: 24 * time.Hour}).ToStream().To("mbw-n", String(), Int64())
@@ -187,13 +191,24 @@ func TestMultiBrokerWindowedMoves(t *testing.T) {
 			ev := newMBEvents(12)
 			a := b.run("mbwin", mbWindowTopology, multiOpts(t, g)...)
 			const rounds, per = 4, 300 // 15 s of event time per round
+			midStream := 0 // moves made while input was left to process
 			for range rounds {
 				from := mbTS(ev.n)
 				ev.produce(b, per)
 				waitFinalFrom(t, b, g, from.Add(2*time.Second))
 				moveAllLeaders(t, c, b)
+				if left := unprocessed(t, b, "mbwin", "mbw-in", ev.n); left > 0 {
+					midStream++
+				}
 				waitFinalFrom(t, b, g, from.Add(6*time.Second))
 				moveCoordinators(t, c, moveCoordinatorKeys(t, a.a, g)...)
+				if left := unprocessed(t, b, "mbwin", "mbw-in", ev.n); left > 0 {
+					midStream++
+				}
+			}
+			t.Logf("%d of %d moves made with input left to process", midStream, 2*rounds)
+			if midStream == 0 {
+				t.Fatal("no move landed while the App had input to process")
 			}
 			closeAll(b, parts)
 			waitFinals(t, b, g, ev.starts)
@@ -205,6 +220,21 @@ func TestMultiBrokerWindowedMoves(t *testing.T) {
 			checkInternalReplication(t, b, "mbwin", multiBrokers)
 		})
 	}
+}
+
+// unprocessed returns how many of the produced records of topic group has
+// not committed yet.
+func unprocessed(t *testing.T, b *testBroker, group, topic string, produced int) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := b.adm.FetchOffsetsForTopics(ctx, group, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := int64(produced)
+	resp.Each(func(o kadm.OffsetResponse) { left -= max(0, o.At) })
+	return left
 }
 
 // servedPartitions returns the partitions a serves queries for.

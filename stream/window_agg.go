@@ -46,9 +46,12 @@ import (
 // it.
 //
 // Invariants:
-//   - o.wm never decreases; every lateness decision and every close uses
-//     it, so a window is closed exactly when the watermark passes its
-//     close time, and a record that would reach a closed window is late;
+//   - o.wm never decreases, except when a transaction is aborted: it then
+//     goes back to the store's committed mark (the task's watermark goes
+//     back too, and the aborted records are processed again, not late);
+//     every lateness decision and every close uses it, so a window is
+//     closed exactly when the watermark passes its close time, and a
+//     record that would reach a closed window is late;
 //   - a 'c' entry is created only for a window whose end is past
 //     o.wm - closeDelta at that moment (else the record is late), so after
 //     a close scan up to end E no 'c' entry <= E appears again in this
@@ -257,9 +260,11 @@ func (o *windowOp[K, V, A]) sync() {
 	if t.txn == o.txn && t.txn.Discards() == o.discards {
 		o.committedScan = o.scanned // the transaction the scans ran in committed
 	} else {
-		// Aborted (or unknown): its deletions were undone.
+		// Aborted (or unknown): its deletions were undone, and its mark:
+		// load takes the watermark back to the committed one.
 		o.scanned = o.committedScan
 		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
+		o.wm, o.loaded = math.MinInt64, false
 	}
 	o.txn, o.epoch, o.discards = t.txn, t.txn.Epoch(), t.txn.Discards()
 	clear(o.created)
