@@ -276,27 +276,26 @@ func waitServed(t *testing.T, parts int, apps ...*App) {
 
 // queryRetry runs fn until it succeeds or fails with an error that is not
 // retriable (a rebalance, a task still restoring), within 30 s.
-func queryRetry[T any](t *testing.T, what string, fn func(context.Context) (T, error)) T {
-	t.Helper()
+func queryRetry[T any](what string, fn func(context.Context) (T, error)) (T, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		v, err := fn(ctx)
 		cancel()
 		if err == nil {
-			return v
+			return v, nil
 		}
 		if !QueryRetriable(err) || time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
+			return v, fmt.Errorf("%s: %w", what, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// checkQueries looks every key up on instance a: its windows (QueryWindows)
-// and its total (App.Get on store "n") equal the batch answers, whichever
-// instance owns the key. It returns how many keys were answered by the
-// other instance.
+// checkQueries looks every key up on instance a, all keys at once: its
+// windows (QueryWindows) and its total (App.Get on store "n") equal the
+// batch answers, whichever instance owns the key. It returns how many keys
+// were answered by the other instance.
 func checkQueries(t *testing.T, a *App, ev *mbEvents, parts int32) (remote int) {
 	t.Helper()
 	wq, err := QueryWindows[string, int64](a, "wc")
@@ -304,38 +303,57 @@ func checkQueries(t *testing.T, a *App, ev *mbEvents, parts int32) (remote int) 
 		t.Fatal(err)
 	}
 	local := servedPartitions(a)
+	errs := make(chan error, len(ev.totals))
 	for k, total := range ev.totals {
-		es := queryRetry(t, "windows of "+k, func(ctx context.Context) ([]Entry[Windowed[string], int64], error) {
-			return wq.Fetch(ctx, k, t0.Add(-time.Hour), t0.Add(time.Hour))
-		})
-		got := map[string]int64{}
-		for _, e := range es {
-			got[wkeyOf(e.Key.Key, e.Key.Start.UnixMilli(), e.Key.End.UnixMilli())] = e.Value
-		}
-		want := map[string]int64{}
-		for w, n := range ev.starts {
-			if w[:len(k)+1] == k+"|" {
-				want[w] = n
-			}
-		}
-		if d := diffResults(got, want); d != "[]" {
-			t.Errorf("windows of %s queried on an instance: %s", k, d)
-		}
-		e := queryRetry(t, "get "+k, func(ctx context.Context) (StoreEntry, error) {
-			e, found, err := a.Get(ctx, "n", []byte(k))
-			if err == nil && !found {
-				err = fmt.Errorf("key %s not found", k)
-			}
-			return e, err
-		})
-		if n, err := Int64().Decode(e.Value); err != nil || n != total {
-			t.Errorf("get %s on an instance: %d (%v), want %d", k, n, err, total)
-		}
 		if !slices.Contains(local, keyPartition([]byte(k), parts)) {
 			remote++
 		}
+		go func() { errs <- checkKey(a, wq, ev, k, total) }()
+	}
+	for range ev.totals {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 	return remote
+}
+
+// checkKey queries key k's windows and total on a and compares them with
+// the batch answers.
+func checkKey(a *App, wq *WindowQuery[string, int64], ev *mbEvents, k string, total int64) error {
+	es, err := queryRetry("windows of "+k, func(ctx context.Context) ([]Entry[Windowed[string], int64], error) {
+		return wq.Fetch(ctx, k, t0.Add(-time.Hour), t0.Add(time.Hour))
+	})
+	if err != nil {
+		return err
+	}
+	got := map[string]int64{}
+	for _, e := range es {
+		got[wkeyOf(e.Key.Key, e.Key.Start.UnixMilli(), e.Key.End.UnixMilli())] = e.Value
+	}
+	want := map[string]int64{}
+	for w, n := range ev.starts {
+		if w[:len(k)+1] == k+"|" {
+			want[w] = n
+		}
+	}
+	if d := diffResults(got, want); d != "[]" {
+		return fmt.Errorf("windows of %s queried on an instance: %s", k, d)
+	}
+	e, err := queryRetry("get "+k, func(ctx context.Context) (StoreEntry, error) {
+		e, found, err := a.Get(ctx, "n", []byte(k))
+		if err == nil && !found {
+			err = fmt.Errorf("key %s not found", k)
+		}
+		return e, err
+	})
+	if err != nil {
+		return err
+	}
+	if n, err := Int64().Decode(e.Value); err != nil || n != total {
+		return fmt.Errorf("get %s on an instance: %d (%v), want %d", k, n, err, total)
+	}
+	return nil
 }
 
 // TestMultiBrokerWindowedStandbyQueries: two instances of the windowed
