@@ -61,14 +61,14 @@ func waitSynced(t *testing.T, cfg Config, kf *cluster, group, target string) map
 	}
 }
 
-// TestGroupOffsetSyncResumesWithoutGap: a group reads part of a topic on
+// TestMirrorGroupOffsetSyncResumesWithoutGap: a group reads part of a topic on
 // the source in two steps (its offsets inside the mirror's batches) and
 // stops; records keep arriving. Without any cutover, the mirror's group
 // offset sync moves its offsets on the target forward after each step; a
 // consumer of the group started on the target reads every remaining record
 // exactly once, starting with the copy of its next source record. A group
 // the regex does not select is not synced. Under both guarantees.
-func TestGroupOffsetSyncResumesWithoutGap(t *testing.T) {
+func TestMirrorGroupOffsetSyncResumesWithoutGap(t *testing.T) {
 	for _, eos := range []bool{false, true} {
 		t.Run(fmt.Sprint("exactly-once=", eos), func(t *testing.T) {
 			weir, kf := startWeir(t), startKfake(t)
@@ -142,12 +142,12 @@ func TestGroupOffsetSyncResumesWithoutGap(t *testing.T) {
 	}
 }
 
-// TestGroupOffsetSyncLeavesTargetGroupsAlone: the sync never writes to a
+// TestMirrorGroupOffsetSyncLeavesTargetGroupsAlone: the sync never writes to a
 // group with members on the target (its own commits stay), and never moves
 // a target group's offsets backwards; once the active group's members
 // leave, its offsets are synced. A selected group synced in the same
 // rounds shows that the rounds ran.
-func TestGroupOffsetSyncLeavesTargetGroupsAlone(t *testing.T) {
+func TestMirrorGroupOffsetSyncLeavesTargetGroupsAlone(t *testing.T) {
 	weir, kf := startWeir(t), startKfake(t)
 	weir.createTopic(t, "clicks", 3, nil)
 	weir.produce(t, "clicks", 3, 0, 300)

@@ -191,7 +191,7 @@ func TestMultiBrokerWindowedMoves(t *testing.T) {
 			ev := newMBEvents(12)
 			a := b.run("mbwin", mbWindowTopology, multiOpts(t, g)...)
 			const rounds, per = 4, 300 // 15 s of event time per round
-			midStream := 0 // moves made while input was left to process
+			midStream := 0             // moves made while input was left to process
 			for range rounds {
 				from := mbTS(ev.n)
 				ev.produce(b, per)
