@@ -269,7 +269,7 @@ func (s *groupSyncer) syncGroup(ctx context.Context, group string) error {
 	})
 	if n > 0 {
 		s.met.groupSynced.WithLabelValues(group).Add(float64(n))
-		s.cfg.Logger.Info("group offsets synced to the target", "group", group, "partitions", n)
+		s.cfg.Logger.Debug("group offsets synced to the target", "group", group, "partitions", n)
 	}
 	return errors.Join(errs...)
 }
