@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -82,6 +84,46 @@ var authzRules = map[kmsg.Key]authzRule{
 	kmsg.ConsumerGroupDescribe:        {"DESCRIBE on each group", azConsumerGroupDescribe},
 }
 
+// Most rules check each item of a request (a topic, a group, a
+// transactional id) on its own: refuseItems takes the refused items out of
+// the request before the handler runs, and the rule's completion appends
+// their error entries to the handler's response, so a refused item is
+// never acted on and always answered.
+
+// refuseItems splits a request's items into those code allows (code 0:
+// kept, in order, in items' array) and the response entries of the others,
+// made by entry with their error code.
+func refuseItems[T, R any](items []T, code func(T) int16, entry func(T, int16) R) (kept []T, refused []R) {
+	kept = items[:0]
+	for _, it := range items {
+		if c := code(it); c != 0 {
+			refused = append(refused, entry(it, c))
+			continue
+		}
+		kept = append(kept, it)
+	}
+	return kept, refused
+}
+
+// unless is code when ok is false, else 0 (allowed).
+func unless(ok bool, code int16) int16 {
+	if ok {
+		return 0
+	}
+	return code
+}
+
+// topicCode checks op on a topic named by name or, when id is set, by its
+// ID: TOPIC_AUTHORIZATION_FAILED when refused, 0 when allowed or when the
+// ID is unknown (the handler answers UNKNOWN_TOPIC_ID, which reveals
+// nothing).
+func topicCode(a *azReq, op authz.Operation, name string, id [16]byte) int16 {
+	if n, ok := a.topicName(name, id); ok && !a.topic(op, n) {
+		return codeTopic
+	}
+	return 0
+}
+
 // --- Produce, Fetch, ListOffsets, Metadata ---
 
 func azProduce(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
@@ -105,15 +147,9 @@ func azProduce(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response))
 		return resp, nil
 	}
 	var denied []kmsg.ProduceResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpWrite, name) {
-			denied = append(denied, fail(t, codeTopic))
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.ProduceRequestTopic) int16 {
+		return topicCode(a, authz.OpWrite, t.Topic, t.TopicID)
+	}, fail)
 	a.closeAfter = req.Acks == 0 && len(denied) > 0
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ProduceResponse)
@@ -136,6 +172,14 @@ func azFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		return rp
 	}
+	failTopic := func(t kmsg.FetchRequestTopic, _ int16) kmsg.FetchResponseTopic {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, fail(p.Partition))
+		}
+		return rt
+	}
 	if fetchReplica(req) {
 		if a.cluster(authz.OpClusterAction) {
 			return nil, nil
@@ -144,30 +188,14 @@ func azFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 		// asked for refused with TOPIC_AUTHORIZATION_FAILED (Kafka).
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		for _, t := range req.Topics {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, fail(p.Partition))
-			}
-			resp.Topics = append(resp.Topics, rt)
+			resp.Topics = append(resp.Topics, failTopic(t, codeTopic))
 		}
 		return resp, nil
 	}
 	var denied []kmsg.FetchResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpRead, name) {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, fail(p.Partition))
-			}
-			denied = append(denied, rt)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.FetchRequestTopic) int16 {
+		return topicCode(a, authz.OpRead, t.Topic, t.TopicID)
+	}, failTopic)
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.FetchResponse)
 		// An incremental fetch session answers partitions the request
@@ -188,22 +216,18 @@ func azFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 func azListOffsets(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	var denied []kmsg.ListOffsetsResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpDescribe, t.Topic) {
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset = p.Partition, codeTopic, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-			continue
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.ListOffsetsRequestTopic) int16 {
+		return unless(a.topic(authz.OpDescribe, t.Topic), codeTopic)
+	}, func(t kmsg.ListOffsetsRequestTopic, code int16) kmsg.ListOffsetsResponseTopic {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset = p.Partition, code, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ListOffsetsResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -216,41 +240,27 @@ func azMetadata(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)
 	autoCreate := a.b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	var denied []kmsg.MetadataResponseTopic
 	if !all {
-		kept := req.Topics[:0]
-		for _, t := range req.Topics {
-			name := ""
-			if t.Topic != nil {
-				name = *t.Topic
-			}
-			name, ok := a.topicName(name, t.TopicID)
+		req.Topics, denied = refuseItems(req.Topics, func(t kmsg.MetadataRequestTopic) int16 {
+			name, ok := a.topicName(deref(t.Topic), t.TopicID)
 			if !ok {
-				kept = append(kept, t)
-				continue
+				return 0
 			}
 			_, exists := a.b.topics.get(name)
-			refused := !a.topic(authz.OpDescribe, name) ||
-				(!exists && autoCreate && !a.cluster(authz.OpCreate) && !a.topic(authz.OpCreate, name))
-			if refused {
-				rt := kmsg.NewMetadataResponseTopic()
-				rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, codeTopic
-				rt.Partitions = []kmsg.MetadataResponseTopicPartition{}
-				denied = append(denied, rt)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		req.Topics = kept
+			return unless(a.topic(authz.OpDescribe, name) &&
+				(exists || !autoCreate || a.cluster(authz.OpCreate) || a.topic(authz.OpCreate, name)), codeTopic)
+		}, func(t kmsg.MetadataRequestTopic, code int16) kmsg.MetadataResponseTopic {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
+			rt.Partitions = []kmsg.MetadataResponseTopicPartition{}
+			return rt
+		})
 	}
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.MetadataResponse)
 		if all {
-			kept := resp.Topics[:0]
-			for _, t := range resp.Topics {
-				if t.Topic == nil || a.topic(authz.OpDescribe, *t.Topic) {
-					kept = append(kept, t)
-				}
-			}
-			resp.Topics = kept
+			resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.MetadataResponseTopic) bool {
+				return t.Topic != nil && !a.topic(authz.OpDescribe, *t.Topic)
+			})
 		}
 		if req.IncludeTopicAuthorizedOperations {
 			for i := range resp.Topics {
@@ -288,15 +298,9 @@ func azOffsetCommit(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respo
 		return resp, nil
 	}
 	var denied []kmsg.OffsetCommitResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpRead, name) {
-			denied = append(denied, fail(t, codeTopic))
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
+		return topicCode(a, authz.OpRead, t.Topic, t.TopicID)
+	}, fail)
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.OffsetCommitResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -328,33 +332,25 @@ func azOffsetFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respon
 		all := req.Topics == nil
 		var denied []kmsg.OffsetFetchResponseTopic
 		if !all {
-			kept := req.Topics[:0]
-			for _, t := range req.Topics {
-				if !a.topic(authz.OpDescribe, t.Topic) {
-					rt := kmsg.NewOffsetFetchResponseTopic()
-					rt.Topic = t.Topic
-					for _, p := range t.Partitions {
-						rp := kmsg.NewOffsetFetchResponseTopicPartition()
-						rp.Partition, rp.ErrorCode, rp.Offset = p, codeTopic, -1
-						rt.Partitions = append(rt.Partitions, rp)
-					}
-					denied = append(denied, rt)
-					continue
+			req.Topics, denied = refuseItems(req.Topics, func(t kmsg.OffsetFetchRequestTopic) int16 {
+				return unless(a.topic(authz.OpDescribe, t.Topic), codeTopic)
+			}, func(t kmsg.OffsetFetchRequestTopic, code int16) kmsg.OffsetFetchResponseTopic {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.Offset = p, code, -1
+					rt.Partitions = append(rt.Partitions, rp)
 				}
-				kept = append(kept, t)
-			}
-			req.Topics = kept
+				return rt
+			})
 		}
 		return nil, func(r kmsg.Response) {
 			resp := r.(*kmsg.OffsetFetchResponse)
 			if all {
-				kept := resp.Topics[:0]
-				for _, t := range resp.Topics {
-					if a.topic(authz.OpDescribe, t.Topic) {
-						kept = append(kept, t)
-					}
-				}
-				resp.Topics = kept
+				resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool {
+					return !a.topic(authz.OpDescribe, t.Topic)
+				})
 			}
 			resp.Topics = append(resp.Topics, denied...)
 		}
@@ -374,22 +370,18 @@ func azOffsetFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respon
 		if g.Topics == nil {
 			allTopics[g.Group] = true
 		} else {
-			kt := g.Topics[:0]
-			for _, t := range g.Topics {
-				if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpDescribe, name) {
-					rt := kmsg.NewOffsetFetchResponseGroupTopic()
-					rt.Topic, rt.TopicID = t.Topic, t.TopicID
-					for _, p := range t.Partitions {
-						rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-						rp.Partition, rp.ErrorCode, rp.Offset = p, codeTopic, -1
-						rt.Partitions = append(rt.Partitions, rp)
-					}
-					deniedTopics[g.Group] = append(deniedTopics[g.Group], rt)
-					continue
+			g.Topics, deniedTopics[g.Group] = refuseItems(g.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) int16 {
+				return topicCode(a, authz.OpDescribe, t.Topic, t.TopicID)
+			}, func(t kmsg.OffsetFetchRequestGroupTopic, code int16) kmsg.OffsetFetchResponseGroupTopic {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic, rt.TopicID = t.Topic, t.TopicID
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.Offset = p, code, -1
+					rt.Partitions = append(rt.Partitions, rp)
 				}
-				kt = append(kt, t)
-			}
-			g.Topics = kt
+				return rt
+			})
 		}
 		kept = append(kept, g)
 	}
@@ -399,13 +391,9 @@ func azOffsetFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respon
 		for i := range resp.Groups {
 			g := &resp.Groups[i]
 			if allTopics[g.Group] {
-				kt := g.Topics[:0]
-				for _, t := range g.Topics {
-					if name, ok := a.topicName(t.Topic, t.TopicID); !ok || a.topic(authz.OpDescribe, name) {
-						kt = append(kt, t)
-					}
-				}
-				g.Topics = kt
+				g.Topics = slices.DeleteFunc(g.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool {
+					return topicCode(a, authz.OpDescribe, t.Topic, t.TopicID) != 0
+				})
 			}
 			g.Topics = append(g.Topics, deniedTopics[g.Group]...)
 		}
@@ -433,17 +421,13 @@ func azFindCoordinator(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Re
 		return nil, nil
 	}
 	var denied []kmsg.FindCoordinatorResponseCoordinator
-	kept := req.CoordinatorKeys[:0]
-	for _, k := range req.CoordinatorKeys {
-		if ok, code := allowed(k); !ok {
-			c := kmsg.NewFindCoordinatorResponseCoordinator()
-			c.Key, c.ErrorCode, c.NodeID = k, code, -1
-			denied = append(denied, c)
-			continue
-		}
-		kept = append(kept, k)
-	}
-	req.CoordinatorKeys = kept
+	req.CoordinatorKeys, denied = refuseItems(req.CoordinatorKeys, func(k string) int16 {
+		return unless(allowed(k))
+	}, func(k string, code int16) kmsg.FindCoordinatorResponseCoordinator {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.ErrorCode, c.NodeID = k, code, -1
+		return c
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.FindCoordinatorResponse)
 		resp.Coordinators = append(resp.Coordinators, denied...)
@@ -483,17 +467,13 @@ func azGroupRead(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response
 func azDescribeGroups(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	var denied []kmsg.DescribeGroupsResponseGroup
-	kept := req.Groups[:0]
-	for _, g := range req.Groups {
-		if !a.group(authz.OpDescribe, g) {
-			rg := kmsg.NewDescribeGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, codeGroup
-			denied = append(denied, rg)
-			continue
-		}
-		kept = append(kept, g)
-	}
-	req.Groups = kept
+	req.Groups, denied = refuseItems(req.Groups, func(g string) int16 {
+		return unless(a.group(authz.OpDescribe, g), codeGroup)
+	}, func(g string, code int16) kmsg.DescribeGroupsResponseGroup {
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		return rg
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DescribeGroupsResponse)
 		if req.IncludeAuthorizedOperations {
@@ -511,30 +491,22 @@ func azListGroups(a *azReq, _ kmsg.Request) (kmsg.Response, func(kmsg.Response))
 	}
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ListGroupsResponse)
-		kept := resp.Groups[:0]
-		for _, g := range resp.Groups {
-			if a.group(authz.OpDescribe, g.Group) {
-				kept = append(kept, g)
-			}
-		}
-		resp.Groups = kept
+		resp.Groups = slices.DeleteFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
+			return !a.group(authz.OpDescribe, g.Group)
+		})
 	}
 }
 
 func azDeleteGroups(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	var denied []kmsg.DeleteGroupsResponseGroup
-	kept := req.Groups[:0]
-	for _, g := range req.Groups {
-		if !a.group(authz.OpDelete, g) {
-			rg := kmsg.NewDeleteGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, codeGroup
-			denied = append(denied, rg)
-			continue
-		}
-		kept = append(kept, g)
-	}
-	req.Groups = kept
+	req.Groups, denied = refuseItems(req.Groups, func(g string) int16 {
+		return unless(a.group(authz.OpDelete, g), codeGroup)
+	}, func(g string, code int16) kmsg.DeleteGroupsResponseGroup {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		return rg
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DeleteGroupsResponse)
 		resp.Groups = append(resp.Groups, denied...)
@@ -549,22 +521,18 @@ func azOffsetDelete(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respo
 		return resp, nil
 	}
 	var denied []kmsg.OffsetDeleteResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpRead, t.Topic) {
-			rt := kmsg.NewOffsetDeleteResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, codeTopic
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-			continue
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) int16 {
+		return unless(a.topic(authz.OpRead, t.Topic), codeTopic)
+	}, func(t kmsg.OffsetDeleteRequestTopic, code int16) kmsg.OffsetDeleteResponseTopic {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.OffsetDeleteResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -599,17 +567,13 @@ func azConsumerGroupHeartbeat(a *azReq, kreq kmsg.Request) (kmsg.Response, func(
 func azConsumerGroupDescribe(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	var denied []kmsg.ConsumerGroupDescribeResponseGroup
-	kept := req.Groups[:0]
-	for _, g := range req.Groups {
-		if !a.group(authz.OpDescribe, g) {
-			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
-			rg.Group, rg.ErrorCode = g, codeGroup
-			denied = append(denied, rg)
-			continue
-		}
-		kept = append(kept, g)
-	}
-	req.Groups = kept
+	req.Groups, denied = refuseItems(req.Groups, func(g string) int16 {
+		return unless(a.group(authz.OpDescribe, g), codeGroup)
+	}, func(g string, code int16) kmsg.ConsumerGroupDescribeResponseGroup {
+		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		return rg
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ConsumerGroupDescribeResponse)
 		if req.IncludeAuthorizedOperations {
@@ -627,17 +591,13 @@ func azCreateTopics(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respo
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	clusterCreate := a.cluster(authz.OpCreate)
 	var denied []kmsg.CreateTopicsResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !clusterCreate && !a.topic(authz.OpCreate, t.Topic) {
-			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, codeTopic, -1, -1
-			denied = append(denied, rt)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.CreateTopicsRequestTopic) int16 {
+		return unless(clusterCreate || a.topic(authz.OpCreate, t.Topic), codeTopic)
+	}, func(t kmsg.CreateTopicsRequestTopic, code int16) kmsg.CreateTopicsResponseTopic {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, code, -1, -1
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.CreateTopicsResponse)
 		// The configs of a created topic are returned only to a principal
@@ -654,35 +614,23 @@ func azCreateTopics(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respo
 func azDeleteTopics(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	var denied []kmsg.DeleteTopicsResponseTopic
-	deny := func(name *string, id [16]byte) {
+	entry := func(name *string, id [16]byte, code int16) kmsg.DeleteTopicsResponseTopic {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
-		rt.Topic, rt.TopicID, rt.ErrorCode = name, id, codeTopic
-		denied = append(denied, rt)
+		rt.Topic, rt.TopicID, rt.ErrorCode = name, id, code
+		return rt
 	}
 	if req.Version < 6 {
-		kept := req.TopicNames[:0]
-		for _, n := range req.TopicNames {
-			if !a.topic(authz.OpDelete, n) {
-				deny(kmsg.StringPtr(n), [16]byte{})
-				continue
-			}
-			kept = append(kept, n)
-		}
-		req.TopicNames = kept
+		req.TopicNames, denied = refuseItems(req.TopicNames, func(n string) int16 {
+			return unless(a.topic(authz.OpDelete, n), codeTopic)
+		}, func(n string, code int16) kmsg.DeleteTopicsResponseTopic {
+			return entry(kmsg.StringPtr(n), [16]byte{}, code)
+		})
 	} else {
-		kept := req.Topics[:0]
-		for _, t := range req.Topics {
-			name := ""
-			if t.Topic != nil {
-				name = *t.Topic
-			}
-			if n, ok := a.topicName(name, t.TopicID); ok && !a.topic(authz.OpDelete, n) {
-				deny(t.Topic, t.TopicID)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		req.Topics = kept
+		req.Topics, denied = refuseItems(req.Topics, func(t kmsg.DeleteTopicsRequestTopic) int16 {
+			return topicCode(a, authz.OpDelete, deref(t.Topic), t.TopicID)
+		}, func(t kmsg.DeleteTopicsRequestTopic, code int16) kmsg.DeleteTopicsResponseTopic {
+			return entry(t.Topic, t.TopicID, code)
+		})
 	}
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DeleteTopicsResponse)
@@ -693,22 +641,18 @@ func azDeleteTopics(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respo
 func azDeleteRecords(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	var denied []kmsg.DeleteRecordsResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpDelete, t.Topic) {
-			rt := kmsg.NewDeleteRecordsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, codeTopic, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-			continue
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) int16 {
+		return unless(a.topic(authz.OpDelete, t.Topic), codeTopic)
+	}, func(t kmsg.DeleteRecordsRequestTopic, code int16) kmsg.DeleteRecordsResponseTopic {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DeleteRecordsResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -718,17 +662,13 @@ func azDeleteRecords(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Resp
 func azCreatePartitions(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	var denied []kmsg.CreatePartitionsResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpAlter, t.Topic) {
-			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, codeTopic
-			denied = append(denied, rt)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) int16 {
+		return unless(a.topic(authz.OpAlter, t.Topic), codeTopic)
+	}, func(t kmsg.CreatePartitionsRequestTopic, code int16) kmsg.CreatePartitionsResponseTopic {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, code
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.CreatePartitionsResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -753,15 +693,9 @@ func azOffsetForLeaderEpoch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(km
 		return nil, nil
 	}
 	var denied []kmsg.OffsetForLeaderEpochResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpDescribe, t.Topic) {
-			denied = append(denied, fail(t, codeTopic))
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) int16 {
+		return unless(a.topic(authz.OpDescribe, t.Topic), codeTopic)
+	}, fail)
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -771,22 +705,18 @@ func azOffsetForLeaderEpoch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(km
 func azDescribeProducers(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	var denied []kmsg.DescribeProducersResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpRead, t.Topic) {
-			rt := kmsg.NewDescribeProducersResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewDescribeProducersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, codeTopic
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-			continue
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 {
+		return unless(a.topic(authz.OpRead, t.Topic), codeTopic)
+	}, func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DescribeProducersResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -811,21 +741,6 @@ func configResourceCode(a *azReq, op authz.Operation, rt kmsg.ConfigResourceType
 		}
 	}
 	return 0
-}
-
-// refuseItems splits a request's items into those code allows (code 0:
-// kept, in order, in items' array) and the response entries of the others,
-// made by entry with their error code.
-func refuseItems[T, R any](items []T, code func(T) int16, entry func(T, int16) R) (kept []T, refused []R) {
-	kept = items[:0]
-	for _, it := range items {
-		if c := code(it); c != 0 {
-			refused = append(refused, entry(it, c))
-			continue
-		}
-		kept = append(kept, it)
-	}
-	return kept, refused
 }
 
 func azDescribeConfigs(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
@@ -1147,15 +1062,9 @@ func azTxnOffsetCommit(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Re
 		return resp, nil
 	}
 	var denied []kmsg.TxnOffsetCommitResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if name, ok := a.topicName(t.Topic, t.TopicID); ok && !a.topic(authz.OpRead, name) {
-			denied = append(denied, fail(t, codeTopic))
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
+		return topicCode(a, authz.OpRead, t.Topic, t.TopicID)
+	}, fail)
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.TxnOffsetCommitResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -1165,30 +1074,22 @@ func azTxnOffsetCommit(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Re
 func azDescribeTransactions(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeTransactionsRequest)
 	var denied []kmsg.DescribeTransactionsResponseTransactionState
-	kept := req.TransactionalIDs[:0]
-	for _, id := range req.TransactionalIDs {
-		if !a.txnID(authz.OpDescribe, id) {
-			s := kmsg.NewDescribeTransactionsResponseTransactionState()
-			s.TransactionalID, s.ErrorCode, s.ProducerID, s.ProducerEpoch = id, codeTxnID, -1, -1
-			denied = append(denied, s)
-			continue
-		}
-		kept = append(kept, id)
-	}
-	req.TransactionalIDs = kept
+	req.TransactionalIDs, denied = refuseItems(req.TransactionalIDs, func(id string) int16 {
+		return unless(a.txnID(authz.OpDescribe, id), codeTxnID)
+	}, func(id string, code int16) kmsg.DescribeTransactionsResponseTransactionState {
+		s := kmsg.NewDescribeTransactionsResponseTransactionState()
+		s.TransactionalID, s.ErrorCode, s.ProducerID, s.ProducerEpoch = id, code, -1, -1
+		return s
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DescribeTransactionsResponse)
 		// Partitions of topics the principal may not describe are left
 		// out, as Kafka does.
 		for i := range resp.TransactionStates {
 			s := &resp.TransactionStates[i]
-			kt := s.Topics[:0]
-			for _, t := range s.Topics {
-				if a.topic(authz.OpDescribe, t.Topic) {
-					kt = append(kt, t)
-				}
-			}
-			s.Topics = kt
+			s.Topics = slices.DeleteFunc(s.Topics, func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
+				return !a.topic(authz.OpDescribe, t.Topic)
+			})
 		}
 		resp.TransactionStates = append(resp.TransactionStates, denied...)
 	}
@@ -1197,12 +1098,8 @@ func azDescribeTransactions(a *azReq, kreq kmsg.Request) (kmsg.Response, func(km
 func azListTransactions(a *azReq, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ListTransactionsResponse)
-		kept := resp.TransactionStates[:0]
-		for _, s := range resp.TransactionStates {
-			if a.txnID(authz.OpDescribe, s.TransactionalID) {
-				kept = append(kept, s)
-			}
-		}
-		resp.TransactionStates = kept
+		resp.TransactionStates = slices.DeleteFunc(resp.TransactionStates, func(s kmsg.ListTransactionsResponseTransactionState) bool {
+			return !a.txnID(authz.OpDescribe, s.TransactionalID)
+		})
 	}
 }

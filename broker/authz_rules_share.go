@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/authz"
@@ -43,17 +45,13 @@ func azShareGroupHeartbeat(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kms
 func azShareGroupDescribe(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ShareGroupDescribeRequest)
 	var denied []kmsg.ShareGroupDescribeResponseGroup
-	kept := req.GroupIDs[:0]
-	for _, g := range req.GroupIDs {
-		if !a.group(authz.OpDescribe, g) {
-			rg := kmsg.NewShareGroupDescribeResponseGroup()
-			rg.GroupID, rg.ErrorCode = g, codeGroup
-			denied = append(denied, rg)
-			continue
-		}
-		kept = append(kept, g)
-	}
-	req.GroupIDs = kept
+	req.GroupIDs, denied = refuseItems(req.GroupIDs, func(g string) int16 {
+		return unless(a.group(authz.OpDescribe, g), codeGroup)
+	}, func(g string, code int16) kmsg.ShareGroupDescribeResponseGroup {
+		rg := kmsg.NewShareGroupDescribeResponseGroup()
+		rg.GroupID, rg.ErrorCode = g, code
+		return rg
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ShareGroupDescribeResponse)
 		if req.IncludeAuthorizedOperations {
@@ -66,9 +64,6 @@ func azShareGroupDescribe(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg
 		resp.Groups = append(resp.Groups, denied...)
 	}
 }
-
-// shareTopicName is the name of a share request's topic (named by ID).
-func (a *azReq) shareTopicName(id [16]byte) (string, bool) { return a.topicName("", id) }
 
 func azShareFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ShareFetchRequest)
@@ -83,27 +78,23 @@ func azShareFetch(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Respons
 		return rp
 	}
 	var denied []kmsg.ShareFetchResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if name, ok := a.shareTopicName(t.TopicID); ok && !a.topic(authz.OpRead, name) {
-			rt := kmsg.NewShareFetchResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, fail(p.Partition))
-			}
-			denied = append(denied, rt)
-			continue
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.ShareFetchRequestTopic) int16 {
+		return topicCode(a, authz.OpRead, "", t.TopicID)
+	}, func(t kmsg.ShareFetchRequestTopic, _ int16) kmsg.ShareFetchResponseTopic {
+		rt := kmsg.NewShareFetchResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, fail(p.Partition))
 		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ShareFetchResponse)
 		// A share session answers partitions the request did not name
 		// (as a fetch session): they are checked here too.
 		for i := range resp.Topics {
 			t := &resp.Topics[i]
-			if name, ok := a.shareTopicName(t.TopicID); ok && !a.topic(authz.OpRead, name) {
+			if topicCode(a, authz.OpRead, "", t.TopicID) != 0 {
 				for j := range t.Partitions {
 					t.Partitions[j] = fail(t.Partitions[j].Partition)
 				}
@@ -121,22 +112,18 @@ func azShareAcknowledge(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.R
 		return resp, nil
 	}
 	var denied []kmsg.ShareAcknowledgeResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if name, ok := a.shareTopicName(t.TopicID); ok && !a.topic(authz.OpRead, name) {
-			rt := kmsg.NewShareAcknowledgeResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, codeTopic
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-			continue
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.ShareAcknowledgeRequestTopic) int16 {
+		return topicCode(a, authz.OpRead, "", t.TopicID)
+	}, func(t kmsg.ShareAcknowledgeRequestTopic, code int16) kmsg.ShareAcknowledgeResponseTopic {
+		rt := kmsg.NewShareAcknowledgeResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.ShareAcknowledgeResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -159,22 +146,18 @@ func azDescribeShareGroupOffsets(a *azReq, kreq kmsg.Request) (kmsg.Response, fu
 		if g.Topics == nil {
 			allTopics[g.GroupID] = true
 		} else {
-			kt := g.Topics[:0]
-			for _, t := range g.Topics {
-				if !a.topic(authz.OpDescribe, t.Topic) {
-					rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
-					rt.Topic = t.Topic
-					for _, p := range t.Partitions {
-						rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
-						rp.Partition, rp.ErrorCode, rp.StartOffset = p, codeTopic, -1
-						rt.Partitions = append(rt.Partitions, rp)
-					}
-					deniedTopics[g.GroupID] = append(deniedTopics[g.GroupID], rt)
-					continue
+			g.Topics, deniedTopics[g.GroupID] = refuseItems(g.Topics, func(t kmsg.DescribeShareGroupOffsetsRequestGroupTopic) int16 {
+				return unless(a.topic(authz.OpDescribe, t.Topic), codeTopic)
+			}, func(t kmsg.DescribeShareGroupOffsetsRequestGroupTopic, code int16) kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
+				rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.StartOffset = p, code, -1
+					rt.Partitions = append(rt.Partitions, rp)
 				}
-				kt = append(kt, t)
-			}
-			g.Topics = kt
+				return rt
+			})
 		}
 		kept = append(kept, g)
 	}
@@ -184,13 +167,9 @@ func azDescribeShareGroupOffsets(a *azReq, kreq kmsg.Request) (kmsg.Response, fu
 		for i := range resp.Groups {
 			g := &resp.Groups[i]
 			if allTopics[g.GroupID] {
-				kt := g.Topics[:0]
-				for _, t := range g.Topics {
-					if a.topic(authz.OpDescribe, t.Topic) {
-						kt = append(kt, t)
-					}
-				}
-				g.Topics = kt
+				g.Topics = slices.DeleteFunc(g.Topics, func(t kmsg.DescribeShareGroupOffsetsResponseGroupTopic) bool {
+					return !a.topic(authz.OpDescribe, t.Topic)
+				})
 			}
 			g.Topics = append(g.Topics, deniedTopics[g.GroupID]...)
 		}
@@ -206,22 +185,18 @@ func azAlterShareGroupOffsets(a *azReq, kreq kmsg.Request) (kmsg.Response, func(
 		return resp, nil
 	}
 	var denied []kmsg.AlterShareGroupOffsetsResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpRead, t.Topic) {
-			rt := kmsg.NewAlterShareGroupOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, codeTopic
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			denied = append(denied, rt)
-			continue
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.AlterShareGroupOffsetsRequestTopic) int16 {
+		return unless(a.topic(authz.OpRead, t.Topic), codeTopic)
+	}, func(t kmsg.AlterShareGroupOffsetsRequestTopic, code int16) kmsg.AlterShareGroupOffsetsResponseTopic {
+		rt := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.AlterShareGroupOffsetsResponse)
 		resp.Topics = append(resp.Topics, denied...)
@@ -236,17 +211,13 @@ func azDeleteShareGroupOffsets(a *azReq, kreq kmsg.Request) (kmsg.Response, func
 		return resp, nil
 	}
 	var denied []kmsg.DeleteShareGroupOffsetsResponseTopic
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !a.topic(authz.OpRead, t.Topic) {
-			rt := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, codeTopic
-			denied = append(denied, rt)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	req.Topics, denied = refuseItems(req.Topics, func(t kmsg.DeleteShareGroupOffsetsRequestTopic) int16 {
+		return unless(a.topic(authz.OpRead, t.Topic), codeTopic)
+	}, func(t kmsg.DeleteShareGroupOffsetsRequestTopic, code int16) kmsg.DeleteShareGroupOffsetsResponseTopic {
+		rt := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, code
+		return rt
+	})
 	return nil, func(r kmsg.Response) {
 		resp := r.(*kmsg.DeleteShareGroupOffsetsResponse)
 		resp.Topics = append(resp.Topics, denied...)

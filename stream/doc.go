@@ -90,7 +90,8 @@
 // a changelog). A global table (FromGlobalTable) is replicated whole to
 // every instance, restored from its topic before processing starts and then
 // followed on a goroutine of the instance; JoinGlobal and LeftJoinGlobal look
-// it up by any key derived from a record.
+// it up by any key derived from a record. Every instance answers queries of
+// its store (Get, Range, the HTTP API) from its own replica.
 //
 // What a stateful task costs: on disk, its Pebble directory under StateDir —
 // about 4.5 MiB for a store of a few keys (Pebble preallocates the write-ahead
@@ -321,8 +322,7 @@
 //
 // LateUpdates for sliding and session windows, stream-stream joins,
 // waiting for a lagging input of a task before processing (Kafka's
-// max.task.idle.ms), global tables in the HTTP query API (GlobalTable.Get
-// and App.Get read them).
+// max.task.idle.ms).
 // A keyed operator after a Merge of several sources still repartitions
 // first (merged topics need not be co-partitioned).
 package stream

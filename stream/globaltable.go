@@ -45,6 +45,7 @@ type globalSpec struct {
 	// does not is skipped, counted, and logged: there is no task to
 	// dead-letter it from).
 	decodes func(key, value []byte) bool
+	codecs  *storeCodecs // for queries
 }
 
 // FromGlobalTable declares a global table read from topic and kept in the
@@ -94,6 +95,7 @@ func FromGlobalTable[K, V any](b *Builder, topic string, key Codec[K], value Cod
 		_, err := value.Decode(v)
 		return err == nil
 	}}
+	g.codecs = newStoreCodecs(key, value)
 	b.globals = append(b.globals, g)
 	return GlobalTable[K, V]{b: b, g: g, key: key, value: value}
 }
@@ -307,9 +309,9 @@ func (gs *globalState) get(store string, key []byte) ([]byte, bool, error) {
 // globalGet reads a global table's store; an instance that has not restored
 // its global tables (not running) answers from nothing.
 func (a *App) globalGet(store string, key []byte) ([]byte, bool, error) {
-	gs := a.globalsLoaded()
-	if gs == nil {
-		return nil, false, fmt.Errorf("global table %s: not loaded (the App is not running)", store)
+	gs, err := a.loadedGlobals(store)
+	if err != nil {
+		return nil, false, err
 	}
 	return gs.get(store, key)
 }
@@ -516,30 +518,4 @@ func (a *App) closeGlobals() error {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	return gs.db.Close()
-}
-
-// isGlobalStore reports whether store is a global table's.
-func (a *App) isGlobalStore(store string) bool {
-	for _, g := range a.b.globals {
-		if g.store == store {
-			return true
-		}
-	}
-	return false
-}
-
-// getGlobal answers App.Get for a global table's store from the local
-// replica.
-func (a *App) getGlobal(store string, key []byte) (StoreEntry, bool, error) {
-	gs := a.globalsLoaded()
-	if gs == nil {
-		return StoreEntry{}, false, fmt.Errorf("global table %s: not loaded (the App is not running)", store)
-	}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	v, ts, found, err := gs.db.Get(store, key)
-	if err != nil || !found {
-		return StoreEntry{}, false, err
-	}
-	return StoreEntry{Key: key, Value: v, Timestamp: time.UnixMilli(ts), Partition: -1}, true, nil
 }

@@ -298,7 +298,7 @@ func TestForeignKeyJoinKill9(t *testing.T) {
 	}
 	dir := t.TempDir()
 	env := killChildTopologyEnv + "=fk"
-	c := startKillChild(t, b, ExactlyOnce, dir, false, env)
+	c := startKillChild(t, "count", b, ExactlyOnce, dir, env)
 	for range 2 {
 		before := len(b.readCommitted("fk-left"))
 		produce(400)
@@ -306,9 +306,9 @@ func TestForeignKeyJoinKill9(t *testing.T) {
 		// batch, a random moment later.
 		b.waitForIso("fk-left", true, 60*time.Second, func(recs []*kgo.Record) bool { return len(recs) > before })
 		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
-		c.kill(t)
+		c.Kill()
 		produce(200)
-		c = startKillChild(t, b, ExactlyOnce, dir, false, env)
+		c = startKillChild(t, "count", b, ExactlyOnce, dir, env)
 	}
 	produce(100)
 	inner, left := batchFKJoins(rows, refs)

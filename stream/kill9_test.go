@@ -1,24 +1,20 @@
 package stream
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/weirtest"
 )
 
 // The kill -9 tests run an App in a child process (this test binary,
-// re-executed: TestMain calls runKillChild when killChildEnv is set), kill
-// it with SIGKILL, and restart it on the same state directory: a real
-// crash, with no shutdown code run.
+// re-executed in a weirtest child role: see TestMain), kill it with SIGKILL,
+// and restart it on the same state directory: a real crash, with no
+// shutdown code run.
 
 const (
 	killChildEnv       = "STREAM_KILL_CHILD"        // the App's guarantee
@@ -32,14 +28,16 @@ const (
 	killChildTopologyEnv = "STREAM_KILL_CHILD_TOPOLOGY"
 )
 
+// killChildRoles are the child roles of this package's kill -9 tests.
+var killChildRoles = map[string]func() int{
+	"count":  runKillChild,
+	"window": runWindowKillChild,
+}
+
 // runKillChild runs the keyed count (countTopology) as app "crashy" with
 // default options (but the broker, the state directory and the guarantee)
 // until SIGTERM, and returns the exit code.
 func runKillChild() int {
-	g := AtLeastOnce
-	if os.Getenv(killChildEnv) == ExactlyOnce.String() {
-		g = ExactlyOnce
-	}
 	bl := NewBuilder()
 	appID := "crashy"
 	switch os.Getenv(killChildTopologyEnv) {
@@ -49,18 +47,30 @@ func runKillChild() int {
 	default:
 		countTopology(bl)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	opts := []Opt{Brokers(os.Getenv(killChildBrokerEnv)), StateDir(os.Getenv(killChildDirEnv)),
-		Delivery(g), Logger(logger)}
+	var opts []Opt
 	if os.Getenv(killChildDynamicEnv) != "" {
 		opts = append(opts, GroupInstanceID(""))
 	}
+	return runChildApp(appID, bl, opts...)
+}
+
+// runChildApp runs an App in a kill -9 child with the broker, state
+// directory and guarantee from the environment and default options
+// otherwise, until SIGTERM, and returns the exit code.
+func runChildApp(appID string, bl *Builder, extra ...Opt) int {
+	g := AtLeastOnce
+	if os.Getenv(killChildEnv) == ExactlyOnce.String() {
+		g = ExactlyOnce
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	opts := append([]Opt{Brokers(os.Getenv(killChildBrokerEnv)), StateDir(os.Getenv(killChildDirEnv)),
+		Delivery(g), Logger(logger)}, extra...)
 	a, err := NewApp(appID, bl, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	ctx, stop := weirtest.ChildContext()
 	defer stop()
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,70 +79,13 @@ func runKillChild() int {
 	return 0
 }
 
-// killChild is an App running in a child process.
-type killChild struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-}
-
-func startKillChild(t testing.TB, b *testBroker, g Guarantee, dir string, dynamic bool, env ...string) *killChild {
+// startKillChild starts role (of killChildRoles) as a child App on b with
+// guarantee g and state directory dir.
+func startKillChild(t testing.TB, role string, b *testBroker, g Guarantee, dir string, env ...string) *weirtest.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), killChildEnv+"="+g.String(), killChildBrokerEnv+"="+b.seeds[0],
-		killChildDirEnv+"="+dir)
-	cmd.Env = append(cmd.Env, env...)
-	if dynamic {
-		cmd.Env = append(cmd.Env, killChildDynamicEnv+"=1")
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	c := &killChild{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = c.out, c.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() { c.kill(t) })
-	return c
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (c *killChild) kill(t testing.TB) {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Logf("kill: %v", err)
-	}
-	<-c.done
-}
-
-// logs returns what the child wrote, for a failure message.
-func (c *killChild) logs() string {
-	s := c.out.String()
-	if len(s) > 4000 {
-		s = "..." + s[len(s)-4000:]
-	}
-	return s
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	env = append([]string{killChildEnv + "=" + g.String(), killChildBrokerEnv + "=" + b.seeds[0],
+		killChildDirEnv + "=" + dir}, env...)
+	return weirtest.StartChild(t, role, env...)
 }
 
 // killRestart runs the keyed count in a child process, kills it with
@@ -147,21 +100,25 @@ func killRestart(t testing.TB, b *testBroker, g Guarantee, limit time.Duration, 
 	dir := t.TempDir()
 	truth := map[string]int64{}
 	committed := g == ExactlyOnce
-	first := startKillChild(t, b, g, dir, dynamic)
+	var env []string
+	if dynamic {
+		env = append(env, killChildDynamicEnv+"=1")
+	}
+	first := startKillChild(t, "count", b, g, dir, env...)
 	produceEvents(b, 0, 300, 12, truth)
 	waitCounts(t, b, committed, 60*time.Second, truth, first)
-	first.kill(t)
+	first.Kill()
 
 	produceEvents(b, 300, 300, 12, truth)
 	start := time.Now()
-	second := startKillChild(t, b, g, dir, dynamic)
+	second := startKillChild(t, "count", b, g, dir, env...)
 	waitCounts(t, b, committed, limit, truth, second)
 	return time.Since(start)
 }
 
 // waitCounts waits until the latest count of every key is at least its
 // true count (exactly it under ExactlyOnce, read_committed).
-func waitCounts(t testing.TB, b *testBroker, committed bool, timeout time.Duration, truth map[string]int64, c *killChild) {
+func waitCounts(t testing.TB, b *testBroker, committed bool, timeout time.Duration, truth map[string]int64, c *weirtest.Child) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -185,7 +142,7 @@ func waitCounts(t testing.TB, b *testBroker, committed bool, timeout time.Durati
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d keys short of their counts after %v; the App's log:\n%s", short, len(truth), timeout, c.logs())
+			t.Fatalf("%d of %d keys short of their counts after %v; the App's log:\n%s", short, len(truth), timeout, c.Logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

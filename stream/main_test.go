@@ -1,20 +1,15 @@
 package stream
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/weirhq/weir/weirtest"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(killChildEnv) != "" {
-		// This process is an App the kill -9 tests start and kill
-		// (kill9_test.go), not a test run.
-		os.Exit(runKillChild())
-	}
-	if os.Getenv(windowKillChildEnv) != "" {
-		os.Exit(runWindowKillChild()) // window_kill9_test.go
-	}
+	// A child process of the kill -9 tests runs its App, not the tests.
+	weirtest.RunChildRole(killChildRoles)
 	goleak.VerifyTestMain(m)
 }

@@ -486,8 +486,12 @@ func (a *App) standbyEndpoints(spec *storeSpec, p int32) []string {
 // Range returns the entries of a store with from <= key < to (nil: no
 // bound) in encoded-key byte order, across all partitions (each owner is
 // asked for its own), at most limit (DefaultRangeLimit if limit <= 0). It
-// fails as a whole if any partition cannot be read.
+// fails as a whole if any partition cannot be read. A global table's store
+// is read from this instance's replica.
 func (a *App) Range(ctx context.Context, store string, from, to []byte, limit int, opts ...QueryOpt) ([]StoreEntry, error) {
+	if a.isGlobalStore(store) {
+		return a.rangeGlobal(store, from, to, limit) // every instance holds it whole
+	}
 	o := applyQueryOpts(opts)
 	spec, n, err := a.queryTarget(store)
 	if err != nil {
@@ -687,6 +691,8 @@ func (q *StoreQuery[K, V]) decode(es []StoreEntry, err error) ([]Entry[K, V], er
 // KeyMetadata says where a key of a store lives (Kafka Streams'
 // KeyQueryMetadata): for callers that route requests themselves.
 type KeyMetadata struct {
+	// Partition is the key's partition; -1 for a global table's store,
+	// which every instance holds whole (Local, Active this instance).
 	Partition int32
 	// Local: this instance serves the partition (its task is restored).
 	Local bool
@@ -704,6 +710,9 @@ type KeyMetadata struct {
 // except that a partition owned elsewhere without an endpoint is not an
 // error (Active is "").
 func (a *App) KeyMetadata(store string, key []byte) (KeyMetadata, error) {
+	if a.isGlobalStore(store) {
+		return KeyMetadata{Partition: -1, Local: true, Active: a.queryEndpoint()}, nil
+	}
 	spec, n, err := a.queryTarget(store)
 	if err != nil {
 		return KeyMetadata{}, err

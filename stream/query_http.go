@@ -25,6 +25,9 @@ import (
 //	                                        entries from <= key < to in encoded-key order
 //	GET /v1/stores/{store}/metadata?key=K   where the key lives: {"partition","local","active","standbys"}
 //
+// A global table's store is listed with "global": true and answered by
+// every instance from its own replica (partition -1).
+//
 // Keys are given as text parsed by the store's key type (a string as is,
 // anything else as JSON: 42, {"zone":"a"}) or, with key64/from64/to64, as
 // the encoded key bytes in standard base64. Each entry holds the decoded
@@ -64,6 +67,9 @@ type httpStore struct {
 	Name       string  `json:"name"`
 	Partitions int32   `json:"partitions"`
 	Local      []int32 `json:"local_partitions"`
+	// Global: a global table's store, held whole by every instance
+	// (partitions 0, no local partitions; its entries have partition -1).
+	Global bool `json:"global,omitempty"`
 }
 
 type httpError struct {
@@ -123,6 +129,10 @@ func (a *App) httpStores(w http.ResponseWriter, _ *http.Request) {
 		slices.Sort(s.Local)
 		out = append(out, s)
 	}
+	for _, g := range a.b.globals {
+		out = append(out, httpStore{Name: g.store, Local: []int32{}, Global: true})
+	}
+	slices.SortFunc(out, func(x, y httpStore) int { return strings.Compare(x.Name, y.Name) })
 	writeJSON(w, http.StatusOK, map[string]any{"stores": out, "endpoint": a.queryEndpoint()})
 }
 
@@ -154,6 +164,9 @@ func (a *App) keyParam(spec *storeSpec, q url.Values, name string) ([]byte, erro
 // ErrUnknownStore and returns false.
 func (a *App) pathStore(w http.ResponseWriter, r *http.Request) (string, *storeSpec, bool) {
 	name := r.PathValue("store")
+	if g := a.globalStore(name); g != nil {
+		return name, g.querySpec(), true
+	}
 	spec, ok := a.stores[name]
 	if !ok {
 		writeError(w, fmt.Errorf("%w: %q", ErrUnknownStore, name))
@@ -178,7 +191,7 @@ func (a *App) httpGet(w http.ResponseWriter, r *http.Request) {
 	var e StoreEntry
 	var found bool
 	stale := q.Get("stale") == "1"
-	if q.Get("local") == "1" {
+	if q.Get("local") == "1" && !a.isGlobalStore(name) {
 		_, n, terr := a.queryTarget(name)
 		if terr != nil {
 			writeError(w, terr)
@@ -259,7 +272,7 @@ func (a *App) httpRange(w http.ResponseWriter, r *http.Request) {
 	}
 	var es []StoreEntry
 	stale := q.Get("stale") == "1"
-	if q.Get("local") == "1" {
+	if q.Get("local") == "1" && !a.isGlobalStore(name) {
 		ps, perr := parsePartitions(q.Get("partitions"))
 		if perr != nil {
 			writeError(w, perr)

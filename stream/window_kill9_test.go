@@ -1,13 +1,7 @@
 package stream
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/exec"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,10 +12,7 @@ import (
 // state directory: under ExactlyOnce every window's final result is
 // committed exactly once and equals the batch answer; under AtLeastOnce
 // none is missing. The App runs in a child process (this test binary,
-// re-executed: TestMain calls runWindowKillChild when windowKillChildEnv is
-// set).
-
-const windowKillChildEnv = "STREAM_WINDOW_KILL_CHILD" // the App's guarantee
+// re-executed in the "window" child role).
 
 // windowKillTopology: tumbling 1 s windows of "wevents", counted, finals
 // to "wcounts".
@@ -32,43 +23,12 @@ func windowKillTopology(bl *Builder) {
 		ToStream().To("wcounts", TimeWindowed(String(), time.Second), Int64())
 }
 
+// runWindowKillChild is the "window" child role: windowKillTopology as app
+// "wcrashy".
 func runWindowKillChild() int {
-	g := AtLeastOnce
-	if os.Getenv(windowKillChildEnv) == ExactlyOnce.String() {
-		g = ExactlyOnce
-	}
 	bl := NewBuilder()
 	windowKillTopology(bl)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	a, err := NewApp("wcrashy", bl, Brokers(os.Getenv(killChildBrokerEnv)), StateDir(os.Getenv(killChildDirEnv)),
-		Delivery(g), Logger(logger))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	if err := a.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
-func startWindowKillChild(t testing.TB, b *testBroker, g Guarantee, dir string) *killChild {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), windowKillChildEnv+"="+g.String(), killChildBrokerEnv+"="+b.seeds[0],
-		killChildDirEnv+"="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	c := &killChild{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = c.out, c.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() { c.kill(t) })
-	return c
+	return runChildApp("wcrashy", bl)
 }
 
 // produceWindowEvents writes records from..from+n-1 of the test's stream:
@@ -114,7 +74,7 @@ func TestWindowKill9FinalResults(t *testing.T) {
 			dir := t.TempDir()
 			committed := g == ExactlyOnce
 			var recs []wrec
-			first := startWindowKillChild(t, b, g, dir)
+			first := startKillChild(t, "window", b, g, dir)
 			// Produce 60 s of event time in chunks while the App runs;
 			// kill it once some finals are out, while records still come.
 			for i := 0; i < 1200; i += 20 {
@@ -124,14 +84,14 @@ func TestWindowKill9FinalResults(t *testing.T) {
 					deadline := time.Now().Add(60 * time.Second)
 					for len(readWindowResults(t, b, committed)) == 0 {
 						if time.Now().After(deadline) {
-							t.Fatalf("no finals within 60s; the App's log:\n%s", first.logs())
+							t.Fatalf("no finals within 60s; the App's log:\n%s", first.Logs())
 						}
 						time.Sleep(5 * time.Millisecond)
 					}
 				}
 				if i == 600 {
 					t.Logf("killed with %d windows out", len(readWindowResults(t, b, committed)))
-					first.kill(t)
+					first.Kill()
 				}
 			}
 			// Records far in event time on every partition close every
@@ -142,7 +102,7 @@ func TestWindowKill9FinalResults(t *testing.T) {
 					Value: []byte("x"), Timestamp: t0.Add(time.Hour)})
 			}
 			b.produce(sentinels...)
-			second := startWindowKillChild(t, b, g, dir)
+			second := startKillChild(t, "window", b, g, dir)
 			want := batchTime(recs, 1000, 1000, 0, true)
 			deadline := time.Now().Add(90 * time.Second)
 			for {
@@ -169,7 +129,7 @@ func TestWindowKill9FinalResults(t *testing.T) {
 					return
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d windows missing after 90s; the App's log:\n%s", missing, len(want), second.logs())
+					t.Fatalf("%d of %d windows missing after 90s; the App's log:\n%s", missing, len(want), second.Logs())
 				}
 				time.Sleep(100 * time.Millisecond)
 			}

@@ -21,6 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	RunChildRole(childRoles) // child_test.go
 	goleak.VerifyTestMain(m)
 }
 

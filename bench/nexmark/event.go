@@ -14,9 +14,15 @@
 // record timestamp of an event equals its dateTime and the record key is
 // empty.
 //
+// The queries themselves are stream programs (package stream), one file
+// per query — q0.go, q1.go, ... — each short and written to be read as an
+// example of the stream API; Build declares one by name on a Builder (the
+// runner examples/nexmark and `weir bench nexmark --query` both use it).
+//
 // The batch computations (Q0 ... Q11 in queries.go) use plain sorting and
 // grouping, independent of the stream library: they are the reference the
-// stream queries of examples/nexmark are tested against.
+// stream queries are tested against (Check compares a bounded run's output
+// with them).
 package nexmark
 
 import (

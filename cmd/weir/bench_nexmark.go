@@ -22,10 +22,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark workloads (Nexmark)",
 	}
-	nx := &cobra.Command{
-		Use:   "nexmark",
-		Short: "The Nexmark streaming benchmark: generate its events",
-	}
+	nx := newBenchNexmarkCmd()
 	nx.AddCommand(newBenchNexmarkGenerateCmd())
 	cmd.AddCommand(nx)
 	return cmd

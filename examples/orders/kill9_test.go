@@ -1,17 +1,12 @@
 package orders
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +18,7 @@ import (
 )
 
 // The kill -9 tests run the orders App in a child process (this test
-// binary, re-executed: TestMain calls runChild when childEnv is set), kill it
+// binary, re-executed in the weirtest child role "orders"), kill it
 // with SIGKILL — no shutdown code runs — and restart it on the same state
 // directory, with default options but the broker, the state directory and
 // the guarantee.
@@ -48,7 +43,7 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	ctx, stop := weirtest.ChildContext()
 	defer stop()
 	if err := app.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -57,61 +52,11 @@ func runChild() int {
 	return 0
 }
 
-type child struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-}
-
-func startChild(t testing.TB, addr string, g stream.Guarantee, dir string) *child {
+// startChild starts the orders App (runChild) in a child process on the
+// broker at addr with guarantee g and state directory dir.
+func startChild(t testing.TB, addr string, g stream.Guarantee, dir string) *weirtest.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+g.String(), childBrokerEnv+"="+addr, childDirEnv+"="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	c := &child{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = c.out, c.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() { c.kill() })
-	return c
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (c *child) kill() {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-func (c *child) logs() string {
-	s := c.out.String()
-	if len(s) > 3000 {
-		s = "..." + s[len(s)-3000:]
-	}
-	return s
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return weirtest.StartChild(t, "orders", childEnv+"="+g.String(), childBrokerEnv+"="+addr, childDirEnv+"="+dir)
 }
 
 // outputs is what the App wrote, read from the start.
@@ -213,7 +158,7 @@ func kill9Run(t *testing.T, g stream.Guarantee) {
 			waitConsumed(ctx, t, adm, 1, c)
 		}
 		time.Sleep(time.Duration(200+rng.IntN(1000)) * time.Millisecond)
-		c.kill()
+		c.Kill()
 		if n := consumed(ctx, adm); n < int64((i+1)*perBatch) {
 			midBatch++
 		}
@@ -259,7 +204,7 @@ func kill9Run(t *testing.T, g stream.Guarantee) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("outputs incomplete: spend %+v want %+v; categories %v want %v; %d dead letters want %d; "+
-				"the App's log:\n%s", spend, wantSpend, cats, wantCats, out.dlq, bad, c.logs())
+				"the App's log:\n%s", spend, wantSpend, cats, wantCats, out.dlq, bad, c.Logs())
 		}
 	}
 }
@@ -343,7 +288,7 @@ func consumed(ctx context.Context, adm *kadm.Client) int64 {
 
 // waitConsumed waits until the App's committed offsets of the orders topic
 // sum to at least n.
-func waitConsumed(ctx context.Context, t testing.TB, adm *kadm.Client, n int64, c *child) {
+func waitConsumed(ctx context.Context, t testing.TB, adm *kadm.Client, n int64, c *weirtest.Child) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -352,7 +297,7 @@ func waitConsumed(ctx context.Context, t testing.TB, adm *kadm.Client, n int64, 
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the App committed %d orders, want %d within 60s; its log:\n%s", sum, n, c.logs())
+			t.Fatalf("the App committed %d orders, want %d within 60s; its log:\n%s", sum, n, c.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -387,7 +332,7 @@ func recoverOnce(t testing.TB, g stream.Guarantee) time.Duration {
 	c := startChild(t, b.Addr(), g, dir)
 	produceOrders(ctx, t, b, orders[:600], 0)
 	waitConsumed(ctx, t, b.Admin(), 600, c)
-	c.kill()
+	c.Kill()
 	produceOrders(ctx, t, b, orders[600:], 600)
 	start := time.Now()
 	c = startChild(t, b.Addr(), g, dir)
@@ -404,7 +349,7 @@ func recoverOnce(t testing.TB, g stream.Guarantee) time.Duration {
 			return time.Since(start)
 		}
 		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("outputs incomplete 2 minutes after the restart; the App's log:\n%s", c.logs())
+			t.Fatalf("outputs incomplete 2 minutes after the restart; the App's log:\n%s", c.Logs())
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -17,9 +16,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(runChild())
-	}
+	// A child process of the kill -9 tests runs the App, not the tests.
+	weirtest.RunChildRole(map[string]func() int{"orders": runChild})
 	goleak.VerifyTestMain(m)
 }
 

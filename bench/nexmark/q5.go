@@ -1,0 +1,68 @@
+package nexmark
+
+import (
+	"slices"
+	"time"
+
+	"github.com/weirhq/weir/stream"
+)
+
+// q5 is hot items: for each HOP window (Q5WindowSize advancing by
+// Q5WindowSlide), the auction(s) with the most bids in it, one Q5Result
+// per auction on a tie. The output is keyed by the window's start (Int64).
+//
+// A maximum over a whole window needs every count of that window in one
+// place, so the query runs in two windowed stages, each emitting a
+// window's result once, when the watermark closes it:
+//
+//  1. bids, keyed by auction (a repartition), counted per hopping window.
+//     A final count carries its window's last instant (end - 1 ms) as its
+//     timestamp;
+//  2. those counts, keyed by their window's start (a second repartition),
+//     keep the largest per window. All the counts of one hop window carry
+//     the same timestamp, end - 1 ms, which lies in exactly one tumbling
+//     window of Q5WindowSlide, [end - slide, end). That window closes when
+//     the watermark passes the hop window's end. The watermark crosses
+//     the repartition topic behind the counts, so by then every count of
+//     the window has arrived.
+func q5(b *stream.Builder, in, out string, _ Options) error {
+	auctions := stream.MapValues(events(b, in).Filter(isBid), func(r stream.Record[[]byte, Event]) (int64, error) {
+		return r.Value.Bid.Auction, nil
+	})
+	byAuction := stream.GroupBy(auctions, func(r stream.Record[[]byte, int64]) (int64, error) { return r.Value, nil })
+	hop := stream.Hopping(Q5WindowSize*time.Millisecond, Q5WindowSlide*time.Millisecond)
+	counts := stream.WindowedCount(byAuction, hop,
+		stream.WindowedStore{Name: "q5-bids-per-auction", Late: stream.DropLate(), Emit: stream.EmitFinal()})
+
+	perAuction := stream.MapValues(counts.ToStream(), func(r stream.Record[stream.Windowed[int64], int64]) (Q5Result, error) {
+		return Q5Result{WindowStart: r.Key.Start.UnixMilli(), WindowEnd: r.Key.End.UnixMilli(), Auction: r.Key.Key, Num: r.Value}, nil
+	})
+	byWindow := stream.GroupBy(perAuction, func(r stream.Record[stream.Windowed[int64], Q5Result]) (int64, error) {
+		return r.Value.WindowStart, nil
+	})
+	hottest := stream.WindowedAggregate(byWindow, stream.Tumbling(Q5WindowSlide*time.Millisecond),
+		stream.WindowedStore{Name: "q5-hottest", Late: stream.DropLate(), Emit: stream.EmitFinal()},
+		nil, func(r stream.Record[int64, Q5Result], top []Q5Result) ([]Q5Result, error) {
+			return mostBids(top, r.Value), nil
+		}, nil)
+
+	results := stream.FlatMapValues(hottest.ToStream(), func(r stream.Record[stream.Windowed[int64], []Q5Result]) ([]Q5Result, error) {
+		return r.Value, nil
+	})
+	stream.KeyBy(results, func(r stream.Record[stream.Windowed[int64], Q5Result]) (int64, error) { return r.Key.Key, nil }).
+		To(out, stream.Int64(), stream.JSON[Q5Result]())
+	return nil
+}
+
+// mostBids adds c to top, the counts with the most bids so far (all equal):
+// c replaces them if it has more, joins them if as many. top is not
+// modified (an aggregate is a value).
+func mostBids(top []Q5Result, c Q5Result) []Q5Result {
+	switch {
+	case len(top) == 0 || c.Num > top[0].Num:
+		return []Q5Result{c}
+	case c.Num == top[0].Num:
+		return append(slices.Clip(top), c)
+	}
+	return top
+}
