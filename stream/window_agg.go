@@ -196,6 +196,7 @@ type windowOp[K, V, A any] struct {
 	txn      *state.Txn
 	epoch    uint64
 	discards uint64
+	aborts   uint64              // the task's aborts when the watermark was last taken back
 	created  map[string]struct{} // 'c' and 'r' keys created in it
 	keyWins  map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
 
@@ -260,10 +261,14 @@ func (o *windowOp[K, V, A]) sync() {
 	if t.txn == o.txn && t.txn.Discards() == o.discards {
 		o.committedScan = o.scanned // the transaction the scans ran in committed
 	} else {
-		// Aborted (or unknown): its deletions were undone, and its mark:
-		// load takes the watermark back to the committed one.
+		// Aborted (or unknown): its deletions were undone.
 		o.scanned = o.committedScan
 		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
+	}
+	if o.aborts != t.aborts {
+		// A transaction was aborted, its mark with it: load takes the
+		// watermark back to the committed mark, advance to the task's.
+		o.aborts = t.aborts
 		o.wm, o.loaded = math.MinInt64, false
 	}
 	o.txn, o.epoch, o.discards = t.txn, t.txn.Epoch(), t.txn.Discards()
