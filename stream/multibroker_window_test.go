@@ -206,7 +206,8 @@ func TestMultiBrokerWindowedMoves(t *testing.T) {
 					midStream++
 				}
 			}
-			t.Logf("%d of %d moves made with input left to process", midStream, 2*rounds)
+			t.Logf("%d of %d moves made with input left to process; %v transactions aborted, %v tasks opened",
+				midStream, 2*rounds, counterValue(a.a.metrics.txnAborts), counterValue(a.a.metrics.tasksOpened))
 			if midStream == 0 {
 				t.Fatal("no move landed while the App had input to process")
 			}
