@@ -61,8 +61,10 @@ type task struct {
 	// of writes of the open txn (timers, process_timers.go) drops it when
 	// txnGen moves.
 	txnGen uint64
-	// aborts counts the calls of abortRound: an operator seeing txnGen
-	// move tells a commit from an abort by it (join_window.go).
+	// aborts counts abortRound calls: an operator keeping in-memory state
+	// derived from the aborted rounds (the windowed operator's watermark)
+	// takes it back when aborts moves; one seeing txnGen move tells a
+	// commit from an abort by it (join_window.go).
 	aborts  uint64
 	pending []*kgo.Record
 	slab    []kgo.Record  // unused records for emit
