@@ -179,6 +179,14 @@ func Encode(dst []byte, e Event) ([]byte, error) {
 // trailing data, a missing or unknown event_type and an event whose set
 // field does not match its event_type are FormatErrors.
 func Decode(value []byte) (Event, error) {
+	if e, ok := decodeFast(value); ok {
+		return e, nil
+	}
+	return decodeGeneral(value)
+}
+
+// decodeGeneral is Decode by encoding/json, for any layout.
+func decodeGeneral(value []byte) (Event, error) {
 	var raw struct {
 		Type    *EventType `json:"event_type"`
 		Person  *Person    `json:"person"`
