@@ -26,7 +26,7 @@ import (
 //     every partition's result for the window has arrived.
 func q7(b *stream.Builder, in, out string, _ Options) error {
 	window := stream.Tumbling(Q7Window * time.Millisecond)
-	bids := stream.MapValues(events(b, in).Filter(isBid), func(r stream.Record[[]byte, Event]) (Q7Result, error) {
+	bids := stream.MapValues(events(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (Q7Result, error) {
 		bid := r.Value.Bid
 		return Q7Result{Auction: bid.Auction, Bidder: bid.Bidder, Price: bid.Price, DateTime: bid.DateTime}, nil
 	})
