@@ -30,7 +30,8 @@ import (
 //     window of Q5WindowSlide, [end - slide, end). That window closes when
 //     the watermark passes the hop window's end. The watermark crosses
 //     each repartition topic behind the records, so by then every count of
-//     the window has arrived.
+//     the window has arrived. Its records and aggregates use a binary
+//     codec (codec.go), not the inferred JSON.
 func q5(b *stream.Builder, in, out string, _ Options) error {
 	slide := Q5WindowSlide * time.Millisecond
 	final := func(name string) stream.WindowedStore {
@@ -53,11 +54,11 @@ func q5(b *stream.Builder, in, out string, _ Options) error {
 	})
 	byWindow := stream.GroupBy(perAuction, func(r stream.Record[stream.Windowed[int64], Q5Result]) (int64, error) {
 		return r.Value.WindowStart, nil
-	})
+	}, stream.Codecs(stream.Int64(), stream.Codec[Q5Result](q5Codec)))
 	hottest := stream.WindowedAggregate(byWindow, stream.Tumbling(slide), final("q5-hottest"),
 		nil, func(r stream.Record[int64, Q5Result], top []Q5Result) ([]Q5Result, error) {
 			return mostBids(top, r.Value), nil
-		}, nil)
+		}, nil, stream.Codecs(stream.Int64(), sliceOf(q5Codec)))
 
 	results := stream.FlatMapValues(hottest.ToStream(), func(r stream.Record[stream.Windowed[int64], []Q5Result]) ([]Q5Result, error) {
 		return r.Value, nil
