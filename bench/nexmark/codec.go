@@ -72,3 +72,14 @@ var q5Codec = fixedCodec[Q5Result]{size: 32,
 		return Q5Result{WindowStart: int64At(b, 0), WindowEnd: int64At(b, 1), Auction: int64At(b, 2), Num: int64At(b, 3)}
 	},
 }
+
+// q7Codec is Q7Result's, for q7's aggregates.
+var q7Codec = fixedCodec[Q7Result]{size: 48,
+	put: func(b []byte, r Q7Result) {
+		putInt64s(b, r.WindowStart, r.WindowEnd, r.Auction, r.Bidder, r.Price, r.DateTime)
+	},
+	get: func(b []byte) Q7Result {
+		return Q7Result{WindowStart: int64At(b, 0), WindowEnd: int64At(b, 1), Auction: int64At(b, 2),
+			Bidder: int64At(b, 3), Price: int64At(b, 4), DateTime: int64At(b, 5)}
+	},
+}

@@ -29,6 +29,11 @@ func TestFixedCodecRoundTrip(t *testing.T) {
 	if _, err := sc.Decode(make([]byte, 33)); err == nil {
 		t.Fatal("slice Decode of 33 bytes succeeded")
 	}
+	bid := Q7Result{WindowStart: 1, WindowEnd: 2, Auction: 3, Bidder: 4, Price: -5, DateTime: 6}
+	b7, _ := sliceOf(q7Codec).Encode([]Q7Result{bid, bid})
+	if got, err := sliceOf(q7Codec).Decode(b7); err != nil || len(b7) != 96 || !reflect.DeepEqual(got, []Q7Result{bid, bid}) {
+		t.Fatalf("q7 round trip: %+v, %v (%d bytes)", got, err, len(b7))
+	}
 }
 
 // FuzzFixedCodec: a value either fails to decode or re-encodes to itself.
