@@ -221,8 +221,10 @@
 // end plus Grace (sliding windows: end + 1 + Grace; sessions: end + gap +
 // 1 + Grace, until then a record may extend them). A record all of whose
 // windows are closed is late and goes where Late says: DropLate (counted),
-// LateToTopic, LateToDLQ, or LateUpdates (updates the window while the
-// store retains it, Retain after its close, and emits a correction). A
+// LateToTopic, LateToDLQ, or LateUpdates (updates the windows while the
+// store retains them, Retain after their close, and emits corrections; for
+// every kind of windows, sessions included: a late record may extend or
+// merge sessions). A
 // record only some of whose hopping windows are closed updates the open
 // ones (the others are counted as "partial"). EmitFinal emits one result
 // per window when it closes (optionally early partial results), EmitUpdates
@@ -260,7 +262,9 @@
 //     "sliding" windows are weir's (and Kafka's) Hopping.
 //   - Sessions: Kafka's (gap inclusive, session [first, last] record time);
 //     merging sessions combines their aggregates with the merge function
-//     (Kafka's Merger, Flink's AggregateFunction.merge).
+//     (Kafka's Merger, Flink's AggregateFunction.merge), and, as Kafka does,
+//     a session absorbed by a merge or extension whose result was emitted is
+//     retracted downstream with a tombstone.
 //   - Result timestamps: a window's last instant (end - 1 for time windows,
 //     end for sliding and session windows; Flink's maxTimestamp), not
 //     Kafka's largest record timestamp, so results do not depend on the
@@ -320,9 +324,8 @@
 //
 // # Not yet
 //
-// LateUpdates for sliding and session windows, stream-stream joins,
-// waiting for a lagging input of a task before processing (Kafka's
-// max.task.idle.ms).
+// Stream-stream joins, waiting for a lagging input of a task before
+// processing (Kafka's max.task.idle.ms).
 // A keyed operator after a Merge of several sources still repartitions
 // first (merged topics need not be co-partitioned).
 package stream

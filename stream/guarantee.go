@@ -160,7 +160,7 @@ func (a *App) Describe() string {
 	}
 	for _, s := range a.Stores() {
 		if spec := a.stores[s.Store]; spec != nil && spec.window != "" {
-			fmt.Fprintf(&b, "  store %s: %s; %s; changelog %s; %s\n", s.Store, spec.window, a.windowLateSummary(s.Store),
+			fmt.Fprintf(&b, "  store %s: %s; %s; changelog %s; %s\n", s.Store, a.windowDescription(spec), a.windowLateSummary(s.Store),
 				s.Changelog, s.Recovery)
 			continue
 		}

@@ -100,8 +100,10 @@ type storeSpec struct {
 	decodes func(key, value []byte) bool
 	codecs  *storeCodecs // key and value codecs, for queries (nil: bytes only)
 	// window describes a windowed operator's store (window.go; "" for
-	// other stores): its windows, grace, late policy and emission.
+	// other stores): its windows, grace, late policy and emission; win is
+	// its declaration.
 	window string
+	win    *windowDecl
 }
 
 // sinkSpec is an output topic.

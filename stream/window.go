@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +104,16 @@ func (w SlidingWindows) describe() string {
 // key's session runs from its first to its last record (both inclusive) and
 // ends after gap of event time without records; a record within gap of two
 // sessions merges them into one.
+//
+// A session's key (Windowed: key, start, end) changes whenever a record
+// extends it or merges it with another. As Kafka Streams does, the table of
+// results retracts the keys that stop existing: when a record turns
+// sessions into a new one, each absorbed session whose result was already
+// emitted (every update under EmitUpdates or with early firing; a closed,
+// retained one under LateUpdates) is followed downstream by a tombstone
+// (Record.Tombstone; a sink writes a null value), before the new session's
+// result. A consumer upserting the results by key therefore holds exactly
+// the current sessions.
 type SessionWindows struct{ w window.Sessions }
 
 // Session returns session windows with the given inactivity gap.
@@ -166,12 +177,24 @@ func LateToTopic(topic string) LatePolicy { return latePolicy{kind: lateTopic, t
 // windowed operator and the reason "late").
 func LateToDLQ() LatePolicy { return latePolicy{kind: lateDLQ} }
 
-// LateUpdates lets a late record update its window as long as the store
-// still holds it — up to WindowedStore.Retain of watermark after the window
-// closed — and emits the window's corrected result downstream (for
-// EmitFinal a second result for the window, which a consumer keyed by the
-// window upserts). A record later than that is dropped and counted as
-// DropLate's. Time windows only (tumbling, hopping, calendar).
+// LateUpdates lets a late record update its windows as long as the store
+// still holds them — up to WindowedStore.Retain of watermark after they
+// closed — and emits the corrected results downstream (for EmitFinal a
+// second result for a window, which a consumer keyed by the window
+// upserts). It works for every kind of windows, as Kafka Streams' grace
+// period does for late records (weir's Grace + Retain playing its part):
+//   - time windows (tumbling, hopping, calendar): each of the record's
+//     windows still retained takes it;
+//   - sliding windows: the record updates the windows holding it and
+//     creates those it makes (Sliding), each emitted if closed;
+//   - sessions: the record joins, extends or merges sessions as an on-time
+//     one would; a session it absorbs whose result was emitted is
+//     retracted downstream with a tombstone (see SessionWindows).
+//
+// A sliding or session record is taken while the watermark is below its
+// time + 1 + Grace + Retain: then every window it can touch is still in the
+// store. A record later than that is dropped and counted (policy label
+// "updates-expired").
 func LateUpdates() LatePolicy { return latePolicy{kind: lateUpdates} }
 
 // Headers of a late record written by LateToTopic or LateToDLQ. Times are
@@ -268,10 +291,16 @@ type windowDecl struct {
 	sl     window.Sliding
 	ss     window.Sessions
 	grace  int64 // ms
-	retain int64 // ms
-	late   latePolicy
-	emit   emission
-	desc   string // for App.Describe
+	retain int64 // ms: how long a closed window is kept (sliding: + time difference + 1)
+	// lateRetain is WindowedStore.Retain (ms): how long after its close a
+	// window still takes late records (LateUpdates).
+	lateRetain int64
+	late       latePolicy
+	emit       emission
+	// windows names the windows; desc states the store (describe), its
+	// late records' destination as the policy names it.
+	windows string
+	desc    string
 }
 
 // declareWindow validates a windowed operation's declaration, recording its
@@ -286,7 +315,8 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 			errs = append(errs, "store declared twice")
 		}
 	}
-	d := &windowDecl{grace: store.Grace.Milliseconds(), retain: store.Retain.Milliseconds()}
+	d := &windowDecl{grace: store.Grace.Milliseconds(), retain: store.Retain.Milliseconds(),
+		lateRetain: store.Retain.Milliseconds()}
 	switch w := w.(type) {
 	case nil:
 		errs = append(errs, "no windows: pass Tumbling, Hopping, Sliding or Session")
@@ -325,9 +355,6 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 				errs = append(errs, fmt.Sprintf("late topic: %v", err))
 			}
 		}
-		if d.late.kind == lateUpdates && d.kind != "time" && d.kind != "" {
-			errs = append(errs, "LateUpdates supports time windows only (tumbling, hopping, calendar)")
-		}
 		if d.late.kind == lateUpdates && store.Retain == 0 {
 			errs = append(errs, "LateUpdates needs Retain > 0: a closed window is kept that long for late records")
 		}
@@ -344,9 +371,68 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 		b.errorf("%s %q: %s", op, store.Name, strings.Join(errs, "; "))
 		return nil
 	}
-	d.desc = fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
-		w.describe(), store.Grace, store.Retain, d.late, d.emit)
+	d.windows = w.describe()
+	d.desc = d.describe(d.late.String())
 	return d
+}
+
+// describe states the windowed store for App.Describe, its late records
+// going to late.
+func (d *windowDecl) describe(late string) string {
+	return fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
+		d.windows, msDuration(d.grace), msDuration(d.lateRetain), late, d.emit)
+}
+
+// windowDescription states a windowed store for App.Describe, naming where
+// its late records go as this App writes them: the late topic, or the
+// dead-letter topic of the input each late record came from (through
+// repartitions, the input the record was first read from, as its
+// dead-letter headers say).
+func (a *App) windowDescription(spec *storeSpec) string {
+	d := spec.win
+	if d == nil {
+		return spec.window
+	}
+	if d.late.kind != lateDLQ {
+		return d.describe(d.late.String())
+	}
+	var dlqs []string
+	for _, in := range a.originInputs(spec.source) {
+		if t := a.dlqTopic(in); !slices.Contains(dlqs, t) {
+			dlqs = append(dlqs, t)
+		}
+	}
+	slices.Sort(dlqs)
+	if len(dlqs) == 1 {
+		return d.describe("to the dead-letter topic " + dlqs[0])
+	}
+	return d.describe("to the dead-letter topic of the record's input: " + strings.Join(dlqs, ", "))
+}
+
+// originInputs returns the input topics whose records reach source src:
+// src's own topic, or through a repartition topic its upstream sources'
+// inputs, sorted.
+func (a *App) originInputs(src int) []string {
+	var out []string
+	seen := map[int]bool{}
+	var visit func(i int)
+	visit = func(i int) {
+		if seen[i] {
+			return
+		}
+		seen[i] = true
+		s := a.b.sources[i]
+		if !s.internal || len(s.upstream) == 0 {
+			out = append(out, a.topicOf(s))
+			return
+		}
+		for _, u := range s.upstream {
+			visit(u)
+		}
+	}
+	visit(src)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // closeDelta is the distance from a window's end to the watermark that

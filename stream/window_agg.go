@@ -120,7 +120,7 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 	if !ok || !s.valid() {
 		return Table[Windowed[K], A]{b: b}
 	}
-	spec := &storeSpec{name: store.Name, source: s.sources[0], op: op, window: d.desc,
+	spec := &storeSpec{name: store.Name, source: s.sources[0], op: op, window: d.desc, win: d,
 		codecs: windowStoreCodecs(g.key, codec, d.kind)}
 	b.stores = append(b.stores, spec)
 	if d.late.kind == lateTopic {

@@ -181,7 +181,7 @@ func TestWindowDeclarationErrors(t *testing.T) {
 		{"advance > size", Hopping(time.Second, 2*time.Second), WindowedStore{Name: "s", Late: DropLate(), Emit: EmitFinal()}, "advance"},
 		{"negative grace", Tumbling(time.Second), WindowedStore{Name: "s", Grace: -1, Late: DropLate(), Emit: EmitFinal()}, "grace"},
 		{"updates without retain", Tumbling(time.Second), WindowedStore{Name: "s", Late: LateUpdates(), Emit: EmitFinal()}, "Retain"},
-		{"updates on sessions", Session(time.Second), WindowedStore{Name: "s", Late: LateUpdates(), Emit: EmitFinal(), Retain: time.Second}, "time windows only"},
+		{"updates on sessions without retain", Session(time.Second), WindowedStore{Name: "s", Late: LateUpdates(), Emit: EmitFinal()}, "Retain"},
 		{"bad late topic", Tumbling(time.Second), WindowedStore{Name: "s", Late: LateToTopic("a b"), Emit: EmitFinal()}, "late topic"},
 		{"bad name", Tumbling(time.Second), WindowedStore{Name: "", Late: DropLate(), Emit: EmitFinal()}, "invalid name"},
 	}

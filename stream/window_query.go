@@ -53,6 +53,12 @@ func QueryWindows[K, A any](app *App, store string) (*WindowQuery[K, A], error) 
 // Fetch returns key's windows that start at or after from and before to,
 // in start order (at most DefaultRangeLimit; from and to bound the scan).
 // Each entry's Timestamp is the window's last instant.
+//
+// Like App.Get, it reads only the partition holding the key (murmur2 of the
+// encoded key over the store's partitions): on this instance if it serves
+// it, else from the instance owning it (one request to its query endpoint,
+// for that partition), or with AllowStale from a standby copy. Errors are
+// Get's.
 func (q *WindowQuery[K, A]) Fetch(ctx context.Context, key K, from, to time.Time, opts ...QueryOpt) ([]Entry[Windowed[K], A], error) {
 	kb, err := q.key.Encode(key)
 	if err != nil {
@@ -60,7 +66,7 @@ func (q *WindowQuery[K, A]) Fetch(ctx context.Context, key K, from, to time.Time
 	}
 	// A window ends at or after its start: the scan starts at end = from.
 	lo, hi := timekey.KeyWindows(kb, from.UnixMilli())
-	es, err := q.app.Range(ctx, q.name, lo, hi, 0, opts...)
+	es, err := q.app.rangeOfKey(ctx, q.name, kb, lo, hi, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +88,34 @@ func (q *WindowQuery[K, A]) Fetch(ctx context.Context, key K, from, to time.Time
 			Value: agg, Timestamp: e.Timestamp})
 	}
 	return out, nil
+}
+
+// rangeOfKey returns the entries with from <= key < to (at most
+// DefaultRangeLimit) of the one partition of store that holds encoded key
+// kb, as Get reads kb: locally if this instance serves the partition, else
+// from its owner (a range request naming that partition only), else, with
+// AllowStale, from an instance keeping a standby copy.
+func (a *App) rangeOfKey(ctx context.Context, store string, kb, from, to []byte, opts ...QueryOpt) ([]StoreEntry, error) {
+	o := applyQueryOpts(opts)
+	spec, n, err := a.queryTarget(store)
+	if err != nil {
+		return nil, err
+	}
+	p := keyPartition(kb, n)
+	es, err := a.rangeLocal(spec, p, from, to, DefaultRangeLimit, o.stale)
+	if !errors.Is(err, errNotLocal) && !(o.stale && QueryRetriable(err)) {
+		return es, err
+	}
+	if errors.Is(err, errNotLocal) {
+		var ep string
+		if ep, err = a.route(spec, p); err == nil {
+			es, err = a.remoteRange(ctx, ep, store, []int32{p}, from, to, DefaultRangeLimit, false)
+		}
+	}
+	if err == nil || !o.stale || !QueryRetriable(err) && !errors.Is(err, ErrNoRoute) {
+		return es, err
+	}
+	return a.rangeFromStandbys(ctx, spec, p, from, to, DefaultRangeLimit)
 }
 
 func (q *WindowQuery[K, A]) decodeValue(v []byte) (A, error) {

@@ -11,10 +11,16 @@ import (
 // holding its time takes it, and the (at most three) windows it creates
 // start from the state of the stored window holding the same earlier
 // records (window.Sliding.Add).
+//
+// A late record (one that may touch a closed window) is taken only under
+// LateUpdates and while lateTaken holds: every window Add reads is then
+// still in the store. Each window it updates or creates that is closed is
+// retained ('r' entry) and its result emitted as a correction — for a
+// created one, its first result.
 func (o *windowOp[K, V, A]) processSliding(r Record[K, V], kb []byte, ts int64) error {
 	grace := msDuration(o.d.grace)
 	sl := o.d.sl
-	if window.Late(ts, o.wm, grace) {
+	if window.Late(ts, o.wm, grace) && !o.lateTaken(ts) {
 		w := window.Window{Start: satAddMs(ts, -sl.TimeDifference.Milliseconds()), End: ts}
 		return o.late(r, kb, w, sl.CloseAt(w, grace))
 	}
@@ -52,10 +58,11 @@ func (o *windowOp[K, V, A]) processSliding(r Record[K, V], kb []byte, ts int64) 
 		s.first, s.last = c.Window.First, c.Window.Last
 		w := c.Window.Window
 		wk := timekey.WindowKey(nil, kb, w.Start, w.End)
-		if err := o.addWindow(kb, w, o.windowTime(w), false); err != nil {
+		closed := o.closedWindow(w)
+		if err := o.addWindow(kb, w, o.windowTime(w), closed); err != nil {
 			return err
 		}
-		if err := o.store(r, kb, wk, w, o.windowTime(w), s, false); err != nil {
+		if err := o.store(r, kb, wk, w, o.windowTime(w), s, closed); err != nil {
 			return err
 		}
 	}
@@ -67,7 +74,7 @@ func (o *windowOp[K, V, A]) processSliding(r Record[K, V], kb []byte, ts int64) 
 		s.pending++
 		s.first, s.last = min(s.first, ts), max(s.last, ts)
 		e := existing[i]
-		if err := o.store(r, kb, e.wk, e.w, o.windowTime(e.w), s, false); err != nil {
+		if err := o.store(r, kb, e.wk, e.w, o.windowTime(e.w), s, o.closedWindow(e.w)); err != nil {
 			return err
 		}
 	}

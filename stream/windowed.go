@@ -33,6 +33,14 @@ type Windowed[K any] struct {
 // The key bytes are the key codec's, unframed: the window times are the
 // fixed-size suffix. A time window's end is not written; the reader derives
 // it from the window size (Kafka: start + size, saturated at MaxInt64).
+//
+// The bytes are the same both ways; what each side accepts differs at the
+// edges. Kafka's Window rejects a negative start and its TimeWindow an end
+// equal to the start, so a Java consumer throws on a pre-1970 window weir
+// wrote, and on a window of Sliding(0); and Kafka's deserializers return
+// null for empty bytes, where Decode returns an error. Kafka saturates a
+// time window's end when start + size is negative, weir when it overflows:
+// the same for every start Kafka accepts.
 const windowTimeSize = 8
 
 // errWindowedShort is returned when windowed key bytes are shorter than the

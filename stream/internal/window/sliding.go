@@ -77,8 +77,9 @@ func (s Sliding) SearchTo(ts int64) int64 { return satAdd(ts, s.TimeDifference.M
 
 // Add returns what a record at ts does to a key's sliding windows, given
 // every existing window of the key with End >= SearchFrom(ts) and Start <=
-// SearchTo(ts) (more may be given). The caller applies it only to a record
-// that is not late (Late), so no window it touches is closed. Windows that
+// SearchTo(ts) (more may be given): a record that is not late (Late), whose
+// windows are all open, or a late one while the store still holds every
+// window in that range (closed ones included). Windows that
 // are not of this size, or whose First/Last are not inside them, are an
 // error, and so is a store missing the window a new one must be seeded from
 // (the store lost part of its state).
