@@ -43,8 +43,9 @@ func kindsOf(ts ...EventType) kinds {
 
 func (k kinds) has(t EventType) bool { return t >= 0 && t <= BidEvent && k&(1<<t) != 0 }
 
-// present stands for a body that was set but not kept: Validate looks only
-// at which bodies are set.
+// presentPerson, presentAuction and presentBid stand for a body that was
+// set but not kept, in the Event given to Validate (which looks only at
+// which bodies are set); they never leave decodeEvent.
 var (
 	presentPerson  = new(Person)
 	presentAuction = new(Auction)
@@ -317,6 +318,9 @@ func (d *decoder) str(dst *string, keep bool) error {
 // U+FFFD. Control characters and unknown escapes are errors. Unless keep,
 // it only checks the string and returns "".
 func (d *decoder) unquote(keep bool) (string, error) {
+	if !keep {
+		return "", d.skipString()
+	}
 	var buf [128]byte
 	out := buf[:0]
 	i := d.i + 1
@@ -389,6 +393,43 @@ func (d *decoder) unquote(keep bool) (string, error) {
 	}
 	d.i = i
 	return "", d.invalid("unterminated string")
+}
+
+// skipString is unquote's checks without its result: a string value's
+// only errors are control characters, unknown escapes and a missing end
+// (invalid UTF-8 and lone surrogates are replaced, never rejected).
+func (d *decoder) skipString() error {
+	for i := d.i + 1; i < len(d.b); {
+		switch c := d.b[i]; {
+		case c == '"':
+			d.i = i + 1
+			return nil
+		case c < 0x20:
+			d.i = i
+			return d.invalid("control character in string")
+		case c != '\\':
+			i++
+		case i+1 >= len(d.b):
+			d.i = i
+			return d.invalid("unterminated string")
+		default:
+			switch d.b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if hex4(d.b[i+2:]) < 0 {
+					d.i = i
+					return d.invalid("invalid \\u escape")
+				}
+				i += 6
+			default:
+				d.i = i
+				return d.invalid("invalid escape in string")
+			}
+		}
+	}
+	d.i = len(d.b)
+	return d.invalid("unterminated string")
 }
 
 // hex4 is the value of the 4 hex digits b starts with, -1 if it does not.
