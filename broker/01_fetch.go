@@ -19,8 +19,10 @@ import (
 //   or re-encoded: the pooled read buffer goes into the response and is
 //   released after the response has been written to the socket.
 // * Long poll: if fewer than MinBytes are available the request waits, up
-//   to MaxWaitMs, on the partitions' Changed() channels (woken the moment a
-//   high watermark advances), then reads again. An error on any partition
+//   to MaxWaitMs, on the Changed() channels of all its partitions (woken the
+//   moment any high watermark advances, including that of a partition that
+//   already returned records but too few), then reads again; as Kafka's
+//   DelayedFetch, a response below MinBytes is sent only at MaxWaitMs. An error on any partition
 //   (unknown topic, OFFSET_OUT_OF_RANGE) answers immediately. Broker
 //   shutdown or the client going away ends the wait early.
 // * read_uncommitted serves offsets below the high watermark;
@@ -307,8 +309,10 @@ func (fp *fetchPart) drop() {
 
 // fetchOnce reads every partition once. It returns the record bytes read,
 // whether a partition has an error, and the Changed channels of the
-// partitions that had nothing to return (taken before their high watermark
-// was read, so no advance is missed).
+// partitions read without an error, with or without records (taken before
+// their high watermark was read, so no advance is missed): while the
+// response holds fewer than MinBytes, an append to any of them may
+// complete it.
 func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committed bool) (total int64, anyErr bool, waitOn []<-chan struct{}) {
 	budget := responseMax
 	for _, fp := range parts {
@@ -335,7 +339,11 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 			anyErr = true
 			continue
 		}
-		changed := l.Changed()
+		// Every partition read can complete the response: an empty one
+		// by getting its first records, one with records by getting
+		// more towards MinBytes. The channel is taken before the high
+		// watermark is read, so no advance after the read is missed.
+		waitOn = append(waitOn, l.Changed())
 		lso := l.LastStableOffset()
 		hw, start := l.HighWatermark(), l.LogStartOffset()
 		fp.hw, fp.lso, fp.start = hw, min(lso, hw), start
@@ -354,7 +362,6 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 		case fp.offset >= upTo:
 			// Nothing (stable) yet. A transaction's marker advances the
 			// high watermark when synced, which wakes the wait.
-			waitOn = append(waitOn, changed)
 			continue
 		}
 		limit := min(int64(fp.maxBytes), budget)

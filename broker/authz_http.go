@@ -8,8 +8,9 @@ import (
 	"github.com/weirhq/weir/broker/authz"
 )
 
-// Authorization of the HTTP endpoints. An HTTP front (basic auth, mTLS)
-// authenticates a request and records its principal with WithPrincipal;
+// Authorization of the HTTP endpoints. An HTTP front (HTTPAuthenticator:
+// basic auth, mTLS, bearer tokens) authenticates a request and records its
+// principal with WithPrincipal;
 // handlers then ask Authorized, which applies the same ACLs as the Kafka
 // listener. A request no front authenticated is User:ANONYMOUS, as a
 // PLAINTEXT Kafka connection is.
@@ -42,9 +43,12 @@ func (b *Broker) Authorized(r *http.Request, op authz.Operation, rt authz.Resour
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	ok := b.authz.Allowed(PrincipalFrom(r.Context()), host, op, rt, name)
+	principal := PrincipalFrom(r.Context())
+	ok := b.authz.Allowed(principal, host, op, rt, name)
 	if !ok {
 		b.metrics.authzDenied.WithLabelValues(rt.String(), op.String()).Inc()
+		b.logger.Debug("authorization denied", "principal", principal, "host", host, "operation", op.String(),
+			"resource_type", rt.String(), "resource", name, "path", r.URL.Path)
 	}
 	return ok
 }

@@ -23,7 +23,11 @@
 //	                 advertised address
 //	tls.go           TLS of SSL/SASL_SSL listeners, reloaded on change
 //	sasl.go          the SASL state machine of SASL listeners' connections
+//	listener_security.go  per-listener TLS/SASL overrides (listener.name.*)
 //	scram_store.go   SCRAM credentials, durable in the data dir
+//	httpauth.go      authentication of the HTTP fronts (basic, mTLS, bearer);
+//	authz_http.go    their ACL checks
+//	internal_conn.go in-process connections with a principal of their own
 //	auth/            server side of PLAIN, SCRAM and OAUTHBEARER
 //	NN_name.go       the handler of API key NN, opening with a Behavior list
 //
@@ -87,6 +91,9 @@ type Config struct {
 	TLS TLSConfig
 	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners (sasl.go).
 	SASL SASLConfig
+	// ListenerSecurity overrides TLS and SASL for the named listeners
+	// (Kafka's listener.name.<name>.*; listener_security.go).
+	ListenerSecurity map[string]ListenerSecurity
 	// NodeID is this broker's node ID (default 0).
 	NodeID int32
 	// ClusterID is used on first start when set; otherwise one is
@@ -227,10 +234,11 @@ type Broker struct {
 	listeners []*listener
 	tlsReload *tlsReloader // nil without TLS listeners
 
-	scram       *scramStore     // SCRAM credentials (scram_store.go)
-	jwt         *auth.JWTConfig // OAUTHBEARER validation; nil if not configured
-	saslMechs   []string        // enabled SASL mechanisms
-	scramSecret []byte          // keys the decoy salts of unknown SCRAM users
+	scram       *scramStore             // SCRAM credentials (scram_store.go)
+	jwt         *auth.JWTConfig         // OAUTHBEARER validation; nil if not configured
+	saslMechs   []string                // enabled SASL mechanisms
+	lisSASL     map[string]listenerSASL // per-listener overrides, by name (listener_security.go)
+	scramSecret []byte                  // keys the decoy salts of unknown SCRAM users
 
 	clusterID string
 	logs      *wlog.Manager
@@ -354,16 +362,16 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 			l.ln.Close()
 		}
 	}
+	if err := b.resolveListenerSecurity(lcfgs); err != nil {
+		return fail(fmt.Errorf("broker: %w", err))
+	}
 	for _, lc := range lcfgs {
 		var tcfg *tls.Config
 		if lc.Protocol.TLS() {
-			if b.tlsReload == nil {
-				if b.tlsReload, err = newTLSReloader(cfg.TLS, b); err != nil {
-					closeListeners()
-					return fail(fmt.Errorf("broker: listener %s: %w", lc.Name, err))
-				}
+			if tcfg, err = b.listenerTLS(lc); err != nil {
+				closeListeners()
+				return fail(fmt.Errorf("broker: listener %s: %w", lc.Name, err))
 			}
-			tcfg = b.tlsReload.serverConfig(lc.Protocol == SSL)
 		}
 		l, err := b.openListener(lc, tcfg)
 		if err != nil {
@@ -481,37 +489,46 @@ func (b *Broker) acceptLoop(l *listener) {
 		}
 		backoff = 0
 		if l.tls != nil {
-			nc = tls.Server(newReadBufferedConn(nc), l.tls)
+			nc = tls.Server(newTLSWire(nc), l.tls)
 		}
 		c := newConn(b, nc)
 		c.lis = l
 		if l.Protocol.SASL() {
 			c.sasl = &saslConn{}
 		}
-		b.mu.Lock()
-		if b.closing {
-			b.mu.Unlock()
-			nc.Close()
+		if !b.track(c) {
 			return
 		}
-		b.conns[c] = struct{}{}
-		b.wg.Add(1)
-		b.mu.Unlock()
-		b.metrics.connections.Inc()
-		go func() {
-			defer b.wg.Done()
-			if c.handshake() {
-				c.serve()
-			} else {
-				c.cancel()
-				c.nc.Close()
-			}
-			b.mu.Lock()
-			delete(b.conns, c)
-			b.mu.Unlock()
-			b.metrics.connections.Dec()
-		}()
 	}
+}
+
+// track registers c and serves it on its own goroutine until it ends. It
+// returns false, closing c's socket, when the broker is closing.
+func (b *Broker) track(c *conn) bool {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		c.nc.Close()
+		return false
+	}
+	b.conns[c] = struct{}{}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	b.metrics.connections.Inc()
+	go func() {
+		defer b.wg.Done()
+		if c.handshake() {
+			c.serve()
+		} else {
+			c.cancel()
+			c.nc.Close()
+		}
+		b.mu.Lock()
+		delete(b.conns, c)
+		b.mu.Unlock()
+		b.metrics.connections.Dec()
+	}()
+	return true
 }
 
 // advertisedHost is the host to advertise for a listener on host: itself,

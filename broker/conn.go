@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -88,6 +89,9 @@ type conn struct {
 	// tlsSmall gathers a vectored response's small buffers into one TLS
 	// record (tls.go). Write loop only.
 	tlsSmall []byte
+	// wire is the TCP connection under TLS (tls.go), corked by the write
+	// loop around each response; nil without TLS.
+	wire *tlsWire
 }
 
 // slot is one request awaiting its response.
@@ -544,6 +548,21 @@ func (c *conn) writeLoop() {
 // large fields if its API registered a vectored write (Fetch's record
 // sets, splice.go), else encoded into buf. It returns buf for reuse.
 func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int64, error) {
+	if c.wire == nil {
+		return c.writeResponseTo(buf, sw, s)
+	}
+	// TLS: the response's records go out in large writes (tls.go).
+	c.wire.cork()
+	buf, n, err := c.writeResponseTo(buf, sw, s)
+	if ferr := c.wire.uncork(); err == nil {
+		err = ferr
+	}
+	return buf, n, err
+}
+
+// writeResponseTo writes the response of s to the connection (through
+// the TLS layer on TLS listeners).
+func (c *conn) writeResponseTo(buf []byte, sw *spliceWriter, s *slot) ([]byte, int64, error) {
 	if s.rawToken { // SaslHandshake v0 flow: size and token, no header
 		buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(s.raw)))
 		buf = append(buf, s.raw...)
@@ -554,7 +573,7 @@ func (c *conn) writeResponse(buf []byte, sw *spliceWriter, s *slot) ([]byte, int
 		bufs, b, spliced := s.api.vectored(sw, buf, s.corr, s.resp)
 		buf = b
 		if spliced {
-			if c.lis != nil && c.lis.tls != nil {
+			if _, isTLS := c.nc.(*tls.Conn); isTLS {
 				n, err := c.writeTLSBuffers(bufs)
 				return buf, n, err
 			}

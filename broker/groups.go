@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weirhq/weir/broker/authz"
 	"github.com/weirhq/weir/broker/group"
 	wlog "github.com/weirhq/weir/broker/log"
 )
@@ -42,6 +43,8 @@ func init() {
 			a.handle = deleteGroupsAll
 		case kmsg.DescribeGroups:
 			a.handle = describeGroupsAll
+		case kmsg.ConsumerGroupHeartbeat, kmsg.JoinGroup: // not under a share group's ID (shares.go)
+			a.handle = handleGroupNotShare
 		}
 		regAPI(a)
 	}
@@ -65,11 +68,16 @@ func (b *Broker) startGroups() error {
 		}
 	}
 	coord, err := group.NewCoordinator(group.Options{
-		NodeID:     b.cfg.NodeID,
-		Host:       b.host,
-		Port:       b.port,
-		Offsets:    t.parts[0],
-		Topics:     brokerTopics{b},
+		NodeID:  b.cfg.NodeID,
+		Host:    b.host,
+		Port:    b.port,
+		Offsets: t.parts[0],
+		Topics:  brokerTopics{b},
+		// A regex subscription resolves to the topics the member's
+		// principal may describe (authz.go), as Kafka's coordinator.
+		TopicDescribable: func(principal, host, topic string) bool {
+			return b.authz == nil || b.authz.Allowed(principal, host, authz.OpDescribe, authz.ResourceTopic, topic)
+		},
 		Now:        b.cfg.Now,
 		Logger:     b.cfg.Logger.With("component", "group"),
 		Registerer: b.cfg.Registerer,
@@ -87,7 +95,7 @@ func (b *Broker) startGroups() error {
 // FindCoordinator answers with the advertised address of the listener the
 // request came in on (the coordinator knows only the first listener's).
 func handleGroup(b *Broker, ctx context.Context, s *slot, req kmsg.Request) (kmsg.Response, error) {
-	resp, err := b.groups.Handle(group.WithClient(ctx, s.clientID, s.host), req)
+	resp, err := b.groups.Handle(group.WithPrincipal(group.WithClient(ctx, s.clientID, s.host), s.principal), req)
 	if fc, ok := resp.(*kmsg.FindCoordinatorResponse); ok && err == nil {
 		host, port := b.endpoint(s)
 		if fc.NodeID == b.cfg.NodeID && fc.ErrorCode == 0 {

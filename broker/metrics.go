@@ -51,7 +51,7 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		producedBatches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_produced_batches_total", Help: "Produce partition requests appended."}),
 		fetchedBytes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_broker_fetched_bytes_total", Help: "Record batch bytes returned by Fetch."}),
 		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "weir_broker_authentications_total", Help: "SASL authentications and re-authentications by mechanism, and TLS handshakes (mechanism TLS), by result (success, failure).",
+			Name: "weir_broker_authentications_total", Help: "SASL authentications and re-authentications by mechanism, TLS handshakes (mechanism TLS) and HTTP logins (mechanisms HTTP_BASIC, HTTP_BEARER), by result (success, failure).",
 		}, []string{"mechanism", "result"}),
 	}
 	m.authzDenied = prometheus.NewCounterVec(prometheus.CounterOpts{

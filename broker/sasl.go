@@ -204,13 +204,13 @@ func (c *conn) saslGate(s *slot, req kmsg.Request) (handled, keep bool) {
 func (c *conn) saslHandshake(s *slot, req *kmsg.SASLHandshakeRequest) bool {
 	st := c.sasl
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = slices.Clone(c.b.saslMechs)
+	resp.SupportedMechanisms = slices.Clone(c.saslMechanisms()) // listener_security.go
 	switch {
 	case st.sess != nil || (!st.authenticated && st.mech != ""):
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		c.logger.Info("closing connection: SaslHandshake during a SASL exchange")
 		return c.answerAndClose(s, resp)
-	case !slices.Contains(c.b.saslMechs, req.Mechanism):
+	case !slices.Contains(c.saslMechanisms(), req.Mechanism):
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		c.logger.Info("closing connection: SASL mechanism not enabled", "mechanism", req.Mechanism)
 		return c.answerAndClose(s, resp)
@@ -305,14 +305,14 @@ func (c *conn) saslAuthenticate(s *slot, req *kmsg.SASLAuthenticateRequest) bool
 	var lifetime time.Duration
 	if err == nil {
 		principal := st.sess.Principal()
-		lifetime = c.b.cfg.SASL.MaxReauth
+		lifetime = c.maxReauth()
 		if exp := st.sess.Expiry(); lifetime > 0 && !exp.IsZero() {
 			lifetime = min(lifetime, exp.Sub(now))
 		}
 		switch {
 		case st.authenticated && principal != c.principal:
 			err = errors.New("Cannot change principals during re-authentication")
-		case c.b.cfg.SASL.MaxReauth > 0 && lifetime <= 0:
+		case c.maxReauth() > 0 && lifetime <= 0:
 			err = errors.New("Authentication failed: credential expired")
 		}
 		if err == nil {

@@ -255,6 +255,33 @@ func handleShareHeartbeat(b *Broker, ctx context.Context, s *slot, kreq kmsg.Req
 	return handleShare(b, ctx, s, req)
 }
 
+// handleGroupNotShare serves ConsumerGroupHeartbeat and JoinGroup, which
+// the group coordinator would answer by making a consumer or classic group
+// of the ID: under a share group's ID they are refused as by Kafka (share
+// and consumer groups share one namespace, KAFKA-20799), a
+// ConsumerGroupHeartbeat of any member epoch with GROUP_ID_NOT_FOUND
+// ("Group <id> is not a consumer group."), a JoinGroup with
+// INCONSISTENT_GROUP_PROTOCOL.
+func handleGroupNotShare(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (kmsg.Response, error) {
+	switch req := kreq.(type) {
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		if req.Group != "" && b.shares.IsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			resp.ErrorMessage = kmsg.StringPtr("Group " + req.Group + " is not a consumer group.")
+			return resp, nil
+		}
+	case *kmsg.JoinGroupRequest:
+		if req.Group != "" && b.shares.IsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+			resp.Generation, resp.MemberID = -1, req.MemberID
+			return resp, nil
+		}
+	}
+	return handleGroup(b, ctx, s, kreq)
+}
+
 // otherGroupType is "classic" or "consumer" if the group coordinator holds
 // id as such a group (with members or committed offsets), else "".
 func (b *Broker) otherGroupType(ctx context.Context, s *slot, id string) (string, error) {

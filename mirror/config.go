@@ -54,6 +54,19 @@ type Config struct {
 	// RescanInterval is how often the source's topic list is read again
 	// for new topics (TopicRegex) and new partitions. Default 30s.
 	RescanInterval time.Duration
+	// SyncGroups, if not empty, is a regular expression (matched against
+	// the whole name) selecting source consumer groups whose committed
+	// offsets the mirror translates and commits on the target while it
+	// runs, every SyncGroupsInterval (MirrorMaker 2's
+	// sync.group.offsets.enabled): a group that stops on the source
+	// resumes on the target at the copy of its next record, without a
+	// Cutover. A target group's offset never moves backwards, and a group
+	// with members on the target is left alone. See the package
+	// documentation for the guarantee.
+	SyncGroups string
+	// SyncGroupsInterval is the period of the group offset sync. Default
+	// 10s.
+	SyncGroupsInterval time.Duration
 	// ReplicationFactor of the topics the mirror creates on the target.
 	// Default -1: the target's default.
 	ReplicationFactor int16
@@ -93,6 +106,9 @@ func (c *Config) withDefaults(needTopics bool) (Config, *regexp.Regexp, error) {
 	if out.ReplicationFactor == 0 {
 		out.ReplicationFactor = -1
 	}
+	if out.SyncGroupsInterval == 0 {
+		out.SyncGroupsInterval = defaultSyncGroupsInterval
+	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -118,6 +134,9 @@ func (c *Config) withDefaults(needTopics bool) (Config, *regexp.Regexp, error) {
 	if out.RescanInterval < 0 {
 		errs = append(errs, fmt.Errorf("rescan interval %v < 0", out.RescanInterval))
 	}
+	if out.SyncGroupsInterval < 0 {
+		errs = append(errs, fmt.Errorf("group sync interval %v < 0", out.SyncGroupsInterval))
+	}
 	if out.ReplicationFactor < -1 {
 		errs = append(errs, fmt.Errorf("replication factor %d: want -1 (target default) or >= 1", out.ReplicationFactor))
 	}
@@ -133,6 +152,9 @@ func (c *Config) withDefaults(needTopics bool) (Config, *regexp.Regexp, error) {
 			errs = append(errs, fmt.Errorf("topic regex: %v", err))
 		}
 	}
+	if _, err := out.groupRegex(); err != nil {
+		errs = append(errs, err)
+	}
 	if needTopics && len(out.Topics) == 0 && out.TopicRegex == "" {
 		errs = append(errs, errors.New("no topics: give topic names or a regex"))
 	}
@@ -140,6 +162,18 @@ func (c *Config) withDefaults(needTopics bool) (Config, *regexp.Regexp, error) {
 		return out, nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return out, re, nil
+}
+
+// groupRegex compiles SyncGroups to match whole names; nil if empty.
+func (c *Config) groupRegex() (*regexp.Regexp, error) {
+	if c.SyncGroups == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile("^(?:" + c.SyncGroups + ")$")
+	if err != nil {
+		return nil, fmt.Errorf("group sync regex: %v", err)
+	}
+	return re, nil
 }
 
 func (c *Config) progressTopic() string { return internalPrefix + c.ID + ".progress" }

@@ -59,6 +59,24 @@
 // copy and the cutover are not counted, so the group reads again at most
 // the records of that one in-flight batch — never fewer than it should.
 //
+// Continuous group offset sync (Config.SyncGroups, a regular expression of
+// group names; MirrorMaker 2's sync.group.offsets.enabled): while the
+// mirror runs, every Config.SyncGroupsInterval, the committed source offsets
+// of the selected groups are translated as Cutover translates them and
+// committed for the same group on the target. A partition is translated
+// only once the mirror has copied up to the group's offset; a translation
+// at or below the target group's committed offset is not committed (a
+// target group never moves backwards); a group with members on the target
+// is not written to (checked before each commit, and refused by the broker
+// with UNKNOWN_MEMBER_ID should a member join in between). The guarantee is
+// Cutover's for a group that stops on the source and starts on the target
+// after the next sync round: it resumes at the copy of its next source
+// record, no gap, at most the records of one in-flight batch read twice. A
+// consumer started on the target before that round resumes at the previous
+// round's translation and reads again what the group read on the source
+// since (with no earlier translation at all, where its reset policy says).
+// Offset commit metadata is not copied.
+//
 // # Metrics
 //
 // Registered with Config.Registerer, each labelled mirror=<ID>:
@@ -67,7 +85,10 @@
 // topic and partition: source offsets not yet copied at the last fetch, and
 // the age of the last record copied while behind, 0 when caught up),
 // weir_mirror_offset_syncs_total, weir_mirror_restarts_total,
-// weir_mirror_restart_skipped_records_total and
-// weir_mirror_source_data_loss_total. Status reports the same lag from the
+// weir_mirror_restart_skipped_records_total,
+// weir_mirror_source_data_loss_total, and, by group,
+// weir_mirror_group_offsets_synced_total (partition offsets committed on the
+// target by the group offset sync) and weir_mirror_group_sync_skipped_total
+// (rounds that left a group alone: members on the target). Status reports the same lag from the
 // stored progress, without the mirror running.
 package mirror

@@ -16,7 +16,10 @@ type metrics struct {
 	restarts   prometheus.Counter
 	deduped    prometheus.Counter
 	dataLoss   prometheus.Counter
-	collectors []prometheus.Collector
+	// group offset sync (groups.go), by group
+	groupSynced *prometheus.CounterVec
+	groupSkips  *prometheus.CounterVec
+	collectors  []prometheus.Collector
 }
 
 func newMetrics(id string, reg prometheus.Registerer) (*metrics, error) {
@@ -38,8 +41,12 @@ func newMetrics(id string, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Records found already copied (compared equal) on the target after a stop without progress, and not copied again."}),
 		dataLoss: prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_mirror_source_data_loss_total", ConstLabels: l,
 			Help: "Times the source no longer held the records the mirror was to copy next (retention ran ahead of the mirror)."}),
+		groupSynced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_mirror_group_offsets_synced_total", ConstLabels: l,
+			Help: "Partition offsets of a consumer group translated and committed on the target by the group offset sync."}, []string{"group"}),
+		groupSkips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_mirror_group_sync_skipped_total", ConstLabels: l,
+			Help: "Times the group offset sync left a group alone because it has members on the target."}, []string{"group"}),
 	}
-	m.collectors = []prometheus.Collector{m.records, m.bytes, m.lagRecords, m.lagSeconds, m.syncs, m.restarts, m.deduped, m.dataLoss}
+	m.collectors = []prometheus.Collector{m.records, m.bytes, m.lagRecords, m.lagSeconds, m.syncs, m.restarts, m.deduped, m.dataLoss, m.groupSynced, m.groupSkips}
 	if reg != nil {
 		for _, c := range m.collectors {
 			if err := reg.Register(c); err != nil {

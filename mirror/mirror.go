@@ -18,9 +18,10 @@ import (
 // with Run; its methods are not meant to be called concurrently, except
 // that Run may be cancelled through its context at any time.
 type Mirror struct {
-	cfg Config
-	re  *regexp.Regexp
-	met *metrics
+	cfg     Config
+	re      *regexp.Regexp
+	groupRe *regexp.Regexp // SyncGroups; nil: no group offset sync
+	met     *metrics
 
 	// Per run of runOnce.
 	src, tgt       *kgo.Client
@@ -74,11 +75,12 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
+	groupRe, _ := c.groupRegex() // validated by withDefaults
 	met, err := newMetrics(c.ID, c.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	return &Mirror{cfg: c, re: re, met: met}, nil
+	return &Mirror{cfg: c, re: re, groupRe: groupRe, met: met}, nil
 }
 
 // permanent errors end Run; any other error restarts the copy from the
@@ -92,8 +94,16 @@ func permanent(err error) bool {
 // synced) and returns nil. An error that a restart cannot cure
 // (configuration, missing topic, partition mismatch, foreign records in the
 // mirror's topics) is returned; any other error restarts the copy from the
-// progress stored on the target, with a backoff of up to 10s.
+// progress stored on the target, with a backoff of up to 10s. With
+// Config.SyncGroups, the group offset sync runs beside the copy until Run
+// returns.
 func (m *Mirror) Run(ctx context.Context) error {
+	if m.groupRe != nil {
+		gctx, gcancel := context.WithCancel(ctx)
+		gdone := make(chan struct{})
+		go func() { defer close(gdone); m.syncGroupsLoop(gctx) }()
+		defer func() { gcancel(); <-gdone }()
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		err := m.runOnce(ctx)

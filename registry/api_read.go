@@ -51,7 +51,8 @@ func parseID(req *http.Request) (int, error) {
 	return int(id), nil
 }
 
-// byID returns the schema of id. Read lock held.
+// byID returns the schema of id, if the request may read one subject
+// using it (Confluent's SCHEMA_READ). Read lock held.
 func (r *Registry) byID(req *http.Request) (*idSchema, error) {
 	id, err := parseID(req)
 	if err != nil {
@@ -61,7 +62,34 @@ func (r *Registry) byID(req *http.Request) (*idSchema, error) {
 	if !ok {
 		return nil, errSchemaNotFound()
 	}
+	if r.cfg.Authorizer != nil {
+		uses := r.usesOf(id, true)
+		readable := false
+		for _, sv := range uses {
+			if r.allowed(req, SubjectRead, sv.Subject) {
+				readable = true
+				break
+			}
+		}
+		if !readable {
+			return nil, newError(http.StatusForbidden, CodeForbidden, "User is denied operation SCHEMA_READ on schema id %d", id)
+		}
+	}
 	return s, nil
+}
+
+// readable keeps the subjects the request may read. Read lock held.
+func (r *Registry) readable(req *http.Request, subjects []string) []string {
+	if r.cfg.Authorizer == nil {
+		return subjects
+	}
+	out := []string{}
+	for _, s := range subjects {
+		if r.allowed(req, SubjectRead, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (r *Registry) getSchemaByID(_ http.ResponseWriter, req *http.Request) (any, error) {
@@ -112,6 +140,9 @@ func (r *Registry) getSubjectsByID(_ http.ResponseWriter, req *http.Request) (an
 	}
 	out := []string{}
 	for _, sv := range r.usesOf(s.id, boolParam(req, "deleted")) {
+		if !r.allowed(req, SubjectRead, sv.Subject) {
+			continue
+		}
 		if len(out) == 0 || out[len(out)-1] != sv.Subject {
 			out = append(out, sv.Subject)
 		}
@@ -126,13 +157,19 @@ func (r *Registry) getVersionsByID(_ http.ResponseWriter, req *http.Request) (an
 	if err != nil {
 		return nil, err
 	}
-	return r.usesOf(s.id, boolParam(req, "deleted")), nil
+	out := []subjectVersion{}
+	for _, sv := range r.usesOf(s.id, boolParam(req, "deleted")) {
+		if r.allowed(req, SubjectRead, sv.Subject) {
+			out = append(out, sv)
+		}
+	}
+	return out, nil
 }
 
 func (r *Registry) getSubjects(_ http.ResponseWriter, req *http.Request) (any, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.st.subjectNames(boolParam(req, "deleted"), req.URL.Query().Get("subjectPrefix")), nil
+	return r.readable(req, r.st.subjectNames(boolParam(req, "deleted"), req.URL.Query().Get("subjectPrefix"))), nil
 }
 
 func (r *Registry) versionResponse(v *version) versionResponse {
@@ -147,7 +184,7 @@ func (r *Registry) getSchemas(_ http.ResponseWriter, req *http.Request) (any, er
 	defer r.mu.RUnlock()
 	deleted, latestOnly := boolParam(req, "deleted"), boolParam(req, "latestOnly")
 	out := []versionResponse{}
-	for _, subject := range r.st.subjectNames(deleted, req.URL.Query().Get("subjectPrefix")) {
+	for _, subject := range r.readable(req, r.st.subjectNames(deleted, req.URL.Query().Get("subjectPrefix"))) {
 		vs := r.st.versions(subject, deleted)
 		if latestOnly {
 			vs = vs[len(vs)-1:]

@@ -36,8 +36,12 @@ var requestTypes = map[string]bool{
 //     Content-Type other than the registry's JSON types: 415.
 func (r *Registry) Handler() http.Handler {
 	mux := http.NewServeMux()
-	h := func(pattern string, fn func(w http.ResponseWriter, req *http.Request) (any, error)) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
+	for _, rt := range r.routes() {
+		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, req *http.Request) {
+			if a, subject := routeAction(req, rt.perSubject, rt.global); a != 0 && !r.allowed(req, a, subject) {
+				writeError(w, errForbidden(a, subject))
+				return
+			}
 			if req.Body != nil && req.ContentLength != 0 {
 				if ct := req.Header.Get("Content-Type"); ct != "" {
 					mt, _, err := mime.ParseMediaType(ct)
@@ -48,7 +52,7 @@ func (r *Registry) Handler() http.Handler {
 				}
 				req.Body = http.MaxBytesReader(w, req.Body, r.cfg.MaxRequestBytes)
 			}
-			v, err := fn(w, req)
+			v, err := rt.fn(w, req)
 			if err != nil {
 				writeError(w, err)
 				return
@@ -61,41 +65,58 @@ func (r *Registry) Handler() http.Handler {
 			writeJSON(w, http.StatusOK, v)
 		})
 	}
-	h("GET /{$}", func(http.ResponseWriter, *http.Request) (any, error) { return struct{}{}, nil })
-	h("GET /schemas/types", r.getTypes)
-	h("GET /schemas", r.getSchemas)
-	h("GET /schemas/ids/{id}", r.getSchemaByID)
-	h("GET /schemas/ids/{id}/schema", r.getSchemaTextByID)
-	h("GET /schemas/ids/{id}/subjects", r.getSubjectsByID)
-	h("GET /schemas/ids/{id}/versions", r.getVersionsByID)
-	h("GET /subjects", r.getSubjects)
-	h("POST /subjects/{subject}", r.lookup)
-	h("DELETE /subjects/{subject}", r.deleteSubject)
-	h("GET /subjects/{subject}/versions", r.getVersions)
-	h("POST /subjects/{subject}/versions", r.register)
-	h("GET /subjects/{subject}/versions/{version}", r.getVersion)
-	h("GET /subjects/{subject}/versions/{version}/schema", r.getVersionText)
-	h("GET /subjects/{subject}/versions/{version}/referencedby", r.getReferencedBy)
-	h("DELETE /subjects/{subject}/versions/{version}", r.deleteVersion)
-	h("POST /compatibility/subjects/{subject}/versions/{version}", r.checkCompatibility)
-	h("POST /compatibility/subjects/{subject}/versions", r.checkCompatibility)
-	h("GET /config", r.getConfig)
-	h("PUT /config", r.putConfig)
-	h("DELETE /config", r.deleteConfig)
-	h("GET /config/{subject}", r.getConfig)
-	h("PUT /config/{subject}", r.putConfig)
-	h("DELETE /config/{subject}", r.deleteConfig)
-	h("GET /mode", r.getMode)
-	h("PUT /mode", r.putMode)
-	h("DELETE /mode", r.deleteMode)
-	h("GET /mode/{subject}", r.getMode)
-	h("PUT /mode/{subject}", r.putMode)
-	h("DELETE /mode/{subject}", r.deleteMode)
-	h("GET /contexts", func(http.ResponseWriter, *http.Request) (any, error) { return []string{"."}, nil })
-	h("/", func(http.ResponseWriter, *http.Request) (any, error) {
-		return nil, newError(http.StatusNotFound, 404, "HTTP 404 Not Found")
-	})
 	return mux
+}
+
+// route is one endpoint of the API and the authorization it needs
+// (authz.go): perSubject on the path's subject, or global without one,
+// checked before fn; a route with neither is public or checkedByHandler.
+type route struct {
+	pattern          string
+	perSubject       Action
+	global           Action
+	checkedByHandler bool // fn filters its answer or checks per schema id
+	fn               func(w http.ResponseWriter, req *http.Request) (any, error)
+}
+
+func (r *Registry) routes() []route {
+	const none = Action(0)
+	rs := []route{
+		{"GET /{$}", none, none, false, func(http.ResponseWriter, *http.Request) (any, error) { return struct{}{}, nil }},
+		{"GET /schemas/types", none, none, false, r.getTypes},
+		{"GET /schemas", none, none, true, r.getSchemas},
+		{"GET /schemas/ids/{id}", none, none, true, r.getSchemaByID},
+		{"GET /schemas/ids/{id}/schema", none, none, true, r.getSchemaTextByID},
+		{"GET /schemas/ids/{id}/subjects", none, none, true, r.getSubjectsByID},
+		{"GET /schemas/ids/{id}/versions", none, none, true, r.getVersionsByID},
+		{"GET /subjects", none, none, true, r.getSubjects},
+		{"POST /subjects/{subject}", SubjectRead, none, false, r.lookup},
+		{"DELETE /subjects/{subject}", SubjectDelete, none, false, r.deleteSubject},
+		{"GET /subjects/{subject}/versions", SubjectRead, none, false, r.getVersions},
+		{"POST /subjects/{subject}/versions", SubjectWrite, none, false, r.register},
+		{"GET /subjects/{subject}/versions/{version}", SubjectRead, none, false, r.getVersion},
+		{"GET /subjects/{subject}/versions/{version}/schema", SubjectRead, none, false, r.getVersionText},
+		{"GET /subjects/{subject}/versions/{version}/referencedby", SubjectRead, none, false, r.getReferencedBy},
+		{"DELETE /subjects/{subject}/versions/{version}", SubjectDelete, none, false, r.deleteVersion},
+		{"POST /compatibility/subjects/{subject}/versions/{version}", SubjectRead, none, false, r.checkCompatibility},
+		{"POST /compatibility/subjects/{subject}/versions", SubjectRead, none, false, r.checkCompatibility},
+		{"GET /contexts", none, none, false, func(http.ResponseWriter, *http.Request) (any, error) { return []string{"."}, nil }},
+		{"/", none, none, false, func(http.ResponseWriter, *http.Request) (any, error) {
+			return nil, newError(http.StatusNotFound, 404, "HTTP 404 Not Found")
+		}},
+	}
+	for _, res := range []struct {
+		path          string
+		get, put, del func(http.ResponseWriter, *http.Request) (any, error)
+	}{{"/config", r.getConfig, r.putConfig, r.deleteConfig}, {"/mode", r.getMode, r.putMode, r.deleteMode}} {
+		for _, p := range []string{res.path, res.path + "/{subject}"} {
+			rs = append(rs,
+				route{"GET " + p, SubjectConfigRead, GlobalConfigRead, false, res.get},
+				route{"PUT " + p, SubjectConfigWrite, GlobalConfigWrite, false, res.put},
+				route{"DELETE " + p, SubjectConfigWrite, GlobalConfigWrite, false, res.del})
+		}
+	}
+	return rs
 }
 
 // rawText is a handler result served as text (the /schema endpoints).

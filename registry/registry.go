@@ -80,6 +80,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Logger gets the registry's logs. Default: discarded.
 	Logger *slog.Logger
+	// Authorizer decides which requests of the REST API are allowed
+	// (the operations are listed in authz.go's Action). Default: nil,
+	// every request is allowed.
+	Authorizer Authorizer
 }
 
 func (c *Config) ensureDefaults() {

@@ -200,10 +200,12 @@ func (c *procCore) windowCandidates(st *taskStore, lo, hi []byte) ([][]byte, err
 	if err != nil {
 		return nil, &fatalError{fmt.Errorf("task %s: store %s: %w", c.t.id, st.spec.name, err)}
 	}
+	// Compared as strings: only the keys in range are copied (the dirty
+	// set holds every window key the open Txn wrote, in any key's range).
+	los, his := string(lo), string(hi)
 	for k := range c.dirtyOf(st).keys {
-		kb := []byte(k)
-		if bytes.Compare(kb, lo) >= 0 && bytes.Compare(kb, hi) < 0 {
-			keys = append(keys, kb)
+		if k >= los && k < his {
+			keys = append(keys, []byte(k))
 		}
 	}
 	slices.SortFunc(keys, bytes.Compare)

@@ -106,15 +106,16 @@ type queryConfig struct {
 	listen     string // QueryServer: serve the HTTP API on this address during Run
 	advertised string // AdvertisedQueryEndpoint
 	client     *http.Client
+	middleware func(http.Handler) http.Handler // QueryMiddleware (query_http.go)
 }
 
 // QueryServer makes Run serve the query HTTP API (QueryHandler) on addr
 // (host:port; port 0 picks one) and advertise it to the group, so that the
 // other instances forward lookups for this instance's partitions to it.
 // Unless AdvertisedQueryEndpoint says otherwise, the advertised endpoint is
-// the listener's address: give a routable host, not 0.0.0.0. The API has no
-// authentication: serve it on a trusted network. Run fails if addr cannot be
-// bound. Default: none.
+// the listener's address: give a routable host, not 0.0.0.0. Without
+// QueryMiddleware the API has no authentication: serve it on a trusted
+// network. Run fails if addr cannot be bound. Default: none.
 func QueryServer(addr string) Opt { return optFunc(func(c *config) { c.query.listen = addr }) }
 
 // AdvertisedQueryEndpoint sets the endpoint other instances forward queries

@@ -472,6 +472,18 @@ func fromHTTPEntry(h httpEntry) StoreEntry {
 	return StoreEntry{Key: h.Key64, Value: h.Value64, Timestamp: time.UnixMilli(h.TimestampMs), Partition: h.Partition, Stale: h.Stale}
 }
 
+// QueryMiddleware wraps the handler QueryServer serves with mw, which sees
+// every request before the API does: authentication and authorization (the
+// weir CLI passes its broker's, which checks basic auth or client
+// certificates and the ACLs), logging, limits. The requests other instances
+// forward go through it too, so give QueryHTTPClient what they need to pass
+// it (a client certificate, or a transport adding credentials).
+// QueryHandler itself is not wrapped: wrap it where you mount it. Default:
+// none.
+func QueryMiddleware(mw func(http.Handler) http.Handler) Opt {
+	return optFunc(func(c *config) { c.query.middleware = mw })
+}
+
 // serveQueries starts the QueryServer listener, if configured, and fixes the
 // advertised endpoint. The returned function stops the server.
 func (a *App) serveQueries() (stop func(), err error) {
@@ -482,7 +494,11 @@ func (a *App) serveQueries() (stop func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("query server: %w", err)
 		}
-		srv := &http.Server{Handler: a.QueryHandler(), ReadHeaderTimeout: 10 * time.Second}
+		h := a.QueryHandler()
+		if mw := a.cfg.query.middleware; mw != nil {
+			h = mw(h)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

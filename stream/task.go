@@ -60,7 +60,11 @@ type task struct {
 	// flushState, or discarded by abortRound): an operator keeping memory
 	// of writes of the open txn (timers, process_timers.go) drops it when
 	// txnGen moves.
-	txnGen  uint64
+	txnGen uint64
+	// aborts counts abortRound calls: an operator keeping in-memory state
+	// derived from the aborted rounds (the windowed operator's watermark)
+	// takes it back when aborts moves.
+	aborts  uint64
 	pending []*kgo.Record
 	slab    []kgo.Record  // unused records for emit
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
@@ -666,6 +670,7 @@ func (t *task) abortRound() {
 		t.txn = nil
 	}
 	t.txnGen++
+	t.aborts++
 	t.streamTime = t.roundStart
 	t.rollbackWatermark()
 	if t.roundNext != nil {

@@ -46,9 +46,12 @@ import (
 // it.
 //
 // Invariants:
-//   - o.wm never decreases; every lateness decision and every close uses
-//     it, so a window is closed exactly when the watermark passes its
-//     close time, and a record that would reach a closed window is late;
+//   - o.wm never decreases, except when a transaction is aborted: it then
+//     goes back to the store's committed mark (the task's watermark goes
+//     back too, and the aborted records are processed again, not late);
+//     every lateness decision and every close uses it, so a window is
+//     closed exactly when the watermark passes its close time, and a
+//     record that would reach a closed window is late;
 //   - a 'c' entry is created only for a window whose end is past
 //     o.wm - closeDelta at that moment (else the record is late), so after
 //     a close scan up to end E no 'c' entry <= E appears again in this
@@ -193,6 +196,7 @@ type windowOp[K, V, A any] struct {
 	txn      *state.Txn
 	epoch    uint64
 	discards uint64
+	aborts   uint64              // the task's aborts when the watermark was last taken back
 	created  map[string]struct{} // 'c' and 'r' keys created in it
 	keyWins  map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
 
@@ -260,6 +264,12 @@ func (o *windowOp[K, V, A]) sync() {
 		// Aborted (or unknown): its deletions were undone.
 		o.scanned = o.committedScan
 		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
+	}
+	if o.aborts != t.aborts {
+		// A transaction was aborted, its mark with it: load takes the
+		// watermark back to the committed mark, advance to the task's.
+		o.aborts = t.aborts
+		o.wm, o.loaded = math.MinInt64, false
 	}
 	o.txn, o.epoch, o.discards = t.txn, t.txn.Epoch(), t.txn.Discards()
 	clear(o.created)

@@ -474,3 +474,48 @@ func TestCompression(t *testing.T) {
 		}
 	}
 }
+
+// weir-tls with --tls-compare reads the records back over both of its
+// listeners, in pairs alternating which goes first, and reports each
+// pair and the median TLS/PLAINTEXT ratio; --consume-passes reads them
+// several times in the consume phase. Nothing about speed is checked.
+func TestTLSCompareAndPasses(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Targets = []string{targetWeirTLS}
+	cfg.WidePartitions = 0
+	cfg.TLSCompare = 2
+	cfg.ConsumePasses = 2
+	cfg.ProfileDir = t.TempDir()
+	var log bytes.Buffer
+	cfg.Log = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\nlog:\n%s", err, log.String())
+	}
+	r := rep.Results[0]
+	if r.Err != "" || r.Read.Distinct != cfg.Records {
+		t.Fatalf("run: err %q read %+v\nlog:\n%s", r.Err, r.Read, log.String())
+	}
+	if len(r.TLSCompare) != 2 {
+		t.Fatalf("%d compare pairs, want 2", len(r.TLSCompare))
+	}
+	for i, p := range r.TLSCompare {
+		if p.Plain.Wall <= 0 || p.TLS.Wall <= 0 || p.Plain.BrokerCPU < 0 || p.TLS.BrokerCPU < 0 {
+			t.Errorf("pair %d: %+v", i, p)
+		}
+	}
+	// Each leg is a phase of its own, profiled under its own name.
+	for _, leg := range []string{"compare1-plain", "compare1-tls", "compare2-tls", "compare2-plain"} {
+		if _, err := os.Stat(filepath.Join(cfg.ProfileDir, "weir-tls-r1-"+leg+".pprof")); err != nil {
+			t.Errorf("no profile of %s: %v", leg, err)
+		}
+	}
+	md := rep.Markdown()
+	if !strings.Contains(md, "## TLS vs PLAINTEXT on one weir broker") ||
+		!regexp.MustCompile(`(?m)^Median TLS/PLAINTEXT over 2 pairs: [0-9.]+x .*(PASS|MISS)$`).MatchString(md) ||
+		!strings.Contains(md, "read back in full (2 time(s)") {
+		t.Fatalf("report lacks the TLS comparison or the passes:\n%s", md)
+	}
+}

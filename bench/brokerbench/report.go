@@ -28,16 +28,24 @@ type Result struct {
 	Fixed   Phase
 	Read    readStats
 	Latency Latency
+
+	// TLSCompare: weir-tls with --tls-compare, the pairs of reads over
+	// the broker's PLAINTEXT and SSL listeners.
+	TLSCompare []TLSPair
 }
 
 // payloadGB is the record-value volume of the throughput phase in GB (1e9 bytes).
 func payloadGB(cfg Config) float64 { return float64(cfg.Records) * float64(cfg.RecordSize) / 1e9 }
 
-func (r Result) summary() string {
+// consumedGB is the record-value volume read in the consume phase in GB:
+// the throughput phase's records, once per pass.
+func consumedGB(cfg Config) float64 { return payloadGB(cfg) * float64(cfg.passes()) }
+
+func (r Result) summary(passes int) string {
 	return fmt.Sprintf("produce %.0f rec/s (broker %.2f CPU-s), consume %.0f rec/s (broker %.2f CPU-s), "+
 		"p50/p99 at fixed rate %.2f/%.2f ms, idle RSS %.1f MB, wide RSS %.1f MB",
 		recPerSec(r.Produce.Wall, r.Read.Distinct), r.Produce.BrokerCPU,
-		recPerSec(r.Consume.Wall, r.Read.Distinct), r.Consume.BrokerCPU,
+		recPerSec(r.Consume.Wall, r.Read.Distinct*passes), r.Consume.BrokerCPU,
 		ms(r.Latency.P50), ms(r.Latency.P99), mb(r.IdleRSS), mb(r.WideRSS))
 }
 
@@ -76,28 +84,28 @@ var metrics = []metric{
 		return payloadGB(c) * 1e3 / r.Produce.Wall.Seconds()
 	}},
 	{name: "consume throughput", unit: "records/s", value: func(r Result, c Config) float64 {
-		return recPerSec(r.Consume.Wall, c.Records)
+		return recPerSec(r.Consume.Wall, c.Records*c.passes())
 	}},
 	{name: "consume throughput", unit: "MB/s", value: func(r Result, c Config) float64 {
-		return payloadGB(c) * 1e3 / r.Consume.Wall.Seconds()
+		return consumedGB(c) * 1e3 / r.Consume.Wall.Seconds()
 	}},
 	{name: "broker CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.BrokerCPU / payloadGB(c)
 	}, target: &goal{text: "weir/kfake <= 0.6", pass: func(_, q float64) bool { return q <= 0.6 }}},
 	{name: "broker CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
-		return r.Consume.BrokerCPU / payloadGB(c)
+		return r.Consume.BrokerCPU / consumedGB(c)
 	}, target: &goal{text: "weir/kfake <= 0.5", pass: func(_, q float64) bool { return q <= 0.5 }}},
 	{name: "… of which kernel (sys), produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.BrokerSys / payloadGB(c)
 	}},
 	{name: "… of which kernel (sys), consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
-		return r.Consume.BrokerSys / payloadGB(c)
+		return r.Consume.BrokerSys / consumedGB(c)
 	}},
 	{name: "client CPU per GB produced", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
 		return r.Produce.ClientCPU / payloadGB(c)
 	}},
 	{name: "client CPU per GB consumed", unit: "CPU-s/GB", lower: true, value: func(r Result, c Config) float64 {
-		return r.Consume.ClientCPU / payloadGB(c)
+		return r.Consume.ClientCPU / consumedGB(c)
 	}},
 	{name: "produce latency p50 at fixed rate", unit: "ms", lower: true, value: func(r Result, _ Config) float64 {
 		return ms(r.Latency.P50)
@@ -196,8 +204,8 @@ func (rep *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "- Machine: %s\n", machineFacts())
 	fmt.Fprintf(&b, "- Workload: 1 topic, %d partitions (NATS: one stream, %d subjects), %d B records, acks=all, "+
-		"%d records produced then read back in full; then %v at a fixed %d records/s with linger 0 (%d records)",
-		cfg.Partitions, cfg.Partitions, cfg.RecordSize, cfg.Records, cfg.RateDuration, cfg.Rate, cfg.rateRecords())
+		"%d records produced then read back in full (%d time(s), a fresh consumer each); then %v at a fixed %d records/s with linger 0 (%d records)",
+		cfg.Partitions, cfg.Partitions, cfg.RecordSize, cfg.Records, cfg.passes(), cfg.RateDuration, cfg.Rate, cfg.rateRecords())
 	if cfg.WidePartitions > 0 {
 		fmt.Fprintf(&b, "; RSS with a %d-partition topic, one record written to each (Kafka targets)", cfg.WidePartitions)
 	}
@@ -271,6 +279,7 @@ func (rep *Report) Markdown() string {
 	}
 
 	rep.compressionTable(&b)
+	rep.tlsTable(&b)
 
 	b.WriteString("\n## Runs\n\n")
 	b.WriteString("| round | pos | target | codec | produce rec/s | consume rec/s | broker CPU-s prod | broker CPU-s cons | p50 ms | p99 ms | idle RSS MB | wide RSS MB | read back | error |\n")
@@ -282,7 +291,7 @@ func (rep *Report) Markdown() string {
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %s | %s |\n",
 			r.Round, r.Position, r.Target, r.Codec,
-			recPerSec(r.Produce.Wall, cfg.Records), recPerSec(r.Consume.Wall, cfg.Records),
+			recPerSec(r.Produce.Wall, cfg.Records), recPerSec(r.Consume.Wall, cfg.Records*cfg.passes()),
 			r.Produce.BrokerCPU, r.Consume.BrokerCPU,
 			ms(r.Latency.P50), ms(r.Latency.P99), mb(r.IdleRSS), wideCell(r, cfg), read, mdEscape(r.Err))
 	}
@@ -464,4 +473,52 @@ func metricNamed(name, unit string) metric {
 		}
 	}
 	panic("brokerbench: no metric " + name + " in " + unit)
+}
+
+// tlsGoal is issue 20's target: TLS costs at most this many times the
+// broker CPU per GB of PLAINTEXT.
+const tlsGoal = 1.5
+
+// tlsTable shows the weir-tls runs' pairs of reads over PLAINTEXT and SSL
+// on one broker, with the TLS/PLAINTEXT ratio of broker CPU per GB
+// consumed per pair and its median over all pairs of all rounds.
+func (rep *Report) tlsTable(b *strings.Builder) {
+	var ratios []float64
+	for _, r := range rep.Results {
+		ratios = append(ratios, pairRatios(r.TLSCompare)...)
+	}
+	if len(ratios) == 0 {
+		return
+	}
+	gb := payloadGB(rep.Config)
+	b.WriteString("\n## TLS vs PLAINTEXT on one weir broker: broker CPU per GB consumed\n\n")
+	b.WriteString("Each pair reads every record once over the weir-tls broker's PLAINTEXT listener and once over its SSL\n" +
+		"listener (a fresh consumer each, which of the two goes first alternating), in the same process.\n\n")
+	b.WriteString("| round | pair | PLAINTEXT CPU-s/GB | of which sys | TLS CPU-s/GB | of which sys | TLS/PLAINTEXT |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Results {
+		for i, p := range r.TLSCompare {
+			q, ok := ratio(p.TLS.BrokerCPU, p.Plain.BrokerCPU, p.Plain.BrokerCPU > 0)
+			fmt.Fprintf(b, "| %d | %d | %.3f | %.3f | %.3f | %.3f | %s |\n", r.Round, i+1,
+				p.Plain.BrokerCPU/gb, p.Plain.BrokerSys/gb, p.TLS.BrokerCPU/gb, p.TLS.BrokerSys/gb, fmtRatio(q, ok))
+		}
+	}
+	slices.Sort(ratios)
+	med := ratios[len(ratios)/2]
+	if len(ratios)%2 == 0 {
+		med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+	}
+	fmt.Fprintf(b, "\nMedian TLS/PLAINTEXT over %d pairs: %.2fx (range %.2f–%.2f); target <= %.1fx: %s\n",
+		len(ratios), med, ratios[0], ratios[len(ratios)-1], tlsGoal, passMiss(med <= tlsGoal))
+}
+
+// pairRatios is the TLS/PLAINTEXT ratio of broker CPU of each pair.
+func pairRatios(pairs []TLSPair) []float64 {
+	var out []float64
+	for _, p := range pairs {
+		if p.Plain.BrokerCPU > 0 {
+			out = append(out, p.TLS.BrokerCPU/p.Plain.BrokerCPU)
+		}
+	}
+	return out
 }

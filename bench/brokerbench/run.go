@@ -49,6 +49,8 @@ var optionalTargets = []string{targetWeirTLS}
 type Config struct {
 	Targets        []string
 	Records        int           // throughput phase: records produced and read back
+	ConsumePasses  int           // times the records are read back in the consume phase (0: once)
+	TLSCompare     int           // weir-tls: pairs of full reads over PLAINTEXT and SSL on the same broker (0: none)
 	RecordSize     int           // bytes per record value
 	Partitions     int           // partitions of the topic / subjects of the stream
 	Rate           int           // records/s of the fixed-rate phase
@@ -113,6 +115,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Records < 1:
 		return errors.New("--records must be >= 1")
+	case c.ConsumePasses < 0:
+		return errors.New("--consume-passes must be >= 0")
+	case c.TLSCompare < 0:
+		return errors.New("--tls-compare must be >= 0")
 	case c.RecordSize < 8:
 		return errors.New("--record-size must be >= 8 (the record index is stored in the first 8 bytes)")
 	case c.Partitions < 1:
@@ -149,6 +155,9 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// passes is the number of full reads in the consume phase.
+func (c *Config) passes() int { return max(c.ConsumePasses, 1) }
 
 // rateRecords is the number of records sent in the fixed-rate phase.
 func (c *Config) rateRecords() int {
@@ -229,7 +238,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if res.Err != "" {
 					fmt.Fprintf(cfg.Log, "  %s FAILED: %s\n", target, res.Err)
 				} else {
-					fmt.Fprintf(cfg.Log, "  %s: %s\n", target, res.summary())
+					fmt.Fprintf(cfg.Log, "  %s: %s\n", target, res.summary(cfg.passes()))
 				}
 				rep.Results = append(rep.Results, res)
 				if !cfg.Keep {
@@ -350,19 +359,29 @@ func runThroughput(ctx context.Context, cfg Config, target, codec, dir string, r
 		return err
 	}
 
-	// Full read.
-	var rs readStats
+	// Full reads: every pass must read every record (Read shows the
+	// last pass).
 	if res.Consume, err = measured(ctx, cfg, ch, "consume", func(ctx context.Context) error {
-		var err error
-		rs, err = d.consume(ctx, cfg.Records)
-		return err
+		for range cfg.passes() {
+			rs, err := d.consume(ctx, cfg.Records)
+			res.Read = rs
+			if err != nil {
+				return err
+			}
+			if rs.Distinct != cfg.Records || rs.Foreign != 0 {
+				return fmt.Errorf("read back %d distinct of %d records (%d duplicates, %d foreign)",
+					rs.Distinct, cfg.Records, rs.Duplicates, rs.Foreign)
+			}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
-	res.Read = rs
-	if rs.Distinct != cfg.Records || rs.Foreign != 0 {
-		return fmt.Errorf("read back %d distinct of %d records (%d duplicates, %d foreign)",
-			rs.Distinct, cfg.Records, rs.Duplicates, rs.Foreign)
+
+	if target == targetWeirTLS && cfg.TLSCompare > 0 {
+		if res.TLSCompare, err = compareTLS(ctx, cfg, ch, codec, d); err != nil {
+			return err
+		}
 	}
 
 	// Fixed rate.
@@ -499,4 +518,53 @@ func (m *measure) stop(ch *child) (Phase, error) {
 		BrokerSys: b.Sys - m.broker0.Sys,
 		ClientCPU: selfCPU() - m.self0,
 	}, nil
+}
+
+// TLSPair is one pair of full reads of the weir-tls target's records, one
+// over its PLAINTEXT listener and one over its SSL listener.
+type TLSPair struct {
+	Plain, TLS Phase
+}
+
+// compareTLS reads every record back cfg.TLSCompare times over each of the
+// weir-tls broker's two listeners, alternating which goes first, and
+// measures each read as a phase of its own: the same process, data and
+// page cache, so the ratio of the two is as little disturbed by the rest
+// of the machine as this harness can make it.
+func compareTLS(ctx context.Context, cfg Config, ch *child, codec string, tlsDriver driver) ([]TLSPair, error) {
+	addr, err := os.ReadFile(filepath.Join(ch.dir, plaintextAddrFile))
+	if err != nil {
+		return nil, fmt.Errorf("tls compare: %w", err)
+	}
+	plain, err := newKafkaDriver(string(addr), codec, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer plain.close()
+	var out []TLSPair
+	for i := range cfg.TLSCompare {
+		var pair TLSPair
+		legs := []struct {
+			name string
+			d    driver
+			ph   *Phase
+		}{{"plain", plain, &pair.Plain}, {"tls", tlsDriver, &pair.TLS}}
+		if i%2 == 1 {
+			legs[0], legs[1] = legs[1], legs[0]
+		}
+		for _, leg := range legs {
+			*leg.ph, err = measured(ctx, cfg, ch, fmt.Sprintf("compare%d-%s", i+1, leg.name), func(ctx context.Context) error {
+				rs, err := leg.d.consume(ctx, cfg.Records)
+				if err == nil && (rs.Distinct != cfg.Records || rs.Foreign != 0) {
+					err = fmt.Errorf("read back %d distinct of %d records", rs.Distinct, cfg.Records)
+				}
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("tls compare over %s: %w", leg.name, err)
+			}
+		}
+		out = append(out, pair)
+	}
+	return out, nil
 }

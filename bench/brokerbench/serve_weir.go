@@ -69,17 +69,31 @@ func startWeirTLS(ctx context.Context, dir string, logger *slog.Logger) (*runnin
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
 		return nil, err
 	}
+	// The SSL listener is the target's address; a PLAINTEXT listener on
+	// the same broker serves the TLS comparison phase (--tls-compare),
+	// its address in plaintextAddrFile.
 	b, err := broker.Start(ctx, broker.Config{
-		DataDir:   dir,
-		Listeners: []broker.Listener{{Name: "SSL", Addr: "127.0.0.1:0", Protocol: broker.SSL}},
-		TLS:       broker.TLSConfig{CertFile: certFile, KeyFile: keyFile},
-		Logger:    logger,
+		DataDir: dir,
+		Listeners: []broker.Listener{
+			{Name: "SSL", Addr: "127.0.0.1:0", Protocol: broker.SSL},
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", Protocol: broker.Plaintext},
+		},
+		TLS:    broker.TLSConfig{CertFile: certFile, KeyFile: keyFile},
+		Logger: logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &running{addr: b.Addr(), close: b.Close}, nil
+	if err := os.WriteFile(filepath.Join(dir, plaintextAddrFile), []byte(b.ListenerAddr("PLAINTEXT")), 0o600); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return &running{addr: b.ListenerAddr("SSL"), close: b.Close}, nil
 }
+
+// plaintextAddrFile (in the weir-tls child's directory) holds the address
+// of its PLAINTEXT listener.
+const plaintextAddrFile = "plaintext-addr"
 
 // weirTLSClientConfig trusts the certificate startWeirTLS wrote into dir.
 func weirTLSClientConfig(dir string) (*tls.Config, error) {

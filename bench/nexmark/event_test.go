@@ -207,6 +207,41 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// Decode takes any layout of the format, not only Encode's: whitespace,
+// key order; and refuses what the format excludes (cases from wt/nexq's
+// tests of the fast path this decoder replaced).
+func TestDecodeLayouts(t *testing.T) {
+	bid := `{"event_type":2,"person":null,"auction":null,"bid":{"auction":1,"bidder":2,"price":3,"channel":"c","url":"u","dateTime":4,"extra":""}}`
+	for _, tc := range []struct {
+		in     string
+		accept bool
+	}{
+		{bid, true},
+		{strings.Replace(bid, `{"auction":1,`, `{ "auction":1,`, 1), true},              // whitespace
+		{strings.Replace(bid, `"bidder":2,"price":3`, `"price":3,"bidder":2`, 1), true}, // key order
+		{strings.Replace(bid, `"price":3`, `"price":3.5`, 1), false},                    // not an integer
+		{strings.Replace(bid, `"price":3`, `"price":1e3`, 1), false},
+		{strings.Replace(bid, `"price":3`, `"price":03`, 1), false},
+		{strings.Replace(bid, `"price":3`, `"price":99999999999999999999`, 1), false},
+		{strings.Replace(bid, `"extra":""`, `"extra":"","x":1`, 1), false},   // unknown field
+		{strings.Replace(bid, `"event_type":2`, `"event_type":1`, 1), false}, // type and field disagree
+		{bid + " ", true},
+		{bid + "{}", false},
+		{strings.Replace(bid, `"c"`, `"\ud83d\ude00"`, 1), true}, // a surrogate pair
+		{strings.Replace(bid, `"c"`, "\"\xff\"", 1), true},       // invalid UTF-8, replaced
+	} {
+		if _, err := Decode([]byte(tc.in)); (err == nil) != tc.accept {
+			t.Errorf("Decode(%s): %v, want accepted %v", tc.in, err, tc.accept)
+		}
+		checkDecode(t, []byte(tc.in))
+	}
+	special := Event{Type: PersonEvent, Person: &Person{ID: -1 << 63, Name: "a\"b\\c/<d>&\n\t\u2028é😀", State: "\x01", DateTime: 1<<63 - 1}}
+	b, _ := Encode(nil, special)
+	if got, err := Decode(b); err != nil || !reflect.DeepEqual(got, special) {
+		t.Fatalf("round trip of %s: %+v, %v", b, got.Person, err)
+	}
+}
+
 // checkDecode fails t unless Decode and the kind-selecting decoders agree
 // with decodeReference on in: the same event, or a FormatError with the
 // same reason.

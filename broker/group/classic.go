@@ -109,18 +109,31 @@ func newMemberID(clientID string) string {
 
 // requestClient carries the client identity of a request; the broker may
 // put it in the context (WithClient).
-type requestClient struct{ id, host string }
+// requestClient identifies the requester: client ID, host ("/<ip>") and
+// authenticated principal ("User:<name>"; "" when the broker set none).
+type requestClient struct{ id, host, principal string }
 
 type clientKey struct{}
 
 // WithClient returns a context that tells the coordinator the client ID
 // and host of the request (shown by DescribeGroups).
 func WithClient(ctx context.Context, clientID, host string) context.Context {
-	return context.WithValue(ctx, clientKey{}, requestClient{clientID, host})
+	return context.WithValue(ctx, clientKey{}, requestClient{id: clientID, host: host})
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns a context that tells the coordinator the
+// authenticated principal of the request, in Kafka's form "User:<name>".
+// A KIP-848 member's regular-expression subscription is resolved to the
+// topics its principal may describe (Options.TopicDescribable).
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
 }
 
 func clientOf(ctx context.Context) requestClient {
 	rc, _ := ctx.Value(clientKey{}).(requestClient)
+	rc.principal, _ = ctx.Value(principalKey{}).(string)
 	return rc
 }
 

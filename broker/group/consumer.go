@@ -48,7 +48,10 @@ import (
 //     matches whole topic names, internal topics included, as Kafka's
 //     coordinator resolves it (clients skip internal topics themselves when
 //     they resolve a regex); topics created or deleted later change the
-//     subscription (checked on every heartbeat).
+//     subscription (checked on every heartbeat). Only the topics the
+//     member's principal may DESCRIBE are subscribed (Kafka filters the
+//     resolution with the authorizer); an ACL change is seen on the next
+//     heartbeat.
 //     It needs Topics to implement TopicLister; otherwise, and for an
 //     invalid expression, INVALID_REGULAR_EXPRESSION.
 
@@ -74,6 +77,7 @@ const (
 type cmember struct {
 	id, instanceID, rackID string
 	clientID, clientHost   string
+	principal              string // of its last heartbeat; resolves its regex
 	epoch, prevEpoch       int32
 	state                  memberState
 	subscribed             []string // topic names, sorted
@@ -239,6 +243,7 @@ func (c *Coordinator) consumerHeartbeatLocked(req *kmsg.ConsumerGroupHeartbeatRe
 		}
 	}
 	m.leftStatic = false
+	m.principal = cl.principal
 	m.deadline = now.Add(c.opts.ConsumerSessionTimeout)
 	if req.RebalanceTimeoutMillis > 0 {
 		m.rebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
@@ -387,7 +392,7 @@ func (cg *consumerGroup) bump(reason string) {
 
 // effectiveSubscriptions resolves every member's subscription: its topic
 // names plus the topics its regular expression matches (internal topics
-// included, as in Kafka).
+// included, as in Kafka) that its principal may describe.
 func (cg *consumerGroup) effectiveSubscriptions() map[string][]string {
 	var names []string
 	if tl, ok := cg.g.c.opts.Topics.(TopicLister); ok {
@@ -406,7 +411,7 @@ func (cg *consumerGroup) effectiveSubscriptions() map[string][]string {
 		}
 		subs := slices.Clone(m.subscribed)
 		for _, t := range names {
-			if m.re.MatchString(t) {
+			if m.re.MatchString(t) && cg.describable(m, t) {
 				subs = append(subs, t)
 			}
 		}
@@ -414,6 +419,16 @@ func (cg *consumerGroup) effectiveSubscriptions() map[string][]string {
 		out[id] = slices.Compact(subs)
 	}
 	return out
+}
+
+// describable reports whether m's principal may describe topic
+// (Options.TopicDescribable). A member whose principal is not known (one
+// restored from a record written before principals were kept) is not
+// filtered until its first heartbeat sets it, rather than losing its
+// topics to a principal of "" meanwhile.
+func (cg *consumerGroup) describable(m *cmember, topic string) bool {
+	f := cg.g.c.opts.TopicDescribable
+	return f == nil || m.principal == "" || f(m.principal, strings.TrimPrefix(m.clientHost, "/"), topic)
 }
 
 // topicSignature summarises the subscribed topics and their partition

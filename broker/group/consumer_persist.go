@@ -37,6 +37,7 @@ type cmemberRecord struct {
 	Rack             string             `json:"rack,omitempty"`
 	Client           string             `json:"client,omitempty"`
 	Host             string             `json:"host,omitempty"`
+	Principal        string             `json:"principal,omitempty"`
 	Subscribed       []string           `json:"subscribed,omitempty"`
 	Regex            string             `json:"regex,omitempty"`
 	RebalanceTimeout int64              `json:"rebalance_timeout_ms"`
@@ -107,7 +108,7 @@ func (cg *consumerGroup) persist(m *cmember) {
 	if m != nil && cg.members[m.id] == m {
 		v, _ := json.Marshal(cmemberRecord{
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: int8(m.state),
-			Instance: m.instanceID, Rack: m.rackID, Client: m.clientID, Host: m.clientHost,
+			Instance: m.instanceID, Rack: m.rackID, Client: m.clientID, Host: m.clientHost, Principal: m.principal,
 			Subscribed: m.subscribed, Regex: m.regex, RebalanceTimeout: m.rebalanceTimeout.Milliseconds(),
 			Assigned: partsJSON(m.assigned), Revoking: partsJSON(m.revoking),
 		})
@@ -173,7 +174,7 @@ func (c *Coordinator) applyConsumerRecord(version int16, r decodedRecord) error 
 		return fmt.Errorf("%w: consumer member at %d: %v", ErrCorruptRecord, r.offset, err)
 	}
 	m := &cmember{
-		id: member, instanceID: v.Instance, rackID: v.Rack, clientID: v.Client, clientHost: v.Host,
+		id: member, instanceID: v.Instance, rackID: v.Rack, clientID: v.Client, clientHost: v.Host, principal: v.Principal,
 		epoch: v.Epoch, prevEpoch: v.PrevEpoch, state: memberState(v.State),
 		subscribed: v.Subscribed, regex: v.Regex,
 		rebalanceTimeout: time.Duration(v.RebalanceTimeout) * time.Millisecond,

@@ -468,3 +468,67 @@ func TestConsumerGroupSurvivesRestart(t *testing.T) {
 		t.Fatalf("a owns %d after b left and a restart", len(a.owned))
 	}
 }
+
+// A regular-expression subscription resolves to the matching topics its
+// member's principal may describe (Options.TopicDescribable, given the
+// principal of each heartbeat), and the principal is kept across a
+// coordinator restart: a target computed after the restart, before the
+// member heartbeats again, still leaves out what it may not describe.
+func TestConsumerRegexFilteredByPrincipal(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		o.TopicDescribable = func(principal, host, topic string) bool {
+			if host != "10.0.0.7" {
+				t.Errorf("host %q, want the member's address without the slash", host)
+			}
+			return principal == "User:eve" || topic == "orders"
+		}
+	})
+	h.topics.parts = map[string]int32{"orders": 2, "other": 1}
+	hb := func(principal, id string, epoch int32, regex *string, names ...string) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group, req.MemberID, req.MemberEpoch = "g", id, epoch
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis = 1000
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		req.SubscribedTopicRegex, req.SubscribedTopicNames = regex, names
+		ctx := WithPrincipal(WithClient(h.ctx(), "c", "/10.0.0.7"), principal)
+		resp, err := h.c.Handle(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != 0 {
+			t.Fatalf("%s heartbeat: %v", id, kerr.ErrorForCode(r.ErrorCode))
+		}
+		return r
+	}
+	// target is the topics of a member's target assignment.
+	target := func(id string) map[string]bool {
+		out := map[string]bool{}
+		if err := h.c.do(h.ctx(), func() {
+			for p := range h.c.groups["g"].cg.target[id] {
+				out[p.topic] = true
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	r := hb("User:dave", "dave", 0, kmsg.StringPtr("o.*"))
+	if got := target("dave"); !maps.Equal(got, map[string]bool{"orders": true}) {
+		t.Fatalf("dave's target %v, want orders only (other: not describable)", got)
+	}
+	hb("User:dave", "dave", r.MemberEpoch, nil)
+
+	// After a restart eve joins (subscribing to orders by name), which
+	// recomputes the target before dave heartbeats: only dave's regex
+	// could bring in other, and his principal still may not describe it.
+	h.restart(h.st)
+	hb("User:eve", "eve", 0, nil, "orders")
+	if got := target("dave"); got["other"] || !got["orders"] {
+		t.Fatalf("after a restart dave's target %v, want orders without other", got)
+	}
+}

@@ -97,6 +97,16 @@ type Options struct {
 	Offsets OffsetsLog
 	Topics  Topics
 
+	// TopicDescribable reports whether principal, connected from host
+	// (an IP address), may DESCRIBE topic. A KIP-848 regular-expression
+	// subscription resolves to the matching topics its member's principal
+	// may describe, as Kafka's coordinator filters it with the
+	// authorizer, so no member is assigned a topic it could not even list;
+	// it is asked again on every heartbeat, so an ACL change moves the
+	// subscription. Nil: every topic. Called with the coordinator's state
+	// held: it must not call back into the coordinator.
+	TopicDescribable func(principal, host, topic string) bool
+
 	Now        func() time.Time
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

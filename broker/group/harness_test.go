@@ -276,7 +276,7 @@ func (h *harness) join(req *kmsg.JoinGroupRequest) (*kmsg.JoinGroupResponse, cha
 	h.t.Helper()
 	var imm *kmsg.JoinGroupResponse
 	var wait chan *kmsg.JoinGroupResponse
-	if err := h.c.do(h.ctx(), func() { imm, wait = h.c.joinGroupLocked(req, requestClient{"client", "/127.0.0.1"}) }); err != nil {
+	if err := h.c.do(h.ctx(), func() { imm, wait = h.c.joinGroupLocked(req, requestClient{id: "client", host: "/127.0.0.1"}) }); err != nil {
 		h.t.Fatal(err)
 	}
 	return imm, wait

@@ -163,8 +163,8 @@ func newACLAddCmd(cf *clientFlags) *cobra.Command {
 	}
 	f.resourceFlags(cmd, "literal")
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.allow, "allow", nil, "principal to allow (User:name; User:* for everyone), repeatable")
-	fl.StringSliceVar(&f.deny, "deny", nil, "principal to deny, repeatable")
+	fl.StringArrayVar(&f.allow, "allow", nil, "principal to allow (User:name; User:* for everyone; User:CN=svc,O=Acme for a certificate), repeatable (not comma separated: certificate principals hold commas)")
+	fl.StringArrayVar(&f.deny, "deny", nil, "principal to deny, repeatable (not comma separated)")
 	fl.StringSliceVar(&f.hosts, "host", nil, "client host (IP) the ACL applies to (default every host: *)")
 	fl.StringSliceVar(&f.ops, "operation", nil, "operations, comma separated or repeated")
 	fl.BoolVar(&f.producer, "producer", false, "kafka-acls' --producer: WRITE, DESCRIBE, CREATE on --topic; WRITE, DESCRIBE on --transactional-id if given; IDEMPOTENT_WRITE on the cluster with --idempotent")

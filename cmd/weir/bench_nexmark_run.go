@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ type nexmarkBenchOptions struct {
 	rounds         int
 	check          bool
 	dataDir        string
+	cpuProfile     string
 }
 
 // newBenchNexmarkCmd is `weir bench nexmark`: with --query, it runs one
@@ -83,6 +85,7 @@ the ratio, measured in the same run, rather than absolute figures across runs.`,
 	f.StringVar(&o.guarantee, "guarantee", "at-least-once", "the query's delivery guarantee: at-least-once or exactly-once")
 	f.IntVar(&o.rounds, "rounds", 1, "hand loop and query runs, alternating; the medians are reported")
 	f.BoolVar(&o.check, "check", true, "compare the query's output (first round) with the batch reference")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the query's runs (all rounds) to this file")
 	f.StringVar(&o.dataDir, "data-dir", "", "directory for the broker's data and the App's state (default: a temporary directory, removed)")
 	return cmd
 }
@@ -214,6 +217,13 @@ func (o *nexmarkBenchOptions) run(ctx context.Context, stdout io.Writer) (err er
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(stdout, "generate:  %d events written in %v (not timed below)\n", o.events, time.Since(start).Round(time.Millisecond))
 
+	var prof *os.File
+	if o.cpuProfile != "" {
+		if prof, err = os.Create(o.cpuProfile); err != nil {
+			return err
+		}
+		defer prof.Close()
+	}
 	var hands, queries []benchRun
 	var rateRatios, cpuRatios []float64
 	results := 0
@@ -230,6 +240,12 @@ func (o *nexmarkBenchOptions) run(ctx context.Context, stdout io.Writer) (err er
 		}
 		appID := fmt.Sprintf("nexmark-%s-%d", o.query, round)
 		q, err := timed(o.events, func() error {
+			if prof != nil {
+				if err := pprof.StartCPUProfile(prof); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			return o.runQuery(ctx, seeds, g, appID, input, queryOut, filepath.Join(dir, "state"))
 		})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirhq/weir/broker"
 	"github.com/weirhq/weir/internal/demo/surge"
+	"github.com/weirhq/weir/stream"
 )
 
 // defaultDevHTTPAddr is weir dev's --http-addr default, weir serve's.
@@ -37,6 +38,7 @@ type devOptions struct {
 	plain      bool
 	logLevel   string
 	registry   string // registry.go
+	queryAddr  string
 }
 
 func newDevCmd() *cobra.Command {
@@ -82,6 +84,7 @@ counts continue.`,
 	f.Uint64Var(&o.seed, "seed", 0, "generator seed (0: from the clock)")
 	f.BoolVar(&o.plain, "plain", false, "append each table instead of redrawing in place (automatic when stdout is not a terminal)")
 	f.StringVar(&o.registry, "registry-addr", defaultRegistryAddr, registryAddrUsage)
+	f.StringVar(&o.queryAddr, "query-addr", "", `serve the app's interactive query API (GET /v1/stores/...) on this address, behind the broker's HTTP authentication and ACLs ("" or "off": not served)`)
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level of the broker and the app (to stderr): debug, info, warn, error")
 	return cmd
 }
@@ -156,7 +159,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			metrics = fmt.Sprintf(", metrics on http://%s/metrics", ln.Addr())
 		}
 	}
-	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger)
+	rs, err := startRegistryServer(ctx, o.registry, o.registry != defaultRegistryAddr, []string{b.Addr()}, "_schemas", logger, nil)
 	if err != nil {
 		return err
 	}
@@ -164,6 +167,16 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	fmt.Fprintf(stdout, "weir dev: broker on %s%s, data in %s; topics are created on first use; Ctrl-C stops\n", b.Addr(), metrics, dir)
 	fmt.Fprintf(stdout, "  watch it with: kcat -C -b %s -t %s -f '%%k %%s\\n'   or   weir consume %s --brokers %s -f kv\n\n",
 		b.Addr(), surge.SurgeTopic, surge.SurgeTopic, b.Addr())
+
+	// The query API goes through the broker's HTTP front, as weir serve's
+	// endpoints do (serve_http.go): dev's broker has no users nor
+	// authorizer, so requests without credentials are served.
+	var appOpts []stream.Opt
+	if o.queryAddr != "" && o.queryAddr != "off" {
+		appOpts = append(appOpts, stream.QueryServer(o.queryAddr),
+			stream.QueryMiddleware(queryFront(b, broker.HTTPAuthOptional, surge.AppID, streamChangelog(surge.AppID))))
+		fmt.Fprintf(stdout, "  query the app's state: curl http://%s/v1/stores/%s/get?key=...\n\n", o.queryAddr, "zone-stats")
+	}
 
 	seed := o.seed
 	if seed == 0 {
@@ -181,6 +194,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		Live:       !o.plain && isTerminal(stdout),
 		Logger:     logger.With("component", "app"),
 		Registerer: reg,
+		AppOpts:    appOpts,
 	})
 	if err != nil {
 		return err

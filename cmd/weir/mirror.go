@@ -39,6 +39,8 @@ func newMirrorCmd() *cobra.Command {
 		rf          int16
 		metricsAddr string
 		verbose     bool
+		syncGroups  string
+		syncEvery   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "mirror",
@@ -55,8 +57,18 @@ stopped, without losing or duplicating a record (records found on the target pas
 last progress are compared with the source and skipped). With --exactly-once, records
 and progress are committed in one transaction on the target (readers use read_committed).
 
-weir mirror status shows the copy's lag; weir mirror cutover GROUP moves a stopped
-consumer group to the target at the translated offsets.`,
+Consumer groups: with --sync-groups REGEX, the committed offsets of the source groups
+whose whole name matches are translated and committed on the target every
+--sync-groups-interval (as MirrorMaker 2's sync.group.offsets.enabled): a group that stops
+on the source and, after the next sync, starts on the target resumes at the copy of its
+next source record, with no gap (at most the records of one in-flight batch read twice,
+the window of cutover). A target group's offset never moves backwards, and a group with
+members on the target is never written to. A consumer started on the target before the
+sync that follows its last source commit resumes from the previous sync, re-reading what
+it read since.
+
+weir mirror status shows the copy's lag; weir mirror cutover GROUP moves one stopped
+consumer group to the target at the translated offsets, checked and at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			level := slog.LevelInfo
@@ -65,6 +77,7 @@ consumer group to the target at the translated offsets.`,
 			}
 			cfg := f.config()
 			cfg.ExactlyOnce, cfg.MaxPollRecords, cfg.RescanInterval, cfg.ReplicationFactor = eos, maxPoll, rescan, rf
+			cfg.SyncGroups, cfg.SyncGroupsInterval = syncGroups, syncEvery
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			reg := prometheus.NewRegistry()
 			cfg.Registerer = reg
@@ -99,6 +112,8 @@ consumer group to the target at the translated offsets.`,
 	fl.IntVar(&maxPoll, "max-poll-records", 10000, "records per round (per transaction with --exactly-once)")
 	fl.DurationVar(&rescan, "rescan-interval", 30*time.Second, "how often to look for new source topics and partitions")
 	fl.Int16Var(&rf, "replication-factor", -1, "replication factor of the topics created on the target (-1: the target's default)")
+	fl.StringVar(&syncGroups, "sync-groups", "", "sync the committed offsets of the source consumer groups whose whole name matches this regular expression to the target")
+	fl.DurationVar(&syncEvery, "sync-groups-interval", 10*time.Second, "how often --sync-groups translates and commits group offsets")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9465)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	cmd.AddCommand(newMirrorStatusCmd(f), newMirrorCutoverCmd(f))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/registry"
 )
@@ -31,8 +32,11 @@ type registryServer struct {
 // startRegistryServer starts a schema registry on the cluster at brokers and
 // serves it on addr; "" or "off" starts nothing (nil, nil). When the address
 // is busy and required is false (the flag was left at its default), it logs
-// why and starts nothing, so a second local broker still starts.
-func startRegistryServer(ctx context.Context, addr string, required bool, brokers []string, topic string, logger *slog.Logger) (*registryServer, error) {
+// why and starts nothing, so a second local broker still starts. front (nil:
+// plain HTTP, no authentication) is weir serve's TLS, authentication and
+// ACLs (serve_http.go); clientOpts are added to the registry's Kafka
+// clients.
+func startRegistryServer(ctx context.Context, addr string, required bool, brokers []string, topic string, logger *slog.Logger, front *httpFront, clientOpts ...kgo.Opt) (*registryServer, error) {
 	if addr == "" || addr == "off" {
 		return nil, nil
 	}
@@ -44,22 +48,26 @@ func startRegistryServer(ctx context.Context, addr string, required bool, broker
 		}
 		return nil, fmt.Errorf("schema registry listen on %s: %w", addr, err)
 	}
-	reg, err := registry.Start(ctx, registry.Config{Brokers: brokers, Topic: topic, Logger: logger.With("component", "registry")})
+	rcfg := registry.Config{Brokers: brokers, Topic: topic, Logger: logger.With("component", "registry"), ClientOpts: clientOpts}
+	if front != nil {
+		rcfg.Authorizer = front.authorizer
+	}
+	reg, err := registry.Start(ctx, rcfg)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
 	rs := &registryServer{reg: reg, ln: ln, srv: &http.Server{
-		Handler:           reg.Handler(),
+		Handler:           front.handler(reg.Handler()),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}}
 	go func() {
-		if err := rs.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := rs.srv.Serve(front.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("schema registry http server failed", "err", err)
 		}
 	}()
-	logger.Info("schema registry listening", "addr", ln.Addr().String(), "topic", topic)
+	logger.Info("schema registry listening", "addr", ln.Addr().String(), "topic", topic, "scheme", front.scheme())
 	return rs, nil
 }
 
@@ -116,7 +124,7 @@ func runRegistry(ctx context.Context, addr string, cf *clientFlags, topic string
 		return errors.New("--listen is required")
 	}
 	startCtx, cancel := context.WithTimeout(ctx, cf.timeout)
-	rs, err := startRegistryServer(startCtx, addr, true, cf.brokers, topic, logger)
+	rs, err := startRegistryServer(startCtx, addr, true, cf.brokers, topic, logger, nil)
 	cancel()
 	if err != nil {
 		return err

@@ -91,7 +91,7 @@ func TestWarnExposedListeners(t *testing.T) {
 		{Name: "SASLPT", Addr: "0.0.0.0:9096", Protocol: broker.SASLPlaintext},
 	}
 	var term, logs bytes.Buffer
-	warnExposed(&term, slog.New(slog.NewTextHandler(&logs, nil)), ls, broker.TLSConfig{})
+	warnExposed(&term, slog.New(slog.NewTextHandler(&logs, nil)), ls, broker.TLSConfig{}, nil)
 	for _, name := range []string{"OPEN", "LAN", "TLSONLY"} {
 		if !strings.Contains(term.String(), "listener "+name+" ") || !strings.Contains(logs.String(), "listener="+name) {
 			t.Errorf("no warning for %s:\n%s\n%s", name, term.String(), logs.String())
@@ -107,7 +107,7 @@ func TestWarnExposedListeners(t *testing.T) {
 	}
 	// SSL with required client certificates authenticates.
 	term.Reset()
-	warnExposed(&term, slog.New(slog.DiscardHandler), ls[5:6], broker.TLSConfig{ClientCAFile: "/ca.pem"})
+	warnExposed(&term, slog.New(slog.DiscardHandler), ls[5:6], broker.TLSConfig{ClientCAFile: "/ca.pem"}, nil)
 	if term.Len() != 0 {
 		t.Fatalf("warned for mTLS listener: %s", term.String())
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/broker"
 	wlog "github.com/weirhq/weir/broker/log"
@@ -50,6 +52,7 @@ type serveOptions struct {
 
 	authz        authzOptions    // serve_authz.go
 	security     securityOptions // serve_security.go
+	http         httpOptions     // serve_http.go
 	kafkaAddrSet bool            // --kafka-addr or --advertised-addr given (any source)
 }
 
@@ -70,7 +73,12 @@ fsyncs and closes every log; a second signal exits immediately.
 Every flag can also be set with an environment variable (WEIR_ plus the flag name in
 upper case, '-' as '_': WEIR_DATA_DIR) or a config file (--config or WEIR_CONFIG): a
 JSON object or flat YAML ("data-dir: /var/lib/weir" lines). The command line wins over
-the environment, which wins over the file.`,
+the environment, which wins over the file.
+
+The HTTP endpoints (--http-addr and the schema registry) take the Kafka listeners'
+credentials: basic auth against the SCRAM users, client certificates (--http-tls), bearer
+tokens with OAUTHBEARER; they are required as soon as a listener authenticates its clients
+(--http-auth), and the ACLs apply (docs/security.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.load(cmd, os.Getenv); err != nil {
@@ -103,6 +111,7 @@ the environment, which wins over the file.`,
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "longest a clean shutdown may take before weir gives up waiting")
 	o.security.addFlags(f)
 	o.authz.addFlags(f)
+	o.http.addFlags(f)
 	return cmd
 }
 
@@ -119,6 +128,7 @@ func (o *serveOptions) load(cmd *cobra.Command, getenv func(string) string) erro
 		if file, err = loadConfigFile(o.configFile); err != nil {
 			return err
 		}
+		o.security.takeListenerSettings(file) // listener.name.* (serve_security.go)
 	}
 	if err := applySettings(fs, getenv, file, "config"); err != nil {
 		return err
@@ -128,6 +138,9 @@ func (o *serveOptions) load(cmd *cobra.Command, getenv func(string) string) erro
 	}
 	o.kafkaAddrSet = fs.Changed("kafka-addr") || fs.Changed("advertised-addr")
 	if err := o.security.apply(&broker.Config{}); err != nil {
+		return err
+	}
+	if err := o.http.validate(); err != nil {
 		return err
 	}
 	if _, err := o.syncPolicy(); err != nil {
@@ -238,6 +251,12 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	regAddr := o.registryAddr
+	if regAddr != "" && regAddr != "off" && cfg.Authorizer != "" {
+		// The in-process registry is trusted code of this process; its
+		// principal cannot be claimed from the network (serve_http.go).
+		cfg.SuperUsers = append(slices.Clone(cfg.SuperUsers), registryPrincipal)
+	}
 	// Startup (recovery of every log) is bounded by the signal only: a
 	// large data dir may take a while, and Ctrl-C must still work.
 	b, err := broker.Start(ctx, cfg)
@@ -245,17 +264,22 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		return err
 	}
 
-	// The in-process schema registry is a Kafka client without
-	// credentials: it needs a PLAINTEXT listener (serve_security.go).
-	regAddr := o.registryAddr
-	internal := plaintextListener(b.Listeners())
-	if internal == "" && regAddr != "" && regAddr != "off" {
-		logger.Warn("schema registry not started: it needs a PLAINTEXT listener (add one on 127.0.0.1, or set --registry-addr off)")
-		regAddr = "off"
-	}
-	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{internal}, "_schemas", logger)
+	// Both HTTP fronts authenticate with the listeners' credentials and
+	// apply the broker's ACLs (serve_http.go).
+	front, err := o.http.front(b, o.http.mode(b.Listeners(), cfg.TLS, cfg.ListenerSecurity))
 	if err != nil {
 		return errors.Join(err, b.Close())
+	}
+
+	// The in-process schema registry talks to the broker over in-process
+	// connections as registryPrincipal, whatever the listeners are.
+	rs, err := startRegistryServer(ctx, regAddr, regAddr != defaultRegistryAddr && regAddr != "off", []string{b.Addr()}, "_schemas", logger, front,
+		kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return b.DialInternal(registryPrincipal) }))
+	if err != nil {
+		return errors.Join(err, b.Close())
+	}
+	if rs != nil {
+		warnHTTPExposed(logOut, logger, "the schema registry", rs.Addr(), front)
 	}
 
 	var healthy atomic.Bool
@@ -269,18 +293,17 @@ func (o *serveOptions) run(ctx context.Context, logOut io.Writer) error {
 		}
 		// The broker's read-only admin API (/v1/..., like Redpanda's on
 		// 9644) shares the address with /metrics and /healthz.
-		mux := http.NewServeMux()
-		mux.Handle("/v1/", b.AdminHandler())
-		mux.Handle("/", metricsACL(b, newHTTPHandler(reg, &healthy))) // serve_authz.go
 		srv = &http.Server{
-			Handler:           mux,
+			Handler:           serveHandler(b, front, newHTTPHandler(reg, &healthy)),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		}
-		go func() { httpErr <- srv.Serve(ln) }()
-		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz /v1/partitions/{topic}")
+		go func() { httpErr <- srv.Serve(front.listener(ln)) }()
+		logger.Info("http listening", "addr", ln.Addr().String(), "endpoints", "/metrics /healthz /v1/partitions/{topic}",
+			"front", frontSummary(front))
+		warnHTTPExposed(logOut, logger, "the HTTP API", ln.Addr().String(), front)
 	}
-	warnExposed(logOut, logger, b.Listeners(), cfg.TLS)
+	warnExposed(logOut, logger, b.Listeners(), cfg.TLS, cfg.ListenerSecurity)
 	logger.Info("weir serving", "kafka_addr", b.Addr(), "listeners", broker.FormatListeners(b.Listeners()),
 		"data_dir", o.dataDir, "version", bi.String())
 

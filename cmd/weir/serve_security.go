@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +37,10 @@ type securityOptions struct {
 	oauthPrincipal   string
 	failedAuthDelayM int64
 	oauthUnsecured   bool
+
+	// perListener holds the config file's listener.name.<name>.<setting>
+	// keys (normalized), resolved against the listeners by apply.
+	perListener map[string]string
 }
 
 func (s *securityOptions) addFlags(f *pflag.FlagSet) {
@@ -87,18 +93,143 @@ func (s *securityOptions) apply(cfg *broker.Config) error {
 		OAuth: broker.OAuthConfig{JWKSFile: s.oauthJWKSFile, JWKSURL: s.oauthJWKSURL, Issuer: s.oauthIssuer,
 			Audience: s.oauthAudience, PrincipalClaim: s.oauthPrincipal, AllowUnsecuredTokens: s.oauthUnsecured},
 	}
+	per, err := s.listenerSecurity(cfg.Listeners, cfg.TLS)
+	if err != nil {
+		return err
+	}
+	cfg.ListenerSecurity = per
 	return nil
+}
+
+// listenerPrefix starts the config file keys of per-listener settings
+// (Kafka's listener.name.<name>.<setting>, normalized).
+const listenerPrefix = "listener-name-"
+
+// takeListenerSettings moves the per-listener keys out of the config
+// file's settings (they name no flag) into s.perListener.
+func (s *securityOptions) takeListenerSettings(file map[string]string) {
+	for k, v := range file {
+		if strings.HasPrefix(k, listenerPrefix) {
+			if s.perListener == nil {
+				s.perListener = map[string]string{}
+			}
+			s.perListener[k] = v
+			delete(file, k)
+		}
+	}
+}
+
+// listenerSettings are the settings a listener may override, by their
+// normalized names (weir's flag names and Kafka's ssl.client.auth).
+var listenerSettings = map[string]func(ls *broker.ListenerSecurity, tlsCfg *broker.TLSConfig, v string) error{
+	"tls-cert":      func(_ *broker.ListenerSecurity, t *broker.TLSConfig, v string) error { t.CertFile = v; return nil },
+	"tls-key":       func(_ *broker.ListenerSecurity, t *broker.TLSConfig, v string) error { t.KeyFile = v; return nil },
+	"tls-client-ca": func(_ *broker.ListenerSecurity, t *broker.TLSConfig, v string) error { t.ClientCAFile = v; return nil },
+	"tls-client-auth": func(_ *broker.ListenerSecurity, t *broker.TLSConfig, v string) error {
+		t.ClientAuth = strings.ToLower(strings.TrimSpace(v))
+		return nil
+	},
+	"ssl-client-auth": func(_ *broker.ListenerSecurity, t *broker.TLSConfig, v string) error {
+		t.ClientAuth = strings.ToLower(strings.TrimSpace(v))
+		return nil
+	},
+	"sasl-enabled-mechanisms": func(ls *broker.ListenerSecurity, _ *broker.TLSConfig, v string) error {
+		ls.SASLMechanisms = []string{}
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
+				ls.SASLMechanisms = append(ls.SASLMechanisms, m)
+			}
+		}
+		return nil
+	},
+	"connections-max-reauth-ms": func(ls *broker.ListenerSecurity, _ *broker.TLSConfig, v string) error {
+		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || ms < 0 {
+			return fmt.Errorf("want milliseconds >= 0, got %q", v)
+		}
+		d := time.Duration(ms) * time.Millisecond
+		ls.MaxReauth = &d
+		return nil
+	},
+}
+
+// listenerSecurity resolves the per-listener keys against the listeners:
+// each key is listener.name.<listener>.<setting>; a listener's TLS
+// settings start from the broker-wide ones (global).
+func (s *securityOptions) listenerSecurity(ls []broker.Listener, global broker.TLSConfig) (map[string]broker.ListenerSecurity, error) {
+	if len(s.perListener) == 0 {
+		return nil, nil
+	}
+	if len(ls) == 0 {
+		return nil, fmt.Errorf("config file: listener.name.* settings need --listeners")
+	}
+	type acc struct {
+		sec    broker.ListenerSecurity
+		tls    broker.TLSConfig
+		hasTLS bool
+	}
+	byName := map[string]*acc{}
+	keys := make([]string, 0, len(s.perListener))
+	for k := range s.perListener {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		rest := strings.TrimPrefix(k, listenerPrefix)
+		// The longest listener name that leaves a known setting: names
+		// may hold '-' (normalized from '_' or '.').
+		var name, setting string
+		for _, l := range ls {
+			n := normalizeKey(l.Name) + "-"
+			if st, ok := strings.CutPrefix(rest, n); ok && listenerSettings[st] != nil && len(n) > len(name) {
+				name, setting = l.Name, st
+			}
+		}
+		if name == "" {
+			return nil, fmt.Errorf("config file: %s: no listener of that name with a per-listener setting of that name "+
+				"(settings: tls-cert, tls-key, tls-client-ca, ssl.client.auth, sasl.enabled.mechanisms, connections.max.reauth.ms)", k)
+		}
+		a := byName[name]
+		if a == nil {
+			a = &acc{tls: global}
+			byName[name] = a
+		}
+		if strings.HasPrefix(setting, "tls-") || strings.HasPrefix(setting, "ssl-") {
+			a.hasTLS = true
+		}
+		if err := listenerSettings[setting](&a.sec, &a.tls, s.perListener[k]); err != nil {
+			return nil, fmt.Errorf("config file: %s: %w", k, err)
+		}
+	}
+	out := make(map[string]broker.ListenerSecurity, len(byName))
+	for name, a := range byName {
+		if a.hasTLS {
+			t := a.tls
+			a.sec.TLS = &t
+		}
+		out[name] = a.sec
+	}
+	return out, nil
+}
+
+// certRequired reports whether a listener requires client certificates:
+// its own TLS settings if it has some, else the broker-wide ones.
+func certRequired(l broker.Listener, global broker.TLSConfig, per map[string]broker.ListenerSecurity) bool {
+	t := global
+	if sec, ok := per[l.Name]; ok && sec.TLS != nil {
+		t = *sec.TLS
+	}
+	return t.ClientCAFile != "" && (t.ClientAuth == "" || t.ClientAuth == "required")
 }
 
 // exposedListeners returns the listeners that accept connections from
 // other machines without authenticating the client: PLAINTEXT, or SSL
 // without required client certificates, on an address that is not
 // loopback.
-func exposedListeners(ls []broker.Listener, tlsCfg broker.TLSConfig) []broker.Listener {
-	certRequired := tlsCfg.ClientCAFile != "" && (tlsCfg.ClientAuth == "" || tlsCfg.ClientAuth == "required")
+func exposedListeners(ls []broker.Listener, tlsCfg broker.TLSConfig, per map[string]broker.ListenerSecurity) []broker.Listener {
 	var out []broker.Listener
 	for _, l := range ls {
-		if l.Protocol.Authenticated(certRequired) {
+		if l.Protocol.Authenticated(certRequired(l, tlsCfg, per)) {
 			continue
 		}
 		host, _, err := net.SplitHostPort(l.Addr)
@@ -119,8 +250,8 @@ func isLoopbackHost(host string) bool {
 
 // warnExposed writes a banner to w (the terminal) and logs a warning for
 // each listener anyone on the network can use without credentials.
-func warnExposed(w io.Writer, logger *slog.Logger, ls []broker.Listener, tlsCfg broker.TLSConfig) {
-	for _, l := range exposedListeners(ls, tlsCfg) {
+func warnExposed(w io.Writer, logger *slog.Logger, ls []broker.Listener, tlsCfg broker.TLSConfig, per map[string]broker.ListenerSecurity) {
+	for _, l := range exposedListeners(ls, tlsCfg, per) {
 		fmt.Fprintf(w, "\n"+
 			"!!! WARNING: listener %s on %s (%s) accepts clients WITHOUT AUTHENTICATION.\n"+
 			"!!! Anyone who can reach this address can read, write and delete every topic.\n"+
@@ -129,23 +260,4 @@ func warnExposed(w io.Writer, logger *slog.Logger, ls []broker.Listener, tlsCfg 
 		logger.Warn("listener accepts unauthenticated clients on a non-loopback address",
 			"listener", l.Name, "addr", l.Addr, "protocol", string(l.Protocol))
 	}
-}
-
-// plaintextListener is the bound address of the first PLAINTEXT listener
-// (loopback ones first), or "" if there is none.
-func plaintextListener(ls []broker.Listener) string {
-	first := ""
-	for _, l := range ls {
-		if l.Protocol != broker.Plaintext {
-			continue
-		}
-		host, _, _ := net.SplitHostPort(l.Addr)
-		if isLoopbackHost(host) {
-			return l.Addr
-		}
-		if first == "" {
-			first = l.Addr
-		}
-	}
-	return first
 }

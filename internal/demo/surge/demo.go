@@ -37,6 +37,8 @@ type DemoOptions struct {
 	Logger *slog.Logger // default: discard
 	// Registerer receives the App's metrics; optional.
 	Registerer prometheus.Registerer
+	// AppOpts are added to the App's options (a query server, say).
+	AppOpts []stream.Opt
 }
 
 // RunDemo creates the topics, runs the surge App and (if Rate > 0) the
@@ -89,6 +91,7 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 	if o.Registerer != nil {
 		opts = append(opts, stream.Registerer(o.Registerer))
 	}
+	opts = append(opts, o.AppOpts...)
 	app, err := stream.NewApp(o.AppID, b, opts...)
 	if err != nil {
 		return err
