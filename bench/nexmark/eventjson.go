@@ -185,7 +185,6 @@ func decodeEvent(b []byte, want kinds, force bool) (Event, error) {
 type decoder struct {
 	b []byte
 	i int
-	s string // b as a string, made on first need: kept strings are substrings of it
 }
 
 // invalid is the error of a value that is not valid JSON for an event.
@@ -293,10 +292,7 @@ func (d *decoder) str(dst *string, keep bool) error {
 		c := d.b[j]
 		if c == '"' {
 			if keep {
-				if d.s == "" {
-					d.s = string(d.b)
-				}
-				*dst = d.s[start:j]
+				*dst = string(d.b[start:j])
 			}
 			d.i = j + 1
 			return nil
