@@ -93,6 +93,21 @@
 // it up by any key derived from a record. Every instance answers queries of
 // its store (Get, Range, the HTTP API) from its own replica.
 //
+// Streams join streams within a time bound (Kafka Streams' JoinWindows,
+// Flink's interval join): JoinStreams, LeftJoinStreams and OuterJoinStreams
+// pair a left record at t with every right record of its key in
+// [t - Before, t + After]. Both inputs are co-partitioned (checked at start;
+// an input whose key changed is repartitioned) and buffered in one store with
+// a changelog, each record until its join window closes — the watermark
+// passes t + After + Grace (left) or t + Before + Grace (right) — and is then
+// deleted. An unmatched record of an outer side is emitted only then (Kafka
+// Streams 3.1+, not the old eager emission): a record whose match arrives
+// later, within the grace, never has an unmatched result. A record later
+// than its time + Grace goes to the declared late policy (DropLate,
+// LateToTopic, LateToDLQ). The matched flags and the close index are in the
+// store too, so a restore rebuilds them; under ExactlyOnce results, buffers
+// and offsets commit in one transaction.
+//
 // What a stateful task costs: on disk, its Pebble directory under StateDir —
 // about 4.5 MiB for a store of a few keys (Pebble preallocates the write-ahead
 // log at 110% of the 4 MiB memtable) plus its data; in memory, its store
@@ -324,8 +339,8 @@
 //
 // # Not yet
 //
-// Stream-stream joins, waiting for a lagging input of a task before
-// processing (Kafka's max.task.idle.ms).
+// Waiting for a lagging input of a task before processing (Kafka's
+// max.task.idle.ms).
 // A keyed operator after a Merge of several sources still repartitions
 // first (merged topics need not be co-partitioned).
 package stream

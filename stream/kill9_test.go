@@ -32,6 +32,7 @@ const (
 var killChildRoles = map[string]func() int{
 	"count":  runKillChild,
 	"window": runWindowKillChild,
+	"join":   runJoinKillChild, // join_window_kill9_test.go
 }
 
 // runKillChild runs the keyed count (countTopology) as app "crashy" with

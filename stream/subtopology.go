@@ -160,7 +160,7 @@ func (a *App) copartitionCheck(parts map[string]int32) error {
 				}
 				desc += fmt.Sprintf("%s (%d partitions)", n, parts[n])
 			}
-			return fmt.Errorf("%w: sub-topology %d joins a table: its input topics must be co-partitioned "+
+			return fmt.Errorf("%w: sub-topology %d joins a table or another stream: its input topics must be co-partitioned "+
 				"(same partition count, same key partitioning), got %s", ErrPartitionMismatch, st.idx, desc)
 		}
 	}

@@ -63,7 +63,8 @@ type task struct {
 	txnGen uint64
 	// aborts counts abortRound calls: an operator keeping in-memory state
 	// derived from the aborted rounds (the windowed operator's watermark)
-	// takes it back when aborts moves.
+	// takes it back when aborts moves; one seeing txnGen move tells a
+	// commit from an abort by it (join_window.go).
 	aborts  uint64
 	pending []*kgo.Record
 	slab    []kgo.Record  // unused records for emit
