@@ -26,11 +26,8 @@
 package nexmark
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 )
 
 // EventType tells which of an Event's fields is set. The values are part
@@ -177,36 +174,9 @@ func Encode(dst []byte, e Event) ([]byte, error) {
 
 // Decode parses one event value. Unknown fields, non-integer numbers,
 // trailing data, a missing or unknown event_type and an event whose set
-// field does not match its event_type are FormatErrors.
-func Decode(value []byte) (Event, error) {
-	if e, ok := decodeFast(value); ok {
-		return e, nil
-	}
-	return decodeGeneral(value)
-}
-
-// decodeGeneral is Decode by encoding/json, for any layout.
-func decodeGeneral(value []byte) (Event, error) {
-	var raw struct {
-		Type    *EventType `json:"event_type"`
-		Person  *Person    `json:"person"`
-		Auction *Auction   `json:"auction"`
-		Bid     *Bid       `json:"bid"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return Event{}, &FormatError{Reason: "invalid JSON", Err: err}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Event{}, &FormatError{Reason: "trailing data after the event object"}
-	}
-	if raw.Type == nil {
-		return Event{}, &FormatError{Reason: "missing event_type"}
-	}
-	e := Event{Type: *raw.Type, Person: raw.Person, Auction: raw.Auction, Bid: raw.Bid}
-	if err := e.Validate(); err != nil {
-		return Event{}, err
-	}
-	return e, nil
-}
+// field does not match its event_type are FormatErrors. It accepts and
+// rejects exactly what encoding/json's Decoder with DisallowUnknownFields
+// does for the Event structs (keys matched case-insensitively too, a
+// repeated key's later value winning), without its reflection (see
+// eventjson.go).
+func Decode(value []byte) (Event, error) { return decodeEvent(value, allKinds, false) }

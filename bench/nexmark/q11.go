@@ -16,7 +16,7 @@ import (
 // query asks for one millisecond less; a session window's End is its last
 // record's time, and the result's endtime adds the gap back.
 func q11(b *stream.Builder, in, out string, _ Options) error {
-	bidders := stream.MapValues(events(b, in).Filter(isBid), func(r stream.Record[[]byte, Event]) (int64, error) {
+	bidders := stream.MapValues(events(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (int64, error) {
 		return r.Value.Bid.Bidder, nil
 	})
 	byBidder := stream.GroupBy(bidders, func(r stream.Record[[]byte, int64]) (int64, error) { return r.Value, nil })

@@ -12,39 +12,53 @@ import (
 // per auction on a tie. The output is keyed by the window's start (Int64).
 //
 // A maximum over a whole window needs every count of that window in one
-// place, so the query runs in two windowed stages, each emitting a
-// window's result once, when the watermark closes it:
+// place, so the query runs in windowed stages, each emitting a window's
+// result once, when the watermark closes it:
 //
-//  1. bids, keyed by auction (a repartition), counted per hopping window.
-//     A final count carries its window's last instant (end - 1 ms) as its
-//     timestamp;
-//  2. those counts, keyed by their window's start (a second repartition),
-//     keep the largest per window. All the counts of one hop window carry
-//     the same timestamp, end - 1 ms, which lies in exactly one tumbling
+//  1. bids, keyed by auction (a repartition), counted per pane: the
+//     tumbling window of Q5WindowSlide, of which each hop window is a run
+//     of five. A bid updates one pane, where counting per hop window
+//     would update five. A final count carries its window's last instant
+//     (end - 1 ms) as its timestamp;
+//  2. the pane counts, keyed by auction again (a repartition of one
+//     record per auction and pane, far fewer than the bids), summed per
+//     hop window: a pane's last instant lies in exactly the five hop
+//     windows that contain the whole pane;
+//  3. those counts, keyed by their window's start (a repartition), keep
+//     the largest per window. All the counts of one hop window carry the
+//     same timestamp, end - 1 ms, which lies in exactly one tumbling
 //     window of Q5WindowSlide, [end - slide, end). That window closes when
 //     the watermark passes the hop window's end. The watermark crosses
-//     the repartition topic behind the counts, so by then every count of
-//     the window has arrived.
+//     each repartition topic behind the records, so by then every count of
+//     the window has arrived. Its records and aggregates use a binary
+//     codec (codec.go), not the inferred JSON.
 func q5(b *stream.Builder, in, out string, _ Options) error {
-	auctions := stream.MapValues(events(b, in).Filter(isBid), func(r stream.Record[[]byte, Event]) (int64, error) {
+	slide := Q5WindowSlide * time.Millisecond
+	final := func(name string) stream.WindowedStore {
+		return stream.WindowedStore{Name: name, Late: stream.DropLate(), Emit: stream.EmitFinal()}
+	}
+	auctions := stream.MapValues(events(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (int64, error) {
 		return r.Value.Bid.Auction, nil
 	})
 	byAuction := stream.GroupBy(auctions, func(r stream.Record[[]byte, int64]) (int64, error) { return r.Value, nil })
-	hop := stream.Hopping(Q5WindowSize*time.Millisecond, Q5WindowSlide*time.Millisecond)
-	counts := stream.WindowedCount(byAuction, hop,
-		stream.WindowedStore{Name: "q5-bids-per-auction", Late: stream.DropLate(), Emit: stream.EmitFinal()})
+	panes := stream.WindowedCount(byAuction, stream.Tumbling(slide), final("q5-bids-per-pane"))
+
+	paneCounts := stream.KeyBy(panes.ToStream(), func(r stream.Record[stream.Windowed[int64], int64]) (int64, error) {
+		return r.Key.Key, nil
+	})
+	counts := stream.WindowedReduce(stream.GroupByKey(paneCounts), stream.Hopping(Q5WindowSize*time.Millisecond, slide),
+		final("q5-bids-per-auction"), func(sum, n int64) (int64, error) { return sum + n, nil })
 
 	perAuction := stream.MapValues(counts.ToStream(), func(r stream.Record[stream.Windowed[int64], int64]) (Q5Result, error) {
 		return Q5Result{WindowStart: r.Key.Start.UnixMilli(), WindowEnd: r.Key.End.UnixMilli(), Auction: r.Key.Key, Num: r.Value}, nil
 	})
 	byWindow := stream.GroupBy(perAuction, func(r stream.Record[stream.Windowed[int64], Q5Result]) (int64, error) {
 		return r.Value.WindowStart, nil
-	})
-	hottest := stream.WindowedAggregate(byWindow, stream.Tumbling(Q5WindowSlide*time.Millisecond),
-		stream.WindowedStore{Name: "q5-hottest", Late: stream.DropLate(), Emit: stream.EmitFinal()},
+	}, stream.Codecs(stream.Int64(), stream.Codec[Q5Result](q5Codec)))
+	hottest := stream.WindowedAggregate(byWindow, stream.Tumbling(slide), final("q5-hottest"),
 		nil, func(r stream.Record[int64, Q5Result], top []Q5Result) ([]Q5Result, error) {
 			return mostBids(top, r.Value), nil
-		}, nil)
+		}, nil, stream.Codecs(stream.Int64(), sliceOf(q5Codec)))
 
 	results := stream.FlatMapValues(hottest.ToStream(), func(r stream.Record[stream.Windowed[int64], []Q5Result]) ([]Q5Result, error) {
 		return r.Value, nil

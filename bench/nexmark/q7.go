@@ -26,7 +26,8 @@ import (
 //     every partition's result for the window has arrived.
 func q7(b *stream.Builder, in, out string, _ Options) error {
 	window := stream.Tumbling(Q7Window * time.Millisecond)
-	bids := stream.MapValues(events(b, in).Filter(isBid), func(r stream.Record[[]byte, Event]) (Q7Result, error) {
+	highestCodec := sliceOf(q7Codec) // the aggregates' binary codec, cheaper than JSON
+	bids := stream.MapValues(events(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (Q7Result, error) {
 		bid := r.Value.Bid
 		return Q7Result{Auction: bid.Auction, Bidder: bid.Bidder, Price: bid.Price, DateTime: bid.DateTime}, nil
 	})
@@ -34,11 +35,11 @@ func q7(b *stream.Builder, in, out string, _ Options) error {
 		stream.WindowedStore{Name: "q7-local-highest", Late: stream.DropLate(), Emit: stream.EmitFinal()},
 		nil, func(r stream.Record[[]byte, Q7Result], top []Q7Result) ([]Q7Result, error) {
 			return highestBids(top, r.Value), nil
-		}, nil)
+		}, nil, stream.Codecs(stream.Bytes(), highestCodec))
 
 	byWindow := stream.GroupBy(local.ToStream(), func(r stream.Record[stream.Windowed[[]byte], []Q7Result]) (int64, error) {
 		return r.Key.Start.UnixMilli(), nil
-	})
+	}, stream.Codecs(stream.Int64(), highestCodec))
 	highest := stream.WindowedAggregate(byWindow, window,
 		stream.WindowedStore{Name: "q7-highest", Late: stream.DropLate(), Emit: stream.EmitFinal()},
 		nil, func(r stream.Record[int64, []Q7Result], top []Q7Result) ([]Q7Result, error) {
@@ -46,7 +47,7 @@ func q7(b *stream.Builder, in, out string, _ Options) error {
 				top = highestBids(top, bid)
 			}
 			return top, nil
-		}, nil)
+		}, nil, stream.Codecs(stream.Int64(), highestCodec))
 
 	results := stream.FlatMapValues(highest.ToStream(), func(r stream.Record[stream.Windowed[int64], []Q7Result]) ([]Q7Result, error) {
 		out := make([]Q7Result, len(r.Value))

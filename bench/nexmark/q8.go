@@ -15,9 +15,7 @@ import (
 // window, whose final value (emitted once, when the watermark closes the
 // window) says whether both happened.
 func q8(b *stream.Builder, in, out string, _ Options) error {
-	newcomers := events(b, in).Filter(func(r stream.Record[[]byte, Event]) (bool, error) {
-		return r.Value.Type == PersonEvent || r.Value.Type == AuctionEvent, nil
-	})
+	newcomers := events(b, in, PersonEvent, AuctionEvent)
 	byPerson := stream.KeyBy(newcomers, func(r stream.Record[[]byte, Event]) (int64, error) {
 		if p := r.Value.Person; p != nil {
 			return p.ID, nil
