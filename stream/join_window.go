@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -394,7 +395,9 @@ func joinStreams[K, V1, V2, VR any](l Stream[K, V1], r Stream[K, V2], w JoinWind
 			j.scanned[i], j.nextT[i], j.committedScan[i] = math.MinInt64, math.MinInt64, math.MinInt64
 			j.created[i] = map[string]struct{}{}
 			j.keyBufs[i] = map[string][][]byte{}
+			j.closed[i] = map[string]struct{}{}
 		}
+		j.alo = t.app.cfg.guarantee != ExactlyOnce
 		j.lateCount = t.app.metrics.windowLate.WithLabelValues(name, d.late.label())
 		t.addTimed(j)
 		return j
@@ -465,6 +468,20 @@ type streamJoin[K, V1, V2, VR any] struct {
 	created     [2]map[string]struct{}
 	keyBufs     [2]map[string][][]byte
 
+	// alo: the App runs at-least-once. closed holds, per side, the index
+	// keys of the buckets closed (their unmatched records emitted) but not
+	// deleted yet: at-least-once keeps a closed bucket until a commit
+	// covers every input record handled before its close, because a crash
+	// before that commit replays those records against the local store,
+	// which survives ahead of the committed offsets, and a replayed record
+	// must find the partners it joined before (committed deletes them).
+	// closed is memory only: after a crash, the close scans (which start at
+	// the start of the index) close those buckets again — emitting again
+	// an unmatched record whose first emission may not have been
+	// acknowledged.
+	alo    bool
+	closed [2]map[string]struct{}
+
 	lateCount prometheus.Counter
 }
 
@@ -493,6 +510,14 @@ func (j *streamJoin[K, V1, V2, VR]) sync() {
 	} else {
 		j.wm, j.scanned = j.committedWM, j.committedScan
 		j.nextT = [2]int64{math.MinInt64, math.MinInt64}
+		// The closes of the aborted rounds are redone.
+		for side := range 2 {
+			for k := range j.closed[side] {
+				if readEnd([]byte(k)) > j.scanned[side] {
+					delete(j.closed[side], k)
+				}
+			}
+		}
 	}
 	j.gen, j.aborts = t.txnGen, t.aborts
 	for i := range 2 {
@@ -790,47 +815,34 @@ func (j *streamJoin[K, V1, V2, VR]) closeSide(side int, maxT int64) error {
 	return nil
 }
 
-// closeBucket deletes the bucket of index entry ik (if the transaction
-// still holds it) and emits its unmatched records if side is outer.
+// closeBucket closes the bucket of index entry ik: it emits its unmatched
+// records if side is outer, and deletes it — at once under ExactlyOnce (an
+// aborted transaction restores it), under AtLeastOnce only after the next
+// successful commit (see committed).
 func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) error {
 	t := j.t
 	if found, known := t.txn.Known(j.name, ik); known && !found {
 		return nil // closed in the open transaction already
+	}
+	if _, ok := j.closed[side][string(ik)]; ok {
+		return nil // closed already, its deletion awaits a commit
 	}
 	ts, kb, err := parseJoinIndexKey(j.name, ik)
 	if err != nil {
 		return err
 	}
 	bk := bufKey(side, kb, ts)
-	raw, found, err := j.get(bk)
-	if err != nil {
-		return unfatal(err)
-	}
-	at := time.UnixMilli(ts)
-	var recs []*kgo.Record
-	if found {
-		if err := t.txn.DeleteCold(j.name, bk); err != nil {
-			return fmt.Errorf("store %s: %w", j.name, err)
+	var raw []byte
+	var found bool
+	if j.alo {
+		if raw, found, err = j.get(bk); err != nil {
+			return unfatal(err)
 		}
-		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: bk, Timestamp: at})
-	}
-	lk, lv, err := j.listRemove(side, kb, ts, found)
-	if err != nil {
-		return unfatal(err)
-	}
-	if lk != nil {
-		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: lk, Value: lv, Timestamp: at})
-	}
-	if err := t.txn.DeleteCold(j.name, ik); err != nil {
-		return fmt.Errorf("store %s: %w", j.name, err)
-	}
-	recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: slices.Clone(ik), Timestamp: at})
-	if err := t.txn.Apply(); err != nil {
+		j.closed[side][string(ik)] = struct{}{}
+	} else if raw, found, err = j.drop(side, ik, kb, ts); err != nil {
 		return err
 	}
-	for _, r := range recs {
-		t.produce(r)
-	}
+	at := time.UnixMilli(ts)
 	if !found || !j.d.outer(side) {
 		return nil
 	}
@@ -865,4 +877,97 @@ func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) error {
 		}
 	}
 	return nil
+}
+
+// drop deletes side's bucket of index entry ik (key kb, time ts), its place
+// in the key list and ik, with their changelog records, and returns the
+// bucket's value (found false: it was gone).
+func (j *streamJoin[K, V1, V2, VR]) drop(side int, ik, kb []byte, ts int64) (raw []byte, found bool, err error) {
+	t := j.t
+	bk := bufKey(side, kb, ts)
+	raw, found, err = j.get(bk)
+	if err != nil {
+		return nil, false, unfatal(err)
+	}
+	at := time.UnixMilli(ts)
+	var recs []*kgo.Record
+	if found {
+		if err := t.txn.DeleteCold(j.name, bk); err != nil {
+			return nil, false, fmt.Errorf("store %s: %w", j.name, err)
+		}
+		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: bk, Timestamp: at})
+	}
+	lk, lv, err := j.listRemove(side, kb, ts, found)
+	if err != nil {
+		return nil, false, unfatal(err)
+	}
+	if lk != nil {
+		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: lk, Value: lv, Timestamp: at})
+	}
+	if err := t.txn.DeleteCold(j.name, ik); err != nil {
+		return nil, false, fmt.Errorf("store %s: %w", j.name, err)
+	}
+	recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: slices.Clone(ik), Timestamp: at})
+	if err := t.txn.Apply(); err != nil {
+		return nil, false, err
+	}
+	for _, r := range recs {
+		t.produce(r)
+	}
+	return raw, found, nil
+}
+
+// committed deletes the buckets closed before an at-least-once commit that
+// succeeded (commitNotified): every input record handled before their
+// close is committed, so none that could join them is replayed after a
+// crash any more.
+func (j *streamJoin[K, V1, V2, VR]) committed() error {
+	if len(j.closed[0])+len(j.closed[1]) == 0 {
+		return nil
+	}
+	j.sync()
+	for side := range 2 {
+		for _, k := range slices.Sorted(maps.Keys(j.closed[side])) {
+			ik := []byte(k)
+			ts, kb, err := parseJoinIndexKey(j.name, ik)
+			if err != nil {
+				return err
+			}
+			if _, _, err := j.drop(side, ik, kb, ts); err != nil {
+				return err
+			}
+			delete(j.closed[side], k)
+		}
+	}
+	return nil
+}
+
+// commitNotified is a time-driven operator told of each successful
+// at-least-once commit of its task.
+type commitNotified interface {
+	committed() error
+}
+
+// notifyCommitted tells the task's operators that a commit covering every
+// input record it handled succeeded, and writes what they changed to the
+// local database (their changelog records go with the next commit). Loop
+// goroutine (or the Driver), between rounds.
+func (t *task) notifyCommitted() error {
+	var first error
+	for _, op := range t.timed {
+		if c, ok := op.(commitNotified); ok {
+			if err := c.committed(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		if t.txn != nil {
+			t.txn.Discard()
+			t.txn = nil
+			t.txnGen++
+		}
+		return fmt.Errorf("task %s: %w", t.id, first)
+	}
+	return t.flushState()
 }

@@ -115,12 +115,12 @@ type joinRun struct {
 }
 
 func newJoinRun(t *testing.T, kind joinKind, w JoinWindows, store JoinStore, parts map[string]int32, bound time.Duration,
-	rekey bool,
+	rekey bool, opts ...Opt,
 ) *joinRun {
 	t.Helper()
 	b := NewBuilder()
 	ssJoinTopology(b, kind, w, store, rekey)
-	d, err := NewDriver("ssj", b, parts, StateDir(t.TempDir()), Watermarks(bound, 0))
+	d, err := NewDriver("ssj", b, parts, slices.Concat([]Opt{StateDir(t.TempDir()), Watermarks(bound, 0)}, opts)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,8 @@ func TestJoinStreamsAbortedTransaction(t *testing.T) {
 			const disorder = 50
 			recs := genJoinRecords(rng, 150, []string{"a", "b", "c"}, 10_000, disorder)
 			w := JoinWindows{Before: 200 * time.Millisecond, After: 100 * time.Millisecond, Grace: 20 * time.Millisecond}
-			r := newJoinRun(t, kind, w, JoinStore{Name: "j", Late: DropLate()}, nil, disorder*time.Millisecond, false)
+			r := newJoinRun(t, kind, w, JoinStore{Name: "j", Late: DropLate()}, nil, disorder*time.Millisecond, false,
+				Delivery(ExactlyOnce))
 			d := r.d
 			first, aborted := recs[:100], recs[100:200]
 			r.pipe(first...)
