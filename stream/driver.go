@@ -222,7 +222,8 @@ func (d *Driver) commit(t *task) error {
 	for topic, n := range t.next {
 		t.committed[topic] = n.Offset
 	}
-	return t.notifyCommitted()
+	t.notifyCommitted()
+	return t.dropCommitted()
 }
 
 // ProcessingTime returns the App's processing clock.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -468,19 +467,20 @@ type streamJoin[K, V1, V2, VR any] struct {
 	created     [2]map[string]struct{}
 	keyBufs     [2]map[string][][]byte
 
-	// alo: the App runs at-least-once. closed holds, per side, the index
-	// keys of the buckets closed (their unmatched records emitted) but not
-	// deleted yet: at-least-once keeps a closed bucket until a commit
-	// covers every input record handled before its close, because a crash
-	// before that commit replays those records against the local store,
-	// which survives ahead of the committed offsets, and a replayed record
-	// must find the partners it joined before (committed deletes them).
-	// closed is memory only: after a crash, the close scans (which start at
-	// the start of the index) close those buckets again — emitting again
-	// an unmatched record whose first emission may not have been
-	// acknowledged.
-	alo    bool
-	closed [2]map[string]struct{}
+	// alo: the App runs at-least-once. Then a closed bucket (its unmatched
+	// records emitted) is kept until a commit covers every input record
+	// handled before its close: a crash before that commit replays those
+	// records against the local store, which survives ahead of the
+	// committed offsets, and a replayed record must find the partners it
+	// joined before. closed holds, per side, the index keys of the buckets
+	// closed since the last commit; covered those a commit covered since,
+	// which the next round deletes (dropCommitted). Both are memory only:
+	// after a crash the close scans, which start at the start of the index,
+	// close those buckets again — emitting again an unmatched record whose
+	// first emission may not have been acknowledged.
+	alo     bool
+	closed  [2]map[string]struct{}
+	covered [2][][]byte
 
 	lateCount prometheus.Counter
 }
@@ -759,6 +759,9 @@ func (j *streamJoin[K, V1, V2, VR]) late(side int, kb, vb []byte, ts time.Time, 
 // deleted.
 func (j *streamJoin[K, V1, V2, VR]) advance(wm int64, _ time.Time) error {
 	j.sync()
+	if err := j.dropCommitted(); err != nil {
+		return err
+	}
 	j.wm = max(j.wm, wm)
 	if j.wm == math.MinInt64 {
 		return nil
@@ -917,57 +920,73 @@ func (j *streamJoin[K, V1, V2, VR]) drop(side int, ik, kb []byte, ts int64) (raw
 	return raw, found, nil
 }
 
-// committed deletes the buckets closed before an at-least-once commit that
-// succeeded (commitNotified): every input record handled before their
-// close is committed, so none that could join them is replayed after a
-// crash any more.
-func (j *streamJoin[K, V1, V2, VR]) committed() error {
-	if len(j.closed[0])+len(j.closed[1]) == 0 {
+// committed notes that an at-least-once commit covering every input
+// record handled so far succeeded (commitNotified): the buckets closed until
+// now are deleted from the next round on (dropCommitted), none of the
+// records that could join them being replayed after a crash any more.
+func (j *streamJoin[K, V1, V2, VR]) committed() {
+	for side := range 2 {
+		for k := range j.closed[side] {
+			j.covered[side] = append(j.covered[side], []byte(k))
+		}
+		clear(j.closed[side])
+	}
+}
+
+// dropCommitted deletes the buckets whose close a commit covered, in the
+// task's open round.
+func (j *streamJoin[K, V1, V2, VR]) dropCommitted() error {
+	if len(j.covered[0])+len(j.covered[1]) == 0 {
 		return nil
 	}
 	j.sync()
 	for side := range 2 {
-		for _, k := range slices.Sorted(maps.Keys(j.closed[side])) {
-			ik := []byte(k)
+		slices.SortFunc(j.covered[side], bytes.Compare)
+		for i, ik := range j.covered[side] {
 			ts, kb, err := parseJoinIndexKey(j.name, ik)
+			if err == nil {
+				_, _, err = j.drop(side, ik, kb, ts)
+			}
 			if err != nil {
+				j.covered[side] = j.covered[side][i:]
 				return err
 			}
-			if _, _, err := j.drop(side, ik, kb, ts); err != nil {
-				return err
-			}
-			delete(j.closed[side], k)
 		}
+		j.covered[side] = j.covered[side][:0]
 	}
 	return nil
 }
 
-// commitNotified is a time-driven operator told of each successful
-// at-least-once commit of its task.
+// commitNotified is a time-driven operator that acts on the at-least-once
+// commits of its task.
 type commitNotified interface {
-	committed() error
+	// committed: a commit covering every input record the task handled
+	// succeeded (loop goroutine, between rounds; no I/O).
+	committed()
+	// dropCommitted deletes the state that commit made unneeded, in the
+	// open round (also called by advance).
+	dropCommitted() error
 }
 
 // notifyCommitted tells the task's operators that a commit covering every
-// input record it handled succeeded, and writes what they changed to the
-// local database (their changelog records go with the next commit). Loop
-// goroutine (or the Driver), between rounds.
-func (t *task) notifyCommitted() error {
-	var first error
+// input record it handled succeeded. Between rounds.
+func (t *task) notifyCommitted() {
 	for _, op := range t.timed {
 		if c, ok := op.(commitNotified); ok {
-			if err := c.committed(); err != nil && first == nil {
-				first = err
-			}
+			c.committed()
 		}
 	}
-	if first != nil {
-		if t.txn != nil {
-			t.txn.Discard()
-			t.txn = nil
-			t.txnGen++
+}
+
+// dropCommitted has the task's operators delete, in a round of its own,
+// the state a commit made unneeded (the Driver: its rounds commit at once).
+func (t *task) dropCommitted() error {
+	for _, op := range t.timed {
+		if c, ok := op.(commitNotified); ok {
+			if err := c.dropCommitted(); err != nil {
+				return err
+			}
 		}
-		return fmt.Errorf("task %s: %w", t.id, first)
 	}
 	return t.flushState()
 }

@@ -584,6 +584,95 @@ func TestJoinStreamsAbortedTransaction(t *testing.T) {
 	}
 }
 
+// An at-least-once crash after a bucket closed and before the commit that
+// follows: the local store survives (a kill -9 keeps the disk), the input
+// is replayed from the last committed offsets, and the outputs since that
+// commit were never acknowledged. A replayed record whose partner's window
+// closed before the crash still finds the partner: the pair is emitted
+// again, and neither record is emitted unmatched: every result is the batch
+// join's, and each of those appears. The crash is made by hand on the Driver's task (the Driver
+// commits after every round): records handled without that commit, then
+// the task closed and opened again on its state directory (not restored
+// from the changelog), its uncommitted outputs dropped from the log, and
+// the uncommitted records piped again.
+func TestJoinStreamsAtLeastOnceCrashReplay(t *testing.T) {
+	for _, kind := range joinKinds {
+		t.Run(kind.String(), func(t *testing.T) {
+			w := JoinWindows{Before: 100 * time.Millisecond, After: 100 * time.Millisecond}
+			r := newJoinRun(t, kind, w, JoinStore{Name: "j", Late: DropLate()}, nil, 0, false)
+			d := r.d
+			// Both inputs have a watermark (1000); the left record lp is
+			// handled and committed.
+			committed := []jrec{{0, "x", 1000, "lx"}, {1, "x", 1000, "rx"}, {0, "k", 1100, "lp"}}
+			r.pipe(committed...)
+			id := taskID{0, 0}
+			tk := d.tasks[id]
+			outLen := len(d.log["out"])
+			// Handled, not committed: rr joins lp, then the watermark
+			// (1300) closes lp's window (1100 + After) and rr's.
+			uncommitted := []jrec{{1, "k", 1150, "rr"}, {0, "z", 1300, "lz"}, {1, "z", 1300, "rz"}}
+			ctx := context.Background()
+			for _, rec := range uncommitted {
+				topic := []string{"lin", "rin"}[rec.side]
+				if _, err := d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
+					t.Fatal(err)
+				}
+				tp := topicPartition{topic, 0}
+				kr := d.queues[tp][0]
+				delete(d.queues, tp)
+				if err := tk.handle(ctx, kr); err != nil {
+					t.Fatal(err)
+				}
+				if err := tk.endBatch(); err != nil {
+					t.Fatal(err)
+				}
+				if err := tk.flushState(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pair := jout("k", joinValue("lp", true, "rr", true), 1150)
+			var before []string
+			for _, kr := range d.log["out"][outLen:] {
+				before = append(before, jout(string(kr.Key), string(kr.Value), kr.Timestamp.UnixMilli()))
+			}
+			if !slices.Contains(before, pair) || tk.et.tracker.Watermark() <= 1100+100 {
+				t.Fatalf("before the crash: results %v, watermark %d; want %s and lp's window closed: the test proves nothing",
+					before, tk.et.tracker.Watermark(), pair)
+			}
+			// The crash: outputs since the commit lost, the store kept.
+			d.log["out"] = d.log["out"][:outLen]
+			d.a.taskUnqueryable(tk)
+			if err := tk.close(); err != nil {
+				t.Fatal(err)
+			}
+			tk2, err := d.a.newTask(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.tasks[id] = tk2
+			d.a.taskQueryable(tk2)
+			r.pipe(uncommitted...)
+			if err := d.EndOfInput(); err != nil {
+				t.Fatal(err)
+			}
+			all := slices.Concat(committed, uncommitted)
+			got, want := r.results(), batchJoin(all, kind, 100, 100)
+			if !slices.Contains(got, pair) {
+				t.Fatalf("the pair %s is lost: results %v", pair, got)
+			}
+			// Replayed records are buffered again, so results repeat
+			// (lz and rz join each other's first copy too): each result is
+			// the batch join's, and each of those appears.
+			if diff := diffJoin(slices.Compact(slices.Clone(got)), want); diff != "" {
+				t.Fatalf("distinct results: %s", diff)
+			}
+			if left := tableOf(r.d.Records("ssj-j-changelog")); len(left) != 0 {
+				t.Fatalf("%d store keys left after every window closed, e.g. %q", len(left), slices.Sorted(maps.Keys(left))[0])
+			}
+		})
+	}
+}
+
 // The store values of a stream-stream join decode without panicking
 // whatever the bytes (a corrupted local store), and what decodes encodes
 // back to the same bytes (one value, one encoding).

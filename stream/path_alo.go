@@ -121,9 +121,7 @@ func (p *atLeastOnce) commitOffsets(ctx context.Context, tasks []*task) {
 			t.committed[topic] = next.Offset
 		}
 		t.tablesCovered(t.committed)
-		if err := t.notifyCommitted(); err != nil {
-			a.cfg.logger.Warn("state cleanup after commit failed", "task", t.id.String(), "err", err)
-		}
+		t.notifyCommitted()
 	}
 }
 
