@@ -87,7 +87,8 @@ func JoinCodecs[K, V1, V2 any](key Codec[K], left Codec[V1], right Codec[V2]) St
 // per task, with its changelog "<app>-<name>-changelog", restored on
 // assignment like every store), each record until its join window closes;
 // so the store holds about (After + Grace) of left records and (Before +
-// Grace) of right records per partition. The two streams must be
+// Grace) of right records per partition (under AtLeastOnce, plus the
+// records closed within about one commit interval). The two streams must be
 // co-partitioned: same key, same partitioning (murmur2 of the encoded key),
 // same partition count — checked at start (ErrPartitionMismatch). An input
 // whose key changed since its source (KeyBy upstream) is first written to
@@ -97,12 +98,14 @@ func JoinCodecs[K, V1, V2 any](key Codec[K], left Codec[V1], right Codec[V2]) St
 //
 // Under ExactlyOnce the results, the store's writes and the input offsets
 // are one transaction: every result is written exactly once across crashes.
-// Under AtLeastOnce a crash replays the input since the last commit against
-// a store that may already hold its effects: the replayed records are
-// buffered and joined again, so results repeat; in a rare race — a replayed
-// record whose partner's window closed after that commit, in the moments
-// before the crash, while their result was not yet acknowledged — the pair
-// is lost (and an outer side emits the record unmatched instead).
+// Under AtLeastOnce every result is written at least once across crashes: a
+// crash replays the input since the last commit against a store that may
+// already hold its effects, so the replayed records are buffered and joined
+// again and results repeat, but none is lost — a record whose window closed
+// stays in the store until a commit covers every input record handled
+// before the close, so a replayed record still joins the partners it joined
+// before the crash (and is not emitted unmatched), and an unmatched result
+// not yet committed when the crash came is emitted again.
 func JoinStreams[K, V1, V2, VR any](l Stream[K, V1], r Stream[K, V2], w JoinWindows, store JoinStore,
 	fn func(key K, lv V1, rv V2) (VR, error), opts ...StreamJoinOpt[K, V1, V2],
 ) Stream[K, VR] {
@@ -179,7 +182,8 @@ func (k joinKind) String() string {
 // joins the entry, so an unmatched result is emitted at close only for an
 // entry nothing joined. Every write goes to the changelog, so a restore
 // rebuilds buffers, flags and index alike; a closed bucket and its index
-// entry are deleted with changelog tombstones.
+// entry are deleted with changelog tombstones (under at-least-once, in the
+// round after the commit that follows the close).
 //
 // Invariants:
 //   - j.wm is the task's watermark (never below it, never decreasing within
@@ -189,7 +193,10 @@ func (k joinKind) String() string {
 //     bucket closes (wm > t + hi + Grace) every record that could still be
 //     processed has a time > t + hi, outside the bucket's window — its
 //     unmatched result is final, and no record that could join it is lost
-//     by its deletion (which may therefore come at any later round);
+//     by its deletion (which may therefore come at any later round) — but
+//     a crash under at-least-once replays, with the watermark of the last
+//     commit, records handled before the close, so there the deletion waits
+//     for the round after a commit covering the close (closed, covered);
 //   - a bucket's index entry is written before its key list entry, which
 //     is written before the bucket, and deleted in the reverse order: a
 //     prefix of the changelog (a crash under at-least-once) never holds a

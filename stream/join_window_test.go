@@ -673,6 +673,72 @@ func TestJoinStreamsAtLeastOnceCrashReplay(t *testing.T) {
 	}
 }
 
+// Under AtLeastOnce a closed bucket stays in the store until a commit
+// covers its close, and goes in the round after that commit; until then it
+// is closed once only (its unmatched record emitted once). Driven by hand on
+// the Driver's task, whose own rounds commit at once.
+func TestJoinStreamsAtLeastOnceDeletesAfterCommit(t *testing.T) {
+	w := JoinWindows{Before: 100 * time.Millisecond, After: 100 * time.Millisecond}
+	r := newJoinRun(t, joinOuter, w, JoinStore{Name: "j", Late: DropLate()}, nil, 0, false)
+	d := r.d
+	r.pipe(jrec{0, "x", 1000, "lx"}, jrec{1, "x", 1000, "rx"})
+	tk := d.tasks[taskID{0, 0}]
+	ctx := context.Background()
+	round := func(recs ...jrec) {
+		t.Helper()
+		for _, rec := range recs {
+			topic := []string{"lin", "rin"}[rec.side]
+			if _, err := d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
+				t.Fatal(err)
+			}
+			tp := topicPartition{topic, 0}
+			kr := d.queues[tp][0]
+			delete(d.queues, tp)
+			if err := tk.handle(ctx, kr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tk.endBatch(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.flushState(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bk := string(bufKey(joinSideLeft, []byte("k"), 1100))
+	stored := func() bool {
+		_, ok := tableOf(d.Records("ssj-j-changelog"))[bk]
+		return ok
+	}
+	unmatched := jout("k", joinValue("lp", true, "", false), 1100)
+	count := func() int {
+		n := 0
+		for _, o := range r.results() {
+			if o == unmatched {
+				n++
+			}
+		}
+		return n
+	}
+	round(jrec{0, "k", 1100, "lp"})
+	round(jrec{0, "z", 1300, "lz"}, jrec{1, "z", 1300, "rz"}) // closes lp (1100 + After)
+	if count() != 1 || !stored() {
+		t.Fatalf("after the close: %d unmatched lp, bucket stored %v; want 1, true (kept until a commit)", count(), stored())
+	}
+	round(jrec{0, "z", 1400, "lz2"}, jrec{1, "z", 1400, "rz2"})
+	if count() != 1 || !stored() {
+		t.Fatalf("a round later, no commit: %d unmatched lp, bucket stored %v; want 1, true", count(), stored())
+	}
+	tk.notifyCommitted()
+	if !stored() {
+		t.Fatal("deleted by the commit itself: want it in the round after")
+	}
+	round()
+	if count() != 1 || stored() {
+		t.Fatalf("the round after the commit: %d unmatched lp, bucket stored %v; want 1, false", count(), stored())
+	}
+}
+
 // The store values of a stream-stream join decode without panicking
 // whatever the bytes (a corrupted local store), and what decodes encodes
 // back to the same bytes (one value, one encoding).
