@@ -481,9 +481,10 @@ type streamJoin[K, V1, V2, VR any] struct {
 	// committed offsets, and a replayed record must find the partners it
 	// joined before. closed holds, per side, the index keys of the buckets
 	// closed since the last commit; covered those a commit covered since,
-	// which the next round deletes (dropCommitted). Both are memory only:
-	// after a crash the close scans, which start at the start of the index,
-	// close those buckets again — emitting again an unmatched record whose
+	// which the next round deletes (dropCommitted). Both are memory only: the
+	// next instance of the task closes those buckets again — without
+	// emitting if their close is older than the watermark it starts from
+	// (then acknowledged), else emitting again an unmatched record whose
 	// first emission may not have been acknowledged.
 	alo     bool
 	closed  [2]map[string]struct{}
@@ -844,6 +845,13 @@ func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) error {
 	bk := bufKey(side, kb, ts)
 	var raw []byte
 	var found bool
+	if j.alo && satAddMs(ts, j.d.hi(side)+j.d.grace) < t.et.startWM {
+		// Closed by the task's predecessor before the commit (or local
+		// checkpoint) it starts from: its unmatched records were
+		// acknowledged, and every record that could join it is late.
+		_, _, err := j.drop(side, ik, kb, ts)
+		return err
+	}
 	if j.alo {
 		if raw, found, err = j.get(bk); err != nil {
 			return unfatal(err)

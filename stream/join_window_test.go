@@ -739,6 +739,86 @@ func TestJoinStreamsAtLeastOnceDeletesAfterCommit(t *testing.T) {
 	}
 }
 
+// A bucket closed before the commit a task stops at (a clean hand-over or
+// shutdown: no round follows to delete it) is deleted by the task's next
+// instance without emitting its unmatched record again: that instance
+// starts from the committed watermark, past the bucket's close, so the
+// first emission was acknowledged. Driven by hand on the Driver's task; the
+// commit is notifyCommitted plus the watermark's local copy (as the App's
+// checkpoint writes it), and the next instance opens the same store.
+func TestJoinStreamsAtLeastOnceCleanRestartNoRepeat(t *testing.T) {
+	w := JoinWindows{Before: 100 * time.Millisecond, After: 100 * time.Millisecond}
+	r := newJoinRun(t, joinOuter, w, JoinStore{Name: "j", Late: DropLate()}, nil, 0, false)
+	d := r.d
+	committed := []jrec{{0, "x", 1000, "lx"}, {1, "x", 1000, "rx"}}
+	r.pipe(committed...)
+	id := taskID{0, 0}
+	tk := d.tasks[id]
+	ctx := context.Background()
+	byHand := []jrec{{0, "k", 1100, "lp"}, {0, "z", 1300, "lz"}, {1, "z", 1300, "rz"}} // lp closes unmatched
+	for _, rec := range byHand {
+		topic := []string{"lin", "rin"}[rec.side]
+		if _, err := d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
+			t.Fatal(err)
+		}
+		tp := topicPartition{topic, 0}
+		kr := d.queues[tp][0]
+		delete(d.queues, tp)
+		if err := tk.handle(ctx, kr); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.endBatch(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.flushState(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unmatched := jout("k", joinValue("lp", true, "", false), 1100)
+	count := func() int {
+		n := 0
+		for _, o := range r.results() {
+			if o == unmatched {
+				n++
+			}
+		}
+		return n
+	}
+	if count() != 1 {
+		t.Fatalf("before the hand-over: %d unmatched lp, want 1", count())
+	}
+	// The commit, then the task closes.
+	tk.notifyCommitted()
+	if _, err := tk.stageWatermark(); err != nil {
+		t.Fatal(err)
+	}
+	d.a.taskUnqueryable(tk)
+	if err := tk.close(); err != nil {
+		t.Fatal(err)
+	}
+	tk2, err := d.a.newTask(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.tasks[id] = tk2
+	d.a.taskQueryable(tk2)
+	if tk2.et.startWM != 1300 {
+		t.Fatalf("the next instance starts from watermark %d, want 1300: the test proves nothing", tk2.et.startWM)
+	}
+	if err := d.EndOfInput(); err != nil {
+		t.Fatal(err)
+	}
+	if count() != 1 {
+		t.Fatalf("after the hand-over: %d unmatched lp, want 1", count())
+	}
+	if diff := diffJoin(r.results(), batchJoin(slices.Concat(committed, byHand), joinOuter, 100, 100)); diff != "" {
+		t.Fatal(diff)
+	}
+	if left := tableOf(r.d.Records("ssj-j-changelog")); len(left) != 0 {
+		t.Fatalf("%d store keys left after every window closed, e.g. %q", len(left), slices.Sorted(maps.Keys(left))[0])
+	}
+}
+
 // The store values of a stream-stream join decode without panicking
 // whatever the bytes (a corrupted local store), and what decodes encodes
 // back to the same bytes (one value, one encoding).
