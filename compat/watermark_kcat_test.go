@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream"
@@ -57,7 +58,20 @@ func TestKcatSeesWatermarkMarkers(t *testing.T) {
 	if err := cl.ProduceSync(testContext(t, 10*time.Second), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	// The App creates its repartition topic as it starts: wait for it
+	// before kcat, which fails on a topic that does not exist yet.
 	deadline := time.Now().Add(60 * time.Second)
+	adm := kadm.NewClient(cl)
+	for {
+		td, err := adm.ListTopics(testContext(t, 10*time.Second), "wmk-n-repartition")
+		if err == nil && td.Has("wmk-n-repartition") && td["wmk-n-repartition"].Err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the App's repartition topic was not created within 60s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for {
 		data, markers, header := readRepartition(t, kcat, addr, "wmk-n-repartition")
 		if data == n && markers >= 9 {
