@@ -830,7 +830,8 @@ func (j *streamJoin[K, V1, V2, VR]) closeSide(side int, maxT int64) error {
 // records if side is outer, and deletes it — at once under ExactlyOnce (an
 // aborted transaction restores it), under AtLeastOnce in the round after
 // the next successful commit (see committed), or at once if the task started
-// from a watermark past its close (its predecessor closed it).
+// from a watermark past its close (its predecessor closed it and emitted
+// its unmatched records: nothing is emitted again).
 func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) error {
 	t := j.t
 	if found, known := t.txn.Known(j.name, ik); known && !found {
