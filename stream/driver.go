@@ -208,8 +208,22 @@ func (d *Driver) Process() error {
 			if err := t.flushState(); err != nil {
 				return err
 			}
+			if err := d.commit(t); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// commit stands for an at-least-once commit after every round: the
+// Driver's log takes every record at once, so the task's input offsets are
+// committed as soon as its round ends.
+func (d *Driver) commit(t *task) error {
+	for topic, n := range t.next {
+		t.committed[topic] = n.Offset
+	}
+	t.notifyCommitted()
+	return t.dropCommitted()
 }
 
 // ProcessingTime returns the App's processing clock.
@@ -255,6 +269,9 @@ func (d *Driver) Tick() error {
 				return err
 			}
 			if err := t.flushState(); err != nil {
+				return err
+			}
+			if err := d.commit(t); err != nil {
 				return err
 			}
 		}

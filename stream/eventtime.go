@@ -49,6 +49,12 @@ type eventTime struct {
 	roundSnap *watermark.Tracker
 	// writer sends the task's markers (nil: it writes no repartition topic).
 	writer *markerWriter
+	// startWM is the watermark the task started from (restored from its
+	// local copy and the committed offsets' metadata, before its first
+	// round): every output of a round whose watermark reached it was
+	// acknowledged, since both copies are written only after a producer
+	// flush.
+	startWM int64
 	// committedMeta is the commit metadata of each input partition as last
 	// committed (or found at the task's start); startOffset its committed
 	// offset found at the start; topicIDs the inputs' topic ids.
@@ -114,6 +120,7 @@ func (t *task) initEventTime() error {
 			t.addTimed(w)
 		}
 	}
+	t.et.startWM = tr.Watermark()
 	if t.db == nil {
 		return nil
 	}
@@ -129,6 +136,7 @@ func (t *task) initEventTime() error {
 			t.et.saved = saved
 		}
 	}
+	t.et.startWM = tr.Watermark()
 	return nil
 }
 

@@ -276,6 +276,7 @@ func (t *task) resumeCommittedWatermark(ctx context.Context) error {
 			}
 		}
 	}
+	t.et.startWM = t.et.tracker.Watermark()
 	t.publishWatermark(t.et.tracker.Watermark(), now)
 	details, err := a.adm.ListTopics(ctx, topics...)
 	if err != nil {

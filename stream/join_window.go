@@ -87,7 +87,8 @@ func JoinCodecs[K, V1, V2 any](key Codec[K], left Codec[V1], right Codec[V2]) St
 // per task, with its changelog "<app>-<name>-changelog", restored on
 // assignment like every store), each record until its join window closes;
 // so the store holds about (After + Grace) of left records and (Before +
-// Grace) of right records per partition. The two streams must be
+// Grace) of right records per partition (under AtLeastOnce, plus the
+// records closed within about one commit interval). The two streams must be
 // co-partitioned: same key, same partitioning (murmur2 of the encoded key),
 // same partition count — checked at start (ErrPartitionMismatch). An input
 // whose key changed since its source (KeyBy upstream) is first written to
@@ -97,12 +98,14 @@ func JoinCodecs[K, V1, V2 any](key Codec[K], left Codec[V1], right Codec[V2]) St
 //
 // Under ExactlyOnce the results, the store's writes and the input offsets
 // are one transaction: every result is written exactly once across crashes.
-// Under AtLeastOnce a crash replays the input since the last commit against
-// a store that may already hold its effects: the replayed records are
-// buffered and joined again, so results repeat; in a rare race — a replayed
-// record whose partner's window closed after that commit, in the moments
-// before the crash, while their result was not yet acknowledged — the pair
-// is lost (and an outer side emits the record unmatched instead).
+// Under AtLeastOnce every result is written at least once across crashes: a
+// crash replays the input since the last commit against a store that may
+// already hold its effects, so the replayed records are buffered and joined
+// again and results repeat, but none is lost — a record whose window closed
+// stays in the store until a commit covers every input record handled
+// before the close, so a replayed record still joins the partners it joined
+// before the crash (and is not emitted unmatched), and an unmatched result
+// not yet committed when the crash came is emitted again.
 func JoinStreams[K, V1, V2, VR any](l Stream[K, V1], r Stream[K, V2], w JoinWindows, store JoinStore,
 	fn func(key K, lv V1, rv V2) (VR, error), opts ...StreamJoinOpt[K, V1, V2],
 ) Stream[K, VR] {
@@ -179,7 +182,8 @@ func (k joinKind) String() string {
 // joins the entry, so an unmatched result is emitted at close only for an
 // entry nothing joined. Every write goes to the changelog, so a restore
 // rebuilds buffers, flags and index alike; a closed bucket and its index
-// entry are deleted with changelog tombstones.
+// entry are deleted with changelog tombstones (under at-least-once, in the
+// round after the commit that follows the close).
 //
 // Invariants:
 //   - j.wm is the task's watermark (never below it, never decreasing within
@@ -189,7 +193,10 @@ func (k joinKind) String() string {
 //     bucket closes (wm > t + hi + Grace) every record that could still be
 //     processed has a time > t + hi, outside the bucket's window — its
 //     unmatched result is final, and no record that could join it is lost
-//     by its deletion (which may therefore come at any later round);
+//     by its deletion (which may therefore come at any later round) — but
+//     a crash under at-least-once replays, with the watermark of the last
+//     commit, records handled before the close, so there the deletion waits
+//     for the round after a commit covering the close (closed, covered);
 //   - a bucket's index entry is written before its key list entry, which
 //     is written before the bucket, and deleted in the reverse order: a
 //     prefix of the changelog (a crash under at-least-once) never holds a
@@ -394,7 +401,9 @@ func joinStreams[K, V1, V2, VR any](l Stream[K, V1], r Stream[K, V2], w JoinWind
 			j.scanned[i], j.nextT[i], j.committedScan[i] = math.MinInt64, math.MinInt64, math.MinInt64
 			j.created[i] = map[string]struct{}{}
 			j.keyBufs[i] = map[string][][]byte{}
+			j.closed[i] = map[string]struct{}{}
 		}
+		j.alo = t.app.cfg.guarantee != ExactlyOnce
 		j.lateCount = t.app.metrics.windowLate.WithLabelValues(name, d.late.label())
 		t.addTimed(j)
 		return j
@@ -465,6 +474,22 @@ type streamJoin[K, V1, V2, VR any] struct {
 	created     [2]map[string]struct{}
 	keyBufs     [2]map[string][][]byte
 
+	// alo: the App runs at-least-once. Then a closed bucket (its unmatched
+	// records emitted) is kept until a commit covers every input record
+	// handled before its close: a crash before that commit replays those
+	// records against the local store, which survives ahead of the
+	// committed offsets, and a replayed record must find the partners it
+	// joined before. closed holds, per side, the index keys of the buckets
+	// closed since the last commit; covered those a commit covered since,
+	// which the next round deletes (dropCommitted). Both are memory only: the
+	// next instance of the task closes those buckets again — without
+	// emitting if their close is older than the watermark it starts from
+	// (then acknowledged), else emitting again an unmatched record whose
+	// first emission may not have been acknowledged.
+	alo     bool
+	closed  [2]map[string]struct{}
+	covered [2][][]byte
+
 	lateCount prometheus.Counter
 }
 
@@ -493,6 +518,14 @@ func (j *streamJoin[K, V1, V2, VR]) sync() {
 	} else {
 		j.wm, j.scanned = j.committedWM, j.committedScan
 		j.nextT = [2]int64{math.MinInt64, math.MinInt64}
+		// The closes of the aborted rounds are redone.
+		for side := range 2 {
+			for k := range j.closed[side] {
+				if readEnd([]byte(k)) > j.scanned[side] {
+					delete(j.closed[side], k)
+				}
+			}
+		}
 	}
 	j.gen, j.aborts = t.txnGen, t.aborts
 	for i := range 2 {
@@ -734,6 +767,9 @@ func (j *streamJoin[K, V1, V2, VR]) late(side int, kb, vb []byte, ts time.Time, 
 // deleted.
 func (j *streamJoin[K, V1, V2, VR]) advance(wm int64, _ time.Time) error {
 	j.sync()
+	if err := j.dropCommitted(); err != nil {
+		return err
+	}
 	j.wm = max(j.wm, wm)
 	if j.wm == math.MinInt64 {
 		return nil
@@ -790,47 +826,43 @@ func (j *streamJoin[K, V1, V2, VR]) closeSide(side int, maxT int64) error {
 	return nil
 }
 
-// closeBucket deletes the bucket of index entry ik (if the transaction
-// still holds it) and emits its unmatched records if side is outer.
+// closeBucket closes the bucket of index entry ik: it emits its unmatched
+// records if side is outer, and deletes it — at once under ExactlyOnce (an
+// aborted transaction restores it), under AtLeastOnce in the round after
+// the next successful commit (see committed), or at once if the task started
+// from a watermark past its close (its predecessor closed it and emitted
+// its unmatched records: nothing is emitted again).
 func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) error {
 	t := j.t
 	if found, known := t.txn.Known(j.name, ik); known && !found {
 		return nil // closed in the open transaction already
+	}
+	if _, ok := j.closed[side][string(ik)]; ok {
+		return nil // closed already, its deletion awaits a commit
 	}
 	ts, kb, err := parseJoinIndexKey(j.name, ik)
 	if err != nil {
 		return err
 	}
 	bk := bufKey(side, kb, ts)
-	raw, found, err := j.get(bk)
-	if err != nil {
-		return unfatal(err)
-	}
-	at := time.UnixMilli(ts)
-	var recs []*kgo.Record
-	if found {
-		if err := t.txn.DeleteCold(j.name, bk); err != nil {
-			return fmt.Errorf("store %s: %w", j.name, err)
-		}
-		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: bk, Timestamp: at})
-	}
-	lk, lv, err := j.listRemove(side, kb, ts, found)
-	if err != nil {
-		return unfatal(err)
-	}
-	if lk != nil {
-		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: lk, Value: lv, Timestamp: at})
-	}
-	if err := t.txn.DeleteCold(j.name, ik); err != nil {
-		return fmt.Errorf("store %s: %w", j.name, err)
-	}
-	recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: slices.Clone(ik), Timestamp: at})
-	if err := t.txn.Apply(); err != nil {
+	var raw []byte
+	var found bool
+	if j.alo && satAddMs(ts, j.d.hi(side)+j.d.grace) < t.et.startWM {
+		// Closed by the task's predecessor before the commit (or local
+		// checkpoint) it starts from: its unmatched records were
+		// acknowledged, and every record that could join it is late.
+		_, _, err := j.drop(side, ik, kb, ts)
 		return err
 	}
-	for _, r := range recs {
-		t.produce(r)
+	if j.alo {
+		if raw, found, err = j.get(bk); err != nil {
+			return unfatal(err)
+		}
+		j.closed[side][string(ik)] = struct{}{}
+	} else if raw, found, err = j.drop(side, ik, kb, ts); err != nil {
+		return err
 	}
+	at := time.UnixMilli(ts)
 	if !found || !j.d.outer(side) {
 		return nil
 	}
@@ -865,4 +897,113 @@ func (j *streamJoin[K, V1, V2, VR]) closeBucket(side int, ik []byte) error {
 		}
 	}
 	return nil
+}
+
+// drop deletes side's bucket of index entry ik (key kb, time ts), its place
+// in the key list and ik, with their changelog records, and returns the
+// bucket's value (found false: it was gone).
+func (j *streamJoin[K, V1, V2, VR]) drop(side int, ik, kb []byte, ts int64) (raw []byte, found bool, err error) {
+	t := j.t
+	bk := bufKey(side, kb, ts)
+	raw, found, err = j.get(bk)
+	if err != nil {
+		return nil, false, unfatal(err)
+	}
+	at := time.UnixMilli(ts)
+	var recs []*kgo.Record
+	if found {
+		if err := t.txn.DeleteCold(j.name, bk); err != nil {
+			return nil, false, fmt.Errorf("store %s: %w", j.name, err)
+		}
+		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: bk, Timestamp: at})
+	}
+	lk, lv, err := j.listRemove(side, kb, ts, found)
+	if err != nil {
+		return nil, false, unfatal(err)
+	}
+	if lk != nil {
+		recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: lk, Value: lv, Timestamp: at})
+	}
+	if err := t.txn.DeleteCold(j.name, ik); err != nil {
+		return nil, false, fmt.Errorf("store %s: %w", j.name, err)
+	}
+	recs = append(recs, &kgo.Record{Topic: j.st.changelog, Partition: t.id.partition, Key: slices.Clone(ik), Timestamp: at})
+	if err := t.txn.Apply(); err != nil {
+		return nil, false, err
+	}
+	for _, r := range recs {
+		t.produce(r)
+	}
+	return raw, found, nil
+}
+
+// committed notes that an at-least-once commit covering every input
+// record handled so far succeeded (commitNotified): the buckets closed until
+// now are deleted from the next round on (dropCommitted), none of the
+// records that could join them being replayed after a crash any more.
+func (j *streamJoin[K, V1, V2, VR]) committed() {
+	for side := range 2 {
+		for k := range j.closed[side] {
+			j.covered[side] = append(j.covered[side], []byte(k))
+		}
+		clear(j.closed[side])
+	}
+}
+
+// dropCommitted deletes the buckets whose close a commit covered, in the
+// task's open round.
+func (j *streamJoin[K, V1, V2, VR]) dropCommitted() error {
+	if len(j.covered[0])+len(j.covered[1]) == 0 {
+		return nil
+	}
+	j.sync()
+	for side := range 2 {
+		slices.SortFunc(j.covered[side], bytes.Compare)
+		for i, ik := range j.covered[side] {
+			ts, kb, err := parseJoinIndexKey(j.name, ik)
+			if err == nil {
+				_, _, err = j.drop(side, ik, kb, ts)
+			}
+			if err != nil {
+				j.covered[side] = j.covered[side][i:]
+				return err
+			}
+		}
+		j.covered[side] = j.covered[side][:0]
+	}
+	return nil
+}
+
+// commitNotified is a time-driven operator that acts on the at-least-once
+// commits of its task.
+type commitNotified interface {
+	// committed: a commit covering every input record the task handled
+	// succeeded (loop goroutine, between rounds; no I/O).
+	committed()
+	// dropCommitted deletes the state that commit made unneeded, in the
+	// open round (also called by advance).
+	dropCommitted() error
+}
+
+// notifyCommitted tells the task's operators that a commit covering every
+// input record it handled succeeded. Between rounds.
+func (t *task) notifyCommitted() {
+	for _, op := range t.timed {
+		if c, ok := op.(commitNotified); ok {
+			c.committed()
+		}
+	}
+}
+
+// dropCommitted has the task's operators delete, in a round of its own,
+// the state a commit made unneeded (the Driver: its rounds commit at once).
+func (t *task) dropCommitted() error {
+	for _, op := range t.timed {
+		if c, ok := op.(commitNotified); ok {
+			if err := c.dropCommitted(); err != nil {
+				return err
+			}
+		}
+	}
+	return t.flushState()
 }

@@ -121,6 +121,7 @@ func (p *atLeastOnce) commitOffsets(ctx context.Context, tasks []*task) {
 			t.committed[topic] = next.Offset
 		}
 		t.tablesCovered(t.committed)
+		t.notifyCommitted()
 	}
 }
 
