@@ -7,8 +7,8 @@ import "github.com/weirhq/weir/stream"
 //
 //	SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0
 func q2(b *stream.Builder, in, out string, _ Options) error {
-	selected := events(b, in).Filter(func(r stream.Record[[]byte, Event]) (bool, error) {
-		return r.Value.Type == BidEvent && r.Value.Bid.Auction%123 == 0, nil
+	selected := events(b, in, BidEvent).Filter(func(r stream.Record[[]byte, Event]) (bool, error) {
+		return r.Value.Bid.Auction%123 == 0, nil
 	})
 	stream.MapValues(selected, func(r stream.Record[[]byte, Event]) (Q2Result, error) {
 		return Q2Result{Auction: r.Value.Bid.Auction, Price: r.Value.Bid.Price}, nil

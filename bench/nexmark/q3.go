@@ -22,7 +22,7 @@ import (
 // 1,000 newest persons, who joined within the last 5 seconds of event time
 // at the generator's default rate.
 func q3(b *stream.Builder, in, out string, _ Options) error {
-	ev := events(b, in)
+	ev := events(b, in, PersonEvent, AuctionEvent)
 	persons := stream.KeyBy(ev.Filter(isPerson), func(r stream.Record[[]byte, Event]) (int64, error) {
 		return r.Value.Person.ID, nil
 	})

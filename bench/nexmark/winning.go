@@ -70,9 +70,7 @@ type offer struct {
 // Only what decides a winner crosses the repartition topic (a lot, in a
 // fixed-size binary codec), not the whole event.
 func closeAuctions(b *stream.Builder, in, name string) stream.Stream[int64, closedAuction] {
-	ev := events(b, in).Filter(func(r stream.Record[[]byte, Event]) (bool, error) {
-		return r.Value.Type == AuctionEvent || r.Value.Type == BidEvent, nil
-	})
+	ev := events(b, in, AuctionEvent, BidEvent)
 	byAuction := stream.KeyBy(ev, func(r stream.Record[[]byte, Event]) (int64, error) {
 		if a := r.Value.Auction; a != nil {
 			return a.ID, nil
