@@ -58,7 +58,8 @@ import (
 //     operator's life (o.scanned) — except when a transaction is aborted,
 //     which undoes the scan's deletions: scanned then goes back to its
 //     value at the last commit;
-//   - a database scan (state.DB.ReadScan: no flush of the store cache)
+//   - a database scan (state.DB.ReadScan or TaskScan: no flush of the
+//     store cache)
 //     sees what Pebble holds; the index and window keys created in the
 //     open transaction (created, keyWins) and in committed ones whose
 //     writes may still sit in the store cache (pending, pendingWins: kept
@@ -1010,7 +1011,9 @@ type keyWindow struct {
 func (o *windowOp[K, V, A]) keyWindows(kb []byte, minEnd, maxStart int64) ([]keyWindow, error) {
 	lo, hi := timekey.KeyWindows(kb, minEnd)
 	var keys [][]byte
-	err := o.t.db.ReadScan(o.name, lo, hi, func(k, _ []byte, _ int64) error {
+	// TaskScan: ReadScan's view (no flush) on a kept iterator; one scan
+	// per record made a new Pebble iterator the cost of a session record.
+	err := o.t.db.TaskScan(o.name, lo, hi, func(k, _ []byte, _ int64) error {
 		if start := int64(binary.BigEndian.Uint64(k[len(k)-8:]) ^ (1 << 63)); start > maxStart {
 			return errWindowScanStop
 		}

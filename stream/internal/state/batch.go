@@ -57,6 +57,7 @@ func (d *DB) writeBatch(ws []write) error {
 	if len(ws) == 0 {
 		return nil
 	}
+	d.batches++ // a kept scan iterator's view is stale (TaskScan)
 	order := d.sortWrites(ws)
 	// At most two index writes per key; a flush of new keys makes one each.
 	ops := slices.Grow(d.index[:0], len(ws))

@@ -61,3 +61,77 @@ func (d *DB) Unflushed() bool { return len(d.cache.dirty) > 0 }
 // held them knows, once it moved, that Pebble holds them (a flush writes
 // every dirty entry). Task goroutine only.
 func (d *DB) Flushes() uint64 { return d.cache.flushes }
+
+// TaskScan is ReadScan for the task's goroutine: it sees exactly what
+// ReadScan would (what Pebble holds, without flushing the cache), but reuses
+// one Pebble iterator across calls instead of opening one per scan, which
+// dominates short scans (a key's few windows). Task goroutine only.
+//
+// The kept iterator reads the database as of its creation. It is replaced
+// once any batch of store data reached Pebble since (writeBatch: cache
+// flushes and write-through commits, the only writes of data keys after
+// Open), so every scan sees every data key Pebble holds; writes of meta keys
+// (watermark, checkpoint) do not invalidate it, no scan reads them. It is
+// closed with the database (Close, Wipe). Holding it pins at most the
+// memtables and files of one view, until the next batch.
+func (d *DB) TaskScan(store string, from, to []byte, fn func(key, value []byte, ts int64) error) error {
+	s := &d.scan
+	if s.it != nil && s.batches != d.batches {
+		d.dropTaskScan()
+	}
+	// The bounds the iterator holds must not change until the next
+	// SetBounds returns: alternate two buffers.
+	s.cur = 1 - s.cur
+	lo := dataKey(s.bounds[s.cur][0][:0], store, from)
+	var hi []byte
+	if to != nil {
+		hi = dataKey(s.bounds[s.cur][1][:0], store, to)
+	} else {
+		hi = append(s.bounds[s.cur][1][:0], prefixEnd(storePrefix(prefixData, store))...)
+	}
+	s.bounds[s.cur][0], s.bounds[s.cur][1] = lo, hi
+	it := s.it
+	if it == nil {
+		var err error
+		it, err = d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
+		}
+		s.it, s.batches = it, d.batches
+	} else {
+		it.SetBounds(lo, hi)
+	}
+	n := len(storePrefix(prefixData, store))
+	for ok := it.First(); ok; ok = it.Next() {
+		v := it.Value()
+		if len(v) < 8 {
+			return &CorruptionError{Store: store, Key: append([]byte(nil), it.Key()[n:]...), Reason: "value shorter than its timestamp"}
+		}
+		if err := fn(it.Key()[n:], v[8:], decodeTS(v)); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		d.dropTaskScan()
+		return err
+	}
+	return nil
+}
+
+// taskScanIter is TaskScan's kept iterator: batches is DB.batches when it
+// was opened; bounds the two alternating bound buffers ([i][0] lower, [i][1]
+// upper), cur the one the iterator holds.
+type taskScanIter struct {
+	it      *pebble.Iterator
+	batches uint64
+	bounds  [2][2][]byte
+	cur     int
+}
+
+// dropTaskScan closes TaskScan's kept iterator, if any.
+func (d *DB) dropTaskScan() {
+	if d.scan.it != nil {
+		d.scan.it.Close()
+		d.scan.it = nil
+	}
+}

@@ -2,7 +2,9 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 )
@@ -78,3 +80,114 @@ func TestGetConcurrentWithWrites(t *testing.T) {
 		t.Fatalf("k7 in another store: found %v err %v", found, err)
 	}
 }
+
+// TestTaskScanSeesWhatReadScanSees interleaves writes (commits held in the
+// cache, flushes, write-through commits) with scans of random ranges of two
+// stores: TaskScan, which keeps its iterator between calls, returns exactly
+// what ReadScan (a new iterator each time) returns, before and after each
+// write reaches Pebble, and after a Wipe; Close closes the kept iterator.
+func TestTaskScanSeesWhatReadScanSees(t *testing.T) {
+	d, err := Open(t.TempDir(), nil, CacheBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	key := func() []byte { return []byte(fmt.Sprintf("k%02d", rng.IntN(40))) }
+	stores := []string{"a", "b"}
+	type kv struct{ k, v string }
+	collect := func(scan func(string, []byte, []byte, func(k, v []byte, ts int64) error) error,
+		store string, from, to []byte, limit int) ([]kv, error) {
+		var out []kv
+		err := scan(store, from, to, func(k, v []byte, ts int64) error {
+			if len(out) == limit {
+				return errStopTest
+			}
+			out = append(out, kv{string(k), fmt.Sprintf("%s@%d", v, ts)})
+			return nil
+		})
+		if errors.Is(err, errStopTest) {
+			err = nil
+		}
+		return out, err
+	}
+	check := func(step int) {
+		t.Helper()
+		for range 3 {
+			store := stores[rng.IntN(2)]
+			from, to := key(), key()
+			if bytes.Compare(from, to) > 0 {
+				from, to = to, from
+			}
+			if rng.IntN(4) == 0 {
+				to = nil
+			}
+			limit := rng.IntN(6) // stops early too (the iterator stays mid-range)
+			got, err := collect(d.TaskScan, store, from, to, limit)
+			if err != nil {
+				t.Fatalf("step %d: TaskScan: %v", step, err)
+			}
+			want, err := collect(d.ReadScan, store, from, to, limit)
+			if err != nil {
+				t.Fatalf("step %d: ReadScan: %v", step, err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d: %s [%s, %s) limit %d: TaskScan %v, ReadScan %v", step, store, from, to, limit, got, want)
+			}
+		}
+	}
+	seen := 0
+	for step := range 600 {
+		check(step)
+		txn := d.Begin()
+		for range 1 + rng.IntN(4) {
+			store, k := stores[rng.IntN(2)], key()
+			if rng.IntN(3) == 0 {
+				if err := txn.Delete(store, k); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := txn.Put(store, k, []byte(fmt.Sprint("v", step)), int64(step)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.Apply(); err != nil {
+			t.Fatal(err)
+		}
+		switch rng.IntN(5) {
+		case 0:
+			err = txn.CommitThrough()
+		default:
+			err = txn.Commit()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard()
+		check(step)
+		if rng.IntN(4) == 0 {
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := collect(d.TaskScan, "a", nil, nil, -1); err != nil {
+			t.Fatal(err)
+		} else {
+			seen = max(seen, len(got))
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no scan saw a key: the writes never reached Pebble")
+	}
+	if err := d.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stores {
+		if got, err := collect(d.TaskScan, s, nil, nil, -1); err != nil || len(got) != 0 {
+			t.Fatalf("store %s after Wipe: %v, %v", s, got, err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close with a kept scan iterator: %v", err)
+	}
+}
+
+var errStopTest = errors.New("stop")

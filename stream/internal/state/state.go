@@ -111,6 +111,10 @@ type DB struct {
 	dkBuf           []byte // scratch of Expired
 	indexWrites     uint64 // index entries set or deleted by flushes since open (for tests)
 	rebuilds        uint64 // TTL index rebuilds since open (for tests)
+	// batches counts writeBatch's batches since open; scan is TaskScan's
+	// kept iterator (read.go).
+	batches uint64
+	scan    taskScanIter
 }
 
 // Option configures Open.
@@ -234,6 +238,7 @@ func (d *DB) open() error {
 }
 
 func (d *DB) closeDB() error {
+	d.dropTaskScan()
 	err := d.db.Close()
 	d.db = nil
 	if d.fsCloser != nil {
