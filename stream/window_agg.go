@@ -319,8 +319,23 @@ func (o *windowOp[K, V, A]) notePending() {
 	for k := range o.created {
 		o.pending[k] = struct{}{}
 	}
+	// A window the committed state holds as deleted needs no note (the
+	// scans skip it; one created again is noted again): the notes of a key
+	// stay about as many as its windows instead of its records since the
+	// last flush. The new transaction holds no write of this store yet, so
+	// Known answers with the committed state (or not at all: kept).
+	txn := o.t.txn
 	for k, ws := range o.keyWins {
-		o.pendingWins[k] = append(o.pendingWins[k], ws...)
+		p := append(o.pendingWins[k], ws...)
+		p = slices.DeleteFunc(p, func(wk []byte) bool {
+			found, known := txn.Known(o.name, wk)
+			return known && !found
+		})
+		if len(p) == 0 {
+			delete(o.pendingWins, k)
+		} else {
+			o.pendingWins[k] = p
+		}
 	}
 }
 
