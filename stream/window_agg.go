@@ -1085,3 +1085,12 @@ func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millis
 
 // indexScans is how many close index scans the operator ran (tests).
 func (o *windowOp[K, V, A]) indexScans() int { return o.scans }
+
+// pendingNotes is how many window keys the pending notes hold (tests).
+func (o *windowOp[K, V, A]) pendingNotes() int {
+	n := 0
+	for _, ws := range o.pendingWins {
+		n += len(ws)
+	}
+	return n
+}
