@@ -150,6 +150,23 @@ func (r *joinRun) pipe(recs ...jrec) {
 }
 
 // results returns the records written to "out", sorted.
+// handleByHand has task tk handle rec (piped to its input) directly, with
+// no round around it: the caller ends the batch, flushes, commits or
+// crashes as its test needs.
+func (r *joinRun) handleByHand(ctx context.Context, tk *task, rec jrec) {
+	r.t.Helper()
+	topic := []string{"lin", "rin"}[rec.side]
+	if _, err := r.d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
+		r.t.Fatal(err)
+	}
+	tp := topicPartition{topic, 0}
+	kr := r.d.queues[tp][0]
+	delete(r.d.queues, tp)
+	if err := tk.handle(ctx, kr); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 func (r *joinRun) results() []string {
 	var out []string
 	for _, rec := range r.d.Records("out") {
@@ -553,16 +570,7 @@ func TestJoinStreamsAbortedTransaction(t *testing.T) {
 			tk.beginRound()
 			ctx := context.Background()
 			for _, rec := range aborted {
-				topic := []string{"lin", "rin"}[rec.side]
-				if _, err := d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
-					t.Fatal(err)
-				}
-				tp := topicPartition{topic, 0}
-				kr := d.queues[tp][0]
-				delete(d.queues, tp)
-				if err := tk.handle(ctx, kr); err != nil {
-					t.Fatal(err)
-				}
+				r.handleByHand(ctx, tk, rec)
 				if err := tk.endBatch(); err != nil {
 					t.Fatal(err)
 				}
@@ -613,16 +621,7 @@ func TestJoinStreamsAtLeastOnceCrashReplay(t *testing.T) {
 			uncommitted := []jrec{{1, "k", 1150, "rr"}, {0, "z", 1300, "lz"}, {1, "z", 1300, "rz"}}
 			ctx := context.Background()
 			for _, rec := range uncommitted {
-				topic := []string{"lin", "rin"}[rec.side]
-				if _, err := d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
-					t.Fatal(err)
-				}
-				tp := topicPartition{topic, 0}
-				kr := d.queues[tp][0]
-				delete(d.queues, tp)
-				if err := tk.handle(ctx, kr); err != nil {
-					t.Fatal(err)
-				}
+				r.handleByHand(ctx, tk, rec)
 				if err := tk.endBatch(); err != nil {
 					t.Fatal(err)
 				}
@@ -687,16 +686,7 @@ func TestJoinStreamsAtLeastOnceDeletesAfterCommit(t *testing.T) {
 	round := func(recs ...jrec) {
 		t.Helper()
 		for _, rec := range recs {
-			topic := []string{"lin", "rin"}[rec.side]
-			if _, err := d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
-				t.Fatal(err)
-			}
-			tp := topicPartition{topic, 0}
-			kr := d.queues[tp][0]
-			delete(d.queues, tp)
-			if err := tk.handle(ctx, kr); err != nil {
-				t.Fatal(err)
-			}
+			r.handleByHand(ctx, tk, rec)
 		}
 		if err := tk.endBatch(); err != nil {
 			t.Fatal(err)
@@ -757,16 +747,7 @@ func TestJoinStreamsAtLeastOnceCleanRestartNoRepeat(t *testing.T) {
 	ctx := context.Background()
 	byHand := []jrec{{0, "k", 1100, "lp"}, {0, "z", 1300, "lz"}, {1, "z", 1300, "rz"}} // lp closes unmatched
 	for _, rec := range byHand {
-		topic := []string{"lin", "rin"}[rec.side]
-		if _, err := d.Pipe(topic, []byte(rec.key), []byte(rec.val), time.UnixMilli(rec.ts)); err != nil {
-			t.Fatal(err)
-		}
-		tp := topicPartition{topic, 0}
-		kr := d.queues[tp][0]
-		delete(d.queues, tp)
-		if err := tk.handle(ctx, kr); err != nil {
-			t.Fatal(err)
-		}
+		r.handleByHand(ctx, tk, rec)
 		if err := tk.endBatch(); err != nil {
 			t.Fatal(err)
 		}

@@ -238,43 +238,6 @@ func unprocessed(t *testing.T, b *testBroker, group, topic string, produced int)
 	return left
 }
 
-// servedPartitions returns the partitions a serves queries for.
-func servedPartitions(a *App) []int32 {
-	a.query.mu.RLock()
-	defer a.query.mu.RUnlock()
-	var ps []int32
-	for id := range a.query.tasks {
-		ps = append(ps, id.partition)
-	}
-	slices.Sort(ps)
-	return ps
-}
-
-// waitServed waits until the instances together serve all parts
-// partitions, each some of them.
-func waitServed(t *testing.T, parts int, apps ...*App) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		total, each := 0, true
-		for _, a := range apps {
-			n := len(servedPartitions(a))
-			total += n
-			each = each && n > 0
-		}
-		if each && total == parts {
-			return
-		}
-		if time.Now().After(deadline) {
-			for i, a := range apps {
-				t.Logf("instance %d serves %v", i, servedPartitions(a))
-			}
-			t.Fatalf("%d partitions not split across %d instances", parts, len(apps))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // queryRetry runs fn until it succeeds or fails with an error that is not
 // retriable (a rebalance, a task still restoring), within 30 s.
 func queryRetry[T any](what string, fn func(context.Context) (T, error)) (T, error) {
@@ -303,7 +266,7 @@ func checkQueries(t *testing.T, a *App, ev *mbEvents, parts int32) (remote int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := servedPartitions(a)
+	local := localPartitions(a)
 	errs := make(chan error, len(ev.totals))
 	for k, total := range ev.totals {
 		if !slices.Contains(local, keyPartition([]byte(k), parts)) {
@@ -384,7 +347,7 @@ func TestMultiBrokerWindowedStandbyQueries(t *testing.T) {
 			ev := newMBEvents(16)
 			ev.produce(b, 600) // 30 s of event time
 			b.waitCommitted("mbsb", "mbw-in", int64(ev.n))
-			waitServed(t, parts, a1.a, a2.a)
+			waitSplit(t, parts, a1.a, a2.a)
 
 			remote := checkQueries(t, a1.a, ev, parts) + checkQueries(t, a2.a, ev, parts)
 			if remote == 0 {
@@ -406,7 +369,7 @@ func TestMultiBrokerWindowedStandbyQueries(t *testing.T) {
 
 			// a2's standbys of a1's partitions converge on the batch
 			// answers (stale reads, both stores).
-			moved := servedPartitions(a1.a)
+			moved := localPartitions(a1.a)
 			checkStandbyReads(t, a2.a, moved, ev, parts)
 
 			// More input; the instance stops while it is processing it.
@@ -423,7 +386,7 @@ func TestMultiBrokerWindowedStandbyQueries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitServed(t, parts, a2.a)
+			waitSplit(t, parts, a2.a)
 			full := changelogRecords(t, b, []string{a1.a.changelogTopic("wc"), a1.a.changelogTopic("n")}, moved)
 			replayed := int64(counterValue(a2.a.metrics.restored) - restored)
 			t.Logf("takeover replayed %d of the moved tasks' %d changelog records", replayed, full)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirhq/weir/stream/internal/state"
+	"github.com/weirhq/weir/stream/internal/timekey"
 )
 
 // Queryable state: a running App answers point lookups and key-range scans
@@ -381,6 +382,11 @@ var errStopScan = errors.New("stop scan")
 // rangeLocal scans [from, to) of partition p of the store on this instance,
 // at most limit entries.
 func (a *App) rangeLocal(spec *storeSpec, p int32, from, to []byte, limit int, stale bool) ([]StoreEntry, error) {
+	if spec.window != "" {
+		// A windowed store is read as its windows: its close index
+		// and other bookkeeping are not entries.
+		from, to = timekey.WindowEntries(from, to)
+	}
 	var out []StoreEntry
 	err := a.readLocal(spec, p, stale, func(db *state.DB, standby bool) error {
 		err := db.ReadScan(spec.name, from, to, func(k, v []byte, ts int64) error {

@@ -35,7 +35,7 @@ func retryQuery[T any](t *testing.T, what string, fn func(context.Context) (T, e
 	}
 }
 
-// localPartitions returns the partitions of store "counts" a serves.
+// localPartitions returns the partitions a serves queries for.
 func localPartitions(a *App) []int32 {
 	a.query.mu.RLock()
 	defer a.query.mu.RUnlock()

@@ -1,6 +1,7 @@
 package timekey
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 )
@@ -56,6 +57,20 @@ func ParseWindowKey(b []byte) (key []byte, start, end int64, err error) {
 		return nil, 0, 0, fmt.Errorf("%w: window ends (%d) before it starts (%d)", ErrMalformed, end, start)
 	}
 	return key, start, end, nil
+}
+
+// WindowEntries narrows the key range [from, to) (nil: unbounded) to the
+// window entries, leaving out the close index and every other entry of
+// the store: a window store's contents as its readers see them.
+func WindowEntries(from, to []byte) (lo, hi []byte) {
+	lo, hi = from, to
+	if first := []byte{TagWindow}; lo == nil || bytes.Compare(lo, first) < 0 {
+		lo = first
+	}
+	if past := []byte{TagWindow + 1}; hi == nil || bytes.Compare(hi, past) > 0 {
+		hi = past
+	}
+	return lo, hi
 }
 
 // IndexKey appends the close index key of (key, [start, end]).
