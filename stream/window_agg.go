@@ -209,6 +209,9 @@ type windowOp[K, V, A any] struct {
 	aborts  uint64              // the task's aborts when the watermark was last taken back
 	created map[string]struct{} // 'c' and 'r' keys created in it
 	keyWins map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
+	// grownWins: keys whose keyWins list reached a power of two since the
+	// round began (pruneWins).
+	grownWins []string
 	// Notes on committed transactions whose writes may not be in Pebble
 	// yet: their created and keyWins, kept until the store cache flushes
 	// (flushMark: state.DB.Flushes when they were last added to).
@@ -300,6 +303,8 @@ func (o *windowOp[K, V, A]) sync() {
 	o.txn, o.epoch, o.commits = t.txn, t.txn.Epoch(), t.txn.Commits()
 	clear(o.created)
 	clear(o.keyWins)
+	clear(o.grownWins)
+	o.grownWins = o.grownWins[:0]
 }
 
 // notePending moves the notes of the transaction that just committed to
@@ -590,9 +595,43 @@ func (o *windowOp[K, V, A]) addWindow(kb []byte, w window.Window, ts int64, reta
 	o.nextEnd[i] = min(o.nextEnd[i], w.End)
 	if o.d.kind != "time" {
 		wk := timekey.WindowKey(nil, kb, w.Start, w.End)
-		o.keyWins[string(kb)] = append(o.keyWins[string(kb)], wk)
+		ws := append(o.keyWins[string(kb)], wk)
+		o.keyWins[string(kb)] = ws
+		if n := len(ws); n >= 8 && n&(n-1) == 0 {
+			o.grownWins = append(o.grownWins, string(kb))
+		}
 	}
 	return nil
+}
+
+// pruneWins drops from the open transaction's notes of the keys in
+// grownWins the windows the transaction deleted since (a session or sliding
+// window is replaced by most records: under ExactlyOnce a transaction spans
+// rounds, and the notes of a busy key would grow by one per record). A note
+// of a window created and then deleted in the transaction is of no use
+// whatever its outcome: committed, the window does not exist; aborted, the
+// window is as before the transaction, which the pending notes and Pebble
+// cover. Called between records only (the round's end): a record in
+// flight could still be rolled back, undoing a deletion.
+func (o *windowOp[K, V, A]) pruneWins() {
+	txn := o.t.txn
+	for _, k := range o.grownWins {
+		ws, ok := o.keyWins[k]
+		if !ok {
+			continue
+		}
+		ws = slices.DeleteFunc(ws, func(wk []byte) bool {
+			found, known := txn.Known(o.name, wk)
+			return known && !found
+		})
+		if len(ws) == 0 {
+			delete(o.keyWins, k)
+		} else {
+			o.keyWins[k] = ws
+		}
+	}
+	clear(o.grownWins)
+	o.grownWins = o.grownWins[:0]
 }
 
 // update folds r into window w of key kb, whose store key is wk (kept by
@@ -700,6 +739,7 @@ func (o *windowOp[K, V, A]) late(r Record[K, V], kb []byte, w window.Window, clo
 // advance closes the windows the watermark passed (timedOperator).
 func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	o.sync()
+	o.pruneWins()
 	if err := o.load(); err != nil {
 		return unfatal(err)
 	}
@@ -1090,6 +1130,16 @@ func (o *windowOp[K, V, A]) indexScans() int { return o.scans }
 func (o *windowOp[K, V, A]) pendingNotes() int {
 	n := 0
 	for _, ws := range o.pendingWins {
+		n += len(ws)
+	}
+	return n
+}
+
+// txnNotes is how many window keys the open transaction's notes hold
+// (tests).
+func (o *windowOp[K, V, A]) txnNotes() int {
+	n := 0
+	for _, ws := range o.keyWins {
 		n += len(ws)
 	}
 	return n

@@ -12,8 +12,9 @@ import (
 // session's window (deleted, a wider one created), in committed rounds and
 // in rounds that abort and are redone, with no flush of the store cache to
 // Pebble: the operator's notes of committed windows Pebble does not hold
-// stay about as many as the live sessions, not one per record, and the
-// results count every record once.
+// stay about as many as the live sessions, not one per record (also within
+// one transaction over many rounds), and the results count every record
+// once.
 func TestWindowSessionNotesStaySmall(t *testing.T) {
 	bl := NewBuilder()
 	w := Session(time.Second)
@@ -42,7 +43,10 @@ func TestWindowSessionNotesStaySmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tk.close()
-	op, ok := tk.timed[0].(interface{ pendingNotes() int })
+	op, ok := tk.timed[0].(interface {
+		pendingNotes() int
+		txnNotes() int
+	})
 	if !ok {
 		t.Fatalf("timed operator %T is not the windowed one", tk.timed[0])
 	}
@@ -82,6 +86,28 @@ func TestWindowSessionNotesStaySmall(t *testing.T) {
 			t.Fatalf("round %d: %d pending window notes for %d live sessions", i, n, len(keys))
 		}
 	}
+	// One transaction over many rounds (ExactlyOnce): aborted once, then
+	// redone and committed.
+	const long = 30
+	for attempt := range 2 {
+		tk.beginRound()
+		start := off
+		for i := range long {
+			ms := 1000 + int64(rounds+i)*10
+			round(ms)
+			last = ms
+			if n := op.txnNotes(); n > 8*len(keys) {
+				t.Fatalf("attempt %d, round %d of a transaction: %d window notes for %d live sessions", attempt, i, n, len(keys))
+			}
+		}
+		if attempt == 0 {
+			tk.abortRound()
+			off = start
+		}
+	}
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
 	if f := tk.db.Flushes(); f != 0 {
 		t.Fatalf("the store cache was flushed %d times; the test needs none", f)
 	}
@@ -97,7 +123,7 @@ func TestWindowSessionNotesStaySmall(t *testing.T) {
 	}
 	want := map[string]int64{}
 	for _, k := range keys {
-		want[wkey(k, 1000, last)] = rounds
+		want[wkey(k, 1000, last)] = rounds + long
 	}
 	if d := diffResults(got, want); d != "[]" || emitted != len(keys) {
 		t.Fatalf("%d results: %s", emitted, d)
