@@ -68,8 +68,8 @@ func (d *DB) Flushes() uint64 { return d.cache.flushes }
 // dominates short scans (a key's few windows). Task goroutine only.
 //
 // The kept iterator reads the database as of its creation. It is replaced
-// once any batch of store data reached Pebble since (writeBatch: cache
-// flushes and write-through commits, the only writes of data keys after
+// once any batch of store data reached Pebble since (Flush, the flushes of
+// Commit and Close, CommitThrough: the only writes of data keys after
 // Open), so every scan sees every data key Pebble holds; writes of meta keys
 // (watermark, checkpoint) do not invalidate it, no scan reads them. It is
 // closed with the database (Close, Wipe). Holding it pins at most the
