@@ -151,76 +151,11 @@ func TestForeignKeyJoinOnWeirRestart(t *testing.T) {
 			committed := g == ExactlyOnce
 			rng := rand.New(rand.NewPCG(5, uint64(g)))
 			rows, refs := map[string]string{}, map[string]string{}
-			i := 0
-			produce := func(n int) {
-				var recs []*kgo.Record
-				for range n {
-					i++
-					var topic, k string
-					var v []byte
-					if rng.IntN(3) == 0 {
-						topic, k = "refs", fmt.Sprint("f", rng.IntN(8))
-						if rng.IntN(4) == 0 {
-							delete(refs, k)
-						} else {
-							v = []byte(fmt.Sprint("ref", i))
-							refs[k] = string(v)
-						}
-					} else {
-						topic, k = "rows", fmt.Sprint("r", rng.IntN(50))
-						if rng.IntN(5) == 0 {
-							delete(rows, k)
-						} else {
-							v = []byte(fmt.Sprintf("f%d|%d", rng.IntN(9), i))
-							rows[k] = string(v)
-						}
-					}
-					recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: v, Timestamp: t0.Add(time.Duration(i) * time.Millisecond)})
-				}
-				b.produce(recs...)
-			}
-			wait := func() {
-				t.Helper()
+			produce := fkUpdates(b, rng, 50, rows, refs)
+			crashRestartRuns(t, b, "fk", fkTopology, g, rng, produce, func() {
 				inner, left := batchFKJoins(rows, refs)
-				for name, want := range map[string]map[string]string{"fk-inner": inner, "fk-left": left} {
-					b.waitForIso(name, committed, 60*time.Second, func(recs []*kgo.Record) bool {
-						got := map[string]string{}
-						for _, r := range recs {
-							if r.Value == nil {
-								delete(got, string(r.Key))
-							} else {
-								got[string(r.Key)] = string(r.Value)
-							}
-						}
-						return maps.Equal(got, want)
-					})
-				}
-			}
-			dir := t.TempDir()
-			opts := func(dir string) []Opt {
-				return []Opt{testLogger(t), Delivery(g), StateDir(dir), CommitInterval(30 * time.Millisecond)}
-			}
-			a := b.run("fk", fkTopology, opts(dir)...)
-			produce(300)
-			wait()
-			produce(200)
-			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
-			if err := a.kill(); err != nil {
-				t.Fatal(err)
-			}
-			produce(200)
-			a = b.run("fk", fkTopology, opts(dir)...)
-			wait()
-			produce(100)
-			if err := a.kill(); err != nil {
-				t.Fatal(err)
-			}
-			a = b.run("fk", fkTopology, opts(t.TempDir())...)
-			produce(100)
-			wait()
-			if err := a.stop(); err != nil {
-				t.Fatal(err)
-			}
+				b.waitTables(committed, 60*time.Second, map[string]map[string]string{"fk-inner": inner, "fk-left": left})
+			})
 		})
 	}
 }
@@ -268,34 +203,7 @@ func TestForeignKeyJoinKill9(t *testing.T) {
 	b.createTopic("fk-left", 3)
 	rng := rand.New(rand.NewPCG(9, 9))
 	rows, refs := map[string]string{}, map[string]string{}
-	i := 0
-	produce := func(n int) {
-		var recs []*kgo.Record
-		for range n {
-			i++
-			var topic, k string
-			var v []byte
-			if rng.IntN(3) == 0 {
-				topic, k = "refs", fmt.Sprint("f", rng.IntN(8))
-				if rng.IntN(4) == 0 {
-					delete(refs, k)
-				} else {
-					v = []byte(fmt.Sprint("ref", i))
-					refs[k] = string(v)
-				}
-			} else {
-				topic, k = "rows", fmt.Sprint("r", rng.IntN(60))
-				if rng.IntN(5) == 0 {
-					delete(rows, k)
-				} else {
-					v = []byte(fmt.Sprintf("f%d|%d", rng.IntN(9), i))
-					rows[k] = string(v)
-				}
-			}
-			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: v, Timestamp: t0.Add(time.Duration(i) * time.Millisecond)})
-		}
-		b.produce(recs...)
-	}
+	produce := fkUpdates(b, rng, 60, rows, refs)
 	dir := t.TempDir()
 	env := killChildTopologyEnv + "=fk"
 	c := startKillChild(t, "count", b, ExactlyOnce, dir, env)
@@ -312,17 +220,5 @@ func TestForeignKeyJoinKill9(t *testing.T) {
 	}
 	produce(100)
 	inner, left := batchFKJoins(rows, refs)
-	for name, want := range map[string]map[string]string{"fk-inner": inner, "fk-left": left} {
-		b.waitForIso(name, true, 90*time.Second, func(recs []*kgo.Record) bool {
-			got := map[string]string{}
-			for _, r := range recs {
-				if r.Value == nil {
-					delete(got, string(r.Key))
-				} else {
-					got[string(r.Key)] = string(r.Value)
-				}
-			}
-			return maps.Equal(got, want)
-		})
-	}
+	b.waitTables(true, 90*time.Second, map[string]map[string]string{"fk-inner": inner, "fk-left": left})
 }

@@ -240,48 +240,10 @@ func TestTableJoinsOnWeirRestart(t *testing.T) {
 				}
 				b.produce(recs...)
 			}
-			wait := func() {
-				t.Helper()
+			crashRestartRuns(t, b, "tj", tableJoinTopology, g, rng, produce, func() {
 				inner, left, outer := batchTableJoins(l, r)
-				for name, want := range map[string]map[string]string{"inner": inner, "leftj": left, "outer": outer} {
-					b.waitForIso(name, committed, 60*time.Second, func(recs []*kgo.Record) bool {
-						got := map[string]string{}
-						for _, r := range recs {
-							if r.Value == nil {
-								delete(got, string(r.Key))
-							} else {
-								got[string(r.Key)] = string(r.Value)
-							}
-						}
-						return maps.Equal(got, want)
-					})
-				}
-			}
-			dir := t.TempDir()
-			opts := func(dir string) []Opt {
-				return []Opt{testLogger(t), Delivery(g), StateDir(dir), CommitInterval(30 * time.Millisecond)}
-			}
-			a := b.run("tj", tableJoinTopology, opts(dir)...)
-			produce(300)
-			wait()
-			produce(200)
-			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
-			if err := a.kill(); err != nil {
-				t.Fatal(err)
-			}
-			produce(200)
-			a = b.run("tj", tableJoinTopology, opts(dir)...)
-			wait()
-			produce(100)
-			if err := a.kill(); err != nil {
-				t.Fatal(err)
-			}
-			a = b.run("tj", tableJoinTopology, opts(t.TempDir())...)
-			produce(100)
-			wait()
-			if err := a.stop(); err != nil {
-				t.Fatal(err)
-			}
+				b.waitTables(committed, 60*time.Second, map[string]map[string]string{"inner": inner, "leftj": left, "outer": outer})
+			})
 		})
 	}
 }
