@@ -37,11 +37,17 @@ func q5(b *stream.Builder, in, out string, _ Options) error {
 	final := func(name string) stream.WindowedStore {
 		return stream.WindowedStore{Name: name, Late: stream.DropLate(), Emit: stream.EmitFinal()}
 	}
-	auctions := stream.MapValues(events(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (int64, error) {
-		return r.Value.Bid.Auction, nil
-	})
-	byAuction := stream.GroupBy(auctions, func(r stream.Record[[]byte, int64]) (int64, error) { return r.Value, nil })
-	panes := stream.WindowedCount(byAuction, stream.Tumbling(slide), final("q5-bids-per-pane"))
+	// One record per auction, pane and processing round of each input
+	// task (CombineRounds), where there was one per bid: half of the bids
+	// go to one hot auction.
+	bids := stream.MapValues(stream.KeyBy(events(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (auctionPane, error) {
+		return auctionPane{auction: r.Value.Bid.Auction, pane: floorMs(r.Timestamp.UnixMilli(), Q5WindowSlide)}, nil
+	}), func(stream.Record[auctionPane, Event]) (int64, error) { return 1, nil })
+	partial := stream.CombineRounds(bids, func(a, b int64) (int64, error) { return a + b, nil })
+	byAuction := stream.GroupBy(partial, func(r stream.Record[auctionPane, int64]) (int64, error) { return r.Key.auction, nil },
+		stream.Codecs(stream.Int64(), stream.Int64()))
+	panes := stream.WindowedReduce(byAuction, stream.Tumbling(slide), final("q5-bids-per-pane"),
+		func(sum, n int64) (int64, error) { return sum + n, nil })
 
 	paneCounts := stream.KeyBy(panes.ToStream(), func(r stream.Record[stream.Windowed[int64], int64]) (int64, error) {
 		return r.Key.Key, nil
@@ -79,4 +85,16 @@ func mostBids(top []Q5Result, c Q5Result) []Q5Result {
 		return append(slices.Clip(top), c)
 	}
 	return top
+}
+
+// auctionPane is a bid's auction and the start of its pane (ms).
+type auctionPane struct{ auction, pane int64 }
+
+// floorMs is the largest multiple of step at or below ms.
+func floorMs(ms, step int64) int64 {
+	r := ms % step
+	if r < 0 {
+		r += step
+	}
+	return ms - r
 }
