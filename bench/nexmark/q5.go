@@ -15,23 +15,34 @@ import (
 // place, so the query runs in windowed stages, each emitting a window's
 // result once, when the watermark closes it:
 //
-//  1. bids, keyed by auction (a repartition), counted per pane: the
-//     tumbling window of Q5WindowSlide, of which each hop window is a run
-//     of five. A bid updates one pane, where counting per hop window
-//     would update five. A final count carries its window's last instant
-//     (end - 1 ms) as its timestamp;
+//  1. bids, keyed by auction and pane — the tumbling window of
+//     Q5WindowSlide, of which each hop window is a run of five — are
+//     merged into partial counts per processing round of each input task
+//     (CombineRounds: half of the bids go to one hot auction), then keyed
+//     by auction (a repartition) and summed per pane. A bid updates one
+//     pane, where counting per hop window would update five. A final
+//     count carries its window's last instant (end - 1 ms) as its
+//     timestamp;
 //  2. the pane counts, keyed by auction again (a repartition of one
 //     record per auction and pane, far fewer than the bids), summed per
 //     hop window: a pane's last instant lies in exactly the five hop
 //     windows that contain the whole pane;
-//  3. those counts, keyed by their window's start (a repartition), keep
-//     the largest per window. All the counts of one hop window carry the
-//     same timestamp, end - 1 ms, which lies in exactly one tumbling
-//     window of Q5WindowSlide, [end - slide, end). That window closes when
-//     the watermark passes the hop window's end. The watermark crosses
-//     each repartition topic behind the records, so by then every count of
-//     the window has arrived. Its records and aggregates use a binary
+//  3. those counts, keyed by their window's start, are merged per round
+//     into the task's most-bid ones (a task emits all its counts of a
+//     window in the round that closes it), which are keyed by the window's
+//     start (a repartition of a few records per window) and merged into
+//     the most-bid ones of the window. All the counts of one hop window
+//     carry the same timestamp, end - 1 ms, which lies in exactly one
+//     tumbling window of Q5WindowSlide, [end - slide, end). That window
+//     closes when the watermark passes the hop window's end. The watermark
+//     crosses each repartition topic behind the records (a round's merged
+//     records leave before its watermark marker), so by then every count
+//     of the window has arrived. Its records and aggregates use a binary
 //     codec (codec.go), not the inferred JSON.
+//
+// The merges per round depend on how the records fall into rounds, the
+// results do not: a sum of partial counts is the count, the most-bid ones
+// of the most-bid ones of parts are the most-bid ones of the whole.
 func q5(b *stream.Builder, in, out string, _ Options) error {
 	slide := Q5WindowSlide * time.Millisecond
 	final := func(name string) stream.WindowedStore {
@@ -55,16 +66,20 @@ func q5(b *stream.Builder, in, out string, _ Options) error {
 	counts := stream.WindowedReduce(stream.GroupByKey(paneCounts), stream.Hopping(Q5WindowSize*time.Millisecond, slide),
 		final("q5-bids-per-auction"), func(sum, n int64) (int64, error) { return sum + n, nil })
 
-	perAuction := stream.MapValues(counts.ToStream(), func(r stream.Record[stream.Windowed[int64], int64]) (Q5Result, error) {
-		return Q5Result{WindowStart: r.Key.Start.UnixMilli(), WindowEnd: r.Key.End.UnixMilli(), Auction: r.Key.Key, Num: r.Value}, nil
+	// A task emits all its counts of a hop window in the round that closes
+	// the window: CombineRounds keeps the task's most-bid ones of each
+	// window and round, so the last stage takes a few records per window
+	// (one per task, or per round that closed some of its counts) instead of
+	// one per auction.
+	one := stream.MapValues(counts.ToStream(), func(r stream.Record[stream.Windowed[int64], int64]) ([]Q5Result, error) {
+		return []Q5Result{{WindowStart: r.Key.Start.UnixMilli(), WindowEnd: r.Key.End.UnixMilli(), Auction: r.Key.Key, Num: r.Value}}, nil
 	})
-	byWindow := stream.GroupBy(perAuction, func(r stream.Record[stream.Windowed[int64], Q5Result]) (int64, error) {
-		return r.Value.WindowStart, nil
-	}, stream.Codecs(stream.Int64(), stream.Codec[Q5Result](q5Codec)))
-	hottest := stream.WindowedAggregate(byWindow, stream.Tumbling(slide), final("q5-hottest"),
-		nil, func(r stream.Record[int64, Q5Result], top []Q5Result) ([]Q5Result, error) {
-			return mostBids(top, r.Value), nil
-		}, nil, stream.Codecs(stream.Int64(), sliceOf(q5Codec)))
+	byStart := stream.KeyBy(one, func(r stream.Record[stream.Windowed[int64], []Q5Result]) (int64, error) {
+		return r.Key.Start.UnixMilli(), nil
+	})
+	local := stream.CombineRounds(byStart, func(a, b []Q5Result) ([]Q5Result, error) { return mostBids(a, b), nil })
+	hottest := stream.WindowedReduce(stream.GroupByKey(local, stream.Codecs(stream.Int64(), sliceOf(q5Codec))),
+		stream.Tumbling(slide), final("q5-hottest"), func(a, b []Q5Result) ([]Q5Result, error) { return mostBids(a, b), nil })
 
 	results := stream.FlatMapValues(hottest.ToStream(), func(r stream.Record[stream.Windowed[int64], []Q5Result]) ([]Q5Result, error) {
 		return r.Value, nil
@@ -74,17 +89,17 @@ func q5(b *stream.Builder, in, out string, _ Options) error {
 	return nil
 }
 
-// mostBids adds c to top, the counts with the most bids so far (all equal):
-// c replaces them if it has more, joins them if as many. top is not
-// modified (an aggregate is a value).
-func mostBids(top []Q5Result, c Q5Result) []Q5Result {
+// mostBids merges a and b, each the counts with the most bids of a part of
+// a window's counts (all equal): the one with more, or both if as many.
+// Neither is modified (an aggregate is a value).
+func mostBids(a, b []Q5Result) []Q5Result {
 	switch {
-	case len(top) == 0 || c.Num > top[0].Num:
-		return []Q5Result{c}
-	case c.Num == top[0].Num:
-		return append(slices.Clip(top), c)
+	case len(a) == 0 || (len(b) > 0 && b[0].Num > a[0].Num):
+		return b
+	case len(b) == 0 || a[0].Num > b[0].Num:
+		return a
 	}
-	return top
+	return append(slices.Clip(a), b...)
 }
 
 // auctionPane is a bid's auction and the start of its pane (ms).
