@@ -14,7 +14,8 @@ import (
 // TestCombineRoundsMergesPerRound: the records of a round that share a key
 // leave as one record at the round's end (value folded in order, largest
 // timestamp, first-key order); nothing is held into the next round; a
-// record that fails in another operator leaves nothing in the merge.
+// record that fails in another operator leaves nothing in the merge, nor
+// does a round that aborts.
 func TestCombineRoundsMergesPerRound(t *testing.T) {
 	b := NewBuilder()
 	in := MapValues(From(b, "in", String(), String()), func(r Record[string, string]) (int64, error) {
@@ -81,6 +82,16 @@ func TestCombineRoundsMergesPerRound(t *testing.T) {
 		[]rec{{"b", 8, 100}, {"a", 2, 99}, {"c", 5, 95}})
 	check(round("a", "7"), []rec{{"a", 7, 94}})
 	check(round(), nil)
+	// A round cut short by an abort: its records are fetched and handled
+	// again, and the merge must not hold them twice.
+	for _, v := range []string{"10", "20"} {
+		r := &kgo.Record{Topic: "in", Key: []byte("a"), Value: []byte(v), Offset: off, Timestamp: t0}
+		if err := tk.handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk.abortRound()
+	check(round("a", "10", "a", "20"), []rec{{"a", 30, 93}})
 	if n := len(h.topic(DLQTopic("app"))); n != 1 {
 		t.Fatalf("%d dead letters, want 1 (the record of 99)", n)
 	}
