@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -195,12 +194,4 @@ func (c *roundCombiner[K, V]) flush() error {
 		}
 	}
 	return nil
-}
-
-// addFlusher registers f with the task's table flushers, in node order: it
-// takes part in each record's outcome (commitStaged, dropStaged), in the
-// flushes before commits and in aborts (drop).
-func (t *task) addFlusher(f tableFlusher) {
-	i, _ := slices.BinarySearchFunc(t.flushers, f.nodeID(), func(g tableFlusher, n int) int { return g.nodeID() - n })
-	t.flushers = slices.Insert(t.flushers, i, f)
 }
