@@ -43,6 +43,11 @@ func kindsOf(ts ...EventType) kinds {
 
 func (k kinds) has(t EventType) bool { return t >= 0 && t <= BidEvent && k&(1<<t) != 0 }
 
+// numbersOnly, added to a set of kinds, keeps only the number fields of the
+// bodies kept: their strings are checked as strictly but left empty (not
+// unescaped, not allocated), for a query that reads none of them.
+const numbersOnly kinds = 1 << 7
+
 // presentPerson, presentAuction and presentBid stand for a body that was
 // set but not kept, in the Event given to Validate (which looks only at
 // which bodies are set); they never leave decodeEvent.
@@ -57,7 +62,7 @@ var (
 // event of another type, checked as strictly, comes back with only Type
 // set. force keeps every body met, whatever the type seen so far.
 func decodeEvent(b []byte, want kinds, force bool) (Event, error) {
-	d := decoder{b: b}
+	d := decoder{b: b, numbersOnly: want&numbersOnly != 0}
 	var (
 		typ     int64
 		hasType bool
@@ -185,6 +190,8 @@ func decodeEvent(b []byte, want kinds, force bool) (Event, error) {
 type decoder struct {
 	b []byte
 	i int
+	// numbersOnly: str keeps no string (see the kinds numbersOnly).
+	numbersOnly bool
 }
 
 // invalid is the error of a value that is not valid JSON for an event.
@@ -277,6 +284,7 @@ func (d *decoder) key(first bool) (key []byte, more bool, err error) {
 // str reads a string or null value into *dst (null leaves it as it is).
 // Unless keep, it only checks the value.
 func (d *decoder) str(dst *string, keep bool) error {
+	keep = keep && !d.numbersOnly
 	switch d.peek() {
 	case 'n':
 		if !d.null() {

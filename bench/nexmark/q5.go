@@ -51,7 +51,7 @@ func q5(b *stream.Builder, in, out string, _ Options) error {
 	// One record per auction, pane and processing round of each input
 	// task (CombineRounds), where there was one per bid: half of the bids
 	// go to one hot auction.
-	bids := stream.MapValues(stream.KeyBy(events(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (auctionPane, error) {
+	bids := stream.MapValues(stream.KeyBy(eventNumbers(b, in, BidEvent), func(r stream.Record[[]byte, Event]) (auctionPane, error) {
 		return auctionPane{auction: r.Value.Bid.Auction, pane: floorMs(r.Timestamp.UnixMilli(), Q5WindowSlide)}, nil
 	}), func(stream.Record[auctionPane, Event]) (int64, error) { return 1, nil })
 	partial := stream.CombineRounds(bids, func(a, b int64) (int64, error) { return a + b, nil })

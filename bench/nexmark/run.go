@@ -137,7 +137,17 @@ func events(b *stream.Builder, in string, only ...EventType) stream.Stream[[]byt
 	if len(only) == 0 {
 		return stream.From(b, in, stream.Bytes(), EventCodec())
 	}
-	want := kindsOf(only...)
+	return eventsOf(b, in, kindsOf(only...))
+}
+
+// eventNumbers is events of the given kinds with only their number fields
+// set (every string empty, though checked): for a query that reads no
+// string of them.
+func eventNumbers(b *stream.Builder, in string, only ...EventType) stream.Stream[[]byte, Event] {
+	return eventsOf(b, in, kindsOf(only...)|numbersOnly)
+}
+
+func eventsOf(b *stream.Builder, in string, want kinds) stream.Stream[[]byte, Event] {
 	return stream.From(b, in, stream.Bytes(), stream.Codec[Event](eventCodec{want: want})).
 		Filter(func(r stream.Record[[]byte, Event]) (bool, error) { return want.has(r.Value.Type), nil })
 }
