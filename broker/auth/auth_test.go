@@ -173,10 +173,10 @@ func TestScramUnknownUserLooksKnown(t *testing.T) {
 			creds[[2]string{"alice", mech}] = c
 			secret := []byte("per-process secret")
 			type serverFirst struct {
-				keys       []string
+				keys           []string
 				serverNonceLen int
-				salt       []byte
-				iterations string
+				salt           []byte
+				iterations     string
 			}
 			first := func(user string) (serverFirst, Session) {
 				t.Helper()
