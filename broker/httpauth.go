@@ -3,6 +3,7 @@ package broker
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -170,21 +171,36 @@ func CertPrincipal(st *tls.ConnectionState) (string, bool) { return auth.CertPri
 // or "required"; "" is "requested" when Config.TLS has a client CA, else
 // "none".
 func (b *Broker) HTTPTLSConfig(clientAuth string) (*tls.Config, error) {
-	cfg := b.cfg.TLS
+	r := b.tlsReload // written once during Start
+	return httpTLSConfig(b.cfg.TLS, clientAuth, r, b)
+}
+
+// NewHTTPTLSConfig is HTTPTLSConfig for an HTTP front without a broker
+// (weir registry): the certificate and key of cfg, read again when the
+// files change, and its ClientCAFile for client certificates.
+func NewHTTPTLSConfig(cfg TLSConfig, clientAuth string, logger *slog.Logger) (*tls.Config, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	// newTLSReloader takes the broker for its logger only.
+	return httpTLSConfig(cfg, clientAuth, nil, &Broker{logger: logger})
+}
+
+func httpTLSConfig(cfg TLSConfig, clientAuth string, r *tlsReloader, b *Broker) (*tls.Config, error) {
 	if clientAuth == "" {
 		clientAuth = "none"
 		if cfg.ClientCAFile != "" {
 			clientAuth = "requested"
 		}
 	}
+	listenerCfg := cfg
 	cfg.ClientAuth = clientAuth
 	mode, err := cfg.clientAuthType()
 	if err != nil {
 		return nil, err
 	}
-	r := b.tlsReload // written once during Start
 	if r == nil {
-		if r, err = newTLSReloader(b.cfg.TLS, b); err != nil {
+		if r, err = newTLSReloader(listenerCfg, b); err != nil {
 			return nil, err
 		}
 	}
