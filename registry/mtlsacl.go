@@ -95,7 +95,7 @@ func (a *ClusterAuth) describeACLs(ctx context.Context, principal string) (*prin
 			}
 		}
 	}
-	az, err := authz.Open(authz.Options{FS: vfs.NewCrashableMem(), Dir: "acls", SuperUsers: super})
+	az, err := authz.Open(authz.Options{FS: vfs.NewCrashableMem(), SuperUsers: super})
 	if err != nil {
 		return nil, err
 	}

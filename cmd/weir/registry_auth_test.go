@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/weirhq/weir/broker"
 	"github.com/weirhq/weir/broker/auth"
+	"github.com/weirhq/weir/internal/testcerts"
 )
 
 // aclCluster is a weir broker whose only listener is SASL_PLAINTEXT with
@@ -37,7 +40,7 @@ var aclClusterUsers = map[string]string{
 	"bob":      "bob-Pw-3310",
 }
 
-func startACLCluster(t *testing.T) *aclCluster {
+func startACLCluster(t *testing.T, mod ...func(*broker.Config)) *aclCluster {
 	t.Helper()
 	dir := t.TempDir()
 	for user, pw := range aclClusterUsers {
@@ -50,18 +53,31 @@ func startACLCluster(t *testing.T) *aclCluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	metrics := prometheus.NewRegistry()
-	b, err := broker.Start(ctx, broker.Config{
+	cfg := broker.Config{
 		DataDir: dir, Registerer: metrics, GroupInitialRebalanceDelay: -1,
 		Listeners:  []broker.Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", Protocol: broker.SASLPlaintext}},
 		Authorizer: "acl", SuperUsers: []string{"User:admin", "User:registry"},
-	})
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	b, err := broker.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	c := &aclCluster{b: b, addr: b.ListenerAddr("SASL_PLAINTEXT"), metrics: metrics}
+	c.allowOrders(t, "User:alice")
+	return c
+}
+
+// allowOrders gives principal WRITE on the topics "orders*".
+func (c *aclCluster) allowOrders(t *testing.T, principal string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	adm := kadm.NewClient(c.client(t, "admin"))
-	acls := kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed)
+	acls := kadm.NewACLs().Allow(principal).Topics("orders").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed)
 	res, err := adm.CreateACLs(ctx, acls)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +87,6 @@ func startACLCluster(t *testing.T) *aclCluster {
 			t.Fatalf("create acl: %v", r.Err)
 		}
 	}
-	return c
 }
 
 func (c *aclCluster) client(t *testing.T, user string) *kgo.Client {
@@ -158,6 +173,17 @@ type regResponse struct {
 
 func regDo(t *testing.T, method, url, user, password, body string) regResponse {
 	t.Helper()
+	authz := ""
+	if user != "" {
+		authz = "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	}
+	return regDoWith(t, http.DefaultClient, method, url, authz, body)
+}
+
+// regDoWith sends a request with the Authorization header authz ("":
+// none) through cl.
+func regDoWith(t *testing.T, cl *http.Client, method, url, authz, body string) regResponse {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -165,10 +191,10 @@ func regDo(t *testing.T, method, url, user, password, body string) regResponse {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
 	}
-	if user != "" {
-		req.SetBasicAuth(user, password)
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,4 +306,59 @@ func scramFailures(t *testing.T, c *aclCluster) float64 {
 		}
 	}
 	return total
+}
+
+// weir registry over HTTPS with client certificates and bearer tokens: a
+// certificate's principal (User:CN=...) is authorized by the ACLs the
+// registry lists for it, a bearer token by an OAUTHBEARER login; a
+// principal without the ACL gets 403, an invalid token 401.
+func TestStandaloneRegistryMTLSAndBearer(t *testing.T) {
+	issuer := testcerts.NewIssuer(t, "", "k1")
+	c := startACLCluster(t, func(cfg *broker.Config) { cfg.SASL.OAuth.JWKSFile = issuer.JWKSFile })
+	c.allowOrders(t, "User:CN=carol")
+	c.allowOrders(t, "User:dave")
+	ca := testcerts.NewCA(t, "")
+	srv := ca.Server("registry")
+	url, logs := startStandaloneRegistry(t, c, "--http-tls-cert", srv.CertFile, "--http-tls-key", srv.KeyFile, "--http-tls-client-ca", ca.File)
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("serving %s, want https", url)
+	}
+	schema := `{"schema":"{\"type\":\"record\",\"name\":\"O\",\"fields\":[{\"name\":\"id\",\"type\":\"long\"}]}"}`
+	httpsAs := func(subject string) *http.Client {
+		var pair *testcerts.Pair
+		if subject != "" {
+			p := ca.Client(subject, pkix.Name{CommonName: subject})
+			pair = &p
+		}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(pair)}}
+	}
+	token := func(sub string) string {
+		return "Bearer " + issuer.Sign(map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	basicAlice := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:"+aclClusterUsers["alice"]))
+	for _, tc := range []struct {
+		name   string
+		cl     *http.Client
+		authz  string
+		status int
+	}{
+		{"certificate with the ACL", httpsAs("carol"), "", 200},
+		{"certificate without the ACL", httpsAs("eve"), "", 403},
+		{"no certificate, no credentials", httpsAs(""), "", 401},
+		{"bearer token with the ACL", httpsAs(""), token("dave"), 200},
+		{"bearer token without the ACL", httpsAs(""), token("erin"), 403},
+		{"invalid bearer token", httpsAs(""), "Bearer not.a.token", 401},
+		{"basic auth over HTTPS", httpsAs(""), basicAlice, 200},
+	} {
+		r := regDoWith(t, tc.cl, "POST", url+"/subjects/orders-value/versions", tc.authz, schema)
+		if r.status != tc.status {
+			t.Errorf("%s: %d %v, want %d", tc.name, r.status, r.body, tc.status)
+		}
+	}
+	if t.Failed() {
+		t.Logf("registry log:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "Bearer ") {
+		t.Fatalf("a token is in the log:\n%s", logs.String())
+	}
 }
