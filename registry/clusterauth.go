@@ -86,9 +86,10 @@ type ClusterAuth struct {
 	aclClient     *kgo.Client // lists mTLS principals' ACLs
 	aclClientErr  error
 
-	sem  chan struct{} // bounds the logins under way
-	done chan struct{} // closed by Close
-	wg   sync.WaitGroup
+	sem     chan struct{} // bounds the logins under way
+	done    chan struct{} // closed by Close
+	wg      sync.WaitGroup
+	closing sync.WaitGroup // clients being closed
 }
 
 // ClusterAuthConfig configures a ClusterAuth.
@@ -217,7 +218,8 @@ func (a *ClusterAuth) Close() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
-	closeClients(clients)
+	a.closeClients(clients)
+	a.closing.Wait()
 	a.aclClientOnce.Do(func() {}) // none is created after Close
 	if a.aclClient != nil {
 		a.aclClient.Close()
@@ -247,7 +249,7 @@ func (a *ClusterAuth) sweep() {
 				}
 			}
 			a.mu.Unlock()
-			closeClients(clients)
+			a.closeClients(clients)
 		}
 	}
 }
@@ -275,9 +277,15 @@ func (a *ClusterAuth) removeLocked(l *login) []*kgo.Client {
 	return nil
 }
 
-func closeClients(cs []*kgo.Client) {
+// closeClients closes cs in the background (closing waits for their
+// connections); Close waits for them.
+func (a *ClusterAuth) closeClients(cs []*kgo.Client) {
 	for _, c := range cs {
-		go c.Close()
+		a.closing.Add(1)
+		go func() {
+			defer a.closing.Done()
+			c.Close()
+		}()
 	}
 }
 
@@ -419,7 +427,7 @@ func (a *ClusterAuth) lookup(key [32]byte, user, principal, kind string, mech sa
 			return l, 0
 		}
 		old := a.removeLocked(l)
-		defer closeClients(old)
+		defer a.closeClients(old)
 	}
 	if f := a.failures[user]; user != "" && f != nil && now.Before(f.until) {
 		a.mu.Unlock()
@@ -433,7 +441,7 @@ func (a *ClusterAuth) lookup(key [32]byte, user, principal, kind string, mech sa
 		evicted = append(evicted, a.removeLocked(a.lru.Back().Value.(*login))...)
 	}
 	a.mu.Unlock()
-	closeClients(evicted)
+	a.closeClients(evicted)
 	a.start(l, kind, mech)
 	return l, 0
 }
@@ -492,7 +500,7 @@ func (a *ClusterAuth) start(l *login, kind string, mech sasl.Mechanism) {
 		stale = append(stale, l.client)
 	}
 	a.mu.Unlock()
-	closeClients(stale)
+	a.closeClients(stale)
 }
 
 // isAuthFailure reports whether err is the cluster refusing the login
