@@ -59,7 +59,8 @@ import (
 //   - Logins are cached for TTL, successful and failed alike, keyed by an
 //     HMAC of the credentials under a per-process random key (no password
 //     or token is kept), at most MaxLogins (least recently used evicted,
-//     its cluster connection closed); so are each login's operations per
+//     its cluster connection closed), a bearer token's never past its exp;
+//     so are each login's operations per
 //     topic. A repeated wrong password is answered from the cache without
 //     asking the cluster again; after a failed login, a user's next
 //     uncached attempt waits FailedLoginBackoff, doubling per failure up to
@@ -129,6 +130,7 @@ const (
 	maxFailedLoginBackoff = time.Minute
 	maxConcurrentLogins   = 16
 	maxTopicsPerLogin     = 1024
+	maxFailedUsers        = 4096
 	anonymousPrincipal    = "User:ANONYMOUS"
 )
 
@@ -139,11 +141,12 @@ var errBadCredentials = errors.New("the cluster refused the credentials")
 // the cluster said it may do. ready is closed once the login is decided;
 // the fields below it are then read-only but for ops and clusterOps.
 type login struct {
-	key     [32]byte
-	user    string // "" for a bearer token or mTLS
-	elem    *list.Element
-	ready   chan struct{}
-	expires time.Time
+	key      [32]byte
+	user     string    // "" for a bearer token or mTLS
+	notAfter time.Time // the token's expiry (zero: none)
+	elem     *list.Element
+	ready    chan struct{}
+	expires  time.Time
 
 	principal string
 	err       error // nil, errBadCredentials or why the cluster was not reached
@@ -340,6 +343,7 @@ func (a *ClusterAuth) authenticate(r *http.Request) (*login, int, time.Duration)
 		key                 [32]byte
 		user, principal, mk string
 		mech                sasl.Mechanism
+		notAfter            time.Time // zero: none
 	)
 	switch {
 	case len(h) > 1:
@@ -358,6 +362,7 @@ func (a *ClusterAuth) authenticate(r *http.Request) (*login, int, time.Duration)
 			}
 		} else if tok, ok := auth.BearerToken(h[0]); ok {
 			principal, mk = tokenPrincipal(tok), "bearer"
+			notAfter = tokenExpiry(tok)
 			key = a.digest("bearer", tok)
 			mech = oauth.Auth{Token: tok}.AsMechanism()
 		} else {
@@ -378,7 +383,7 @@ func (a *ClusterAuth) authenticate(r *http.Request) (*login, int, time.Duration)
 			key = a.digest("anonymous")
 		}
 	}
-	l, wait := a.lookup(key, user, principal, mk, mech)
+	l, wait := a.lookup(key, user, principal, mk, mech, notAfter)
 	if l == nil {
 		a.cfg.Logger.Info("http authentication throttled after failed logins", "principal", principal, "remote", r.RemoteAddr, "retry_after", wait)
 		return nil, http.StatusUnauthorized, wait
@@ -417,7 +422,9 @@ func (a *ClusterAuth) digest(parts ...string) [32]byte {
 
 // lookup returns the cached login of key, or starts one; nil with the
 // time left when user is throttled after failed logins.
-func (a *ClusterAuth) lookup(key [32]byte, user, principal, kind string, mech sasl.Mechanism) (*login, time.Duration) {
+// notAfter (zero: none) bounds how long the login is cached (a token's
+// expiry).
+func (a *ClusterAuth) lookup(key [32]byte, user, principal, kind string, mech sasl.Mechanism, notAfter time.Time) (*login, time.Duration) {
 	now := time.Now()
 	a.mu.Lock()
 	if l, ok := a.logins[key]; ok {
@@ -433,7 +440,7 @@ func (a *ClusterAuth) lookup(key [32]byte, user, principal, kind string, mech sa
 		a.mu.Unlock()
 		return nil, f.until.Sub(now)
 	}
-	l := &login{key: key, user: user, principal: principal, ready: make(chan struct{}), ops: map[string]opsAt{}}
+	l := &login{key: key, user: user, principal: principal, ready: make(chan struct{}), ops: map[string]opsAt{}, notAfter: notAfter}
 	l.elem = a.lru.PushFront(l)
 	a.logins[key] = l
 	var evicted []*kgo.Client
@@ -480,6 +487,9 @@ func (a *ClusterAuth) start(l *login, kind string, mech sasl.Mechanism) {
 	a.mu.Lock()
 	l.err = err
 	l.expires = time.Now().Add(a.cfg.TTL)
+	if !l.notAfter.IsZero() && l.notAfter.Before(l.expires) {
+		l.expires = l.notAfter
+	}
 	switch {
 	case l.user == "":
 	case err == nil:
@@ -487,6 +497,14 @@ func (a *ClusterAuth) start(l *login, kind string, mech sasl.Mechanism) {
 	case errors.Is(err, errBadCredentials):
 		f := a.failures[l.user]
 		if f == nil {
+			if len(a.failures) >= maxFailedUsers {
+				// A flood of user names must not grow the map without
+				// bound: one entry (any) makes room.
+				for u := range a.failures {
+					delete(a.failures, u)
+					break
+				}
+			}
 			f = &failedUser{}
 			a.failures[l.user] = f
 		}
@@ -510,21 +528,39 @@ func isAuthFailure(err error) bool {
 		errors.Is(err, kerr.UnsupportedSaslMechanism) || errors.Is(err, kerr.ClusterAuthorizationFailed)
 }
 
-// tokenPrincipal is a bearer token's principal for the log: User: plus its
-// sub claim, read without verifying (the cluster verifies the token).
-func tokenPrincipal(tok string) string {
-	parts := strings.Split(tok, ".")
-	if len(parts) == 3 {
+// tokenClaims are the claims of a JWT bearer token the registry reads,
+// without verifying them: the cluster verifies the token at the login.
+type tokenClaims struct {
+	Sub string  `json:"sub"`
+	Exp float64 `json:"exp"`
+}
+
+func claimsOf(tok string) tokenClaims {
+	var c tokenClaims
+	if parts := strings.Split(tok, "."); len(parts) == 3 {
 		if raw, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
-			var c struct {
-				Sub string `json:"sub"`
-			}
-			if json.Unmarshal(raw, &c) == nil && c.Sub != "" {
-				return auth.UserPrincipal(c.Sub)
-			}
+			_ = json.Unmarshal(raw, &c)
 		}
 	}
+	return c
+}
+
+// tokenPrincipal is a bearer token's principal for the log: User: plus its
+// sub claim.
+func tokenPrincipal(tok string) string {
+	if c := claimsOf(tok); c.Sub != "" {
+		return auth.UserPrincipal(c.Sub)
+	}
 	return "User:(token)"
+}
+
+// tokenExpiry is a token's exp claim (zero: none): its login is not
+// cached past it.
+func tokenExpiry(tok string) time.Time {
+	if c := claimsOf(tok); c.Exp > 0 {
+		return time.Unix(int64(c.Exp), 0)
+	}
+	return time.Time{}
 }
 
 // Authorizer is the registry's Authorizer for requests Middleware
