@@ -60,8 +60,7 @@ import (
 //     HMAC of the credentials under a per-process random key (no password
 //     or token is kept), at most MaxLogins (least recently used evicted,
 //     its cluster connection closed), a bearer token's never past its exp;
-//     so are each login's operations per
-//     topic. A repeated wrong password is answered from the cache without
+//     so are each login's operations per topic. A repeated wrong password is answered from the cache without
 //     asking the cluster again; after a failed login, a user's next
 //     uncached attempt waits FailedLoginBackoff, doubling per failure up to
 //     a minute and answered 401 with Retry-After meanwhile, so a client
