@@ -362,3 +362,40 @@ func TestStandaloneRegistryMTLSAndBearer(t *testing.T) {
 		t.Fatalf("a token is in the log:\n%s", logs.String())
 	}
 }
+
+// weir registry's HTTP security flags: the combinations refused before
+// anything starts.
+func TestRegistryHTTPFlagsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--http-auth", "required"}, true},
+		{[]string{"--http-auth", "sometimes"}, false},
+		{[]string{"--http-tls-cert", "c.pem"}, false}, // no key
+		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem"}, true},
+		{[]string{"--http-tls-client-ca", "ca.pem"}, false}, // no HTTPS
+		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem", "--http-client-auth", "required"}, false}, // no CA
+		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem", "--http-tls-client-ca", "ca.pem", "--http-client-auth", "required"}, true},
+		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem", "--http-tls-client-ca", "ca.pem", "--http-client-auth", "maybe"}, false},
+		{[]string{"--http-auth-mechanism", "scram-sha-256"}, true},
+		{[]string{"--http-auth-mechanism", "OAUTHBEARER"}, false},
+	} {
+		cmd := newRegistryCmd()
+		var hf registryHTTPFlags
+		f := cmd.Flags()
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		hf.auth, _ = f.GetString("http-auth")
+		hf.tlsCert, _ = f.GetString("http-tls-cert")
+		hf.tlsKey, _ = f.GetString("http-tls-key")
+		hf.tlsClientCA, _ = f.GetString("http-tls-client-ca")
+		hf.clientAuth, _ = f.GetString("http-client-auth")
+		hf.mechanism, _ = f.GetString("http-auth-mechanism")
+		if err := hf.validate(); (err == nil) != tc.ok {
+			t.Errorf("%v: %v, want ok=%v", tc.args, err, tc.ok)
+		}
+	}
+}
