@@ -25,18 +25,18 @@ import (
 // with franz-go and with OpenSSL-based clients such as librdkafka
 // (TestTLSCipherSuite; docs/bench/tls.md), the cheapest suite.
 //
-// What TLS costs the broker (docs/bench/tls.md, issue 20): on produce,
-// the decryption and one more copy of each request are small next to the
-// append (1.1-1.6x PLAINTEXT, within 1.5x in three runs of five). On consume they
+// What TLS costs the broker (docs/bench/tls.md, issue 20): on produce, the
+// decryption and one more copy of each request are small next to the append
+// (1.1-1.6x PLAINTEXT, within 1.5x in three runs of five). On consume they
 // are not: a PLAINTEXT Fetch writes the record sets from the log buffers
 // with one writev, while over TLS crypto/tls copies each record set into
 // its record buffer and seals it there (Go 1.26's AES-GCM uses 128-bit
 // AES-NI, no VAES: about 0.19 CPU-s/GB, BenchmarkGCMSealFloor), and the
 // kernel has no kTLS to take that over. The cipher alone is about half of
-// PLAINTEXT consume's CPU, and the copy inside crypto/tls (which the
-// broker cannot avoid through its API; it reads the log buffers cold) two
-// thirds of the cipher again: consume costs about 2x PLAINTEXT. tlsWire
-// removes the rest that the broker controls.
+// PLAINTEXT consume's CPU, and the copy inside crypto/tls (which the broker
+// cannot avoid through its API; it reads the log buffers cold) two thirds
+// of the cipher again: consume costs about 2x PLAINTEXT. tlsWire removes
+// the rest that the broker controls.
 //
 // Client certificates are asked for on SSL listeners only: on SASL_SSL the
 // client proves who it is with SASL (Kafka since KIP-684 ignores
