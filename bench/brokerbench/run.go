@@ -50,7 +50,7 @@ type Config struct {
 	Targets        []string
 	Records        int           // throughput phase: records produced and read back
 	ConsumePasses  int           // times the records are read back in the consume phase (0: once)
-	TLSCompare     int           // weir-tls: pairs of full reads over PLAINTEXT and SSL on the same broker (0: none)
+	TLSCompare     int           // weir-tls: pairs of legs (a full read, then a produce of Records) over PLAINTEXT and SSL on the same broker (0: none)
 	RecordSize     int           // bytes per record value
 	Partitions     int           // partitions of the topic / subjects of the stream
 	Rate           int           // records/s of the fixed-rate phase
