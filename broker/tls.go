@@ -27,7 +27,7 @@ import (
 //
 // What TLS costs the broker (docs/bench/tls.md, issue 20): on produce, the
 // decryption and one more copy of each request are small next to the append
-// (1.1-1.6x PLAINTEXT, within 1.5x in three runs of five). On consume they
+// (1.1-1.6x PLAINTEXT, within 1.5x in four runs of six). On consume they
 // are not: a PLAINTEXT Fetch writes the record sets from the log buffers
 // with one writev, while over TLS crypto/tls copies each record set into
 // its record buffer and seals it there (Go 1.26's AES-GCM uses 128-bit
