@@ -375,7 +375,7 @@ func TestRegistryHTTPFlagsValidate(t *testing.T) {
 		{[]string{"--http-auth", "sometimes"}, false},
 		{[]string{"--http-tls-cert", "c.pem"}, false}, // no key
 		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem"}, true},
-		{[]string{"--http-tls-client-ca", "ca.pem"}, false}, // no HTTPS
+		{[]string{"--http-tls-client-ca", "ca.pem"}, false},                                                        // no HTTPS
 		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem", "--http-client-auth", "required"}, false}, // no CA
 		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem", "--http-tls-client-ca", "ca.pem", "--http-client-auth", "required"}, true},
 		{[]string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem", "--http-tls-client-ca", "ca.pem", "--http-client-auth", "maybe"}, false},
