@@ -62,7 +62,9 @@
 // "<app>-<store>-changelog" (partition = the task's partition). A keyed
 // operator after KeyBy/GroupBy, or after a Merge of several sources, first
 // writes its input to "<app>-<store>-repartition" (partitioned by murmur2 of
-// the key, like Java clients), so each key lives in exactly one task. Codecs
+// the key, like Java clients), so each key lives in exactly one task
+// (CombineRounds ahead of it merges each processing round's records per key,
+// so the repartition carries one record per key and round). Codecs
 // are inferred (InferCodec: string, []byte, int64, JSON for structs, maps and
 // slices) or given with Codecs. Every store states its bound: a TTL in event
 // time (expired keys are deleted with a changelog tombstone), or NoExpiry
