@@ -121,6 +121,15 @@ func (c *storeChangelog) dropStaged() {
 // add collapses w into latest: the key keeps its slot and whether it was
 // logged before its first write since the last flush.
 func (c *storeChangelog) add(w changelogWrite) {
+	if n := len(c.latest); n > 0 && sameSlice(c.latest[n-1].key, w.key) {
+		// The key of the last write (a window's creation, then its
+		// value): no index lookup.
+		prev := &c.latest[n-1]
+		c.size += int64(len(w.value) - len(prev.value))
+		w.logged = prev.logged
+		*prev = w
+		return
+	}
 	if i, ok := c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))]; ok {
 		prev := &c.latest[i]
 		c.size += int64(len(w.value) - len(prev.value))
@@ -133,6 +142,11 @@ func (c *storeChangelog) add(w changelogWrite) {
 	c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))] = len(c.latest)
 	c.latest = append(c.latest, w)
 	c.size += changelogWriteSize + int64(len(w.key)+len(w.value))
+}
+
+// sameSlice reports whether a and b are the same bytes (not only equal).
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 func (c *storeChangelog) drop() {
