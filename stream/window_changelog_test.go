@@ -199,6 +199,13 @@ func TestWindowChangelogRestoreMatchesBatch(t *testing.T) {
 	if n := len(first.changelog); n >= cut {
 		t.Fatalf("%d changelog records for %d records: nothing collapsed", n, cut)
 	}
+	// A windowed store has no TTL: it keeps no TTL index (state.NoTTLIndex).
+	if err := first.tk.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := first.tk.db.IndexWrites(); n != 0 {
+		t.Fatalf("%d TTL index writes in a windowed store, want none", n)
+	}
 	second := newWindowTaskRun(t, t.TempDir(), store)
 	restoreWindowTask(t, second.tk, first.changelog)
 	// The changelog, restored, is the store.

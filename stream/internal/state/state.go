@@ -345,6 +345,10 @@ func (d *DB) Close() error {
 	return ferr
 }
 
+// IndexWrites is how many TTL index entries the flushes since Open set or
+// deleted (for tests).
+func (d *DB) IndexWrites() uint64 { return d.indexWrites }
+
 // DiskSize is the database's size on disk in bytes.
 func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 
