@@ -303,6 +303,11 @@ type windowDecl struct {
 	// late records' destination as the policy names it.
 	windows string
 	desc    string
+	// pane is the width (ms) of the panes of a store in pane layout
+	// (window_pane.go), 0 for one entry per window; combine folds a
+	// window's stored pane values into its value (queries).
+	pane    int64
+	combine func(vals [][]byte) ([]byte, error)
 }
 
 // declareWindow validates a windowed operation's declaration, recording its
@@ -374,6 +379,7 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 		return nil
 	}
 	d.windows = w.describe()
+	d.pane = d.paneWidth(hasMerge)
 	d.desc = d.describe(d.late.String())
 	return d
 }
@@ -381,8 +387,12 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 // describe states the windowed store for App.Describe, its late records
 // going to late.
 func (d *windowDecl) describe(late string) string {
-	return fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
+	s := fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
 		d.windows, msDuration(d.grace), msDuration(d.lateRetain), late, d.emit)
+	if d.pane > 0 {
+		s += fmt.Sprintf("; stored as panes of %v (one partial per key and pane, combined when a window closes)", msDuration(d.pane))
+	}
+	return s
 }
 
 // windowDescription states a windowed store for App.Describe, naming where

@@ -109,6 +109,9 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 	}
 	d := b.declareWindow(op, w, store, fns.merge != nil)
 	ok := d != nil
+	if d != nil && d.pane > 0 {
+		d.combine = paneCombiner(codec, fns.merge)
+	}
 	if g.keyErr != nil {
 		b.errorf("%s %q: key: %v", op, store.Name, g.keyErr)
 		ok = false
@@ -258,7 +261,11 @@ func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
 		if err != nil {
 			continue
 		}
-		ws = append(ws, timekey.WindowKey(nil, key, start, end))
+		if o.d.pane > 0 {
+			ws = o.paneKeysOf(ws, key, window.Window{Start: start, End: end})
+		} else {
+			ws = append(ws, timekey.WindowKey(nil, key, start, end))
+		}
 	}
 	o.loadKeys = ws[:0]
 	if err := o.t.txn.Load(o.name, ws); err != nil {
@@ -415,6 +422,9 @@ func (o *windowOp[K, V, A]) process(r Record[K, V]) error {
 		return o.processSession(r, kb, ts)
 	case "sliding":
 		return o.processSliding(r, kb, ts)
+	}
+	if o.d.pane > 0 {
+		return o.processPanes(r, kb, ts)
 	}
 	return o.processTime(r, kb, ts)
 }
@@ -889,7 +899,14 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 	}
 	w := window.Window{Start: start, End: end}
 	wk := timekey.WindowKey(nil, key, start, end)
-	v, found, err := o.get(wk)
+	var v []byte
+	var found bool
+	var paneDels [][]byte // pane layout: the panes only w holds
+	if o.d.pane > 0 {
+		v, found, paneDels, err = o.paneWindow(key, w)
+	} else {
+		v, found, err = o.get(wk)
+	}
 	if err != nil {
 		return false, unfatal(err)
 	}
@@ -913,6 +930,13 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		changelog(rk, indexValue)
 		o.nextEnd[1] = min(o.nextEnd[1], end)
 		o.created[string(rk)] = struct{}{}
+	} else if o.d.pane > 0 {
+		for _, pk := range paneDels {
+			if err := t.txn.DeleteCold(o.name, pk); err != nil {
+				return false, fmt.Errorf("store %s: %w", o.name, err)
+			}
+			changelog(pk, nil)
+		}
 	} else if found {
 		// Closed: not read again (a late record finds it deleted in
 		// the database as well).

@@ -54,6 +54,9 @@ func (o *windowOp[K, V, A]) loadFresh() error {
 	return nil
 }
 
+// hash is the filters' hash of an encoded key.
+func (f *freshEnds) hash(kb []byte) uint64 { return maphash.Bytes(f.seed, kb) }
+
 // absent reports whether the window of the key hashed to h with end end is
 // known not to exist.
 func (f *freshEnds) absent(end int64, h uint64) bool {

@@ -1,0 +1,134 @@
+package stream
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/stream/internal/timekey"
+)
+
+// storeEntries counts a task's window entries ('w') and open-window index
+// entries ('c') of store.
+func storeEntries(t *testing.T, r *windowRun, store string) (wins, index int) {
+	t.Helper()
+	for _, tk := range r.d.tasks {
+		err := tk.db.Scan(store, nil, nil, func(k, _ []byte, _ int64) error {
+			switch k[0] {
+			case timekey.TagWindow:
+				wins++
+			case timekey.TagIndex:
+				index++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return wins, index
+}
+
+// In pane layout a record of a hopping window (size/advance = 5) writes one
+// window entry (its pane), and the index entries of the windows it opens;
+// a second record in the same pane writes no new entry. Without panes it
+// writes five window entries.
+func TestWindowPaneRecordWritesOneEntry(t *testing.T) {
+	for _, agg := range []windowAgg{aggCount, aggSum, aggAggregate} {
+		r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("p"), 1, 10*time.Second, agg)
+		r.pipe(wrec{key: "a", ts: 5050, val: 1})
+		if w, c := storeEntries(t, r, "p"); w != 1 || c != 5 {
+			t.Fatalf("agg %d: after one record: %d window entries, %d index entries; want 1 pane, 5 windows", agg, w, c)
+		}
+		r.pipe(wrec{key: "a", ts: 5150, val: 2})
+		if w, c := storeEntries(t, r, "p"); w != 1 || c != 5 {
+			t.Fatalf("agg %d: after a record in the same pane: %d window entries, %d index entries", agg, w, c)
+		}
+		// The next pane: one more pane, one more window.
+		r.pipe(wrec{key: "a", ts: 5250, val: 4})
+		if w, c := storeEntries(t, r, "p"); w != 2 || c != 6 {
+			t.Fatalf("agg %d: after a record in the next pane: %d window entries, %d index entries", agg, w, c)
+		}
+		// Out of order, two panes back: the windows [4200, 5200) and
+		// [4400, 5400) hold a pane already, [4000, 5000) is new.
+		r.pipe(wrec{key: "a", ts: 4850, val: 8})
+		if w, c := storeEntries(t, r, "p"); w != 3 || c != 7 {
+			t.Fatalf("agg %d: after an earlier record: %d window entries, %d index entries", agg, w, c)
+		}
+		r.flush(10_000_000)
+		want := batchTime([]wrec{{key: "a", ts: 5050, val: 1}, {key: "a", ts: 5150, val: 2}, {key: "a", ts: 5250, val: 4},
+			{key: "a", ts: 4850, val: 8}}, 1000, 200, 0, agg == aggCount)
+		if d := diffResults(r.finals(), want); d != "[]" {
+			t.Fatalf("agg %d: %s", agg, d)
+		}
+		if w, c := storeEntries(t, r, "p"); w > 1 || c > 5 {
+			t.Fatalf("agg %d: after every window closed: %d window entries, %d index entries (the sentinel's only)", agg, w, c)
+		}
+	}
+}
+
+// The declarations that keep one entry per window: updates and early
+// firings emit a window's result between closes, Retain keeps closed
+// windows, a gcd below advance/2 makes many panes per window, tumbling
+// windows are their own panes.
+func TestWindowPaneLayoutByDeclaration(t *testing.T) {
+	for _, tc := range []struct {
+		w     Windows
+		store WindowedStore
+		panes bool
+	}{
+		{Hopping(time.Second, 200*time.Millisecond), finalStore("p"), true},
+		{Hopping(time.Second, 400*time.Millisecond), finalStore("p"), true}, // gcd 200 = advance/2
+		{Hopping(time.Second, 300*time.Millisecond), finalStore("p"), false},
+		{Tumbling(time.Second), finalStore("p"), false},
+		{Hopping(time.Second, 200*time.Millisecond), WindowedStore{Name: "p", Late: DropLate(), Emit: EmitUpdates()}, false},
+		{Hopping(time.Second, 200*time.Millisecond), WindowedStore{Name: "p", Late: DropLate(), Emit: EmitFinal(EarlyEvery(2))}, false},
+		{Hopping(time.Second, 200*time.Millisecond), WindowedStore{Name: "p", Late: LateUpdates(), Emit: EmitFinal(), Retain: time.Second}, false},
+	} {
+		r := newWindowRun(t, tc.w, tc.store, 1, 10*time.Second, aggCount)
+		desc := r.d.App().Describe()
+		if got := strings.Contains(desc, "stored as panes"); got != tc.panes {
+			t.Fatalf("%s %+v: pane layout %v, want %v; Describe:\n%s", tc.w.describe(), tc.store.Emit, got, tc.panes, desc)
+		}
+	}
+}
+
+// A range over a store in pane layout (App.Range, as HTTP /range) returns
+// its open hop windows with their combined aggregates, not its panes.
+func TestWindowPaneRangeReturnsWindows(t *testing.T) {
+	r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("q"), 2, 10*time.Second, aggSum)
+	recs := []wrec{{key: "a", ts: 1250, val: 1}, {key: "a", ts: 1700, val: 2}, {key: "b", ts: 1800, val: 4},
+		{key: "a", ts: 2300, val: 8}}
+	r.pipe(recs...)
+	es, err := r.d.App().Range(context.Background(), "q", nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, e := range es {
+		key, start, end, perr := timekey.ParseWindowKey(e.Key)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		v, err := decodeWindowAgg(Int64(), false, e.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := String().Decode(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Timestamp.UnixMilli() != end-1 {
+			t.Fatalf("window %s [%d, %d): timestamp %d, want its last instant", ks, start, end, e.Timestamp.UnixMilli())
+		}
+		got[wkey(ks, start, end)] = v
+	}
+	if d := diffResults(got, batchTime(recs, 1000, 200, 0, false)); d != "[]" {
+		t.Fatal(d)
+	}
+	// A limit counts windows.
+	if es, err := r.d.App().Range(context.Background(), "q", nil, nil, 3); err != nil || len(es) != 3 {
+		t.Fatalf("range limited to 3: %d entries, %v", len(es), err)
+	}
+}
