@@ -132,3 +132,44 @@ func TestWindowPaneRangeReturnsWindows(t *testing.T) {
 		t.Fatalf("range limited to 3: %d entries, %v", len(es), err)
 	}
 }
+
+// Differential: with records out of order beyond the watermark's bound
+// (late and partially late ones), over partitions, across restarts that
+// restore the store from its changelog, the pane layout's final results
+// equal the latest results of the same windows kept one entry per window
+// (EmitUpdates keeps that layout), which drop the same late records.
+func TestWindowPaneMatchesPerWindowLayout(t *testing.T) {
+	for _, w := range []Windows{Hopping(time.Second, 250*time.Millisecond),
+		Hopping(time.Second, 400*time.Millisecond, WindowOffset(30*time.Millisecond))} {
+		for _, agg := range []windowAgg{aggCount, aggSum, aggAggregate} {
+			recs := genRecords(uint64(agg)+3, 900, testKeys, 1_000_000, 7, 0)
+			shuffleWithin(recs, 700, uint64(agg)+11)
+			grace := 100 * time.Millisecond
+			panes := newWindowRun(t, w, WindowedStore{Name: "p", Grace: grace, Late: DropLate(), Emit: EmitFinal()},
+				3, 200*time.Millisecond, agg)
+			perWindow := newWindowRun(t, w, WindowedStore{Name: "p", Grace: grace, Late: DropLate(), Emit: EmitUpdates()},
+				3, 200*time.Millisecond, agg)
+			if !strings.Contains(panes.d.App().Describe(), "stored as panes") {
+				t.Fatalf("%s: not in pane layout", w.describe())
+			}
+			for i, part := range [][]wrec{recs[:300], recs[300:600], recs[600:]} {
+				if i > 0 {
+					if err := panes.d.Restart(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				panes.pipe(part...)
+				perWindow.pipe(part...)
+			}
+			panes.flush(10_000_000)
+			perWindow.flush(10_000_000)
+			want := perWindow.latest()
+			if len(want) < 100 {
+				t.Fatalf("%s: only %d windows", w.describe(), len(want))
+			}
+			if d := diffResults(panes.finals(), want); d != "[]" {
+				t.Fatalf("%s, agg %d: %s", w.describe(), agg, d)
+			}
+		}
+	}
+}
