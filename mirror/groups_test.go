@@ -210,6 +210,38 @@ func TestMirrorGroupOffsetSyncLeavesTargetGroupsAlone(t *testing.T) {
 		t.Errorf("target group g-ahead: offsets moved from %v to %v", aheadOffsets, got)
 	}
 
+	// GroupStatus shows each group's state: g-witness synced, g-ahead
+	// ahead of its translation, g-live behind with its member on the target.
+	sts, err := GroupStatus(ctx, cfg, "g-.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]map[string]int{}
+	for _, s := range sts {
+		if states[s.Group] == nil {
+			states[s.Group] = map[string]int{}
+		}
+		states[s.Group][s.State]++
+		if s.TargetTopic != "dc1.clicks" || s.Translated < 0 && s.State != GroupCopying {
+			t.Errorf("status row %+v", s)
+		}
+		if want := map[bool]int{true: 1, false: 0}[s.Group == "g-live"]; s.TargetMembers != want {
+			t.Errorf("group %s: %d members on the target, want %d", s.Group, s.TargetMembers, want)
+		}
+	}
+	if w := states["g-witness"]; w[GroupSynced] == 0 || len(w) != 1 {
+		t.Errorf("g-witness states %v, want all synced", w)
+	}
+	if a := states["g-ahead"]; a[GroupAhead] == 0 || a[GroupBehind] != 0 || a[GroupCopying] != 0 {
+		t.Errorf("g-ahead states %v, want ahead (or synced where the source read a whole partition)", a)
+	}
+	if l := states["g-live"]; l[GroupBehind] == 0 || l[GroupAhead] != 0 {
+		t.Errorf("g-live states %v, want behind", l)
+	}
+	if len(states) != 3 {
+		t.Errorf("status of groups %v, want g-live, g-ahead, g-witness", states)
+	}
+
 	// Once g-live's member leaves, the sync moves it to its translation.
 	live.Close()
 	synced := waitSynced(t, cfg, kf, "g-live", "dc1.clicks")

@@ -67,7 +67,10 @@ func (a *App) loop(ctx context.Context) error {
 
 // rebalanceSignal tells the loop that a group rebalance waits for it: the
 // poll in progress is cut short, and under ExactlyOnce the open transaction
-// ends after the current round.
+// ends after the current round. It also carries a query's wake-up
+// (wakeForFlush): the poll in progress, or else the next one, is cut short
+// once, so that the loop reaches the end of its round, where it serves
+// flushes, without waiting out the poll.
 type rebalanceSignal struct {
 	// waiting is set when a rebalance waits for the loop to allow it;
 	// cleared when the loop allows rebalances.
@@ -75,10 +78,11 @@ type rebalanceSignal struct {
 
 	mu         sync.Mutex
 	pollCancel context.CancelFunc // of the poll in progress, if any
+	wake       bool               // cut the next poll short (a wake-up came between polls)
 }
 
 // poll polls the client for at most the guarantee's pollWait, returning
-// early when a rebalance waits.
+// early when a rebalance waits or a query asked for a flush.
 func (a *App) poll(ctx context.Context) kgo.Fetches {
 	wait := a.path.pollWait()
 	if a.bounded != nil && a.bounded.quick {
@@ -89,8 +93,10 @@ func (a *App) poll(ctx context.Context) kgo.Fetches {
 	s := &a.rebalance
 	s.mu.Lock()
 	s.pollCancel = cancel
+	woken := s.wake
+	s.wake = false
 	s.mu.Unlock()
-	if s.waiting.Load() {
+	if woken || s.waiting.Load() {
 		cancel()
 	}
 	fetches := a.cl.PollRecords(pctx, a.cfg.maxPollRecords)
@@ -98,6 +104,21 @@ func (a *App) poll(ctx context.Context) kgo.Fetches {
 	s.pollCancel = nil
 	s.mu.Unlock()
 	return fetches
+}
+
+// wakeForFlush cuts the loop's poll short once (the one in progress, or the
+// next): a query waits for the loop to flush a task's store cache
+// (task.awaitFlush), which it does at the end of a round, and an idle loop
+// would otherwise sit in its poll for up to a commit interval. Any goroutine.
+func (a *App) wakeForFlush() {
+	s := &a.rebalance
+	s.mu.Lock()
+	if s.pollCancel != nil {
+		s.pollCancel()
+	} else {
+		s.wake = true
+	}
+	s.mu.Unlock()
 }
 
 // onRebalanceBlocked is the client's OnPartitionsCallbackBlocked hook: a

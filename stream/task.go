@@ -636,6 +636,7 @@ func (t *task) awaitFlush() <-chan struct{} {
 	if !t.flushWanted {
 		t.flushWanted = true
 		t.app.flushRequests.Add(1)
+		t.app.wakeForFlush()
 	}
 	if t.flushDone == nil {
 		t.flushDone = make(chan struct{})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -127,14 +128,27 @@ func newMirrorStatusCmd(f *mirrorFlags) *cobra.Command {
 		Short: "Show what the mirror has copied and its lag, per partition",
 		Long: `weir mirror status reads the mirror's progress on the target and the source's end
 offsets (the mirror need not be running). LAG is source offsets not yet copied; LAG-TIME is
-0 when caught up, else the age of the last record copied.`,
+0 when caught up, else the age of the last record copied.
+
+With --groups REGEX it shows instead, for each source consumer group matching REGEX and each
+partition the mirror copies, the group's offset on the source, the target offset it
+translates to (as cutover computes it) and the group's offset on the target: STATE is
+synced (a consumer of the group on the target resumes at the copy of its next record),
+behind, ahead (never moved back by --sync-groups) or copying (the mirror has not copied up
+to the group's offset yet). MEMBERS is the group's members on the target: --sync-groups
+leaves a group with members alone.`,
 		Args: cobra.NoArgs,
 	}
 	out := addOutputFlag(cmd)
+	var groups string
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "deadline of the command")
+	cmd.Flags().StringVar(&groups, "groups", "", `show instead where the source consumer groups whose whole name matches this regular expression stand on the target (".*": all)`)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, cancel := contextTimeout(cmd, timeout)
 		defer cancel()
+		if cmd.Flags().Changed("groups") {
+			return mirrorGroupStatus(ctx, cmd, f, groups, out)
+		}
 		st, err := mirror.Status(ctx, f.config())
 		if err != nil {
 			return err
@@ -161,6 +175,39 @@ offsets (the mirror need not be running). LAG is source offsets not yet copied; 
 		return tw.Flush()
 	}
 	return cmd
+}
+
+// mirrorGroupStatus prints mirror.GroupStatus.
+func mirrorGroupStatus(ctx context.Context, cmd *cobra.Command, f *mirrorFlags, groups string, out *outputFlag) error {
+	st, err := mirror.GroupStatus(ctx, f.config(), groups)
+	if err != nil {
+		return err
+	}
+	if out.json() {
+		if st == nil {
+			st = []mirror.GroupPartitionStatus{}
+		}
+		return writeJSON(cmd.OutOrStdout(), st)
+	}
+	if len(st) == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "no source group matching %q has offsets of a partition mirror %s copies\n", groups, f.id)
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tSOURCE-OFFSET\tTARGET-TOPIC\tTRANSLATED\tTARGET-OFFSET\tSTATE\tMEMBERS")
+	for _, s := range st {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", s.Group, s.Topic, s.Partition, s.SourceOffset, s.TargetTopic,
+			offsetOrDash(s.Translated), offsetOrDash(s.TargetOffset), s.State, s.TargetMembers)
+	}
+	return tw.Flush()
+}
+
+// offsetOrDash prints an offset, or "-" for none (-1).
+func offsetOrDash(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(o, 10)
 }
 
 func newMirrorCutoverCmd(f *mirrorFlags) *cobra.Command {

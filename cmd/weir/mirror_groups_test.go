@@ -88,6 +88,23 @@ func TestMirrorCLISyncGroups(t *testing.T) {
 	if _, ok := groups["other"]; ok {
 		t.Error("group other (not selected) exists on the target")
 	}
+	// mirror status --groups: app.orders synced at 10, other (not synced)
+	// behind its translation 20 with no offset on the target.
+	out := mustCLI(t, "", "mirror", "status", "--source", src.Addr(), "--target", target, "--groups", ".*")
+	for _, want := range []string{
+		"app.orders  clicks  0          10             clicks        10          10             synced  0",
+		"app.orders  clicks  1          10             clicks        10          10             synced  0",
+		"other       clicks  0          20             clicks        20          -              behind  0",
+		"other       clicks  1          20             clicks        20          -              behind  0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mirror status --groups lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustCLI(t, "", "mirror", "status", "--source", src.Addr(), "--target", target, "--groups", "app.*", "-o", "json")
+	if !strings.Contains(out, `"state": "synced"`) || strings.Contains(out, `"other"`) {
+		t.Errorf("mirror status --groups app.* -o json:\n%s", out)
+	}
 	p.interrupt(t)
 
 	_, errOut, code := runCLI(t, "", "mirror", "--source", src.Addr(), "--target", target, "--topics", "clicks", "--sync-groups", "(")
