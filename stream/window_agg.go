@@ -771,7 +771,11 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	o.fresh.closed(o.scanned[0])
+	if o.d.pane > 0 {
+		o.panesClosed()
+	} else {
+		o.fresh.closed(o.scanned[0])
+	}
 	if o.d.retain > 0 {
 		n, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain))
 		if err != nil {

@@ -94,6 +94,20 @@ func (f *freshEnds) closed(end int64) {
 	}
 }
 
+// dropPanes drops the filters of panes with end <= end (pane layout,
+// window_pane.go: those panes are deleted for good), without raising the
+// floor: a pane ending past the floor whose filter is dropped is absent.
+func (f *freshEnds) dropPanes(end int64) {
+	if f == nil {
+		return
+	}
+	for e := range f.filters {
+		if e <= end {
+			delete(f.filters, e)
+		}
+	}
+}
+
 // keyFilter is a Bloom filter of key hashes that grows: a chain of parts,
 // each four times the previous one's capacity, ~1% false positives each.
 type keyFilter struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -96,7 +97,7 @@ func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) er
 	o.kh = hashKey(o.fresh, kb)
 	p := o.d.tw.PaneOf(ts)
 	pk := paneKey(kb, p)
-	if o.fresh.absent(p.End, o.kh) {
+	if o.paneAbsent(p, o.kh) {
 		o.t.txn.KnowAbsent(o.name, pk)
 	}
 	old, found, err := o.get(pk)
@@ -167,14 +168,40 @@ func (o *windowOp[K, V, A]) nextPane(kb []byte, p window.Window, hi int64, next 
 	return nil
 }
 
-// paneExists reports whether key kb has the pane starting at s (width g).
+// paneExists reports whether key kb (hashed to o.kh) has the pane starting
+// at s (width g).
 func (o *windowOp[K, V, A]) paneExists(kb []byte, s, g int64) (bool, error) {
 	p := window.Window{Start: s, End: satAddMs(s, g)}
-	if o.fresh.absent(p.End, o.kh) {
+	if o.paneAbsent(p, o.kh) {
 		return false, nil
 	}
 	_, found, err := o.get(paneKey(kb, p))
 	return found, err
+}
+
+// paneAbsent reports whether the pane p of the key hashed to h is known not
+// to exist: its last window closed (its start is at least size before the
+// close scans' end: that close deleted it, in this transaction or a
+// committed one; an abort takes scanned back with the deletions), or the
+// fresh filter of its end does not hold the key.
+func (o *windowOp[K, V, A]) paneAbsent(p window.Window, h uint64) bool {
+	if o.scanned[0] != math.MinInt64 && p.Start <= satAddMs(o.scanned[0], -o.d.tw.Size.Milliseconds()) {
+		return true
+	}
+	return o.fresh.absent(p.End, h)
+}
+
+// panesClosed drops the fresh filters of the panes the committed close
+// scans deleted for good: those whose last window ended by committedScan
+// (pane end <= committedScan - size + g). A pane of a window the open
+// transaction closed keeps its filter: an abort brings the pane back.
+// Windows only close, so no record writes those panes again (it would be
+// late for the committed mark).
+func (o *windowOp[K, V, A]) panesClosed() {
+	if o.committedScan[0] == math.MinInt64 {
+		return
+	}
+	o.fresh.dropPanes(satAddMs(o.committedScan[0], o.d.pane-o.d.tw.Size.Milliseconds()))
 }
 
 // hashKey is the fresh filter's hash of an encoded key (0 without a
@@ -192,12 +219,17 @@ func hashKey(f *freshEnds, kb []byte) uint64 {
 // the panes only w holds, which its close deletes.
 func (o *windowOp[K, V, A]) paneWindow(key []byte, w window.Window) (v []byte, found bool, dels [][]byte, err error) {
 	g, adv := o.d.pane, o.d.tw.Advance.Milliseconds()
+	h := hashKey(o.fresh, key)
 	var acc A
 	for s := w.Start; s < w.End; s += g {
-		pk := paneKey(key, window.Window{Start: s, End: satAddMs(s, g)})
-		pv, ok, err := o.get(pk)
-		if err != nil {
-			return nil, false, nil, err
+		p := window.Window{Start: s, End: satAddMs(s, g)}
+		var pv []byte
+		ok := false
+		if !o.paneAbsent(p, h) {
+			pk := paneKey(key, p)
+			if pv, ok, err = o.get(pk); err != nil {
+				return nil, false, nil, err
+			}
 		}
 		if !ok {
 			if uint64(w.End-s) <= uint64(g) {
@@ -216,7 +248,7 @@ func (o *windowOp[K, V, A]) paneWindow(key []byte, w window.Window) (v []byte, f
 		}
 		found = true
 		if s-w.Start < adv {
-			dels = append(dels, pk)
+			dels = append(dels, paneKey(key, p))
 		}
 		if uint64(w.End-s) <= uint64(g) {
 			break // the last pane (w.End may be the largest time)
@@ -229,11 +261,15 @@ func (o *windowOp[K, V, A]) paneWindow(key []byte, w window.Window) (v []byte, f
 	return v, true, dels, err
 }
 
-// paneKeysOf appends the pane keys of key's window w to dst.
+// paneKeysOf appends to dst the keys of key's panes of window w that may
+// exist.
 func (o *windowOp[K, V, A]) paneKeysOf(dst [][]byte, key []byte, w window.Window) [][]byte {
 	g := o.d.pane
+	h := hashKey(o.fresh, key)
 	for s := w.Start; s < w.End; s += g {
-		dst = append(dst, paneKey(key, window.Window{Start: s, End: satAddMs(s, g)}))
+		if p := (window.Window{Start: s, End: satAddMs(s, g)}); !o.paneAbsent(p, h) {
+			dst = append(dst, paneKey(key, p))
+		}
 		if uint64(w.End-s) <= uint64(g) {
 			break
 		}
