@@ -194,9 +194,10 @@ func (o *windowOp[K, V, A]) paneAbsent(p window.Window, h uint64) bool {
 // panesClosed drops the fresh filters of the panes the committed close
 // scans deleted for good: those whose last window ended by committedScan
 // (pane end <= committedScan - size + g). A pane of a window the open
-// transaction closed keeps its filter: an abort brings the pane back.
-// Windows only close, so no record writes those panes again (it would be
-// late for the committed mark).
+// transaction closed keeps its filter until the transaction commits (an
+// abort brings the pane back; the operator then rebuilds its filters from
+// the store anyway, load). Windows only close, so no record writes those
+// panes again (it would be late for the committed mark).
 func (o *windowOp[K, V, A]) panesClosed() {
 	if o.committedScan[0] == math.MinInt64 {
 		return
