@@ -21,9 +21,22 @@ import (
 // a change that does not load (a half-written file, a key that does not
 // match) keeps the previous configuration and is logged. TLS 1.2 is the
 // minimum; everything else is Go's defaults (cipher suites, curves): with
-// AES hardware Go negotiates AES-128-GCM first for TLS 1.3 and 1.2 alike
-// (TestTLSCipherSuite), the cheapest suite, and the cipher is then most of
-// what TLS costs the broker (see tlsWire for the rest).
+// AES hardware Go negotiates AES-128-GCM first for TLS 1.3 and 1.2 alike,
+// with franz-go and with OpenSSL-based clients such as librdkafka
+// (TestTLSCipherSuite; docs/bench/tls.md), the cheapest suite.
+//
+// What TLS costs the broker (docs/bench/tls.md, issue 20): on produce, the
+// decryption and one more copy of each request are small next to the append
+// (1.1-1.6x PLAINTEXT, within 1.5x in four runs of six). On consume they
+// are not: a PLAINTEXT Fetch writes the record sets from the log buffers
+// with one writev, while over TLS crypto/tls copies each record set into
+// its record buffer and seals it there (Go 1.26's AES-GCM uses 128-bit
+// AES-NI, no VAES: about 0.19 CPU-s/GB, BenchmarkGCMSealFloor), and the
+// kernel has no kTLS to take that over. The cipher alone is about half of
+// PLAINTEXT consume's CPU, and the copy inside crypto/tls (which the broker
+// cannot avoid through its API; it reads the log buffers cold) two thirds
+// of the cipher again: consume costs about 2x PLAINTEXT. tlsWire removes
+// the rest that the broker controls.
 //
 // Client certificates are asked for on SSL listeners only: on SASL_SSL the
 // client proves who it is with SASL (Kafka since KIP-684 ignores
@@ -292,11 +305,12 @@ const tlsDirectMin = 16 << 10
 // syscall, one TCP segment with Nagle off) per 16 KiB record, are gathered
 // and go to the socket in writes of about tlsWriteChunk, as a plaintext
 // response's writev does. The gathering costs a copy of the ciphertext
-// through a cache-resident buffer and saves three syscalls in four: the
-// write path's own CPU per GB drops by about 0.07 CPU-s
-// (BenchmarkFetchWriteCPU, 12-15%); in brokerbench --tls-compare, with the
-// client decrypting on the same two cores, the difference is within the
-// noise at tlsWriteChunk 64 KiB, and 256 KiB chunks were about 8% worse.
+// through a cache-resident buffer (about 0.02 CPU-s/GB) and saves three
+// syscalls in four: the write path's CPU drops by 0.14-0.19 CPU-s/GB
+// (BenchmarkFetchWriteCPU, tls vs tls-uncorked, with a decrypting
+// reader). Larger chunks do not help: 256 KiB and 1 MiB were no better
+// in BenchmarkFetchWriteCPU, and 256 KiB was 8-16% worse in brokerbench
+// --tls-compare's consume ratio (2026-12-02, alternating builds).
 //
 // Goroutine safety: the TLS layer serializes its own writes, but a
 // post-handshake message it sends from the read side (a TLS 1.3 KeyUpdate

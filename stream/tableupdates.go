@@ -105,9 +105,14 @@ func newTableUpdates[K, V any](t *task, node int, st *taskStore, every bool, key
 	if len(children) > 0 {
 		u.next = fanout[K, V](children)
 	}
-	i, _ := slices.BinarySearchFunc(t.flushers, node, func(f tableFlusher, n int) int { return f.nodeID() - n })
-	t.flushers = slices.Insert(t.flushers, i, tableFlusher(u))
+	t.addFlusher(u)
 	return u
+}
+
+// addFlusher registers one of the task's flushers, in node order.
+func (t *task) addFlusher(f tableFlusher) {
+	i, _ := slices.BinarySearchFunc(t.flushers, f.nodeID(), func(f tableFlusher, n int) int { return f.nodeID() - n })
+	t.flushers = slices.Insert(t.flushers, i, f)
 }
 
 func (u *tableUpdates[K, V]) nodeID() int       { return u.node }

@@ -48,14 +48,16 @@ func (t *task) addTimed(op timedOperator) {
 }
 
 // endOperators ends the round for the task's time-driven operators and,
-// if flush, its table flushers, merged in node order.
+// if flush, its table flushers, merged in node order; a time-driven operator
+// before a flusher of the same node (a windowed operator's collapsed
+// changelog, window_changelog.go, then holds the round's closes too).
 func (t *task) endOperators(wm int64, now time.Time, flush bool) error {
 	f, o := t.flushers, t.timed
 	if !flush {
 		f = nil
 	}
 	for len(f) > 0 || len(o) > 0 {
-		if len(o) == 0 || (len(f) > 0 && f[0].nodeID() <= o[0].nodeID()) {
+		if len(o) == 0 || (len(f) > 0 && f[0].nodeID() < o[0].nodeID()) {
 			if err := f[0].flush(); err != nil {
 				return err
 			}

@@ -23,7 +23,11 @@ import (
 //
 // State: one store per operator, in the task's Pebble database, changelogged
 // like every store (every key below is written to "<app>-<store>-changelog",
-// so a restore rebuilds all of them):
+// so a restore rebuilds all of them). The changelog writes are collapsed
+// between flushes (storeChangelog, window_changelog.go: before every commit
+// of input offsets and every transaction commit): a window updated many
+// times between two flushes gets one record, and a window opened and closed
+// between two flushes none:
 //
 //	'w' | key | end | start   -> the window: uvarint records since its last emission
 //	                             | (sliding) first, last record time (2 x 8 bytes BE)
@@ -46,6 +50,15 @@ import (
 // it.
 //
 // Invariants:
+//   - the changelog order keeps a window closable: a crash that keeps a
+//     prefix of the changelog leaves at worst an index entry without its
+//     window (dropped when the scan reaches it), never a window that no
+//     index entry closes. Each flush writes its records in phases
+//     (windowChangelogPhase): new index entries ('c', 'r'), then windows
+//     ('w': values and tombstones), then deleted index entries, then the
+//     mark; the state at each flush keeps every window indexed (a record's
+//     or a close's writes are applied whole), so every prefix of a flush
+//     does too;
 //   - o.wm never decreases, except when a transaction is aborted: it then
 //     goes back to the store's committed mark (the task's watermark goes
 //     back too, and the aborted records are processed again, not late);
@@ -147,6 +160,7 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
 			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
+		o.cl = newStoreChangelog(t, n.id, o.st, windowChangelogPhase)
 		if len(children) > 0 {
 			o.next = fanout[Windowed[K], A](children)
 		}
@@ -184,6 +198,7 @@ type windowOp[K, V, A any] struct {
 	d          *windowDecl
 	name       string
 	st         *taskStore
+	cl         *storeChangelog // the store's collapsed changelog writes
 	key        Codec[K]
 	value      Codec[V] // nil if the group has none (only late records need it)
 	agg        Codec[A]
@@ -234,12 +249,11 @@ type windowOp[K, V, A any] struct {
 	fresh *freshEnds
 	kh    uint64
 
-	wins      []window.Window
-	winKeys   [][]byte // the store keys of wins (processTime)
-	absorbed  []int
-	closeRecs []*kgo.Record
-	scanKeys  [][]byte
-	loadKeys  [][]byte
+	wins     []window.Window
+	winKeys  [][]byte // the store keys of wins (processTime)
+	absorbed []int
+	scanKeys [][]byte
+	loadKeys [][]byte
 }
 
 // closeChunk is how many windows a close scan reads from the database with
@@ -549,24 +563,24 @@ func (o *windowOp[K, V, A]) encodeWindow(s windowState[A]) ([]byte, error) {
 	return append(v, ab...), nil
 }
 
-// put writes a store key through the round's transaction and its changelog
-// record (with the record's outputs: only if the record succeeds). The
-// changelog record keeps key: the caller must not modify it afterwards.
+// put writes a store key through the round's transaction and stages its
+// changelog write (kept only if the record succeeds). The changelog keeps
+// key and value: the caller must not modify them afterwards.
 func (o *windowOp[K, V, A]) put(key, value []byte, ts int64) error {
 	if _, err := o.t.txn.Put(o.name, key, value, ts); err != nil {
 		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 	}
-	o.t.emit(o.st.changelog, o.t.id.partition, key, value, time.UnixMilli(ts), nil)
+	o.cl.write(key, value, ts, false)
 	return nil
 }
 
-// del deletes a store key with its changelog tombstone.
+// del deletes a store key and stages its changelog tombstone.
 func (o *windowOp[K, V, A]) del(key []byte, ts int64) error {
 	k := slices.Clone(key)
 	if err := o.t.txn.Delete(o.name, k); err != nil {
 		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 	}
-	o.t.emit(o.st.changelog, o.t.id.partition, k, nil, time.UnixMilli(ts), nil)
+	o.cl.write(k, nil, ts, false)
 	return nil
 }
 
@@ -588,15 +602,19 @@ func indexKey(key []byte, w window.Window, retained bool) []byte {
 	return k
 }
 
-// addWindow creates a window's index entry (the 'w' entry is written by
-// the caller) and notes it for the transaction's scans.
-func (o *windowOp[K, V, A]) addWindow(kb []byte, w window.Window, ts int64, retained bool) error {
+// addWindow creates the index entry of window w, whose store key is wk (its
+// 'w' entry is written by the caller), and notes it for the transaction's
+// scans.
+func (o *windowOp[K, V, A]) addWindow(kb, wk []byte, w window.Window, ts int64, retained bool) error {
 	ik := indexKey(kb, w, retained)
 	// The window is new, so is its index entry: no read of it.
 	if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, ts); err != nil {
 		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 	}
-	o.t.emit(o.st.changelog, o.t.id.partition, ik, indexValue, time.UnixMilli(ts), nil)
+	o.cl.write(ik, indexValue, ts, true)
+	// Neither key exists before this record: closed before the next flush,
+	// the window needs no changelog record.
+	o.cl.write(wk, nil, ts, true)
 	o.created[string(ik)] = struct{}{}
 	i := 0
 	if retained {
@@ -604,7 +622,6 @@ func (o *windowOp[K, V, A]) addWindow(kb []byte, w window.Window, ts int64, reta
 	}
 	o.nextEnd[i] = min(o.nextEnd[i], w.End)
 	if o.d.kind != "time" {
-		wk := timekey.WindowKey(nil, kb, w.Start, w.End)
 		ws := append(o.keyWins[string(kb)], wk)
 		o.keyWins[string(kb)] = ws
 		if n := len(ws); n >= 8 && n&(n-1) == 0 {
@@ -672,7 +689,7 @@ func (o *windowOp[K, V, A]) update(r Record[K, V], kb, wk []byte, w window.Windo
 		// changelog leaves at worst an index entry without its window
 		// (dropped when the scan reaches it), never a window that no
 		// index entry closes.
-		if err := o.addWindow(kb, w, ts, retained); err != nil {
+		if err := o.addWindow(kb, wk, w, ts, retained); err != nil {
 			return err
 		}
 		if isTime {
@@ -794,8 +811,7 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	if err := o.t.txn.Apply(); err != nil {
 		return err
 	}
-	o.t.produce(&kgo.Record{Topic: o.st.changelog, Partition: o.t.id.partition, Key: markKey, Value: mark,
-		Timestamp: time.UnixMilli(o.wm)})
+	o.cl.writeNow(markKey, mark, o.wm, false)
 	return nil
 }
 
@@ -915,14 +931,8 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return false, unfatal(err)
 	}
 	ts := o.windowTime(w)
-	// The changelog records of the close, produced once its store writes
-	// are applied.
-	recs := o.closeRecs[:0]
-	changelog := func(k, v []byte) {
-		r := t.newRecord()
-		*r = kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: k, Value: v, Timestamp: time.UnixMilli(ts)}
-		recs = append(recs, r)
-	}
+	// The close's changelog writes are recorded with its store writes: if
+	// they fail to apply, the task stops and nothing is committed.
 	// The window before its index entry (see update), and a retained
 	// window's new entry before its old one goes.
 	keep := !retained && o.d.retain > 0 && satAddMs(end, o.d.closeDelta()+o.d.retain) > o.wm
@@ -931,7 +941,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		if _, err := t.txn.PutAbsent(o.name, rk, indexValue, ts); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		changelog(rk, indexValue)
+		o.cl.writeNow(rk, indexValue, ts, true)
 		o.nextEnd[1] = min(o.nextEnd[1], end)
 		o.created[string(rk)] = struct{}{}
 	} else if o.d.pane > 0 {
@@ -947,22 +957,17 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		if err := t.txn.DeleteCold(o.name, wk); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		changelog(wk, nil)
+		o.cl.writeNow(wk, nil, ts, false)
 	}
 	// The index entry was written at ts and the scan found it: delete it
 	// without reading it.
 	if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
-	changelog(ik, nil)
+	o.cl.writeNow(ik, nil, ts, false)
 	if err := t.txn.Apply(); err != nil {
 		return false, err
 	}
-	for _, r := range recs {
-		t.produce(r)
-	}
-	clear(recs)
-	o.closeRecs = recs[:0]
 	delete(o.early, string(wk))
 	if retained || !found || !o.d.emit.final || o.next == nil {
 		return true, nil
@@ -1064,8 +1069,7 @@ func (o *windowOp[K, V, A]) fireEarly() error {
 		if err := t.txn.Apply(); err != nil {
 			return err
 		}
-		t.produce(&kgo.Record{Topic: o.st.changelog, Partition: t.id.partition, Key: wk, Value: nv,
-			Timestamp: time.UnixMilli(ts)})
+		o.cl.writeNow(wk, nv, ts, false)
 		if o.next == nil {
 			continue
 		}

@@ -90,7 +90,7 @@ func (o *windowOp[K, V, A]) processSession(r Record[K, V], kb []byte, ts int64) 
 	w := m.Session
 	wk := timekey.WindowKey(nil, kb, w.Start, w.End)
 	closed := o.closedWindow(w)
-	if err := o.addWindow(kb, w, o.windowTime(w), closed); err != nil {
+	if err := o.addWindow(kb, wk, w, o.windowTime(w), closed); err != nil {
 		return err
 	}
 	if o.next != nil {

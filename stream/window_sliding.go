@@ -59,7 +59,7 @@ func (o *windowOp[K, V, A]) processSliding(r Record[K, V], kb []byte, ts int64) 
 		w := c.Window.Window
 		wk := timekey.WindowKey(nil, kb, w.Start, w.End)
 		closed := o.closedWindow(w)
-		if err := o.addWindow(kb, w, o.windowTime(w), closed); err != nil {
+		if err := o.addWindow(kb, wk, w, o.windowTime(w), closed); err != nil {
 			return err
 		}
 		if err := o.store(r, kb, wk, w, o.windowTime(w), s, closed); err != nil {

@@ -475,10 +475,11 @@ func TestCompression(t *testing.T) {
 	}
 }
 
-// weir-tls with --tls-compare reads the records back over both of its
-// listeners, in pairs alternating which goes first, and reports each
-// pair and the median TLS/PLAINTEXT ratio; --consume-passes reads them
-// several times in the consume phase. Nothing about speed is checked.
+// weir-tls with --tls-compare reads the records back and produces as many
+// again over both of its listeners, in pairs alternating which goes first,
+// and reports each pair and the median TLS/PLAINTEXT ratio of produce,
+// consume and both; --consume-passes reads them several times in the
+// consume phase. Nothing about speed is checked.
 func TestTLSCompareAndPasses(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.Targets = []string{targetWeirTLS}
@@ -502,19 +503,23 @@ func TestTLSCompareAndPasses(t *testing.T) {
 		t.Fatalf("%d compare pairs, want 2", len(r.TLSCompare))
 	}
 	for i, p := range r.TLSCompare {
-		if p.Plain.Wall <= 0 || p.TLS.Wall <= 0 || p.Plain.BrokerCPU < 0 || p.TLS.BrokerCPU < 0 {
+		if p.Plain.Wall <= 0 || p.TLS.Wall <= 0 || p.Plain.BrokerCPU < 0 || p.TLS.BrokerCPU < 0 ||
+			p.ProducePlain.Wall <= 0 || p.ProduceTLS.Wall <= 0 || p.ProducePlain.BrokerCPU < 0 || p.ProduceTLS.BrokerCPU < 0 {
 			t.Errorf("pair %d: %+v", i, p)
 		}
 	}
 	// Each leg is a phase of its own, profiled under its own name.
-	for _, leg := range []string{"compare1-plain", "compare1-tls", "compare2-tls", "compare2-plain"} {
+	for _, leg := range []string{"compare1-plain", "compare1-tls", "compare2-tls", "compare2-plain",
+		"compare1-produce-plain", "compare1-produce-tls", "compare2-produce-tls", "compare2-produce-plain"} {
 		if _, err := os.Stat(filepath.Join(cfg.ProfileDir, "weir-tls-r1-"+leg+".pprof")); err != nil {
 			t.Errorf("no profile of %s: %v", leg, err)
 		}
 	}
 	md := rep.Markdown()
 	if !strings.Contains(md, "## TLS vs PLAINTEXT on one weir broker") ||
-		!regexp.MustCompile(`(?m)^Median TLS/PLAINTEXT over 2 pairs: [0-9.]+x .*(PASS|MISS)$`).MatchString(md) ||
+		!regexp.MustCompile(`(?m)^- Median TLS/PLAINTEXT over 2 pairs, produce: [0-9.]+x .*(PASS|MISS)$`).MatchString(md) ||
+		!regexp.MustCompile(`(?m)^- Median TLS/PLAINTEXT over 2 pairs, consume: [0-9.]+x .*(PASS|MISS)$`).MatchString(md) ||
+		!regexp.MustCompile(`(?m)^- Median TLS/PLAINTEXT over 2 pairs, whole \(produce \+ consume\): [0-9.]+x .*(PASS|MISS)$`).MatchString(md) ||
 		!strings.Contains(md, "read back in full (2 time(s)") {
 		t.Fatalf("report lacks the TLS comparison or the passes:\n%s", md)
 	}

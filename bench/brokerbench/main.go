@@ -104,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.SetOutput(stderr)
 	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "comma-separated targets to run: weir,kfake,nats, and weir-tls (weir over an SSL listener)")
 	fs.IntVar(&cfg.Records, "records", cfg.Records, "records produced (and read back) in the throughput phase")
-	fs.IntVar(&cfg.TLSCompare, "tls-compare", cfg.TLSCompare, "weir-tls: after the consume phase, this many pairs of full reads over the broker's PLAINTEXT and SSL listeners (same process, alternating), reported as the TLS/PLAINTEXT ratio of broker CPU per GB consumed")
+	fs.IntVar(&cfg.TLSCompare, "tls-compare", cfg.TLSCompare, "weir-tls: after the consume phase, this many pairs of legs over the broker's PLAINTEXT and SSL listeners (same process, alternating): a full read, then a produce of --records more records, over each; reported as the TLS/PLAINTEXT ratio of broker CPU per GB produced, consumed and both")
 	fs.IntVar(&cfg.ConsumePasses, "consume-passes", cfg.ConsumePasses, "times the consume phase reads every record back (a fresh consumer each); more passes measure consume CPU over more bytes")
 	fs.IntVar(&cfg.RecordSize, "record-size", cfg.RecordSize, "record value size in bytes (>= 8)")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the benchmark topic (subjects of the NATS stream)")

@@ -479,46 +479,94 @@ func metricNamed(name, unit string) metric {
 // broker CPU per GB of PLAINTEXT.
 const tlsGoal = 1.5
 
-// tlsTable shows the weir-tls runs' pairs of reads over PLAINTEXT and SSL
-// on one broker, with the TLS/PLAINTEXT ratio of broker CPU per GB
-// consumed per pair and its median over all pairs of all rounds.
+// tlsTable shows the weir-tls runs' pairs of legs over PLAINTEXT and SSL
+// on one broker (compareTLS): per pair and phase the broker CPU per GB and
+// the TLS/PLAINTEXT ratio, for produce, consume and the two together (the
+// whole run's bytes in and out), and each ratio's median over all pairs
+// of all rounds against tlsGoal.
 func (rep *Report) tlsTable(b *strings.Builder) {
-	var ratios []float64
+	var pairs []TLSPair
+	var rounds []int
 	for _, r := range rep.Results {
-		ratios = append(ratios, pairRatios(r.TLSCompare)...)
+		for _, p := range r.TLSCompare {
+			pairs = append(pairs, p)
+			rounds = append(rounds, r.Round)
+		}
 	}
-	if len(ratios) == 0 {
+	if len(pairs) == 0 {
 		return
 	}
 	gb := payloadGB(rep.Config)
-	b.WriteString("\n## TLS vs PLAINTEXT on one weir broker: broker CPU per GB consumed\n\n")
+	b.WriteString("\n## TLS vs PLAINTEXT on one weir broker: broker CPU per GB\n\n")
 	b.WriteString("Each pair reads every record once over the weir-tls broker's PLAINTEXT listener and once over its SSL\n" +
-		"listener (a fresh consumer each, which of the two goes first alternating), in the same process.\n\n")
-	b.WriteString("| round | pair | PLAINTEXT CPU-s/GB | of which sys | TLS CPU-s/GB | of which sys | TLS/PLAINTEXT |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range rep.Results {
-		for i, p := range r.TLSCompare {
-			q, ok := ratio(p.TLS.BrokerCPU, p.Plain.BrokerCPU, p.Plain.BrokerCPU > 0)
-			fmt.Fprintf(b, "| %d | %d | %.3f | %.3f | %.3f | %.3f | %s |\n", r.Round, i+1,
-				p.Plain.BrokerCPU/gb, p.Plain.BrokerSys/gb, p.TLS.BrokerCPU/gb, p.TLS.BrokerSys/gb, fmtRatio(q, ok))
+		"listener, then produces as many records again over each (a fresh client each, which of the two goes first\n" +
+		"alternating), in the same process. Whole: produce and consume CPU over produced plus consumed GB.\n\n")
+	b.WriteString("| round | pair | produce PLAINTEXT CPU-s/GB | produce TLS CPU-s/GB | TLS/PLAINTEXT | consume PLAINTEXT CPU-s/GB | of which sys | consume TLS CPU-s/GB | of which sys | TLS/PLAINTEXT | whole TLS/PLAINTEXT |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, p := range pairs {
+		pr, prok := ratio(p.ProduceTLS.BrokerCPU, p.ProducePlain.BrokerCPU, p.ProducePlain.BrokerCPU > 0)
+		cr, crok := ratio(p.TLS.BrokerCPU, p.Plain.BrokerCPU, p.Plain.BrokerCPU > 0)
+		wr, wrok := wholeRatio(p)
+		fmt.Fprintf(b, "| %d | %d | %.3f | %.3f | %s | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", rounds[i], i+1,
+			p.ProducePlain.BrokerCPU/gb, p.ProduceTLS.BrokerCPU/gb, fmtRatio(pr, prok),
+			p.Plain.BrokerCPU/gb, p.Plain.BrokerSys/gb, p.TLS.BrokerCPU/gb, p.TLS.BrokerSys/gb, fmtRatio(cr, crok),
+			fmtRatio(wr, wrok))
+	}
+	b.WriteString("\n")
+	for _, ph := range []struct {
+		name   string
+		ratios []float64
+	}{
+		{"produce", phaseRatios(pairs, func(p TLSPair) (Phase, Phase) { return p.ProduceTLS, p.ProducePlain })},
+		{"consume", pairRatios(pairs)},
+		{"whole (produce + consume)", wholeRatios(pairs)},
+	} {
+		r := ph.ratios
+		if len(r) == 0 {
+			continue
 		}
+		slices.Sort(r)
+		med := r[len(r)/2]
+		if len(r)%2 == 0 {
+			med = (r[len(r)/2-1] + r[len(r)/2]) / 2
+		}
+		fmt.Fprintf(b, "- Median TLS/PLAINTEXT over %d pairs, %s: %.2fx (range %.2f–%.2f); target <= %.1fx: %s\n",
+			len(r), ph.name, med, r[0], r[len(r)-1], tlsGoal, passMiss(med <= tlsGoal))
 	}
-	slices.Sort(ratios)
-	med := ratios[len(ratios)/2]
-	if len(ratios)%2 == 0 {
-		med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
-	}
-	fmt.Fprintf(b, "\nMedian TLS/PLAINTEXT over %d pairs: %.2fx (range %.2f–%.2f); target <= %.1fx: %s\n",
-		len(ratios), med, ratios[0], ratios[len(ratios)-1], tlsGoal, passMiss(med <= tlsGoal))
 }
 
-// pairRatios is the TLS/PLAINTEXT ratio of broker CPU of each pair.
-func pairRatios(pairs []TLSPair) []float64 {
+// wholeRatio is a pair's TLS/PLAINTEXT ratio of produce plus consume
+// broker CPU (both legs move the same bytes, so it is also the ratio of
+// CPU per GB).
+func wholeRatio(p TLSPair) (float64, bool) {
+	plain := p.ProducePlain.BrokerCPU + p.Plain.BrokerCPU
+	return ratio(p.ProduceTLS.BrokerCPU+p.TLS.BrokerCPU, plain, p.ProducePlain.BrokerCPU > 0 && p.Plain.BrokerCPU > 0)
+}
+
+func wholeRatios(pairs []TLSPair) []float64 {
 	var out []float64
 	for _, p := range pairs {
-		if p.Plain.BrokerCPU > 0 {
-			out = append(out, p.TLS.BrokerCPU/p.Plain.BrokerCPU)
+		if q, ok := wholeRatio(p); ok {
+			out = append(out, q)
 		}
 	}
 	return out
+}
+
+// phaseRatios is the TLS/PLAINTEXT ratio of broker CPU of each pair for
+// the phase legs picks (TLS leg first).
+func phaseRatios(pairs []TLSPair, legs func(TLSPair) (tls, plain Phase)) []float64 {
+	var out []float64
+	for _, p := range pairs {
+		if t, pl := legs(p); pl.BrokerCPU > 0 {
+			out = append(out, t.BrokerCPU/pl.BrokerCPU)
+		}
+	}
+	return out
+}
+
+// pairRatios is the TLS/PLAINTEXT ratio of broker CPU of each pair's
+// reads.
+func pairRatios(pairs []TLSPair) []float64 {
+	return phaseRatios(pairs, func(p TLSPair) (Phase, Phase) { return p.TLS, p.Plain })
 }

@@ -50,7 +50,7 @@ type Config struct {
 	Targets        []string
 	Records        int           // throughput phase: records produced and read back
 	ConsumePasses  int           // times the records are read back in the consume phase (0: once)
-	TLSCompare     int           // weir-tls: pairs of full reads over PLAINTEXT and SSL on the same broker (0: none)
+	TLSCompare     int           // weir-tls: pairs of legs (a full read, then a produce of Records) over PLAINTEXT and SSL on the same broker (0: none)
 	RecordSize     int           // bytes per record value
 	Partitions     int           // partitions of the topic / subjects of the stream
 	Rate           int           // records/s of the fixed-rate phase
@@ -520,15 +520,20 @@ func (m *measure) stop(ch *child) (Phase, error) {
 	}, nil
 }
 
-// TLSPair is one pair of full reads of the weir-tls target's records, one
-// over its PLAINTEXT listener and one over its SSL listener.
+// TLSPair is one pair of legs on the weir-tls target, one over its
+// PLAINTEXT listener and one over its SSL listener: a full read of the
+// throughput phase's records (Plain, TLS) and a produce of as many records
+// again (ProducePlain, ProduceTLS).
 type TLSPair struct {
-	Plain, TLS Phase
+	Plain, TLS               Phase
+	ProducePlain, ProduceTLS Phase
 }
 
-// compareTLS reads every record back cfg.TLSCompare times over each of the
-// weir-tls broker's two listeners, alternating which goes first, and
-// measures each read as a phase of its own: the same process, data and
+// compareTLS measures cfg.TLSCompare pairs on the weir-tls broker's two
+// listeners, alternating which goes first: each pair reads every record
+// back over each listener, then produces cfg.Records more records over
+// each (appended to the benchmark topic; nothing reads them back after
+// the compare), every leg a phase of its own. The same process, data and
 // page cache, so the ratio of the two is as little disturbed by the rest
 // of the machine as this harness can make it.
 func compareTLS(ctx context.Context, cfg Config, ch *child, codec string, tlsDriver driver) ([]TLSPair, error) {
@@ -545,15 +550,15 @@ func compareTLS(ctx context.Context, cfg Config, ch *child, codec string, tlsDri
 	for i := range cfg.TLSCompare {
 		var pair TLSPair
 		legs := []struct {
-			name string
-			d    driver
-			ph   *Phase
-		}{{"plain", plain, &pair.Plain}, {"tls", tlsDriver, &pair.TLS}}
+			name             string
+			d                driver
+			consume, produce *Phase
+		}{{"plain", plain, &pair.Plain, &pair.ProducePlain}, {"tls", tlsDriver, &pair.TLS, &pair.ProduceTLS}}
 		if i%2 == 1 {
 			legs[0], legs[1] = legs[1], legs[0]
 		}
 		for _, leg := range legs {
-			*leg.ph, err = measured(ctx, cfg, ch, fmt.Sprintf("compare%d-%s", i+1, leg.name), func(ctx context.Context) error {
+			*leg.consume, err = measured(ctx, cfg, ch, fmt.Sprintf("compare%d-%s", i+1, leg.name), func(ctx context.Context) error {
 				rs, err := leg.d.consume(ctx, cfg.Records)
 				if err == nil && (rs.Distinct != cfg.Records || rs.Foreign != 0) {
 					err = fmt.Errorf("read back %d distinct of %d records", rs.Distinct, cfg.Records)
@@ -562,6 +567,14 @@ func compareTLS(ctx context.Context, cfg Config, ch *child, codec string, tlsDri
 			})
 			if err != nil {
 				return nil, fmt.Errorf("tls compare over %s: %w", leg.name, err)
+			}
+		}
+		for _, leg := range legs {
+			*leg.produce, err = measured(ctx, cfg, ch, fmt.Sprintf("compare%d-produce-%s", i+1, leg.name), func(ctx context.Context) error {
+				return leg.d.produce(ctx, cfg.Records)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("tls compare, produce over %s: %w", leg.name, err)
 			}
 		}
 		out = append(out, pair)

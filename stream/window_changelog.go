@@ -1,0 +1,205 @@
+package stream
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/timekey"
+)
+
+// storeChangelog collapses the changelog writes of a store between flushes,
+// as tableUpdates does for a table and Kafka Streams' caching window store
+// does for its windows: a key written many times between two flushes gets
+// one changelog record, its latest value or a tombstone, written by the
+// flush; a key created and deleted between two flushes, whose creation never
+// reached the changelog, gets none. The store itself is written at once
+// (every record, scan and query sees the latest state); only its changelog
+// records wait. Nothing goes downstream: the store's operator emits its
+// results itself.
+//
+// It is one of the task's flushers (tableFlusher), so it is flushed when
+// tables are: before every commit of input offsets (at-least-once) and
+// before every transaction commits, inside it (ExactlyOnce); at the end of a
+// round in which the task's collapsed updates exceed collapseBound; at the
+// end of every round of a task no App commits (the Driver) or of a bounded
+// run — after its operator's time-driven work of the round (endOperators
+// runs a timed operator before a flusher of the same node). An abort drops
+// what it holds (drop), with the transaction's store writes.
+//
+// Invariant: every committed input offset is covered by changelog records
+// that, replayed in order, give each key of the store its value when the
+// offset's record was handled (or later): nothing is collapsed across a
+// commit, and a key whose last flushed record is a live value gets a
+// tombstone when it is deleted.
+//
+// Order within a flush: a flush writes its records in phases given by the
+// store's phase function (keys of one phase in the order of their first
+// write since the last flush), so that a store whose keys depend on one
+// another (a window and its close-index entry) keeps, in every prefix of
+// the changelog a crash may leave, what its operator's invariants require;
+// see window_agg.go.
+type storeChangelog struct {
+	t         *task
+	node      int
+	store     string
+	changelog string
+	// phase returns the flush phase (0 to changelogPhases-1) of a write of
+	// key (deleted: a tombstone); nil: every write is of phase 0.
+	phase func(key []byte, deleted bool) int
+
+	// staged: the writes of the record being processed, kept only if it
+	// succeeds (commitStaged).
+	staged []changelogWrite
+	// latest: the collapsed write per key since the last flush, in the order
+	// of each key's first write; index maps a key (a string sharing the
+	// bytes of the write's key, which its writer no longer modifies) to its
+	// slot.
+	latest []changelogWrite
+	index  map[string]int
+	size   int64 // bytes held by latest, as collapseBound counts them
+}
+
+// changelogPhases is the number of flush phases.
+const changelogPhases = 4
+
+type changelogWrite struct {
+	key, value []byte // value nil: deleted
+	ts         int64  // the write's time: its changelog record's timestamp (ms)
+	// logged: the changelog may hold a live value of the key from before
+	// the last flush, so a deletion needs its tombstone.
+	logged bool
+}
+
+// changelogWriteSize is what collapseBound counts for one collapsed key
+// beyond its bytes: the entry and its index slot.
+const changelogWriteSize = int64(unsafe.Sizeof(changelogWrite{})) + 48
+
+// newStoreChangelog registers the collapsed changelog of store st for the
+// operator of node, as one of the task's flushers.
+func newStoreChangelog(t *task, node int, st *taskStore, phase func([]byte, bool) int) *storeChangelog {
+	c := &storeChangelog{t: t, node: node, store: st.spec.name, changelog: st.changelog, phase: phase,
+		index: map[string]int{}}
+	t.addFlusher(c)
+	return c
+}
+
+func (c *storeChangelog) nodeID() int       { return c.node }
+func (c *storeChangelog) storeName() string { return c.store }
+func (c *storeChangelog) pending() int64    { return c.size }
+
+// write records a write of the record being processed: value nil deletes
+// key. created says the key did not exist in the store before this write
+// (then no changelog record can hold a live value of it, unless one is
+// collapsed here already). The changelog keeps key and value: the caller
+// must not modify them afterwards.
+func (c *storeChangelog) write(key, value []byte, ts int64, created bool) {
+	c.staged = append(c.staged, changelogWrite{key: key, value: value, ts: ts, logged: !created})
+}
+
+// writeNow records a write done outside any record's processing (a
+// window's close, an early firing, the operator's watermark mark): its
+// store write is applied already.
+func (c *storeChangelog) writeNow(key, value []byte, ts int64, created bool) {
+	c.add(changelogWrite{key: key, value: value, ts: ts, logged: !created})
+}
+
+func (c *storeChangelog) commitStaged() {
+	for _, w := range c.staged {
+		c.add(w)
+	}
+	clear(c.staged)
+	c.staged = c.staged[:0]
+}
+
+func (c *storeChangelog) dropStaged() {
+	clear(c.staged)
+	c.staged = c.staged[:0]
+}
+
+// add collapses w into latest: the key keeps its slot and whether it was
+// logged before its first write since the last flush.
+func (c *storeChangelog) add(w changelogWrite) {
+	if i, ok := c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))]; ok {
+		prev := &c.latest[i]
+		c.size += int64(len(w.value) - len(prev.value))
+		w.logged = prev.logged
+		// The index's string shares prev.key's bytes: keep them.
+		w.key = prev.key
+		*prev = w
+		return
+	}
+	c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))] = len(c.latest)
+	c.latest = append(c.latest, w)
+	c.size += changelogWriteSize + int64(len(w.key)+len(w.value))
+}
+
+func (c *storeChangelog) drop() {
+	clear(c.latest)
+	c.latest = c.latest[:0]
+	clear(c.index)
+	c.size = 0
+}
+
+// expired records the deletion of a key the store's TTL removed.
+func (c *storeChangelog) expired(key, _ []byte, at time.Time) error {
+	c.add(changelogWrite{key: key, ts: at.UnixMilli(), logged: true})
+	return nil
+}
+
+// flush writes the collapsed writes to the changelog, phase by phase, and
+// forgets them. A deletion of a key not logged is written nowhere.
+func (c *storeChangelog) flush() error {
+	if len(c.latest) == 0 {
+		return nil
+	}
+	t := c.t
+	for p := range changelogPhases {
+		for i := range c.latest {
+			w := &c.latest[i]
+			if w.value == nil && !w.logged {
+				continue
+			}
+			if c.phase != nil && c.phase(w.key, w.value == nil) != p || c.phase == nil && p > 0 {
+				continue
+			}
+			r := t.newRecord()
+			*r = kgo.Record{Topic: c.changelog, Partition: t.id.partition, Key: w.key, Value: w.value,
+				Timestamp: time.UnixMilli(w.ts)}
+			t.produce(r)
+		}
+	}
+	c.drop()
+	return nil
+}
+
+// records is how many changelog records a flush would write now (tests).
+func (c *storeChangelog) records() int {
+	n := 0
+	for _, w := range c.latest {
+		if w.value != nil || w.logged {
+			n++
+		}
+	}
+	return n
+}
+
+// windowChangelogPhase is the flush phase of a window store's write (see
+// window_agg.go's invariants): a new index entry before the windows, a
+// deleted one after them, the watermark mark last.
+func windowChangelogPhase(key []byte, deleted bool) int {
+	if len(key) == 0 {
+		return 1
+	}
+	switch key[0] {
+	case timekey.TagIndex, tagRetained:
+		if deleted {
+			return 2
+		}
+		return 0
+	case tagMark:
+		return 3
+	}
+	return 1
+}

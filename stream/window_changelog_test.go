@@ -1,0 +1,225 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/timekey"
+)
+
+// windowTaskRun is one task of a tumbling windowed count (1 s windows,
+// watermark = the largest event time) fed directly, round by round, with
+// every changelog record and final result captured. Its task flushes its
+// collapsed changelog at the end of every round (no App commits it).
+type windowTaskRun struct {
+	t         *testing.T
+	tk        *task
+	off       int64
+	changelog []*kgo.Record
+	finals    map[string]int64
+}
+
+func newWindowTaskRun(t *testing.T, dir string) *windowTaskRun {
+	t.Helper()
+	bl := NewBuilder()
+	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), Tumbling(time.Second),
+		WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+		ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
+	r := &windowTaskRun{t: t, finals: map[string]int64{}}
+	capture := withProducer(func(kr *kgo.Record, promise func(*kgo.Record, error)) {
+		switch {
+		case strings.HasSuffix(kr.Topic, "-changelog"):
+			c := *kr
+			r.changelog = append(r.changelog, &c)
+		case kr.Topic == "out":
+			k, err := TimeWindowed(String(), time.Second).Decode(kr.Key)
+			v, verr := Int64().Decode(kr.Value)
+			if err != nil || verr != nil {
+				t.Errorf("undecodable result: %v %v", err, verr)
+			} else if k.Key[0] != '~' {
+				r.finals[wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli())] += v
+			}
+		}
+		promise(kr, nil)
+	}, false)
+	a, err := NewApp("wcl", bl, Brokers("127.0.0.1:1"), StateDir(dir), capture, Watermarks(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.tk, err = a.newTask(taskID{sub: 0, partition: 0}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.tk.close() })
+	return r
+}
+
+// round handles recs and ends the round; it returns the changelog records
+// the round wrote.
+func (r *windowTaskRun) round(recs ...wrec) []*kgo.Record {
+	r.t.Helper()
+	from := len(r.changelog)
+	for _, w := range recs {
+		kr := &kgo.Record{Topic: "in", Key: []byte(w.key), Value: int64Bytes(w.val), Offset: r.off,
+			Timestamp: time.UnixMilli(w.ts)}
+		r.off++
+		if err := r.tk.handle(context.Background(), kr); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if err := r.tk.endBatch(); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.tk.flushState(); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.changelog[from:]
+}
+
+// describeChangelog names changelog records: "c:a:0" is key a's index entry
+// of window [0, 1000), "w-:a:0" the tombstone of its window, "m" the mark.
+func describeChangelog(t *testing.T, recs []*kgo.Record) []string {
+	t.Helper()
+	var out []string
+	for _, r := range recs {
+		del := ""
+		if r.Value == nil {
+			del = "-"
+		}
+		switch r.Key[0] {
+		case 'm':
+			out = append(out, "m"+del)
+		case timekey.TagWindow:
+			key, start, _, err := timekey.ParseWindowKey(r.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("w%s:%s:%d", del, key, start))
+		case timekey.TagIndex:
+			key, start, _, err := timekey.ParseIndexKey(r.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("c%s:%s:%d", del, key, start))
+		default:
+			t.Fatalf("changelog key %q", r.Key)
+		}
+	}
+	return out
+}
+
+// A window updated many times between two flushes gets one changelog record
+// (its latest value), a window opened and closed between two flushes none,
+// and a flush writes new index entries before windows, windows before
+// deleted index entries, and the watermark mark last.
+func TestWindowChangelogCollapsed(t *testing.T) {
+	r := newWindowTaskRun(t, t.TempDir())
+	got := describeChangelog(t, r.round(wrec{"a", 100, 1}, wrec{"b", 150, 1}, wrec{"a", 200, 1},
+		wrec{"a", 300, 1}, wrec{"a", 400, 1}, wrec{"a", 500, 1}))
+	if want := []string{"c:a:0", "c:b:0", "w:a:0", "w:b:0"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("round 1 changelog %v, want %v (a window updated 5 times: one record)", got, want)
+	}
+	cl := r.changelog
+	if n, _ := Int64().Decode(cl[2].Value[1:]); n != 5 {
+		t.Fatalf("a's collapsed window holds %d, want 5", n)
+	}
+	got = describeChangelog(t, r.round(wrec{"a", 600, 1}, wrec{"a", 700, 1}))
+	if want := []string{"w:a:0"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("round 2 changelog %v, want %v", got, want)
+	}
+	// y's window [1000, 2000) opens and closes in the round: nothing of
+	// it reaches the changelog; a's and b's close.
+	got = describeChangelog(t, r.round(wrec{"y", 1200, 1}, wrec{"y", 1300, 1}, wrec{"~", 5000, 0}))
+	want := []string{"c:~:5000", "w:~:5000", "w-:a:0", "w-:b:0", "c-:a:0", "c-:b:0", "m"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("round 3 changelog %v, want %v", got, want)
+	}
+	if d := diffResults(r.finals, map[string]int64{wkey("a", 0, 1000): 7, wkey("b", 0, 1000): 1,
+		wkey("y", 1000, 2000): 2}); d != "[]" {
+		t.Fatal(d)
+	}
+}
+
+// The collapsed changelog restores the store: replayed into an empty
+// database it gives the store's contents, and a task restored from it mid
+// stream (windows open across the restart, some updated many times between
+// flushes, some opened and closed within a round) ends with the batch
+// answer, each window's final result emitted once.
+func TestWindowChangelogRestoreMatchesBatch(t *testing.T) {
+	keys := make([]string, 40)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%02d", i)
+	}
+	recs := genRecords(3, 3000, keys, 1_000_000, 3, 0)
+	first := newWindowTaskRun(t, t.TempDir())
+	cut := 1700
+	for i := 0; i < cut; i += 97 {
+		first.round(recs[i:min(i+97, cut)]...)
+	}
+	if len(first.finals) == 0 {
+		t.Fatal("nothing closed before the restart")
+	}
+	if n := len(first.changelog); n >= cut {
+		t.Fatalf("%d changelog records for %d records: nothing collapsed", n, cut)
+	}
+	// The changelog, replayed, is the store.
+	logged := map[string]string{}
+	for _, r := range first.changelog {
+		if r.Value == nil {
+			delete(logged, string(r.Key))
+		} else {
+			logged[string(r.Key)] = string(r.Value)
+		}
+	}
+	stored := map[string]string{}
+	if err := first.tk.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.tk.db.Scan("w", []byte{0}, []byte{0xff}, func(k, v []byte, _ int64) error {
+		stored[string(k)] = string(v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(logged) != fmt.Sprint(stored) {
+		t.Fatalf("the changelog replayed holds %d keys, the store %d", len(logged), len(stored))
+	}
+
+	second := newWindowTaskRun(t, t.TempDir())
+	restoreWindowTask(t, second.tk, first.changelog)
+	second.off = first.off
+	for i := cut; i < len(recs); i += 97 {
+		second.round(recs[i:min(i+97, len(recs))]...)
+	}
+	second.round(wrec{"~", 10_000_000, 0})
+	finals := first.finals
+	for k, v := range second.finals {
+		if _, dup := finals[k]; dup {
+			t.Fatalf("%s emitted by both owners", k)
+		}
+		finals[k] = v
+	}
+	if d := diffResults(finals, batchTime(recs, 1000, 1000, 0, true)); d != "[]" {
+		t.Fatal(d)
+	}
+}
+
+// restoreWindowTask writes changelog records into tk's store "w", as a
+// restore does.
+func restoreWindowTask(t *testing.T, tk *task, recs []*kgo.Record) {
+	t.Helper()
+	txn := tk.db.Begin()
+	defer txn.Discard()
+	for _, r := range recs {
+		if err := applyChangelog(txn, "w", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
