@@ -160,7 +160,11 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
 			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
-		o.cl = newStoreChangelog(t, n.id, o.st, windowChangelogPhase)
+		phase := windowChangelogPhase
+		if d.pane > 0 {
+			phase = paneChangelogPhase
+		}
+		o.cl = newStoreChangelog(t, n.id, o.st, phase)
 		if len(children) > 0 {
 			o.next = fanout[Windowed[K], A](children)
 		}
@@ -945,11 +949,11 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		o.nextEnd[1] = min(o.nextEnd[1], end)
 		o.created[string(rk)] = struct{}{}
 	} else if o.d.pane > 0 {
-		for _, pk := range paneDels {
-			if err := t.txn.DeleteCold(o.name, pk); err != nil {
+		for _, dk := range paneDels {
+			if err := t.txn.DeleteCold(o.name, dk); err != nil {
 				return false, fmt.Errorf("store %s: %w", o.name, err)
 			}
-			changelog(pk, nil)
+			o.cl.writeNow(dk, nil, ts, false)
 		}
 	} else if found {
 		// Closed: not read again (a late record finds it deleted in
