@@ -282,3 +282,39 @@ func TestWindowPaneAbortRestoresPanes(t *testing.T) {
 		t.Fatal("the store cache never evicted: the test needs one that does")
 	}
 }
+
+// QueryWindows.Fetch on a store in pane layout: a key's windows starting in
+// [from, to), combined from panes that start before from too.
+func TestWindowPaneQueryFetchBounds(t *testing.T) {
+	r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("q"), 3, 10*time.Second, aggSum)
+	recs := []wrec{{key: "a", ts: 1250, val: 1}, {key: "a", ts: 1700, val: 2}, {key: "b", ts: 1800, val: 4},
+		{key: "a", ts: 2300, val: 8}, {key: "a", ts: 900, val: 16}}
+	r.pipe(recs...)
+	q, err := QueryWindows[string, int64](r.d.App(), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := q.Fetch(context.Background(), "a", time.UnixMilli(1400), time.UnixMilli(2200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, e := range es {
+		got[wkey(e.Key.Key, e.Key.Start.UnixMilli(), e.Key.End.UnixMilli())] = e.Value
+	}
+	want := map[string]int64{}
+	for k, v := range batchTime(recs, 1000, 200, 0, false) {
+		var key string
+		var start, end int64
+		fmt.Sscanf(strings.ReplaceAll(k, "|", " "), "%s %d %d", &key, &start, &end)
+		if key == "a" && start >= 1400 && start < 2200 {
+			want[k] = v
+		}
+	}
+	if len(want) != 4 {
+		t.Fatalf("want %v: the test needs 4 windows", want)
+	}
+	if d := diffResults(got, want); d != "[]" {
+		t.Fatal(d)
+	}
+}
