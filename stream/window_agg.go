@@ -36,7 +36,9 @@ import (
 //	'r' | end | key | start   -> 0x01: the window closed and is retained (Retain > 0)
 //	'm'                       -> the watermark (8 bytes BE) windows were last closed by
 //
-// (timekey's layouts; 'r' is the close index's layout under another tag.)
+// (timekey's layouts; 'r' is the close index's layout under another tag.
+// A store of hopping windows in pane layout keeps panes, not windows, under
+// 'w': see window_pane.go.)
 // A window is open from its first record until the watermark reaches its
 // end + closeDelta; then (one scan of the 'c' range up to that end) its
 // final result is emitted (EmitFinal) and its 'c' entry deleted, and either
