@@ -254,6 +254,8 @@ type windowOp[K, V, A any] struct {
 	// kh is the hash of the key of the record being processed.
 	fresh *freshEnds
 	kh    uint64
+	// hints: pane layout, each key's latest pane (window_pane.go).
+	hints *paneHints
 
 	wins     []window.Window
 	winKeys  [][]byte // the store keys of wins (processTime)

@@ -108,6 +108,10 @@ func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) er
 	}
 	open := o.wins[first:]
 	o.kh = hashKey(o.fresh, kb)
+	if o.hints == nil {
+		o.hints = &paneHints{node: o.n.id, latest: map[string]int64{}, pruneAt: 1024}
+		o.t.addFlusher(o.hints)
+	}
 	p := o.d.tw.PaneOf(ts)
 	pk := paneKey(kb, p)
 	if o.paneAbsent(p, o.kh) {
@@ -126,6 +130,7 @@ func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) er
 		// A new pane: closed before the next flush, it needs no changelog
 		// record.
 		o.cl.write(pk, nil, ts, true)
+		o.hints.staged = append(o.hints.staged, paneHint{key: string(kb), start: p.Start})
 		// The index entries first (see update).
 		prev, next, err := o.paneNeighbours(kb, p, open[0].Start, open[len(open)-1].End)
 		if err != nil {
@@ -157,8 +162,14 @@ func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) er
 func (o *windowOp[K, V, A]) paneNeighbours(kb []byte, p window.Window, lo, hi int64) (prev, next int64, err error) {
 	g := p.End - p.Start
 	prev, next = p.Start, p.Start
+	hinted, ok := o.hints.latest[string(kb)]
+	hinted = max(hinted, lo-g) // a pane before lo is none of the windows'
+	ok = ok && hinted < p.Start
 	for s := p.Start; uint64(s-lo) >= uint64(g); {
 		s -= g
+		if ok && s == hinted {
+			return s, next, o.nextPane(kb, p, hi, &next)
+		}
 		if ok, err := o.paneExists(kb, s, g); err != nil || ok {
 			prev = s
 			return prev, next, err
@@ -182,6 +193,68 @@ func (o *windowOp[K, V, A]) nextPane(kb []byte, p window.Window, hi int64, next 
 		}
 	}
 	return nil
+}
+
+// paneHints remembers each key's latest pane this operator created (the
+// greatest start), so that a record's new pane finds the key's previous
+// pane without reading it (a database read once the panes outgrow the
+// store cache). A hint is a pane that exists while it is inside an open
+// window (the layout's invariants); one whose last window closed is
+// pruned. It is one of the task's flushers, as a store's collapsed
+// changelog is: a record's hint counts only once the record succeeded
+// (commitStaged; a failed record's writes are rolled back), and an aborted
+// transaction drops them all (drop: its panes are gone). A new operator
+// instance (a restart, a restore) starts without hints.
+type paneHints struct {
+	node    int
+	latest  map[string]int64
+	staged  []paneHint
+	pruneAt int // prune once latest holds twice as many keys
+}
+
+type paneHint struct {
+	key   string
+	start int64
+}
+
+func (h *paneHints) nodeID() int       { return h.node }
+func (h *paneHints) storeName() string { return "" } // no store's changelog (tableFor)
+func (h *paneHints) pending() int64    { return 0 }
+func (h *paneHints) flush() error      { return nil }
+
+func (h *paneHints) expired([]byte, []byte, time.Time) error { return nil } // a window store has no TTL
+
+func (h *paneHints) commitStaged() {
+	for _, s := range h.staged {
+		if cur, ok := h.latest[s.key]; !ok || s.start > cur {
+			h.latest[s.key] = s.start
+		}
+	}
+	h.dropStaged()
+}
+
+func (h *paneHints) dropStaged() {
+	clear(h.staged)
+	h.staged = h.staged[:0]
+}
+
+func (h *paneHints) drop() {
+	h.dropStaged()
+	clear(h.latest)
+}
+
+// prune forgets the hints of panes that start at or before gone (their
+// last window closed: they were deleted), once the keys doubled.
+func (h *paneHints) prune(gone int64) {
+	if h == nil || len(h.latest) < 2*h.pruneAt {
+		return
+	}
+	for k, s := range h.latest {
+		if s <= gone {
+			delete(h.latest, k)
+		}
+	}
+	h.pruneAt = max(1024, len(h.latest))
 }
 
 // paneExists reports whether key kb (hashed to o.kh) has the pane starting
@@ -218,6 +291,7 @@ func (o *windowOp[K, V, A]) panesClosed() {
 	if o.committedScan[0] == math.MinInt64 {
 		return
 	}
+	o.hints.prune(satAddMs(o.committedScan[0], -o.d.tw.Size.Milliseconds()))
 	o.fresh.dropPanes(satAddMs(o.committedScan[0], o.d.pane-o.d.tw.Size.Milliseconds()))
 }
 
