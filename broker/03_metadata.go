@@ -101,6 +101,11 @@ func handleMetadata(b *Broker, _ context.Context, s *slot, kreq kmsg.Request) (k
 					mt := kmsg.NewMetadataResponseTopic()
 					mt.Topic = kmsg.StringPtr(name)
 					mt.ErrorCode = errorCode(err)
+					if topicOps && mt.ErrorCode == kerr.UnknownTopicOrPartition.Code {
+						// As Kafka: a valid name's operations are known
+						// before its topic exists.
+						mt.AuthorizedOperations = topicAuthorizedOps
+					}
 					resp.Topics = append(resp.Topics, mt)
 					continue
 				}

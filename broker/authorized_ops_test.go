@@ -37,6 +37,11 @@ func TestAuthorizedOperations(t *testing.T) {
 			rt := kmsg.NewMetadataRequestTopic()
 			rt.Topic = kmsg.StringPtr("ops")
 			req.Topics = append(req.Topics, rt)
+			// A topic that does not exist has its operations too (as
+			// Kafka), beside UNKNOWN_TOPIC_OR_PARTITION.
+			rt.Topic = kmsg.StringPtr("not-yet")
+			req.Topics = append(req.Topics, rt)
+			req.AllowAutoTopicCreation = false
 			req.IncludeClusterAuthorizedOperations, req.IncludeTopicAuthorizedOperations = ask, ask
 			// A raw connection keeps version 10 (a client would negotiate up).
 			resp := raw.roundTrip(req, corr).(*kmsg.MetadataResponse)
@@ -48,7 +53,7 @@ func TestAuthorizedOperations(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !ask {
-				if resp.AuthorizedOperations != -2147483648 || resp.Topics[0].AuthorizedOperations != -2147483648 || dresp.ClusterAuthorizedOperations != -2147483648 {
+				if resp.AuthorizedOperations != -2147483648 || resp.Topics[0].AuthorizedOperations != -2147483648 || resp.Topics[1].AuthorizedOperations != -2147483648 || dresp.ClusterAuthorizedOperations != -2147483648 {
 					t.Fatalf("not asked: cluster %d topic %d describe cluster %d, want INT32_MIN",
 						resp.AuthorizedOperations, resp.Topics[0].AuthorizedOperations, dresp.ClusterAuthorizedOperations)
 				}
@@ -56,6 +61,9 @@ func TestAuthorizedOperations(t *testing.T) {
 			}
 			if got := aclOpNames(resp.Topics[0].AuthorizedOperations); !slices.Equal(got, wantTopic) {
 				t.Errorf("topic operations %v, want %v", got, wantTopic)
+			}
+			if got := aclOpNames(resp.Topics[1].AuthorizedOperations); resp.Topics[1].ErrorCode != 3 || !slices.Equal(got, wantTopic) {
+				t.Errorf("missing topic: error %d, operations %v, want 3 (UNKNOWN_TOPIC_OR_PARTITION) and %v", resp.Topics[1].ErrorCode, got, wantTopic)
 			}
 			if got := aclOpNames(resp.AuthorizedOperations); !slices.Equal(got, wantCluster) {
 				t.Errorf("metadata cluster operations %v, want %v", got, wantCluster)

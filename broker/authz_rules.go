@@ -264,7 +264,12 @@ func azMetadata(a *azReq, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)
 		}
 		if req.IncludeTopicAuthorizedOperations {
 			for i := range resp.Topics {
-				if t := &resp.Topics[i]; t.Topic != nil && t.ErrorCode == 0 {
+				// A topic that does not exist gets its operations
+				// too when the principal may describe the name, as
+				// from Kafka: what a name's ACLs allow is known before
+				// the topic is (the schema registry asks this of its
+				// subjects' topics).
+				if t := &resp.Topics[i]; t.Topic != nil && (t.ErrorCode == 0 || t.ErrorCode == kerr.UnknownTopicOrPartition.Code) {
 					t.AuthorizedOperations = a.opsBits(authz.ResourceTopic, *t.Topic)
 				}
 			}

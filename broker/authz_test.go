@@ -336,6 +336,18 @@ func TestAuthorizedOperationsFromACLs(t *testing.T) {
 	if got := aclOpNames(resp.Topics[0].AuthorizedOperations); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("topic operations %v, want %v", got, want)
 	}
+	// A topic that does not exist yet: the operations its name's ACLs
+	// allow, as Kafka answers them (with UNKNOWN_TOPIC_OR_PARTITION).
+	mustACL(t, adm, kadm.NewACLs().Allow("User:erin").Topics("later-").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed))
+	rt.Topic = kmsg.StringPtr("later-topic")
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	req.AllowAutoTopicCreation = false
+	if resp, err = req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if got := aclOpNames(resp.Topics[0].AuthorizedOperations); resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code || strings.Join(got, ",") != "DESCRIBE,WRITE" {
+		t.Fatalf("missing topic: error %d, operations %v; want UNKNOWN_TOPIC_OR_PARTITION and DESCRIBE,WRITE", resp.Topics[0].ErrorCode, got)
+	}
 	dreq := kmsg.NewPtrDescribeClusterRequest()
 	dreq.IncludeClusterAuthorizedOperations = true
 	dresp, err := dreq.RequestWith(ctx, cl)

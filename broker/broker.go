@@ -238,7 +238,7 @@ type Broker struct {
 	jwt         *auth.JWTConfig         // OAUTHBEARER validation; nil if not configured
 	saslMechs   []string                // enabled SASL mechanisms
 	lisSASL     map[string]listenerSASL // per-listener overrides, by name (listener_security.go)
-	scramSecret []byte                  // keys the decoy salts of unknown SCRAM users
+	scramSecret []byte                  // keys the decoy salts of unknown SCRAM users (scram_decoy.go)
 
 	clusterID string
 	logs      *wlog.Manager

@@ -2,13 +2,11 @@ package broker
 
 import (
 	"crypto/tls"
-	"encoding/base64"
-	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/weirhq/weir/broker/auth"
 )
@@ -79,70 +77,6 @@ const (
 	bearerChallenge = `Bearer realm="` + HTTPRealm + `"`
 )
 
-// bearerToken returns the token of a Bearer Authorization header (RFC 6750
-// §2.1: the scheme in any case, one or more spaces, a non-empty token).
-func bearerToken(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	token = strings.TrimLeft(token, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || len(header) > maxBearerBytes {
-		return "", false
-	}
-	return token, true
-}
-
-// maxBearerBytes bounds a bearer token (a JWT with a few kilobytes of
-// claims).
-const maxBearerBytes = 16 << 10
-
-// ErrBadAuthorization is returned by ParseBasicAuth for an Authorization
-// header that is not well-formed basic auth.
-var ErrBadAuthorization = errors.New("malformed basic Authorization header")
-
-// maxAuthorizationBytes bounds the Authorization header parsed: a user name
-// and password of a few hundred bytes each, base64-encoded.
-const maxAuthorizationBytes = 4096
-
-// ParseBasicAuth parses an Authorization header value of the Basic scheme
-// (RFC 7617): the scheme name (any case), one or more spaces, then the
-// standard base64 (padded) of "user:password". The user name must not be
-// empty; neither part may hold a control character, and both must be
-// UTF-8. The password may contain ':' (the first one separates).
-func ParseBasicAuth(header string) (user, password string, err error) {
-	if len(header) > maxAuthorizationBytes {
-		return "", "", fmt.Errorf("%w: longer than %d bytes", ErrBadAuthorization, maxAuthorizationBytes)
-	}
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Basic") {
-		return "", "", fmt.Errorf("%w: not the Basic scheme", ErrBadAuthorization)
-	}
-	token = strings.TrimLeft(token, " ")
-	raw, derr := base64.StdEncoding.Strict().DecodeString(token)
-	if derr != nil || token == "" {
-		return "", "", fmt.Errorf("%w: credentials are not base64", ErrBadAuthorization)
-	}
-	u, p, ok := strings.Cut(string(raw), ":")
-	switch {
-	case !ok:
-		return "", "", fmt.Errorf("%w: no ':' between user and password", ErrBadAuthorization)
-	case u == "":
-		return "", "", fmt.Errorf("%w: empty user name", ErrBadAuthorization)
-	case !utf8.ValidString(u) || !utf8.ValidString(p):
-		return "", "", fmt.Errorf("%w: credentials are not UTF-8", ErrBadAuthorization)
-	case hasControl(u) || hasControl(p):
-		return "", "", fmt.Errorf("%w: control character in the credentials", ErrBadAuthorization)
-	}
-	return u, p, nil
-}
-
-func hasControl(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
 // HTTPAuthenticator returns the middleware that authenticates the requests
 // of an HTTP front in mode (see the Behavior list above) before next
 // serves them. Safe for concurrent use.
@@ -184,12 +118,12 @@ func (b *Broker) httpPrincipal(r *http.Request, mode HTTPAuthMode) (string, bool
 	if h := r.Header.Values("Authorization"); len(h) > 0 {
 		mech := "HTTP_BASIC"
 		if len(h) == 1 {
-			if user, password, err := ParseBasicAuth(h[0]); err == nil {
+			if user, password, err := auth.ParseBasicAuth(h[0]); err == nil {
 				if p, ok := b.Authenticate(user, password); ok {
 					b.metrics.authentications.WithLabelValues(mech, "success").Inc()
 					return p, true
 				}
-			} else if tok, ok := bearerToken(h[0]); ok && b.jwt != nil {
+			} else if tok, ok := auth.BearerToken(h[0]); ok && b.jwt != nil {
 				mech = "HTTP_BEARER"
 				if t, err := auth.ValidateJWT(*b.jwt, tok); err == nil {
 					b.metrics.authentications.WithLabelValues(mech, "success").Inc()
@@ -225,16 +159,9 @@ func (b *Broker) httpFailedAuthDelay(r *http.Request) {
 	}
 }
 
-// CertPrincipal returns the principal of a TLS connection's verified
-// client certificate, "User:" plus the subject in RFC 2253 form (Kafka's
-// default principal builder, as SSL listeners), and false when the
-// connection has none.
-func CertPrincipal(st *tls.ConnectionState) (string, bool) {
-	if st == nil || len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
-		return "", false
-	}
-	return "User:" + st.PeerCertificates[0].Subject.String(), true
-}
+// CertPrincipal is auth.CertPrincipal: the principal of a verified client
+// certificate, as on SSL listeners.
+func CertPrincipal(st *tls.ConnectionState) (string, bool) { return auth.CertPrincipal(st) }
 
 // HTTPTLSConfig returns a server TLS configuration for an HTTP front with
 // the Kafka listeners' certificate and key (Config.TLS), read again when
@@ -244,21 +171,36 @@ func CertPrincipal(st *tls.ConnectionState) (string, bool) {
 // or "required"; "" is "requested" when Config.TLS has a client CA, else
 // "none".
 func (b *Broker) HTTPTLSConfig(clientAuth string) (*tls.Config, error) {
-	cfg := b.cfg.TLS
+	r := b.tlsReload // written once during Start
+	return httpTLSConfig(b.cfg.TLS, clientAuth, r, b)
+}
+
+// NewHTTPTLSConfig is HTTPTLSConfig for an HTTP front without a broker
+// (weir registry): the certificate and key of cfg, read again when the
+// files change, and its ClientCAFile for client certificates.
+func NewHTTPTLSConfig(cfg TLSConfig, clientAuth string, logger *slog.Logger) (*tls.Config, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	// newTLSReloader takes the broker for its logger only.
+	return httpTLSConfig(cfg, clientAuth, nil, &Broker{logger: logger})
+}
+
+func httpTLSConfig(cfg TLSConfig, clientAuth string, r *tlsReloader, b *Broker) (*tls.Config, error) {
 	if clientAuth == "" {
 		clientAuth = "none"
 		if cfg.ClientCAFile != "" {
 			clientAuth = "requested"
 		}
 	}
+	listenerCfg := cfg
 	cfg.ClientAuth = clientAuth
 	mode, err := cfg.clientAuthType()
 	if err != nil {
 		return nil, err
 	}
-	r := b.tlsReload // written once during Start
 	if r == nil {
-		if r, err = newTLSReloader(b.cfg.TLS, b); err != nil {
+		if r, err = newTLSReloader(listenerCfg, b); err != nil {
 			return nil, err
 		}
 	}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -98,10 +97,11 @@ func (o OAuthConfig) enabled() bool {
 // uses SASL, so a bad setting fails early.
 func (b *Broker) saslSetup(ctx context.Context) error {
 	cfg := b.cfg.SASL
-	b.scramSecret = make([]byte, 32)
-	if _, err := rand.Read(b.scramSecret); err != nil {
-		return err
+	secret, err := loadScramDecoyKey(b.cfg.FS, b.cfg.DataDir) // scram_decoy.go
+	if err != nil {
+		return fmt.Errorf("sasl: %w", err)
 	}
+	b.scramSecret = secret
 	if cfg.OAuth.enabled() {
 		jc := auth.JWTConfig{Issuer: cfg.OAuth.Issuer, Audience: cfg.OAuth.Audience,
 			PrincipalClaim: cfg.OAuth.PrincipalClaim, ClockSkew: cfg.OAuth.ClockSkew, Now: b.cfg.Now,

@@ -3,6 +3,8 @@ package registry
 import (
 	"net/http"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Authorization of the REST API. The registry does not authenticate: the
@@ -94,4 +96,65 @@ func TopicOfSubject(subject string) string {
 		return t
 	}
 	return subject
+}
+
+// KafkaACL is a Kafka ACL operation on the topic of an action's subject
+// (TopicOfSubject), or on the cluster.
+type KafkaACL struct {
+	Op      kmsg.ACLOperation
+	Cluster bool
+}
+
+// KafkaACLs maps the registry's actions onto Kafka ACLs, a subject standing
+// for its topic; any one of an action's ACLs allows it:
+//
+//	SubjectRead        DESCRIBE on the topic (granted by READ and WRITE too)
+//	SubjectWrite       WRITE on the topic
+//	SubjectDelete      DELETE on the topic
+//	SubjectConfigRead  DESCRIBE or DESCRIBE_CONFIGS on the topic
+//	SubjectConfigWrite ALTER_CONFIGS on the topic
+//	GlobalConfigRead   DESCRIBE or DESCRIBE_CONFIGS on the cluster
+//	GlobalConfigWrite  ALTER_CONFIGS on the cluster
+//
+// Reading a level or mode takes DESCRIBE as well as DESCRIBE_CONFIGS
+// because serializers read their subject's level before registering
+// (kafkajs' @kafkajs/confluent-schema-registry reads GET /config/{s} and
+// accepts only 200 or 404): a producer with WRITE must get through.
+func KafkaACLs(a Action) []KafkaACL {
+	switch a {
+	case SubjectRead:
+		return []KafkaACL{{Op: kmsg.ACLOperationDescribe}}
+	case SubjectWrite:
+		return []KafkaACL{{Op: kmsg.ACLOperationWrite}}
+	case SubjectDelete:
+		return []KafkaACL{{Op: kmsg.ACLOperationDelete}}
+	case SubjectConfigRead:
+		return []KafkaACL{{Op: kmsg.ACLOperationDescribe}, {Op: kmsg.ACLOperationDescribeConfigs}}
+	case SubjectConfigWrite:
+		return []KafkaACL{{Op: kmsg.ACLOperationAlterConfigs}}
+	case GlobalConfigRead:
+		return []KafkaACL{{Op: kmsg.ACLOperationDescribe, Cluster: true}, {Op: kmsg.ACLOperationDescribeConfigs, Cluster: true}}
+	case GlobalConfigWrite:
+		return []KafkaACL{{Op: kmsg.ACLOperationAlterConfigs, Cluster: true}}
+	}
+	return nil
+}
+
+// ACLAuthorizer is the Authorizer of the KafkaACLs mapping: allowed reports
+// whether the request's principal holds op on topic (or on the cluster,
+// topic then ""); it must be safe for concurrent use.
+func ACLAuthorizer(allowed func(req *http.Request, op kmsg.ACLOperation, cluster bool, topic string) bool) Authorizer {
+	return func(req *http.Request, a Action, subject string) bool {
+		topic := TopicOfSubject(subject)
+		for _, acl := range KafkaACLs(a) {
+			t := topic
+			if acl.Cluster {
+				t = ""
+			}
+			if allowed(req, acl.Op, acl.Cluster, t) {
+				return true
+			}
+		}
+		return false
+	}
 }

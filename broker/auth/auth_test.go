@@ -157,22 +157,86 @@ func TestScramAgainstFranzGo(t *testing.T) {
 }
 
 // An unknown user gets a server-first message shaped like a known user's
-// (same salt for the same name, the minimum iteration count), so the first
-// reply does not reveal which users exist.
+// with a credential of the default iteration count: the same attributes
+// in the same order, a server nonce of the same length, a salt of the
+// same length, the same iteration count; the same salt on every attempt
+// with the same name (and another for another name); and the exchange
+// fails at the proof with the message of a wrong password.
 func TestScramUnknownUserLooksKnown(t *testing.T) {
-	creds := newCreds(t, "alice", "pw", ScramSHA256)
-	first := func() string {
-		s, _ := NewScramSession(ScramSHA256, creds, []byte("secret"))
-		r, _, err := s.Step([]byte("n,,n=nobody,r=abc"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(r)
-	}
-	a, b := first(), first()
-	salt := func(s string) string { return strings.Split(s, ",")[1] }
-	if salt(a) != salt(b) || !strings.HasSuffix(a, ",i=4096") {
-		t.Fatalf("decoy salts differ or odd iterations: %q %q", a, b)
+	for _, mech := range []string{ScramSHA256, ScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			creds := memCreds{}
+			c, err := NewScramCredentialFromPassword(mech, "pw", DefaultIterations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			creds[[2]string{"alice", mech}] = c
+			secret := []byte("per-process secret")
+			type serverFirst struct {
+				keys           []string
+				serverNonceLen int
+				salt           []byte
+				iterations     string
+			}
+			first := func(user string) (serverFirst, Session) {
+				t.Helper()
+				s, err := NewScramSession(mech, creds, secret)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, _, err := s.Step([]byte("n,,n=" + user + ",r=clientnonce"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sf serverFirst
+				for _, attr := range strings.Split(string(r), ",") {
+					k, v, _ := strings.Cut(attr, "=")
+					sf.keys = append(sf.keys, k)
+					switch k {
+					case "r":
+						sf.serverNonceLen = len(strings.TrimPrefix(v, "clientnonce"))
+					case "s":
+						if sf.salt, err = base64.StdEncoding.DecodeString(v); err != nil {
+							t.Fatalf("salt %q: %v", v, err)
+						}
+					case "i":
+						sf.iterations = v
+					}
+				}
+				return sf, s
+			}
+			known, _ := first("alice")
+			unknown, sess := first("nobody")
+			if strings.Join(known.keys, ",") != strings.Join(unknown.keys, ",") ||
+				known.serverNonceLen != unknown.serverNonceLen || len(known.salt) != len(unknown.salt) ||
+				known.iterations != unknown.iterations {
+				t.Fatalf("server-first of an unknown user %+v differs from a known user's %+v", unknown, known)
+			}
+			if known.iterations != strconv.Itoa(DefaultIterations) || len(known.salt) != SaltBytes {
+				t.Fatalf("known user's server-first %+v: want i=%d and a %d-byte salt", known, DefaultIterations, SaltBytes)
+			}
+			again, _ := first("nobody")
+			if string(again.salt) != string(unknown.salt) {
+				t.Fatalf("a repeated unknown name got another salt: %x then %x", unknown.salt, again.salt)
+			}
+			if other, _ := first("somebody"); string(other.salt) == string(unknown.salt) {
+				t.Fatalf("two unknown names got the same salt %x", other.salt)
+			}
+
+			// The unknown user's proof fails as a wrong password's does.
+			proof := base64.StdEncoding.EncodeToString(make([]byte, ScramHash(mech)().Size()))
+			final := func(s Session, nonce string) error {
+				_, _, err := s.Step([]byte("c=biws,r=" + nonce + ",p=" + proof))
+				return err
+			}
+			_, wrong := first("alice")
+			ws := wrong.(*scramSession)
+			us := sess.(*scramSession)
+			errWrong, errUnknown := final(wrong, ws.nonce), final(sess, us.nonce)
+			if !errors.Is(errWrong, ErrAuthFailed) || !errors.Is(errUnknown, ErrAuthFailed) || errWrong.Error() != errUnknown.Error() {
+				t.Fatalf("wrong password: %v; unknown user: %v", errWrong, errUnknown)
+			}
+		})
 	}
 }
 

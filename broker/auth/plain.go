@@ -58,9 +58,10 @@ func (s *plainSession) Step(msg []byte) ([]byte, bool, error) {
 		}
 	}
 	if !found(s.creds, user) {
-		// As much work as a real check, so that timing does not tell
-		// unknown users from wrong passwords.
-		_, _ = SaltPassword(ScramSHA512, password, []byte("weir-decoy-salt"), MinIterations)
+		// As much work as a real check of a credential with the default
+		// iteration count, so that timing does not tell unknown users
+		// from wrong passwords.
+		_, _ = SaltPassword(ScramSHA512, password, plainDecoySalt[:], DefaultIterations)
 	}
 	if !ok {
 		return nil, false, failed("Authentication failed: Invalid username or password")
@@ -68,6 +69,10 @@ func (s *plainSession) Step(msg []byte) ([]byte, bool, error) {
 	s.principal = UserPrincipal(user)
 	return nil, true, nil
 }
+
+// plainDecoySalt salts the decoy computation of an unknown user's PLAIN
+// login: its content is irrelevant, its length that of a real salt.
+var plainDecoySalt [SaltBytes]byte
 
 func found(creds Credentials, user string) bool {
 	for _, mech := range []string{ScramSHA512, ScramSHA256} {

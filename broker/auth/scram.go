@@ -24,14 +24,24 @@ import (
 // reveal passwords, nor lets anyone log in without breaking the hash.
 //
 // An unknown user is not told apart from a wrong password: the exchange
-// runs to the client's proof with a salt derived from the user name and a
-// per-process secret, and fails there.
+// runs to the client's proof with a decoy credential (decoyCredential)
+// whose server-first-message has the shape of a real one, and fails there
+// after the same computation as a wrong proof.
 
 // Iteration bounds Kafka enforces on SCRAM credentials.
 const (
 	MinIterations = 4096
 	MaxIterations = 16384
 )
+
+// DefaultIterations is the PBKDF2 iteration count of the SCRAM credentials
+// weir creates when none is given (weir user --iterations). An unknown
+// user's decoy shows it, so it must stay what most real credentials carry.
+const DefaultIterations = 8192
+
+// SaltBytes is the length of the salts weir generates, as franz-go's kadm
+// does for AlterUserScramCredentials; an unknown user's decoy salt has it.
+const SaltBytes = 24
 
 // ScramHash returns the hash of a SCRAM mechanism, or nil if mech is not
 // SCRAM-SHA-256 or SCRAM-SHA-512.
@@ -81,6 +91,12 @@ func NewScramCredential(mech string, salt, saltedPassword []byte, iterations int
 	if len(saltedPassword) != h().Size() {
 		return ScramCredential{}, fmt.Errorf("salted password of %d bytes, %s needs %d", len(saltedPassword), mech, h().Size())
 	}
+	return deriveCredential(mech, h, salt, saltedPassword, iterations), nil
+}
+
+// deriveCredential computes StoredKey and ServerKey from a salted password
+// (RFC 5802 §3); the arguments are valid.
+func deriveCredential(mech string, h func() hash.Hash, salt, saltedPassword []byte, iterations int) ScramCredential {
 	clientKey := hmacSum(h, saltedPassword, "Client Key")
 	stored := h()
 	stored.Write(clientKey)
@@ -90,12 +106,12 @@ func NewScramCredential(mech string, salt, saltedPassword []byte, iterations int
 		Iterations: iterations,
 		StoredKey:  stored.Sum(nil),
 		ServerKey:  hmacSum(h, saltedPassword, "Server Key"),
-	}, nil
+	}
 }
 
 // NewScramCredentialFromPassword salts password with a fresh random salt.
 func NewScramCredentialFromPassword(mech, password string, iterations int) (ScramCredential, error) {
-	salt := make([]byte, 24)
+	salt := make([]byte, SaltBytes)
 	if _, err := rand.Read(salt); err != nil {
 		return ScramCredential{}, err
 	}
@@ -305,11 +321,22 @@ func NewScramSession(mech string, creds Credentials, secret []byte) (Session, er
 		return nil, fmt.Errorf("unknown SCRAM mechanism %q", mech)
 	}
 	return &scramSession{mech: mech, h: h, creds: creds, fake: func(user string) ScramCredential {
-		salt := hmacSum(sha256.New, secret, mech+"\x00"+user)
-		key := hmacSum(sha256.New, secret, "key\x00"+mech+"\x00"+user)
-		return ScramCredential{Mechanism: mech, Salt: salt, Iterations: MinIterations,
-			StoredKey: key, ServerKey: key}
+		return decoyCredential(mech, h, user, secret)
 	}}, nil
+}
+
+// decoyCredential is the credential an unknown user's exchange runs with.
+// Its server-first-message cannot be told from a real user's: the
+// iteration count is DefaultIterations, the salt has SaltBytes bytes and
+// is the same on every attempt with the same name (HMAC of the name under
+// secret, so no one without the secret can predict it), and the keys are
+// derived as a real credential's are, so the client's proof is checked by
+// the same computation and fails there. The password behind the keys is
+// a secret-keyed value no client can know.
+func decoyCredential(mech string, h func() hash.Hash, user string, secret []byte) ScramCredential {
+	salt := hmacSum(sha256.New, secret, "salt\x00"+mech+"\x00"+user)[:SaltBytes]
+	salted := hmacSum(h, secret, "salted-password\x00"+mech+"\x00"+user)
+	return deriveCredential(mech, h, salt, salted, DefaultIterations)
 }
 
 func (s *scramSession) Principal() string { return s.principal }

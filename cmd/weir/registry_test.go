@@ -87,7 +87,7 @@ func TestRegistryCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		cf := &clientFlags{brokers: []string{addr}, timeout: 30 * time.Second}
-		done <- runRegistry(ctx, "127.0.0.1:0", cf, "_schemas", slog.New(slog.DiscardHandler), pw)
+		done <- runRegistry(ctx, "127.0.0.1:0", cf, &registryHTTPFlags{}, "_schemas", slog.New(slog.DiscardHandler), pw)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker"
 	"github.com/weirhq/weir/broker/authz"
@@ -137,44 +138,16 @@ func serveHandler(b *broker.Broker, f *httpFront, metricsAndHealth http.Handler)
 	return mux
 }
 
-// registryACL maps the schema registry's operations onto the broker's
-// ACLs, a subject standing for its topic (registry.TopicOfSubject):
-//
-//	SubjectRead        DESCRIBE on the topic (granted by READ and WRITE too)
-//	SubjectWrite       WRITE on the topic
-//	SubjectDelete      DELETE on the topic
-//	SubjectConfigRead  DESCRIBE or DESCRIBE_CONFIGS on the topic
-//	SubjectConfigWrite ALTER_CONFIGS on the topic
-//	GlobalConfigRead   DESCRIBE or DESCRIBE_CONFIGS on the cluster
-//	GlobalConfigWrite  ALTER_CONFIGS on the cluster
-//
-// Reading a level or mode takes DESCRIBE as well as DESCRIBE_CONFIGS
-// because serializers read their subject's level before registering
-// (kafkajs' @kafkajs/confluent-schema-registry reads GET /config/{s} and
-// accepts only 200 or 404): a producer with WRITE must get through.
+// registryACL applies the broker's ACLs to the schema registry's requests
+// with the registry's mapping of its actions onto Kafka ACLs
+// (registry.KafkaACLs), a subject standing for its topic.
 func registryACL(b *broker.Broker) registry.Authorizer {
-	return func(r *http.Request, a registry.Action, subject string) bool {
-		topic := registry.TopicOfSubject(subject)
-		switch a {
-		case registry.SubjectRead:
-			return b.Authorized(r, authz.OpDescribe, authz.ResourceTopic, topic)
-		case registry.SubjectWrite:
-			return b.Authorized(r, authz.OpWrite, authz.ResourceTopic, topic)
-		case registry.SubjectDelete:
-			return b.Authorized(r, authz.OpDelete, authz.ResourceTopic, topic)
-		case registry.SubjectConfigRead:
-			return b.Authorized(r, authz.OpDescribe, authz.ResourceTopic, topic) ||
-				b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceTopic, topic)
-		case registry.SubjectConfigWrite:
-			return b.Authorized(r, authz.OpAlterConfigs, authz.ResourceTopic, topic)
-		case registry.GlobalConfigRead:
-			return b.Authorized(r, authz.OpDescribe, authz.ResourceCluster, authz.ClusterName) ||
-				b.Authorized(r, authz.OpDescribeConfigs, authz.ResourceCluster, authz.ClusterName)
-		case registry.GlobalConfigWrite:
-			return b.Authorized(r, authz.OpAlterConfigs, authz.ResourceCluster, authz.ClusterName)
+	return registry.ACLAuthorizer(func(r *http.Request, op kmsg.ACLOperation, cluster bool, topic string) bool {
+		if cluster {
+			return b.Authorized(r, authz.Operation(op), authz.ResourceCluster, authz.ClusterName)
 		}
-		return false
-	}
+		return b.Authorized(r, authz.Operation(op), authz.ResourceTopic, topic)
+	})
 }
 
 // warnHTTPExposed writes a banner to w and logs a warning when an HTTP

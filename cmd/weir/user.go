@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/weirhq/weir/broker"
+	"github.com/weirhq/weir/broker/auth"
 )
 
 // weir user: SCRAM users of a broker, over the Kafka protocol
@@ -126,7 +127,7 @@ func newUserCreateCmd(cf *clientFlags, dataDir *string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&mechs, "mechanism", []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}, "SCRAM mechanisms to store the password for")
-	f.Int32Var(&iterations, "iterations", 8192, "PBKDF2 iterations (4096..16384)")
+	f.Int32Var(&iterations, "iterations", auth.DefaultIterations, "PBKDF2 iterations (4096..16384)")
 	f.BoolVar(&fromStdin, "password-stdin", false, "read the password from the first line of stdin (else WEIR_USER_PASSWORD)")
 	return cmd
 }
