@@ -71,7 +71,21 @@ func runWindowApp(b *testing.B, n int, outs int64, build func(*Builder), opts ..
 	scope := &scopedTB{TB: b}
 	defer scope.done()
 	tb := windowBenchSetup(scope, n)
-	return timeApp(b, tb, n, outs, build, opts...)
+	run := timeApp(b, tb, n, outs, build, opts...)
+	b.Logf("changelog records: %d for %d input records", topicRecords(b, tb, "bench-w-changelog"), n)
+	return run
+}
+
+// topicRecords is the number of records in topic (the sum of its end
+// offsets: with transactions, control records included).
+func topicRecords(b testing.TB, tb *testBroker, topic string) int64 {
+	ends, err := tb.adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum int64
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum
 }
 
 // BenchmarkWindowRatio runs the hand loop, the tumbling windowed count and

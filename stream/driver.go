@@ -351,7 +351,7 @@ func (d *Driver) restore(t *task) error {
 			if r.Partition != t.id.partition || (s.spec.table && (r.Offset >= consumed || !s.spec.accepts(r))) {
 				continue
 			}
-			if err := applyChangelog(txn, s.spec.name, r); err != nil {
+			if err := applyStoreChangelog(txn, s.spec, r); err != nil {
 				return err
 			}
 		}

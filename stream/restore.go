@@ -245,7 +245,7 @@ func (t *task) replay(ctx context.Context, from map[string]map[int32]kgo.Offset,
 			if spec := t.app.stores[store[r.Topic]]; spec.table && !spec.accepts(r) {
 				return // what processing the table's topic would skip (or dead-letter)
 			}
-			applyErr = applyChangelog(txn, store[r.Topic], r)
+			applyErr = applyStoreChangelog(txn, t.app.stores[store[r.Topic]], r)
 			n++
 		})
 		if applyErr == nil {

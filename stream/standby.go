@@ -451,7 +451,7 @@ func (r *standbyRun) apply(txn *state.Txn, rec *kgo.Record) error {
 		return nil // what processing the table's topic would skip (as a restore)
 	}
 	r.applied++
-	return applyChangelog(txn, r.store[rec.Topic], rec)
+	return applyStoreChangelog(txn, r.m.a.stores[r.store[rec.Topic]], rec)
 }
 
 // step polls once (for at most a commit interval, so that limits are

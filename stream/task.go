@@ -174,9 +174,15 @@ func (a *App) newTask(id taskID) (*task, error) {
 }
 
 // storeTTL declares a store's TTL to state.Open, which sizes the store's
-// TTL index buckets by it (a table's store has none: the exact index). A task
-// and a standby of it open the same directory with the same declarations.
+// TTL index buckets by it (a table's store has none: the exact index). A
+// windowed store (a windowed aggregation's, a stream join's) has no TTL and
+// no TTL index: its windows are deleted when the watermark passes them,
+// found by its own close index. A task and a standby of it open the same
+// directory with the same declarations.
 func storeTTL(spec *storeSpec) state.Option {
+	if spec.window != "" {
+		return state.NoTTLIndex(spec.name)
+	}
 	if spec.table {
 		return state.StoreTTL(spec.name, 0)
 	}

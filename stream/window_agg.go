@@ -27,7 +27,10 @@ import (
 // between flushes (storeChangelog, window_changelog.go: before every commit
 // of input offsets and every transaction commit): a window updated many
 // times between two flushes gets one record, and a window opened and closed
-// between two flushes none:
+// between two flushes none. A store that can hold no retained window
+// (derivesCloseIndex: no Retain, no LateUpdates, not sliding) keeps its
+// close index out of the changelog: a restore sets a window's 'c' entry
+// with its 'w' entry and deletes it with it (applyStoreChangelog).
 //
 //	'w' | key | end | start   -> the window: uvarint records since its last emission
 //	                             | (sliding) first, last record time (2 x 8 bytes BE)
@@ -55,7 +58,8 @@ import (
 //   - the changelog order keeps a window closable: a crash that keeps a
 //     prefix of the changelog leaves at worst an index entry without its
 //     window (dropped when the scan reaches it), never a window that no
-//     index entry closes. Each flush writes its records in phases
+//     index entry closes. A derived close index holds this by
+//     construction; otherwise each flush writes its records in phases
 //     (windowChangelogPhase): new index entries ('c', 'r'), then windows
 //     ('w': values and tombstones), then deleted index entries, then the
 //     mark; the state at each flush keeps every window indexed (a record's
@@ -165,6 +169,8 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 		phase := windowChangelogPhase
 		if d.pane > 0 {
 			phase = paneChangelogPhase
+		} else if o.st.spec.derivesCloseIndex() {
+			phase = windowChangelogPhaseDerived
 		}
 		o.cl = newStoreChangelog(t, n.id, o.st, phase)
 		if len(children) > 0 {

@@ -1,11 +1,13 @@
 package stream
 
 import (
+	"slices"
 	"time"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weirhq/weir/stream/internal/state"
 	"github.com/weirhq/weir/stream/internal/timekey"
 )
 
@@ -46,7 +48,8 @@ type storeChangelog struct {
 	store     string
 	changelog string
 	// phase returns the flush phase (0 to changelogPhases-1) of a write of
-	// key (deleted: a tombstone); nil: every write is of phase 0.
+	// key (deleted: a tombstone), or -1 if the key is not logged at all (a
+	// restore derives it from other keys); nil: every write is of phase 0.
 	phase func(key []byte, deleted bool) int
 
 	// staged: the writes of the record being processed, kept only if it
@@ -95,6 +98,9 @@ func (c *storeChangelog) pending() int64    { return c.size }
 // collapsed here already). The changelog keeps key and value: the caller
 // must not modify them afterwards.
 func (c *storeChangelog) write(key, value []byte, ts int64, created bool) {
+	if c.phase != nil && c.phase(key, value == nil) < 0 {
+		return
+	}
 	c.staged = append(c.staged, changelogWrite{key: key, value: value, ts: ts, logged: !created})
 }
 
@@ -102,6 +108,9 @@ func (c *storeChangelog) write(key, value []byte, ts int64, created bool) {
 // window's close, an early firing, the operator's watermark mark): its
 // store write is applied already.
 func (c *storeChangelog) writeNow(key, value []byte, ts int64, created bool) {
+	if c.phase != nil && c.phase(key, value == nil) < 0 {
+		return
+	}
 	c.add(changelogWrite{key: key, value: value, ts: ts, logged: !created})
 }
 
@@ -121,6 +130,15 @@ func (c *storeChangelog) dropStaged() {
 // add collapses w into latest: the key keeps its slot and whether it was
 // logged before its first write since the last flush.
 func (c *storeChangelog) add(w changelogWrite) {
+	if n := len(c.latest); n > 0 && sameSlice(c.latest[n-1].key, w.key) {
+		// The key of the last write (a window's creation, then its
+		// value): no index lookup.
+		prev := &c.latest[n-1]
+		c.size += int64(len(w.value) - len(prev.value))
+		w.logged = prev.logged
+		*prev = w
+		return
+	}
 	if i, ok := c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))]; ok {
 		prev := &c.latest[i]
 		c.size += int64(len(w.value) - len(prev.value))
@@ -133,6 +151,11 @@ func (c *storeChangelog) add(w changelogWrite) {
 	c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))] = len(c.latest)
 	c.latest = append(c.latest, w)
 	c.size += changelogWriteSize + int64(len(w.key)+len(w.value))
+}
+
+// sameSlice reports whether a and b are the same bytes (not only equal).
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 func (c *storeChangelog) drop() {
@@ -202,4 +225,50 @@ func windowChangelogPhase(key []byte, deleted bool) int {
 		return 3
 	}
 	return 1
+}
+
+// derivesCloseIndex reports whether a windowed store's close index ('c'
+// entries) is kept out of its changelog and derived from its windows by a
+// restore (applyStoreChangelog): when the store can hold no retained
+// window ('r': Retain, LateUpdates, sliding windows), its 'c' entries are
+// exactly its 'w' entries' (a window is open from its creation to its
+// close, which deletes both). Not in pane layout (window_pane.go): its 'w'
+// entries are panes, each in several windows; its index is logged.
+func (s *storeSpec) derivesCloseIndex() bool {
+	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates && s.win.pane == 0
+}
+
+// windowChangelogPhaseDerived is windowChangelogPhase for a store whose
+// close index a restore derives: its index entries are not logged.
+func windowChangelogPhaseDerived(key []byte, deleted bool) int {
+	if len(key) > 0 && key[0] == timekey.TagIndex {
+		return -1
+	}
+	return windowChangelogPhase(key, deleted)
+}
+
+// applyStoreChangelog applies one changelog record of the store spec
+// describes (a restore, a standby): the record itself, and for a store
+// whose close index is derived (derivesCloseIndex) the index entry of a
+// window record — set with the window, deleted with it, at the window's
+// time. Applied in order, a prefix of the changelog then gives every window
+// its index entry. A changelog written before the index was derived holds
+// the index records too; they set what the derivation sets.
+func applyStoreChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
+	if err := applyChangelog(txn, spec.name, r); err != nil {
+		return err
+	}
+	if !spec.derivesCloseIndex() || len(r.Key) == 0 || r.Key[0] != timekey.TagWindow {
+		return nil
+	}
+	key, start, end, err := timekey.ParseWindowKey(r.Key)
+	if err != nil {
+		return &state.CorruptionError{Store: spec.name, Key: slices.Clone(r.Key), Reason: err.Error()}
+	}
+	ik := timekey.IndexKey(nil, key, start, end)
+	if r.Value == nil {
+		return txn.Delete(spec.name, ik)
+	}
+	_, err = txn.Put(spec.name, ik, indexValue, r.Timestamp.UnixMilli())
+	return err
 }

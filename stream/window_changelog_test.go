@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,11 +25,10 @@ type windowTaskRun struct {
 	finals    map[string]int64
 }
 
-func newWindowTaskRun(t *testing.T, dir string) *windowTaskRun {
+func newWindowTaskRun(t *testing.T, dir string, store WindowedStore) *windowTaskRun {
 	t.Helper()
 	bl := NewBuilder()
-	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), Tumbling(time.Second),
-		WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), Tumbling(time.Second), store).
 		ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
 	r := &windowTaskRun{t: t, finals: map[string]int64{}}
 	capture := withProducer(func(kr *kgo.Record, promise func(*kgo.Record, error)) {
@@ -99,12 +99,14 @@ func describeChangelog(t *testing.T, recs []*kgo.Record) []string {
 				t.Fatal(err)
 			}
 			out = append(out, fmt.Sprintf("w%s:%s:%d", del, key, start))
-		case timekey.TagIndex:
-			key, start, _, err := timekey.ParseIndexKey(r.Key)
+		case timekey.TagIndex, tagRetained:
+			k := slices.Clone(r.Key)
+			k[0] = timekey.TagIndex
+			key, start, _, err := timekey.ParseIndexKey(k)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, fmt.Sprintf("c%s:%s:%d", del, key, start))
+			out = append(out, fmt.Sprintf("%c%s:%s:%d", r.Key[0], del, key, start))
 		default:
 			t.Fatalf("changelog key %q", r.Key)
 		}
@@ -115,27 +117,57 @@ func describeChangelog(t *testing.T, recs []*kgo.Record) []string {
 // A window updated many times between two flushes gets one changelog record
 // (its latest value), a window opened and closed between two flushes none,
 // and a flush writes new index entries before windows, windows before
-// deleted index entries, and the watermark mark last.
+// deleted index entries, and the watermark mark last. A store whose close
+// index a restore derives writes no index entry at all.
 func TestWindowChangelogCollapsed(t *testing.T) {
-	r := newWindowTaskRun(t, t.TempDir())
+	t.Run("logged-index", func(t *testing.T) {
+		// Retain: closed windows are kept ('r'), so the index is logged.
+		testWindowChangelogCollapsed(t, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal(),
+			Retain: 10 * time.Second}, true)
+	})
+	t.Run("derived-index", func(t *testing.T) {
+		testWindowChangelogCollapsed(t, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, false)
+	})
+}
+
+func testWindowChangelogCollapsed(t *testing.T, store WindowedStore, logged bool) {
+	r := newWindowTaskRun(t, t.TempDir(), store)
+	// without leaves out the index records, if the index is derived.
+	without := func(recs []string) []string {
+		if logged {
+			return recs
+		}
+		var out []string
+		for _, s := range recs {
+			if s[0] != 'c' {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
 	got := describeChangelog(t, r.round(wrec{"a", 100, 1}, wrec{"b", 150, 1}, wrec{"a", 200, 1},
 		wrec{"a", 300, 1}, wrec{"a", 400, 1}, wrec{"a", 500, 1}))
-	if want := []string{"c:a:0", "c:b:0", "w:a:0", "w:b:0"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := without([]string{"c:a:0", "c:b:0", "w:a:0", "w:b:0"}); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("round 1 changelog %v, want %v (a window updated 5 times: one record)", got, want)
 	}
 	cl := r.changelog
-	if n, _ := Int64().Decode(cl[2].Value[1:]); n != 5 {
+	if n, _ := Int64().Decode(cl[len(cl)-2].Value[1:]); n != 5 {
 		t.Fatalf("a's collapsed window holds %d, want 5", n)
 	}
 	got = describeChangelog(t, r.round(wrec{"a", 600, 1}, wrec{"a", 700, 1}))
-	if want := []string{"w:a:0"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := without([]string{"w:a:0"}); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("round 2 changelog %v, want %v", got, want)
 	}
 	// y's window [1000, 2000) opens and closes in the round: nothing of
 	// it reaches the changelog; a's and b's close.
 	got = describeChangelog(t, r.round(wrec{"y", 1200, 1}, wrec{"y", 1300, 1}, wrec{"~", 5000, 0}))
 	want := []string{"c:~:5000", "w:~:5000", "w-:a:0", "w-:b:0", "c-:a:0", "c-:b:0", "m"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	if logged {
+		// Retained: every closed window moves to 'r' and stays (y's
+		// too, its 'c' entry never logged); ~'s is new.
+		want = []string{"c:~:5000", "r:a:0", "r:b:0", "r:y:1000", "w:y:1000", "w:~:5000", "c-:a:0", "c-:b:0", "m"}
+	}
+	if want = without(want); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("round 3 changelog %v, want %v", got, want)
 	}
 	if d := diffResults(r.finals, map[string]int64{wkey("a", 0, 1000): 7, wkey("b", 0, 1000): 1,
@@ -155,7 +187,8 @@ func TestWindowChangelogRestoreMatchesBatch(t *testing.T) {
 		keys[i] = fmt.Sprintf("k%02d", i)
 	}
 	recs := genRecords(3, 3000, keys, 1_000_000, 3, 0)
-	first := newWindowTaskRun(t, t.TempDir())
+	store := WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}
+	first := newWindowTaskRun(t, t.TempDir(), store)
 	cut := 1700
 	for i := 0; i < cut; i += 97 {
 		first.round(recs[i:min(i+97, cut)]...)
@@ -166,31 +199,19 @@ func TestWindowChangelogRestoreMatchesBatch(t *testing.T) {
 	if n := len(first.changelog); n >= cut {
 		t.Fatalf("%d changelog records for %d records: nothing collapsed", n, cut)
 	}
-	// The changelog, replayed, is the store.
-	logged := map[string]string{}
-	for _, r := range first.changelog {
-		if r.Value == nil {
-			delete(logged, string(r.Key))
-		} else {
-			logged[string(r.Key)] = string(r.Value)
-		}
-	}
-	stored := map[string]string{}
+	// A windowed store has no TTL: it keeps no TTL index (state.NoTTLIndex).
 	if err := first.tk.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.tk.db.Scan("w", []byte{0}, []byte{0xff}, func(k, v []byte, _ int64) error {
-		stored[string(k)] = string(v)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	if n := first.tk.db.IndexWrites(); n != 0 {
+		t.Fatalf("%d TTL index writes in a windowed store, want none", n)
 	}
-	if fmt.Sprint(logged) != fmt.Sprint(stored) {
-		t.Fatalf("the changelog replayed holds %d keys, the store %d", len(logged), len(stored))
-	}
-
-	second := newWindowTaskRun(t, t.TempDir())
+	second := newWindowTaskRun(t, t.TempDir(), store)
 	restoreWindowTask(t, second.tk, first.changelog)
+	// The changelog, restored, is the store.
+	if a, b := storeContents(t, first.tk), storeContents(t, second.tk); a != b {
+		t.Fatalf("restored store differs:\n%s\nwant\n%s", b, a)
+	}
 	second.off = first.off
 	for i := cut; i < len(recs); i += 97 {
 		second.round(recs[i:min(i+97, len(recs))]...)
@@ -214,12 +235,29 @@ func restoreWindowTask(t *testing.T, tk *task, recs []*kgo.Record) {
 	t.Helper()
 	txn := tk.db.Begin()
 	defer txn.Discard()
+	spec := tk.app.stores["w"]
 	for _, r := range recs {
-		if err := applyChangelog(txn, "w", r); err != nil {
+		if err := applyStoreChangelog(txn, spec, r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := txn.Commit(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// storeContents prints the store "w" of tk.
+func storeContents(t *testing.T, tk *task) string {
+	t.Helper()
+	stored := map[string]string{}
+	if err := tk.db.Scan("w", []byte{0}, []byte{0xff}, func(k, v []byte, _ int64) error {
+		stored[fmt.Sprintf("%x", k)] = fmt.Sprintf("%x", v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) == 0 {
+		t.Fatal("empty store")
+	}
+	return fmt.Sprint(stored)
 }

@@ -103,6 +103,10 @@ func (d *DB) writeBatch(ws []write) error {
 		// An index entry whose bucket is unchanged is left as it is:
 		// the write of a key updated within its bucket is the data key
 		// alone.
+		// A store without an index (NoTTLIndex): the data key alone.
+		if width == noIndexWidth {
+			continue
+		}
 		var oldEnd, newEnd int64
 		if w.dbFound {
 			oldEnd = bucketEnd(w.dbTS, width)

@@ -18,7 +18,9 @@ import (
 //
 // Invariant (between Pebble batches): every data key of a store with update
 // time ts has exactly one index entry, at bucketEnd(ts, w) for the store's
-// width w, and every index entry is such an entry. A flush keeps it (a
+// width w, and every index entry is such an entry; a store of width
+// noIndexWidth (NoTTLIndex: a windowed store, bounded by its windows' ends,
+// not by a TTL) has no index entry. A flush keeps it (a
 // write whose bucket changes deletes the old entry and sets the new one in
 // the same batch as the data key); a width change rebuilds the store's index
 // at Open (rebuildIndex), so entries of an older width never outlive the Open
@@ -40,6 +42,10 @@ const bucketsPerTTL = 64
 // exactWidth is the width of a store with no declared TTL: every ms its own
 // bucket, the exact index (a table's store; stores of tests).
 const exactWidth = 1
+
+// noIndexWidth is the width of a store declared with NoTTLIndex: it has no
+// TTL index at all (no 'x' entries; Expired finds nothing in it).
+const noIndexWidth = 0
 
 // BucketWidth is the TTL index bucket width (ms) of a store with the given
 // TTL: TTL/64, at least 1 s (at most the TTL itself), at least 1 ms; the
@@ -74,7 +80,7 @@ func bucketEnd(ts, w int64) int64 {
 // an Open with another TTL knows the index it finds was built for another
 // width:
 //
-//	version u8 (=1) | width uvarint (ms, >= 1) | state u8 (0 complete, 1 rebuilding)
+//	version u8 (=1) | width uvarint (ms; 0: no index) | state u8 (0 complete, 1 rebuilding)
 //
 // "rebuilding" is written (with the deletion of the store's index) before a
 // rebuild writes the new entries and replaced by "complete" after them: an
@@ -107,7 +113,7 @@ func decodeBucketMeta(b []byte) (width int64, rebuilding bool, err error) {
 	}
 	w, n := binary.Uvarint(b[1:])
 	// The encoding is canonical: an overlong varint is refused.
-	if n <= 0 || w < 1 || w > math.MaxInt64 || 1+n+1 != len(b) || n != len(binary.AppendUvarint(nil, w)) {
+	if n <= 0 || w > math.MaxInt64 || 1+n+1 != len(b) || n != len(binary.AppendUvarint(nil, w)) {
 		return 0, false, fmt.Errorf("%w: %x", ErrBadBucketMeta, b)
 	}
 	switch b[1+n] {
@@ -275,7 +281,7 @@ func (d *DB) rebuildIndex(store string, w int64) error {
 	b = d.db.NewBatch()
 	n, total := 0, 0
 	var ik []byte
-	for ok := it.First(); ok; ok = it.Next() {
+	for ok := it.First(); ok && w != noIndexWidth; ok = it.Next() {
 		k, v := it.Key(), it.Value()
 		if len(v) < 8 {
 			// Left out of the index; reading the key reports it.

@@ -382,7 +382,7 @@ func TestOldFormatWiped(t *testing.T) {
 }
 
 func TestBucketMetaCodec(t *testing.T) {
-	for _, w := range []int64{1, 1000, 56250, math.MaxInt64} {
+	for _, w := range []int64{noIndexWidth, 1, 1000, 56250, math.MaxInt64} {
 		for _, r := range []bool{false, true} {
 			gw, gr, err := decodeBucketMeta(encodeBucketMeta(w, r))
 			if err != nil || gw != w || gr != r {
@@ -390,7 +390,7 @@ func TestBucketMetaCodec(t *testing.T) {
 			}
 		}
 	}
-	for _, b := range [][]byte{nil, {1}, {1, 0, 0}, {2, 1, 0}, {1, 1, 2}, {1, 1, 0, 0}, {1, 0x80, 0}} {
+	for _, b := range [][]byte{nil, {1}, {2, 1, 0}, {1, 1, 2}, {1, 1, 0, 0}, {1, 0x80, 0}} {
 		if _, _, err := decodeBucketMeta(b); !errors.Is(err, ErrBadBucketMeta) {
 			t.Errorf("decode %x: err %v, want ErrBadBucketMeta", b, err)
 		}
@@ -409,11 +409,71 @@ func FuzzDecodeBucketMeta(f *testing.F) {
 			}
 			return
 		}
-		if w < 1 {
+		if w < noIndexWidth {
 			t.Fatalf("decoded width %d", w)
 		}
 		if got := encodeBucketMeta(w, r); string(got) != string(b) {
 			t.Fatalf("re-encoding %x gives %x", b, got)
 		}
 	})
+}
+
+// A store declared NoTTLIndex writes its data keys alone: no index entry,
+// nothing expired, MaxTS still exact (also once the key holding the bound
+// is deleted). Declared with a TTL later, its index is built; declared
+// NoTTLIndex again, the index is deleted.
+func TestNoTTLIndex(t *testing.T) {
+	dir := t.TempDir()
+	reopen := func(d *DB, opts ...Option) *DB {
+		t.Helper()
+		if d != nil {
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := Open(dir, nil, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d := reopen(nil, NoTTLIndex("w"))
+	commitRound(t, d, func(txn *Txn) {
+		for i := range 100 {
+			txn.Put("w", fmt.Appendf(nil, "k%03d", i), []byte("v"), int64(i)*1000)
+		}
+	})
+	commitRound(t, d, func(txn *Txn) { txn.Delete("w", []byte("k050")) })
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := indexEntries(t, d, "w"); n != 0 || d.indexWrites != 0 {
+		t.Fatalf("%d index entries, %d index writes; want none", n, d.indexWrites)
+	}
+	if keys, err := d.Expired("w", math.MaxInt64, 1000); err != nil || len(keys) != 0 {
+		t.Fatalf("Expired = %d keys, %v; want none", len(keys), err)
+	}
+	if ts, ok, err := d.MaxTS("w"); err != nil || !ok || ts != 99_000 {
+		t.Fatalf("MaxTS = %d %v %v, want 99000", ts, ok, err)
+	}
+	commitRound(t, d, func(txn *Txn) { txn.Delete("w", []byte("k099")) })
+	if ts, ok, err := d.MaxTS("w"); err != nil || !ok || ts != 98_000 {
+		t.Fatalf("MaxTS after deleting the bound's key = %d %v %v, want 98000", ts, ok, err)
+	}
+
+	d = reopen(d, StoreTTL("w", time.Hour))
+	if n := indexEntries(t, d, "w"); n != 98 {
+		t.Fatalf("%d index entries after declaring a TTL, want 98", n)
+	}
+	checkIndex(t, d, "w")
+	d = reopen(d, NoTTLIndex("w"))
+	if n := indexEntries(t, d, "w"); n != 0 {
+		t.Fatalf("%d index entries after declaring NoTTLIndex again, want 0", n)
+	}
+	if w, _ := d.widthOf("w"); w != noIndexWidth {
+		t.Fatalf("width %d, want %d", w, noIndexWidth)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -53,8 +53,9 @@ import (
 )
 
 // FormatVersion is the version of the key layout above. Version 1 indexed
-// the exact update time; 2 indexes the end of its bucket.
-const FormatVersion = 2
+// the exact update time; 2 indexes the end of its bucket; 3 lets a store
+// have no index (width 0: NoTTLIndex).
+const FormatVersion = 3
 
 const (
 	prefixData  = 'd'
@@ -123,6 +124,7 @@ type Option func(*options)
 type options struct {
 	cacheBytes int64
 	ttls       map[string]time.Duration
+	noIndex    map[string]bool
 }
 
 // StoreTTL declares store's TTL: its TTL index uses buckets of
@@ -137,6 +139,19 @@ func StoreTTL(store string, ttl time.Duration) Option {
 			o.ttls = map[string]time.Duration{}
 		}
 		o.ttls[store] = ttl
+	}
+}
+
+// NoTTLIndex declares that store has no TTL and keeps no TTL index: its
+// writes are the data keys alone, and Expired finds nothing in it. A store
+// opened before with an index has it deleted by Open (and one opened before
+// without, declared with StoreTTL, gets it rebuilt).
+func NoTTLIndex(store string) Option {
+	return func(o *options) {
+		if o.noIndex == nil {
+			o.noIndex = map[string]bool{}
+		}
+		o.noIndex[store] = true
 	}
 }
 
@@ -159,6 +174,9 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 		declared: map[string]int64{}, widths: map[string]int64{}, maxTS: map[string]*maxTSState{}}
 	for store, ttl := range o.ttls {
 		d.declared[store] = BucketWidth(ttl)
+	}
+	for store := range o.noIndex {
+		d.declared[store] = noIndexWidth
 	}
 	if err := d.open(); err != nil {
 		return nil, err
@@ -327,6 +345,10 @@ func (d *DB) Close() error {
 	return ferr
 }
 
+// IndexWrites is how many TTL index entries the flushes since Open set or
+// deleted (for tests).
+func (d *DB) IndexWrites() uint64 { return d.indexWrites }
+
 // DiskSize is the database's size on disk in bytes.
 func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 
@@ -342,6 +364,9 @@ func (d *DB) DiskSize() uint64 { return d.db.Metrics().DiskSpaceUsage() }
 // a dirty key is then stale (the key was updated since, or deleted) and is
 // skipped.
 func (d *DB) Expired(store string, before int64, limit int) ([][]byte, error) {
+	if w, err := d.widthOf(store); err != nil || w == noIndexWidth {
+		return nil, err
+	}
 	if d.cache.minDirtyTS < before {
 		if err := d.flushDirty(); err != nil {
 			return nil, err
@@ -389,6 +414,20 @@ func (d *DB) MaxTS(store string) (int64, bool, error) {
 	}
 	if ts, ok, err := d.boundedMaxTS(store); err != nil || ok {
 		return ts, ok, err
+	}
+	if w, err := d.widthOf(store); err != nil {
+		return 0, false, err
+	} else if w == noIndexWidth {
+		// No index to start from: every data key.
+		maxTS, found := int64(math.MinInt64), false
+		err := d.scanDB(store, nil, nil, func(_, _ []byte, ts int64) error {
+			maxTS, found = max(maxTS, ts), true
+			return nil
+		})
+		if !found {
+			maxTS = 0
+		}
+		return maxTS, found, err
 	}
 	lo := storePrefix(prefixIndex, store)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
