@@ -245,7 +245,11 @@
 // record only some of whose hopping windows are closed updates the open
 // ones (the others are counted as "partial"). EmitFinal emits one result
 // per window when it closes (optionally early partial results), EmitUpdates
-// every change. Windows live in the task's Pebble store under keys laid out
+// every change. Hopping windows with EmitFinal keep one partial per key
+// and pane (gcd(size, advance) wide) instead of one per window, combined
+// when a window closes (window slicing; see Hopping for the conditions;
+// the layout is part of the store's declaration, stated by App.Describe).
+// Windows live in the task's Pebble store under keys laid out
 // so that one key's windows, and the windows a watermark closes, are one
 // ordered scan each; every write goes to the store's changelog, so a
 // restore rebuilds windows and close index alike, and a closed window is

@@ -36,6 +36,18 @@ func Tumbling(size time.Duration, opts ...WindowOpt) TimeWindows {
 
 // Hopping returns windows of size starting every advance (advance <= size):
 // each record is in size/advance windows (rounded up or down).
+//
+// Panes: with EmitFinal (no early firing), no Retain, no WindowIn, an
+// operation with a merge function (WindowedCount, WindowedReduce,
+// WindowedAggregate given merge) and gcd(size, advance) >= advance/2, the
+// store keeps one partial aggregate per key and pane of width gcd(size,
+// advance) instead of one per window: a record updates one pane, and a
+// window's result combines its size/gcd panes when it closes (window
+// slicing, as Flink's sliced windows). Queries (QueryWindows, App.Range)
+// still read windows. Other declarations keep one entry per window (every
+// update or early result would combine the panes again). The layout
+// follows from the declaration and is persisted: a change of declaration
+// that changes it needs a new store name.
 func Hopping(size, advance time.Duration, opts ...WindowOpt) TimeWindows {
 	w := window.TimeWindows{Size: size, Advance: advance}
 	for _, o := range opts {
@@ -303,6 +315,11 @@ type windowDecl struct {
 	// late records' destination as the policy names it.
 	windows string
 	desc    string
+	// pane is the width (ms) of the panes of a store in pane layout
+	// (window_pane.go), 0 for one entry per window; combine folds a
+	// window's stored pane values into its value (queries).
+	pane    int64
+	combine func(vals [][]byte) ([]byte, error)
 }
 
 // declareWindow validates a windowed operation's declaration, recording its
@@ -374,6 +391,7 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 		return nil
 	}
 	d.windows = w.describe()
+	d.pane = d.paneWidth(hasMerge)
 	d.desc = d.describe(d.late.String())
 	return d
 }
@@ -381,8 +399,12 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 // describe states the windowed store for App.Describe, its late records
 // going to late.
 func (d *windowDecl) describe(late string) string {
-	return fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
+	s := fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
 		d.windows, msDuration(d.grace), msDuration(d.lateRetain), late, d.emit)
+	if d.pane > 0 {
+		s += fmt.Sprintf("; stored as panes of %v (one partial per key and pane, combined when a window closes)", msDuration(d.pane))
+	}
+	return s
 }
 
 // windowDescription states a windowed store for App.Describe, naming where
@@ -488,7 +510,11 @@ func WindowedCount[K, V any](g Grouped[K, V], w Windows, store WindowedStore) Ta
 
 // WindowedReduce combines the values per key and window with fn(previous,
 // new); a window's first value is stored as is. Sessions merge with fn too.
-// The table's values use the group's value codec.
+// The table's values use the group's value codec. Hopping windows with
+// EmitFinal keep partial results per pane (see Hopping) and combine them
+// with fn when a window closes: fn must be associative and commutative
+// there (a sum, a max), as it must for a result independent of the
+// records' arrival order anyway.
 func WindowedReduce[K, V any](g Grouped[K, V], w Windows, store WindowedStore, fn func(agg, v V) (V, error)) Table[Windowed[K], V] {
 	if g.valueErr != nil && g.s.b != nil {
 		g.s.b.errorf("windowed reduce %q: %v", store.Name, g.valueErr)
@@ -508,7 +534,10 @@ func WindowedReduce[K, V any](g Grouped[K, V], w Windows, store WindowedStore, f
 // WindowedAggregate folds the records per key and window into aggregates of
 // type A, starting from init() for a new window. merge combines the
 // aggregates of two sessions a record bridges (older first): required for
-// Session windows, unused (may be nil) for the others. A's codec is
+// Session windows; given for Hopping windows with EmitFinal, it lets the
+// store keep one partial aggregate per pane instead of one per window (see
+// Hopping), merged (older first) when a window closes; unused (may be nil)
+// for the others. A's codec is
 // inferred (InferCodec) or given with Codecs (whose key codec is ignored).
 func WindowedAggregate[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, init func() A,
 	fn func(r Record[K, V], agg A) (A, error), merge func(a, b A) (A, error), opts ...CodecOpt[K, A],

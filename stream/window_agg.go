@@ -39,7 +39,9 @@ import (
 //	'r' | end | key | start   -> 0x01: the window closed and is retained (Retain > 0)
 //	'm'                       -> the watermark (8 bytes BE) windows were last closed by
 //
-// (timekey's layouts; 'r' is the close index's layout under another tag.)
+// (timekey's layouts; 'r' is the close index's layout under another tag.
+// A store of hopping windows in pane layout keeps panes, not windows, under
+// 'w': see window_pane.go.)
 // A window is open from its first record until the watermark reaches its
 // end + closeDelta; then (one scan of the 'c' range up to that end) its
 // final result is emitted (EmitFinal) and its 'c' entry deleted, and either
@@ -126,6 +128,9 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 	}
 	d := b.declareWindow(op, w, store, fns.merge != nil)
 	ok := d != nil
+	if d != nil && d.pane > 0 {
+		d.combine = paneCombiner(codec, fns.merge)
+	}
 	if g.keyErr != nil {
 		b.errorf("%s %q: key: %v", op, store.Name, g.keyErr)
 		ok = false
@@ -162,7 +167,9 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
 		phase := windowChangelogPhase
-		if o.st.spec.derivesCloseIndex() {
+		if d.pane > 0 {
+			phase = paneChangelogPhase
+		} else if o.st.spec.derivesCloseIndex() {
 			phase = windowChangelogPhaseDerived
 		}
 		o.cl = newStoreChangelog(t, n.id, o.st, phase)
@@ -253,6 +260,8 @@ type windowOp[K, V, A any] struct {
 	// kh is the hash of the key of the record being processed.
 	fresh *freshEnds
 	kh    uint64
+	// hints: pane layout, each key's latest pane (window_pane.go).
+	hints *paneHints
 
 	wins     []window.Window
 	winKeys  [][]byte // the store keys of wins (processTime)
@@ -280,7 +289,11 @@ func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
 		if err != nil {
 			continue
 		}
-		ws = append(ws, timekey.WindowKey(nil, key, start, end))
+		if o.d.pane > 0 {
+			ws = o.paneKeysOf(ws, key, window.Window{Start: start, End: end})
+		} else {
+			ws = append(ws, timekey.WindowKey(nil, key, start, end))
+		}
 	}
 	o.loadKeys = ws[:0]
 	if err := o.t.txn.Load(o.name, ws); err != nil {
@@ -437,6 +450,9 @@ func (o *windowOp[K, V, A]) process(r Record[K, V]) error {
 		return o.processSession(r, kb, ts)
 	case "sliding":
 		return o.processSliding(r, kb, ts)
+	}
+	if o.d.pane > 0 {
+		return o.processPanes(r, kb, ts)
 	}
 	return o.processTime(r, kb, ts)
 }
@@ -786,7 +802,11 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	o.fresh.closed(o.scanned[0])
+	if o.d.pane > 0 {
+		o.panesClosed()
+	} else {
+		o.fresh.closed(o.scanned[0])
+	}
 	if o.d.retain > 0 {
 		n, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain))
 		if err != nil {
@@ -913,7 +933,14 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 	}
 	w := window.Window{Start: start, End: end}
 	wk := timekey.WindowKey(nil, key, start, end)
-	v, found, err := o.get(wk)
+	var v []byte
+	var found bool
+	var paneDels [][]byte // pane layout: the panes only w holds
+	if o.d.pane > 0 {
+		v, found, paneDels, err = o.paneWindow(key, w)
+	} else {
+		v, found, err = o.get(wk)
+	}
 	if err != nil {
 		return false, unfatal(err)
 	}
@@ -931,6 +958,13 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		o.cl.writeNow(rk, indexValue, ts, true)
 		o.nextEnd[1] = min(o.nextEnd[1], end)
 		o.created[string(rk)] = struct{}{}
+	} else if o.d.pane > 0 {
+		for _, dk := range paneDels {
+			if err := t.txn.DeleteCold(o.name, dk); err != nil {
+				return false, fmt.Errorf("store %s: %w", o.name, err)
+			}
+			o.cl.writeNow(dk, nil, ts, false)
+		}
 	} else if found {
 		// Closed: not read again (a late record finds it deleted in
 		// the database as well).

@@ -232,9 +232,10 @@ func windowChangelogPhase(key []byte, deleted bool) int {
 // restore (applyStoreChangelog): when the store can hold no retained
 // window ('r': Retain, LateUpdates, sliding windows), its 'c' entries are
 // exactly its 'w' entries' (a window is open from its creation to its
-// close, which deletes both).
+// close, which deletes both). Not in pane layout (window_pane.go): its 'w'
+// entries are panes, each in several windows; its index is logged.
 func (s *storeSpec) derivesCloseIndex() bool {
-	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates
+	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates && s.win.pane == 0
 }
 
 // windowChangelogPhaseDerived is windowChangelogPhase for a store whose

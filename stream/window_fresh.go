@@ -54,6 +54,9 @@ func (o *windowOp[K, V, A]) loadFresh() error {
 	return nil
 }
 
+// hash is the filters' hash of an encoded key.
+func (f *freshEnds) hash(kb []byte) uint64 { return maphash.Bytes(f.seed, kb) }
+
 // absent reports whether the window of the key hashed to h with end end is
 // known not to exist.
 func (f *freshEnds) absent(end int64, h uint64) bool {
@@ -84,6 +87,20 @@ func (f *freshEnds) closed(end int64) {
 		return
 	}
 	f.floor = end
+	for e := range f.filters {
+		if e <= end {
+			delete(f.filters, e)
+		}
+	}
+}
+
+// dropPanes drops the filters of panes with end <= end (pane layout,
+// window_pane.go: those panes are deleted for good), without raising the
+// floor: a pane ending past the floor whose filter is dropped is absent.
+func (f *freshEnds) dropPanes(end int64) {
+	if f == nil {
+		return
+	}
 	for e := range f.filters {
 		if e <= end {
 			delete(f.filters, e)

@@ -31,7 +31,7 @@ func TestWindowFreshEndsTinyCacheRestart(t *testing.T) {
 		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 4 << 10},
 		// Larger: dirty windows stay cached across rounds.
 		{Tumbling(time.Second), 1000, 1000, 7 << 10},
-		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 48 << 10},
+		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 16 << 10}, // pane layout: a fifth of the entries
 	} {
 		recs := genRecords(9, 1200, keys, 1_000_000, 5, 0)
 		r := newWindowRun(t, tc.w, finalStore("fresh"), 2, 0, aggSum, StoreCache(tc.cache))

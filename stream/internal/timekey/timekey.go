@@ -41,6 +41,9 @@ func AppendTime(dst []byte, ms int64) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(ms)^(1<<63))
 }
 
+// ReadTime decodes a time from the first TimeSize bytes of b.
+func ReadTime(b []byte) int64 { return readTime(b) }
+
 // readTime decodes a time from the first TimeSize bytes of b.
 func readTime(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
 

@@ -174,3 +174,30 @@ func satAdd(a, b int64) int64 {
 	}
 	return s
 }
+
+// PaneWidth returns the width in milliseconds of the panes of plain
+// (no Location) time windows w: gcd(Size, Advance). Every window is the
+// union of Size/PaneWidth consecutive panes, and every pane lies in
+// Size/PaneWidth windows (fewer near the ends of the int64 range), so a
+// windowed operation can keep one partial aggregate per pane instead of
+// one per window (window slicing). w must be valid (Validate).
+func (w TimeWindows) PaneWidth() int64 {
+	a, b := w.Size.Milliseconds(), w.advance().Milliseconds()
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// PaneOf returns the pane holding ts: [s, s+PaneWidth) with s = Offset +
+// k*PaneWidth (End saturated to the largest time), the panes window starts
+// are aligned to. w must be valid and have no Location.
+func (w TimeWindows) PaneOf(ts int64) Window {
+	g := w.PaneWidth()
+	d := floorMod(ts, g)
+	if off := floorMod(w.Offset.Milliseconds(), g); off != 0 {
+		d = floorMod(d-off, g)
+	}
+	start := ts - d // a window holding ts starts at or before it: no underflow when ts has a window
+	return Window{Start: start, End: satAdd(start, g)}
+}

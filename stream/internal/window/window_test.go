@@ -168,3 +168,25 @@ func FuzzAssign(f *testing.F) {
 		}
 	})
 }
+
+func TestPanesTileWindows(t *testing.T) {
+	for _, w := range []TimeWindows{
+		Hopping(10*time.Second, 2*time.Second),
+		{Size: 1000 * time.Millisecond, Advance: 400 * time.Millisecond, Offset: 50 * time.Millisecond},
+		{Size: 900 * time.Millisecond, Advance: 300 * time.Millisecond, Offset: -70 * time.Millisecond},
+	} {
+		g := w.PaneWidth()
+		for _, ts := range []int64{-2501, -1, 0, 1, 49, 50, 999, 1000, 123457} {
+			p := w.PaneOf(ts)
+			if p.Start > ts || ts >= p.End || p.End-p.Start != g {
+				t.Fatalf("%+v: pane of %d is %+v", w, ts, p)
+			}
+			// Every window holding ts holds its whole pane.
+			for _, win := range w.AssignTo(nil, ts) {
+				if p.Start < win.Start || p.End > win.End || (win.Start-p.Start)%g != 0 {
+					t.Fatalf("%+v: pane %+v of %d not aligned in window %+v", w, p, ts, win)
+				}
+			}
+		}
+	}
+}

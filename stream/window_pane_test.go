@@ -1,0 +1,320 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/timekey"
+)
+
+// storeEntries counts a task's window entries ('w') and open-window index
+// entries ('c') of store.
+func storeEntries(t *testing.T, r *windowRun, store string) (wins, index int) {
+	t.Helper()
+	for _, tk := range r.d.tasks {
+		err := tk.db.Scan(store, nil, nil, func(k, _ []byte, _ int64) error {
+			switch k[0] {
+			case timekey.TagWindow:
+				wins++
+			case timekey.TagIndex:
+				index++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return wins, index
+}
+
+// In pane layout a record of a hopping window (size/advance = 5) writes one
+// window entry (its pane), and the index entries of the windows it opens;
+// a second record in the same pane writes no new entry. Without panes it
+// writes five window entries.
+func TestWindowPaneRecordWritesOneEntry(t *testing.T) {
+	for _, agg := range []windowAgg{aggCount, aggSum, aggAggregate} {
+		r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("p"), 1, 10*time.Second, agg)
+		r.pipe(wrec{key: "a", ts: 5050, val: 1})
+		if w, c := storeEntries(t, r, "p"); w != 1 || c != 5 {
+			t.Fatalf("agg %d: after one record: %d window entries, %d index entries; want 1 pane, 5 windows", agg, w, c)
+		}
+		r.pipe(wrec{key: "a", ts: 5150, val: 2})
+		if w, c := storeEntries(t, r, "p"); w != 1 || c != 5 {
+			t.Fatalf("agg %d: after a record in the same pane: %d window entries, %d index entries", agg, w, c)
+		}
+		// The next pane: one more pane, one more window.
+		r.pipe(wrec{key: "a", ts: 5250, val: 4})
+		if w, c := storeEntries(t, r, "p"); w != 2 || c != 6 {
+			t.Fatalf("agg %d: after a record in the next pane: %d window entries, %d index entries", agg, w, c)
+		}
+		// Out of order, two panes back: the windows [4200, 5200) and
+		// [4400, 5400) hold a pane already, [4000, 5000) is new.
+		r.pipe(wrec{key: "a", ts: 4850, val: 8})
+		if w, c := storeEntries(t, r, "p"); w != 3 || c != 7 {
+			t.Fatalf("agg %d: after an earlier record: %d window entries, %d index entries", agg, w, c)
+		}
+		r.flush(10_000_000)
+		want := batchTime([]wrec{{key: "a", ts: 5050, val: 1}, {key: "a", ts: 5150, val: 2}, {key: "a", ts: 5250, val: 4},
+			{key: "a", ts: 4850, val: 8}}, 1000, 200, 0, agg == aggCount)
+		if d := diffResults(r.finals(), want); d != "[]" {
+			t.Fatalf("agg %d: %s", agg, d)
+		}
+		if w, c := storeEntries(t, r, "p"); w > 1 || c > 5 {
+			t.Fatalf("agg %d: after every window closed: %d window entries, %d index entries (the sentinel's only)", agg, w, c)
+		}
+	}
+}
+
+// The declarations that keep one entry per window: updates and early
+// firings emit a window's result between closes, Retain keeps closed
+// windows, a gcd below advance/2 makes many panes per window, tumbling
+// windows are their own panes.
+func TestWindowPaneLayoutByDeclaration(t *testing.T) {
+	for _, tc := range []struct {
+		w     Windows
+		store WindowedStore
+		panes bool
+	}{
+		{Hopping(time.Second, 200*time.Millisecond), finalStore("p"), true},
+		{Hopping(time.Second, 400*time.Millisecond), finalStore("p"), true}, // gcd 200 = advance/2
+		{Hopping(time.Second, 300*time.Millisecond), finalStore("p"), false},
+		{Tumbling(time.Second), finalStore("p"), false},
+		{Hopping(time.Second, 200*time.Millisecond), WindowedStore{Name: "p", Late: DropLate(), Emit: EmitUpdates()}, false},
+		{Hopping(time.Second, 200*time.Millisecond), WindowedStore{Name: "p", Late: DropLate(), Emit: EmitFinal(EarlyEvery(2))}, false},
+		{Hopping(time.Second, 200*time.Millisecond), WindowedStore{Name: "p", Late: LateUpdates(), Emit: EmitFinal(), Retain: time.Second}, false},
+	} {
+		r := newWindowRun(t, tc.w, tc.store, 1, 10*time.Second, aggCount)
+		desc := r.d.App().Describe()
+		if got := strings.Contains(desc, "stored as panes"); got != tc.panes {
+			t.Fatalf("%s %+v: pane layout %v, want %v; Describe:\n%s", tc.w.describe(), tc.store.Emit, got, tc.panes, desc)
+		}
+	}
+}
+
+// A range over a store in pane layout (App.Range, as HTTP /range) returns
+// its open hop windows with their combined aggregates, not its panes.
+func TestWindowPaneRangeReturnsWindows(t *testing.T) {
+	r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("q"), 2, 10*time.Second, aggSum)
+	recs := []wrec{{key: "a", ts: 1250, val: 1}, {key: "a", ts: 1700, val: 2}, {key: "b", ts: 1800, val: 4},
+		{key: "a", ts: 2300, val: 8}}
+	r.pipe(recs...)
+	es, err := r.d.App().Range(context.Background(), "q", nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, e := range es {
+		key, start, end, perr := timekey.ParseWindowKey(e.Key)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		v, err := decodeWindowAgg(Int64(), false, e.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := String().Decode(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Timestamp.UnixMilli() != end-1 {
+			t.Fatalf("window %s [%d, %d): timestamp %d, want its last instant", ks, start, end, e.Timestamp.UnixMilli())
+		}
+		got[wkey(ks, start, end)] = v
+	}
+	if d := diffResults(got, batchTime(recs, 1000, 200, 0, false)); d != "[]" {
+		t.Fatal(d)
+	}
+	// A limit counts windows.
+	if es, err := r.d.App().Range(context.Background(), "q", nil, nil, 3); err != nil || len(es) != 3 {
+		t.Fatalf("range limited to 3: %d entries, %v", len(es), err)
+	}
+}
+
+// Differential: with records out of order beyond the watermark's bound
+// (late and partially late ones), over partitions, across restarts that
+// restore the store from its changelog, the pane layout's final results
+// equal the latest results of the same windows kept one entry per window
+// (EmitUpdates keeps that layout), which drop the same late records.
+func TestWindowPaneMatchesPerWindowLayout(t *testing.T) {
+	for _, w := range []Windows{Hopping(time.Second, 250*time.Millisecond),
+		Hopping(time.Second, 400*time.Millisecond, WindowOffset(30*time.Millisecond))} {
+		for _, agg := range []windowAgg{aggCount, aggSum, aggAggregate} {
+			recs := genRecords(uint64(agg)+3, 900, testKeys, 1_000_000, 7, 0)
+			shuffleWithin(recs, 700, uint64(agg)+11)
+			grace := 100 * time.Millisecond
+			panes := newWindowRun(t, w, WindowedStore{Name: "p", Grace: grace, Late: DropLate(), Emit: EmitFinal()},
+				3, 200*time.Millisecond, agg)
+			perWindow := newWindowRun(t, w, WindowedStore{Name: "p", Grace: grace, Late: DropLate(), Emit: EmitUpdates()},
+				3, 200*time.Millisecond, agg)
+			if !strings.Contains(panes.d.App().Describe(), "stored as panes") {
+				t.Fatalf("%s: not in pane layout", w.describe())
+			}
+			for i, part := range [][]wrec{recs[:300], recs[300:600], recs[600:]} {
+				if i > 0 {
+					if err := panes.d.Restart(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				panes.pipe(part...)
+				perWindow.pipe(part...)
+			}
+			panes.flush(10_000_000)
+			perWindow.flush(10_000_000)
+			want := perWindow.latest()
+			if len(want) < 100 {
+				t.Fatalf("%s: only %d windows", w.describe(), len(want))
+			}
+			if d := diffResults(panes.finals(), want); d != "[]" {
+				t.Fatalf("%s, agg %d: %s", w.describe(), agg, d)
+			}
+		}
+	}
+}
+
+// A transaction that aborts (ExactlyOnce) after its closes deleted panes
+// brings them back: the redone records and closes still see them (the
+// operator rebuilds its fresh filters from the store after an abort), and
+// every final result counts every record once. The tiny store cache makes
+// the reads reach the database.
+func TestWindowPaneAbortRestoresPanes(t *testing.T) {
+	w := Hopping(time.Second, 200*time.Millisecond)
+	bl := NewBuilder()
+	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), w,
+		WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+		ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
+	got := map[string]int64{}
+	emitted := 0
+	capture := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		if r.Topic == "out" {
+			k, err := TimeWindowed(String(), time.Second).Decode(r.Key)
+			v, verr := Int64().Decode(r.Value)
+			if err == nil && verr == nil && k.Key[0] != '~' {
+				got[wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli())] = v
+				emitted++
+			}
+		}
+		promise(r, nil)
+	}, false)
+	a, err := NewApp("abort", bl, Brokers("127.0.0.1:1"), StateDir(t.TempDir()), capture,
+		StoreCache(4<<10), Watermarks(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := a.newTask(taskID{sub: 0, partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.close()
+	ctx := context.Background()
+	off := int64(0)
+	var recs []wrec
+	round := func(keys []string, ms int64, note bool) {
+		t.Helper()
+		for _, k := range keys {
+			r := &kgo.Record{Topic: "in", Key: []byte(k), Value: int64Bytes(1), Offset: off, Timestamp: time.UnixMilli(ms)}
+			off++
+			if err := tk.handle(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if note {
+				recs = append(recs, wrec{key: k, ts: ms})
+			}
+		}
+		if err := tk.endBatch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var old, fresh []string
+	for i := range 100 {
+		old, fresh = append(old, fmt.Sprintf("k%03d", i)), append(fresh, fmt.Sprintf("n%03d", i))
+	}
+	round(old, 100, true)
+	round(old, 300, true) // the panes [200, 400): the aborted close of [200, 1200) deletes them
+	round(old, 700, true)
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	round(old, 1100, true) // closes up to 1100, committed next
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	tk.beginRound()
+	start := off
+	// Closes windows up to 1250 (deleting the panes [0, 200)), creates
+	// panes and windows, updates committed panes: all aborted.
+	round(fresh, 1250, false)
+	round(old, 1300, false)
+	round(old, 700, false)
+	tk.abortRound()
+	off = start
+	round(fresh, 1250, true)
+	round(old, 1300, true)
+	round(old, 700, true) // redone: late for [-200, 800) .. [200, 1200) only
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	round([]string{"~"}, 10_000, false)
+	if err := tk.flushState(); err != nil {
+		t.Fatal(err)
+	}
+	// The last round at 700 came after closes up to 1300: it counts in
+	// the windows still open then, [400, 1400) and [600, 1600).
+	want := batchTime(recs[:len(recs)-100], 1000, 200, 0, true)
+	for _, k := range old {
+		want[wkey(k, 400, 1400)]++
+		want[wkey(k, 600, 1600)]++
+	}
+	if d := diffResults(got, want); d != "[]" {
+		t.Fatal(d)
+	}
+	// The aborted round's closes ([200, 1200) of the old keys) reached the
+	// producer too (its transaction aborts them): once more each.
+	if emitted != len(want)+len(old) {
+		t.Fatalf("%d results, want %d", emitted, len(want)+len(old))
+	}
+	if tk.db.Evictions() == 0 {
+		t.Fatal("the store cache never evicted: the test needs one that does")
+	}
+}
+
+// QueryWindows.Fetch on a store in pane layout: a key's windows starting in
+// [from, to), combined from panes that start before from too.
+func TestWindowPaneQueryFetchBounds(t *testing.T) {
+	r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("q"), 3, 10*time.Second, aggSum)
+	recs := []wrec{{key: "a", ts: 1250, val: 1}, {key: "a", ts: 1700, val: 2}, {key: "b", ts: 1800, val: 4},
+		{key: "a", ts: 2300, val: 8}, {key: "a", ts: 900, val: 16}}
+	r.pipe(recs...)
+	q, err := QueryWindows[string, int64](r.d.App(), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := q.Fetch(context.Background(), "a", time.UnixMilli(1400), time.UnixMilli(2200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, e := range es {
+		got[wkey(e.Key.Key, e.Key.Start.UnixMilli(), e.Key.End.UnixMilli())] = e.Value
+	}
+	want := map[string]int64{}
+	for k, v := range batchTime(recs, 1000, 200, 0, false) {
+		var key string
+		var start, end int64
+		fmt.Sscanf(strings.ReplaceAll(k, "|", " "), "%s %d %d", &key, &start, &end)
+		if key == "a" && start >= 1400 && start < 2200 {
+			want[k] = v
+		}
+	}
+	if len(want) != 4 {
+		t.Fatalf("want %v: the test needs 4 windows", want)
+	}
+	if d := diffResults(got, want); d != "[]" {
+		t.Fatal(d)
+	}
+}
