@@ -19,15 +19,13 @@ import (
 //     Q5WindowSlide, of which each hop window is a run of five — are
 //     merged into partial counts per processing round of each input task
 //     (CombineRounds: half of the bids go to one hot auction), then keyed
-//     by auction (a repartition) and summed per pane. A bid updates one
-//     pane, where counting per hop window would update five. A final
-//     count carries its window's last instant (end - 1 ms) as its
-//     timestamp;
-//  2. the pane counts, keyed by auction again (a repartition of one
-//     record per auction and pane, far fewer than the bids), summed per
-//     hop window: a pane's last instant lies in exactly the five hop
-//     windows that contain the whole pane;
-//  3. those counts, keyed by their window's start, are merged per round
+//     by auction (a repartition) and summed per hop window. A partial
+//     count's timestamp lies in its pane, so it falls in the same five hop
+//     windows as its bids. The windowed sum keeps one partial per auction
+//     and pane (the library's pane layout for hopping windows) and adds up
+//     a window's five panes when it closes; a final count carries its
+//     window's last instant (end - 1 ms) as its timestamp;
+//  2. those counts, keyed by their window's start, are merged per round
 //     into the task's most-bid ones (a task emits all its counts of a
 //     window in the round that closes it), which are keyed by the window's
 //     start (a repartition of a few records per window) and merged into
@@ -57,14 +55,8 @@ func q5(b *stream.Builder, in, out string, _ Options) error {
 	partial := stream.CombineRounds(bids, func(a, b int64) (int64, error) { return a + b, nil })
 	byAuction := stream.GroupBy(partial, func(r stream.Record[auctionPane, int64]) (int64, error) { return r.Key.auction, nil },
 		stream.Codecs(stream.Int64(), stream.Int64()))
-	panes := stream.WindowedReduce(byAuction, stream.Tumbling(slide), final("q5-bids-per-pane"),
-		func(sum, n int64) (int64, error) { return sum + n, nil })
-
-	paneCounts := stream.KeyBy(panes.ToStream(), func(r stream.Record[stream.Windowed[int64], int64]) (int64, error) {
-		return r.Key.Key, nil
-	})
-	counts := stream.WindowedReduce(stream.GroupByKey(paneCounts), stream.Hopping(Q5WindowSize*time.Millisecond, slide),
-		final("q5-bids-per-auction"), func(sum, n int64) (int64, error) { return sum + n, nil })
+	counts := stream.WindowedReduce(byAuction, stream.Hopping(Q5WindowSize*time.Millisecond, slide),
+		final("q5-bids-per-window"), func(sum, n int64) (int64, error) { return sum + n, nil })
 
 	// A task emits all its counts of a hop window in the round that closes
 	// the window: CombineRounds keeps the task's most-bid ones of each
