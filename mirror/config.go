@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -174,6 +175,21 @@ func (c *Config) groupRegex() (*regexp.Regexp, error) {
 		return nil, fmt.Errorf("group sync regex: %v", err)
 	}
 	return re, nil
+}
+
+// adminClients returns admin clients of the source and the target (closed
+// by their Close).
+func (c *Config) adminClients() (src, tgt *kadm.Client, err error) {
+	srcCl, err := kgo.NewClient(c.sourceOpts()...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: source client: %w", ErrConfig, err)
+	}
+	tgtCl, err := kgo.NewClient(c.targetOpts()...)
+	if err != nil {
+		srcCl.Close()
+		return nil, nil, fmt.Errorf("%w: target client: %w", ErrConfig, err)
+	}
+	return kadm.NewClient(srcCl), kadm.NewClient(tgtCl), nil
 }
 
 func (c *Config) progressTopic() string { return internalPrefix + c.ID + ".progress" }

@@ -70,17 +70,12 @@ func Cutover(ctx context.Context, cfg Config, group string, opts CutoverOptions)
 	if opts.Wait == 0 {
 		opts.Wait = time.Minute
 	}
-	srcCl, err := kgo.NewClient(c.sourceOpts()...)
+	src, tgt, err := c.adminClients()
 	if err != nil {
-		return nil, fmt.Errorf("%w: source client: %w", ErrConfig, err)
+		return nil, err
 	}
-	defer srcCl.Close()
-	tgtCl, err := kgo.NewClient(c.targetOpts()...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: target client: %w", ErrConfig, err)
-	}
-	defer tgtCl.Close()
-	src, tgt := kadm.NewClient(srcCl), kadm.NewClient(tgtCl)
+	defer src.Close()
+	defer tgt.Close()
 
 	if !opts.Force {
 		if err := checkStopped(ctx, src, group, "source"); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Continuous group offset sync (MirrorMaker 2's sync.group.offsets): while
@@ -61,19 +60,14 @@ type groupSyncer struct {
 
 // syncGroupsLoop runs group offset sync rounds until ctx ends.
 func (m *Mirror) syncGroupsLoop(ctx context.Context) {
-	srcCl, err := kgo.NewClient(m.cfg.sourceOpts()...)
+	src, tgt, err := m.cfg.adminClients()
 	if err != nil {
-		m.cfg.Logger.Error("group offset sync: source client", "err", err)
+		m.cfg.Logger.Error("group offset sync", "err", err)
 		return
 	}
-	defer srcCl.Close()
-	tgtCl, err := kgo.NewClient(m.cfg.targetOpts()...)
-	if err != nil {
-		m.cfg.Logger.Error("group offset sync: target client", "err", err)
-		return
-	}
-	defer tgtCl.Close()
-	s := &groupSyncer{cfg: &m.cfg, re: m.groupRe, met: m.met, src: kadm.NewClient(srcCl), tgt: kadm.NewClient(tgtCl),
+	defer src.Close()
+	defer tgt.Close()
+	s := &groupSyncer{cfg: &m.cfg, re: m.groupRe, met: m.met, src: src, tgt: tgt,
 		syncsNext: -1, latest: map[tp]offsetSync{}, history: map[tp][]offsetSync{}, done: map[string]map[tp]int64{}}
 	t := time.NewTicker(m.cfg.SyncGroupsInterval)
 	defer t.Stop()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The states of a group's partition in GroupStatus.
@@ -72,17 +71,12 @@ func GroupStatus(ctx context.Context, cfg Config, pattern string) ([]GroupPartit
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	srcCl, err := kgo.NewClient(c.sourceOpts()...)
+	src, tgt, err := c.adminClients()
 	if err != nil {
-		return nil, fmt.Errorf("%w: source client: %w", ErrConfig, err)
+		return nil, err
 	}
-	defer srcCl.Close()
-	tgtCl, err := kgo.NewClient(c.targetOpts()...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: target client: %w", ErrConfig, err)
-	}
-	defer tgtCl.Close()
-	src, tgt := kadm.NewClient(srcCl), kadm.NewClient(tgtCl)
+	defer src.Close()
+	defer tgt.Close()
 
 	all, err := readSyncs(ctx, &c, tgt, c.progressTopic())
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {

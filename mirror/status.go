@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // PartitionStatus is the copy state of one source partition, from the
@@ -39,17 +37,12 @@ func Status(ctx context.Context, cfg Config) ([]PartitionStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	srcCl, err := kgo.NewClient(c.sourceOpts()...)
+	src, tgt, err := c.adminClients()
 	if err != nil {
-		return nil, fmt.Errorf("%w: source client: %w", ErrConfig, err)
+		return nil, err
 	}
-	defer srcCl.Close()
-	tgtCl, err := kgo.NewClient(c.targetOpts()...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: target client: %w", ErrConfig, err)
-	}
-	defer tgtCl.Close()
-	src, tgt := kadm.NewClient(srcCl), kadm.NewClient(tgtCl)
+	defer src.Close()
+	defer tgt.Close()
 	all, err := readSyncs(ctx, &c, tgt, c.progressTopic())
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return nil, nil // never started against this target
