@@ -161,15 +161,18 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 	var n *node
 	n = s.link(op, func(t *task, children []any) any {
 		o := &windowOp[K, V, A]{t: t, n: n, d: d, name: name, st: t.store(name), key: g.key, value: g.value,
-			agg: codec, fns: fns, carriesKey: carries(g.key), wm: math.MinInt64,
+			agg: codec, fns: fns, carriesKey: carries(g.key), wm: math.MinInt64, closedBy: math.MinInt64,
 			scanned: [2]int64{math.MinInt64, math.MinInt64}, nextEnd: [2]int64{math.MinInt64, math.MinInt64},
 			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
 			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
 		phase := windowChangelogPhase
-		if d.pane > 0 {
+		switch {
+		case d.pane > 0 && o.st.spec.derivesCloseIndex():
+			phase = paneChangelogPhaseDerived
+		case d.pane > 0:
 			phase = paneChangelogPhase
-		} else if o.st.spec.derivesCloseIndex() {
+		case o.st.spec.derivesCloseIndex():
 			phase = windowChangelogPhaseDerived
 		}
 		o.cl = newStoreChangelog(t, n.id, o.st, phase)
@@ -222,6 +225,11 @@ type windowOp[K, V, A any] struct {
 	// invariants); loaded: it includes the store's persisted mark.
 	wm     int64
 	loaded bool
+	// closedBy is the store's mark when load read it (MinInt64: none):
+	// every window with end + closeDelta <= closedBy was closed and
+	// emitted, so an index entry of such a window is a leftover of a
+	// derived close index (window_changelog.go) and is deleted unread.
+	closedBy int64
 
 	// Close scans of the two indexes ([0] 'c', [1] 'r'): every entry with
 	// end <= scanned was handled; no entry with end in (scanned, nextEnd)
@@ -392,7 +400,8 @@ func (o *windowOp[K, V, A]) load() error {
 		if len(v) != 8 {
 			return &fatalError{fmt.Errorf("store %s: watermark mark of %d bytes", o.name, len(v))}
 		}
-		o.wm = max(o.wm, int64(binary.BigEndian.Uint64(v)))
+		o.closedBy = int64(binary.BigEndian.Uint64(v))
+		o.wm = max(o.wm, o.closedBy)
 	}
 	if o.d.kind == "time" {
 		if err := o.loadFresh(); err != nil {
@@ -932,6 +941,15 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
 	w := window.Window{Start: start, End: end}
+	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy {
+		// Closed before the mark was written: a leftover the restore
+		// derived from a pane that outlives the window.
+		if err := t.txn.DeleteKnown(o.name, ik, o.windowTime(w)); err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
+		o.cl.writeNow(ik, nil, o.windowTime(w), false)
+		return false, t.txn.Apply()
+	}
 	wk := timekey.WindowKey(nil, key, start, end)
 	var v []byte
 	var found bool

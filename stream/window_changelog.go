@@ -230,12 +230,16 @@ func windowChangelogPhase(key []byte, deleted bool) int {
 // derivesCloseIndex reports whether a windowed store's close index ('c'
 // entries) is kept out of its changelog and derived from its windows by a
 // restore (applyStoreChangelog): when the store can hold no retained
-// window ('r': Retain, LateUpdates, sliding windows), its 'c' entries are
-// exactly its 'w' entries' (a window is open from its creation to its
-// close, which deletes both). Not in pane layout (window_pane.go): its 'w'
-// entries are panes, each in several windows; its index is logged.
+// window ('r': Retain, LateUpdates, sliding windows). Per window, its 'c'
+// entries are exactly its 'w' entries' (a window is open from its creation
+// to its close, which deletes both). In pane layout (window_pane.go) a 'w'
+// entry is a pane, and the restore sets the entry of every window holding
+// it: a superset of the open windows' entries whose extra entries are of
+// windows that closed while a later pane of the key outlived them — all at
+// or below the store's mark, which the operator deletes unread
+// (windowOp.closedBy).
 func (s *storeSpec) derivesCloseIndex() bool {
-	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates && s.win.pane == 0
+	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates
 }
 
 // windowChangelogPhaseDerived is windowChangelogPhase for a store whose
@@ -245,6 +249,16 @@ func windowChangelogPhaseDerived(key []byte, deleted bool) int {
 		return -1
 	}
 	return windowChangelogPhase(key, deleted)
+}
+
+// paneChangelogPhaseDerived is paneChangelogPhase for a store in pane
+// layout whose close index a restore derives: its index entries are not
+// logged.
+func paneChangelogPhaseDerived(key []byte, deleted bool) int {
+	if len(key) > 0 && key[0] == timekey.TagIndex {
+		return -1
+	}
+	return paneChangelogPhase(key, deleted)
 }
 
 // applyStoreChangelog applies one changelog record of the store spec
@@ -264,6 +278,23 @@ func applyStoreChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
 	key, start, end, err := timekey.ParseWindowKey(r.Key)
 	if err != nil {
 		return &state.CorruptionError{Store: spec.name, Key: slices.Clone(r.Key), Reason: err.Error()}
+	}
+	if spec.win.pane > 0 {
+		// A pane: the entries of the windows holding it. Deleted, its last
+		// window closed, and so had every window holding it (windows close
+		// in end order).
+		for _, w := range spec.win.tw.AssignTo(nil, start) {
+			ik := timekey.IndexKey(nil, key, w.Start, w.End)
+			if r.Value == nil {
+				err = txn.Delete(spec.name, ik)
+			} else {
+				_, err = txn.Put(spec.name, ik, indexValue, w.End-1)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	ik := timekey.IndexKey(nil, key, start, end)
 	if r.Value == nil {

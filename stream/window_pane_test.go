@@ -68,6 +68,20 @@ func TestWindowPaneRecordWritesOneEntry(t *testing.T) {
 		if w, c := storeEntries(t, r, "p"); w > 1 || c > 5 {
 			t.Fatalf("agg %d: after every window closed: %d window entries, %d index entries (the sentinel's only)", agg, w, c)
 		}
+		// The close index is derived from the panes by a restore: the
+		// changelog holds panes and the mark, no index entry.
+		panes := 0
+		for _, rec := range r.d.Records("win-p-changelog") {
+			switch rec.Key[0] {
+			case timekey.TagIndex:
+				t.Fatalf("agg %d: the changelog holds an index entry %q", agg, rec.Key)
+			case timekey.TagWindow:
+				panes++
+			}
+		}
+		if panes == 0 {
+			t.Fatalf("agg %d: no pane in the changelog", agg)
+		}
 	}
 }
 
