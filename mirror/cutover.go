@@ -217,11 +217,10 @@ func checkStopped(ctx context.Context, adm *kadm.Client, group, side string) err
 func waitCopied(ctx context.Context, c *Config, tgt *kadm.Client, offsets map[tp]int64, expect func(string) bool, wait time.Duration) (map[tp]offsetSync, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		all, err := readSyncs(ctx, c, tgt, c.progressTopic())
-		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("read progress: %w", err)
+		progress, err := readProgress(ctx, c, tgt)
+		if err != nil {
+			return nil, err
 		}
-		progress := latestSyncs(all)
 		var behind []string
 		for _, p := range sortedTPs(offsets) {
 			prog, ok := progress[p]

@@ -67,10 +67,7 @@ func GroupStatus(ctx context.Context, cfg Config, pattern string) ([]GroupPartit
 	if err != nil {
 		return nil, err
 	}
-	re, err := c.groupRegex()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
+	re, _ := c.groupRegex() // withDefaults checked it
 	src, tgt, err := c.adminClients()
 	if err != nil {
 		return nil, err
@@ -78,14 +75,10 @@ func GroupStatus(ctx context.Context, cfg Config, pattern string) ([]GroupPartit
 	defer src.Close()
 	defer tgt.Close()
 
-	all, err := readSyncs(ctx, &c, tgt, c.progressTopic())
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, nil // never started against this target
-	}
+	progress, err := readProgress(ctx, &c, tgt)
 	if err != nil {
-		return nil, fmt.Errorf("read progress of mirror %s: %w", c.ID, err)
+		return nil, err
 	}
-	progress := latestSyncs(all)
 	listed, err := src.ListGroups(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list source groups: %w", err)
@@ -124,7 +117,7 @@ func groupStatus(ctx context.Context, c *Config, src, tgt *kadm.Client, progress
 		}
 	})
 	if len(offsets) == 0 {
-		return nil, nil // the group reads nothing the mirror copies
+		return nil, nil // the group reads nothing the mirror copies (or it never ran)
 	}
 	members := 0
 	if dg, err := tgt.DescribeGroups(ctx, group); err != nil {

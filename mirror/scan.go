@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -163,6 +164,17 @@ func readSyncsRange(ctx context.Context, cfg *Config, topic string, from, end in
 		return nil, derr
 	}
 	return out, err
+}
+
+// readProgress reads the mirror's progress topic on the target: the newest
+// sync of every partition it has copied. A target without the topic (the
+// mirror never ran against it) has no progress: empty, not an error.
+func readProgress(ctx context.Context, c *Config, tgt *kadm.Client) (map[tp]offsetSync, error) {
+	all, err := readSyncs(ctx, c, tgt, c.progressTopic())
+	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, fmt.Errorf("read progress of mirror %s: %w", c.ID, err)
+	}
+	return latestSyncs(all), nil
 }
 
 // latestSyncs keeps the last sync of each partition.

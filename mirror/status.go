@@ -2,11 +2,8 @@ package mirror
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // PartitionStatus is the copy state of one source partition, from the
@@ -43,14 +40,10 @@ func Status(ctx context.Context, cfg Config) ([]PartitionStatus, error) {
 	}
 	defer src.Close()
 	defer tgt.Close()
-	all, err := readSyncs(ctx, &c, tgt, c.progressTopic())
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, nil // never started against this target
-	}
+	progress, err := readProgress(ctx, &c, tgt)
 	if err != nil {
-		return nil, fmt.Errorf("read progress of mirror %s: %w", c.ID, err)
+		return nil, err
 	}
-	progress := latestSyncs(all)
 	topics := map[string]bool{}
 	var names []string
 	for p := range progress {
