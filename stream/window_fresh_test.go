@@ -96,49 +96,76 @@ func TestWindowFreshEndsLateUpdatesReadRetained(t *testing.T) {
 // updated while the operator's notes of created windows stay: redone, the
 // records read their windows again, and the results count every record
 // once. The tiny store cache makes the reads reach the database.
-func TestWindowFreshEndsAfterAbort(t *testing.T) {
+// windowAbortRun is one task of a windowed count fed directly, round by
+// round, so that a test can open a transaction (tk.beginRound) and abort it
+// (tk.abortRound); its 4 KiB store cache makes reads reach the database.
+// got holds each window's last result (sentinel keys "~..." left out),
+// emitted counts every result the task produced.
+type windowAbortRun struct {
+	t       *testing.T
+	tk      *task
+	got     map[string]int64
+	emitted int
+	off     int64 // the next input offset
+}
+
+func newWindowAbortRun(t *testing.T, w Windows) *windowAbortRun {
+	t.Helper()
 	bl := NewBuilder()
-	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), Tumbling(time.Second),
+	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), w,
 		WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
 		ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
-	got := map[string]int64{}
-	emitted := 0
-	capture := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
-		if r.Topic == "out" {
-			k, err := TimeWindowed(String(), time.Second).Decode(r.Key)
-			v, verr := Int64().Decode(r.Value)
+	r := &windowAbortRun{t: t, got: map[string]int64{}}
+	capture := withProducer(func(kr *kgo.Record, promise func(*kgo.Record, error)) {
+		if kr.Topic == "out" {
+			k, err := TimeWindowed(String(), time.Second).Decode(kr.Key)
+			v, verr := Int64().Decode(kr.Value)
 			if err == nil && verr == nil && k.Key[0] != '~' {
-				got[wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli())] = v
-				emitted++
+				r.got[wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli())] = v
+				r.emitted++
 			}
 		}
-		promise(r, nil)
+		promise(kr, nil)
 	}, false)
 	a, err := NewApp("abort", bl, Brokers("127.0.0.1:1"), StateDir(t.TempDir()), capture,
 		StoreCache(4<<10), Watermarks(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := a.newTask(taskID{sub: 0, partition: 0})
-	if err != nil {
+	if r.tk, err = a.newTask(taskID{sub: 0, partition: 0}); err != nil {
 		t.Fatal(err)
 	}
-	defer tk.close()
-	ctx := context.Background()
-	off := int64(0)
-	round := func(keys []string, ms int64) {
-		t.Helper()
-		for _, k := range keys {
-			r := &kgo.Record{Topic: "in", Key: []byte(k), Value: int64Bytes(1), Offset: off, Timestamp: time.UnixMilli(ms)}
-			off++
-			if err := tk.handle(ctx, r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tk.endBatch(); err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() { r.tk.close() })
+	return r
+}
+
+// round handles one record of value 1 per key at time ms, then ends the
+// batch.
+func (r *windowAbortRun) round(keys []string, ms int64) {
+	r.t.Helper()
+	for _, k := range keys {
+		kr := &kgo.Record{Topic: "in", Key: []byte(k), Value: int64Bytes(1), Offset: r.off, Timestamp: time.UnixMilli(ms)}
+		r.off++
+		if err := r.tk.handle(context.Background(), kr); err != nil {
+			r.t.Fatal(err)
 		}
 	}
+	if err := r.tk.endBatch(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// flush commits the task's state (flushState).
+func (r *windowAbortRun) flush() {
+	r.t.Helper()
+	if err := r.tk.flushState(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func TestWindowFreshEndsAfterAbort(t *testing.T) {
+	r := newWindowAbortRun(t, Tumbling(time.Second))
+	tk, got, round := r.tk, r.got, r.round
 	keys := func(prefix string, n int) []string {
 		var ks []string
 		for i := range n {
@@ -149,26 +176,20 @@ func TestWindowFreshEndsAfterAbort(t *testing.T) {
 	old, fresh := keys("k", 100), keys("n", 100)
 	round(old, 100) // committed: k* in [0, 1000) and ...
 	round(old, 1100)
-	if err := tk.flushState(); err != nil { // ... in [1000, 2000)
-		t.Fatal(err)
-	}
+	r.flush() // ... in [1000, 2000)
 	tk.beginRound()
-	start := off
+	start := r.off
 	round(fresh, 1200) // new windows, and updates of committed ones: aborted
 	round(old, 1300)
 	tk.abortRound()
-	off = start
+	r.off = start
 	round(fresh, 1200) // redone
 	round(old, 1300)
-	if err := tk.flushState(); err != nil {
-		t.Fatal(err)
-	}
+	r.flush()
 	round([]string{"~"}, 10_000)
-	if err := tk.flushState(); err != nil {
-		t.Fatal(err)
-	}
-	if emitted != 300 {
-		t.Fatalf("%d results, want 300", emitted)
+	r.flush()
+	if r.emitted != 300 {
+		t.Fatalf("%d results, want 300", r.emitted)
 	}
 	for _, k := range old {
 		if got[wkey(k, 0, 1000)] != 1 || got[wkey(k, 1000, 2000)] != 2 {

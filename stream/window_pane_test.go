@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/weirhq/weir/stream/internal/timekey"
 )
 
@@ -197,51 +195,18 @@ func TestWindowPaneMatchesPerWindowLayout(t *testing.T) {
 // every final result counts every record once. The tiny store cache makes
 // the reads reach the database.
 func TestWindowPaneAbortRestoresPanes(t *testing.T) {
-	w := Hopping(time.Second, 200*time.Millisecond)
-	bl := NewBuilder()
-	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), w,
-		WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
-		ToStream().To("out", TimeWindowed(String(), time.Second), Int64())
-	got := map[string]int64{}
-	emitted := 0
-	capture := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
-		if r.Topic == "out" {
-			k, err := TimeWindowed(String(), time.Second).Decode(r.Key)
-			v, verr := Int64().Decode(r.Value)
-			if err == nil && verr == nil && k.Key[0] != '~' {
-				got[wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli())] = v
-				emitted++
-			}
-		}
-		promise(r, nil)
-	}, false)
-	a, err := NewApp("abort", bl, Brokers("127.0.0.1:1"), StateDir(t.TempDir()), capture,
-		StoreCache(4<<10), Watermarks(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := a.newTask(taskID{sub: 0, partition: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.close()
-	ctx := context.Background()
-	off := int64(0)
+	r := newWindowAbortRun(t, Hopping(time.Second, 200*time.Millisecond))
+	tk := r.tk
 	var recs []wrec
+	// round notes the records of rounds that count (note).
 	round := func(keys []string, ms int64, note bool) {
 		t.Helper()
-		for _, k := range keys {
-			r := &kgo.Record{Topic: "in", Key: []byte(k), Value: int64Bytes(1), Offset: off, Timestamp: time.UnixMilli(ms)}
-			off++
-			if err := tk.handle(ctx, r); err != nil {
-				t.Fatal(err)
-			}
-			if note {
-				recs = append(recs, wrec{key: k, ts: ms})
-			}
+		r.round(keys, ms)
+		if !note {
+			return
 		}
-		if err := tk.endBatch(); err != nil {
-			t.Fatal(err)
+		for _, k := range keys {
+			recs = append(recs, wrec{key: k, ts: ms})
 		}
 	}
 	var old, fresh []string
@@ -251,32 +216,24 @@ func TestWindowPaneAbortRestoresPanes(t *testing.T) {
 	round(old, 100, true)
 	round(old, 300, true) // the panes [200, 400): the aborted close of [200, 1200) deletes them
 	round(old, 700, true)
-	if err := tk.flushState(); err != nil {
-		t.Fatal(err)
-	}
+	r.flush()
 	round(old, 1100, true) // closes up to 1100, committed next
-	if err := tk.flushState(); err != nil {
-		t.Fatal(err)
-	}
+	r.flush()
 	tk.beginRound()
-	start := off
+	start := r.off
 	// Closes windows up to 1250 (deleting the panes [0, 200)), creates
 	// panes and windows, updates committed panes: all aborted.
 	round(fresh, 1250, false)
 	round(old, 1300, false)
 	round(old, 700, false)
 	tk.abortRound()
-	off = start
+	r.off = start
 	round(fresh, 1250, true)
 	round(old, 1300, true)
 	round(old, 700, true) // redone: late for [-200, 800) .. [200, 1200) only
-	if err := tk.flushState(); err != nil {
-		t.Fatal(err)
-	}
+	r.flush()
 	round([]string{"~"}, 10_000, false)
-	if err := tk.flushState(); err != nil {
-		t.Fatal(err)
-	}
+	r.flush()
 	// The last round at 700 came after closes up to 1300: it counts in
 	// the windows still open then, [400, 1400) and [600, 1600).
 	want := batchTime(recs[:len(recs)-100], 1000, 200, 0, true)
@@ -284,13 +241,13 @@ func TestWindowPaneAbortRestoresPanes(t *testing.T) {
 		want[wkey(k, 400, 1400)]++
 		want[wkey(k, 600, 1600)]++
 	}
-	if d := diffResults(got, want); d != "[]" {
+	if d := diffResults(r.got, want); d != "[]" {
 		t.Fatal(d)
 	}
 	// The aborted round's closes ([200, 1200) of the old keys) reached the
 	// producer too (its transaction aborts them): once more each.
-	if emitted != len(want)+len(old) {
-		t.Fatalf("%d results, want %d", emitted, len(want)+len(old))
+	if r.emitted != len(want)+len(old) {
+		t.Fatalf("%d results, want %d", r.emitted, len(want)+len(old))
 	}
 	if tk.db.Evictions() == 0 {
 		t.Fatal("the store cache never evicted: the test needs one that does")
