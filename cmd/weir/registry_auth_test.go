@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,8 @@ import (
 	"github.com/weirhq/weir/broker"
 	"github.com/weirhq/weir/broker/auth"
 	"github.com/weirhq/weir/internal/testcerts"
+
+	"github.com/weirhq/weir/weirtest"
 )
 
 // aclCluster is a weir broker whose only listener is SASL_PLAINTEXT with
@@ -100,28 +100,10 @@ func (c *aclCluster) client(t *testing.T, user string) *kgo.Client {
 	return cl
 }
 
-// syncWriter is a goroutine-safe log buffer.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // startStandaloneRegistry runs weir registry (runRegistry, as the command
 // does) on the cluster with the registry's own SCRAM login and extra
 // flags, and returns its URL and its log.
-func startStandaloneRegistry(t *testing.T, c *aclCluster, args ...string) (string, *syncWriter) {
+func startStandaloneRegistry(t *testing.T, c *aclCluster, args ...string) (string, *weirtest.SyncBuffer) {
 	t.Helper()
 	cmd := newRegistryCmd()
 	if err := cmd.ParseFlags(append([]string{"-b", c.addr, "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "registry",
@@ -132,7 +114,7 @@ func startStandaloneRegistry(t *testing.T, c *aclCluster, args ...string) (strin
 	f := cmd.Flags()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	logs := &syncWriter{}
+	logs := &weirtest.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		cmd.SetContext(ctx)

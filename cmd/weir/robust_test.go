@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
@@ -11,25 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/weirtest"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // cliResult is the outcome of a command line run in the background.
 type cliResult struct {
@@ -39,11 +22,11 @@ type cliResult struct {
 
 // startCLI runs a command line in the background; stdout is readable while
 // it runs.
-func startCLI(stdin string, args ...string) (*syncBuffer, <-chan cliResult) {
-	out := &syncBuffer{}
+func startCLI(stdin string, args ...string) (*weirtest.SyncBuffer, <-chan cliResult) {
+	out := &weirtest.SyncBuffer{}
 	done := make(chan cliResult, 1)
 	go func() {
-		var errb syncBuffer
+		var errb weirtest.SyncBuffer
 		code := run(args, strings.NewReader(stdin), out, &errb)
 		done <- cliResult{code, errb.String()}
 	}()
@@ -145,7 +128,7 @@ func freePort(t *testing.T) string { return refusedAddr(t) }
 // re-executed, see TestMain), with its output collected.
 type weirProc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *weirtest.SyncBuffer
 	exited         chan struct{} // closed when the process ended
 	err            error         // its exit error, once exited is closed
 }
@@ -156,7 +139,7 @@ func startWeir(t *testing.T, args ...string) *weirProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &weirProc{cmd: exec.Command(exe, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &weirProc{cmd: exec.Command(exe, args...), stdout: &weirtest.SyncBuffer{}, stderr: &weirtest.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), execMainEnv+"=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
