@@ -199,19 +199,7 @@ func indexEntries(t *testing.T, d *DB, store string) int {
 // store not declared keeps its persisted width.
 func TestBucketWidthChange(t *testing.T) {
 	dir := t.TempDir()
-	reopen := func(d *DB, opts ...Option) *DB {
-		t.Helper()
-		if d != nil {
-			if err := d.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		d, err := Open(dir, nil, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	reopen := func(d *DB, opts ...Option) *DB { t.Helper(); return reopenDB(t, dir, d, opts...) }
 	d := reopen(nil, StoreTTL("s", time.Hour), StoreTTL("t", time.Hour)) // width 56250
 	commitRound(t, d, func(txn *Txn) {
 		for i := range 100 {
@@ -424,19 +412,7 @@ func FuzzDecodeBucketMeta(f *testing.F) {
 // NoTTLIndex again, the index is deleted.
 func TestNoTTLIndex(t *testing.T) {
 	dir := t.TempDir()
-	reopen := func(d *DB, opts ...Option) *DB {
-		t.Helper()
-		if d != nil {
-			if err := d.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		d, err := Open(dir, nil, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	reopen := func(d *DB, opts ...Option) *DB { t.Helper(); return reopenDB(t, dir, d, opts...) }
 	d := reopen(nil, NoTTLIndex("w"))
 	commitRound(t, d, func(txn *Txn) {
 		for i := range 100 {
@@ -476,4 +452,20 @@ func TestNoTTLIndex(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reopenDB closes d (if not nil) and opens the database in dir again with
+// opts.
+func reopenDB(t *testing.T, dir string, d *DB, opts ...Option) *DB {
+	t.Helper()
+	if d != nil {
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := Open(dir, nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
