@@ -690,18 +690,9 @@ func (o *windowOp[K, V, A]) pruneWins() {
 // time: its store timestamp and its results' timestamp.
 func (o *windowOp[K, V, A]) update(r Record[K, V], kb, wk []byte, w window.Window, ts int64, retained bool) error {
 	isTime := o.d.kind == "time"
-	if isTime && o.fresh.absent(w.End, o.kh) {
-		o.t.txn.KnowAbsent(o.name, wk)
-	}
-	old, found, err := o.get(wk)
+	s, found, err := o.readState(wk, isTime && o.fresh.absent(w.End, o.kh))
 	if err != nil {
 		return err
-	}
-	var s windowState[A]
-	if found {
-		if s, err = o.decodeWindow(old); err != nil {
-			return err
-		}
 	}
 	if s.agg, err = o.fns.add(r, s.agg, found); err != nil {
 		return err
@@ -744,6 +735,22 @@ func (o *windowOp[K, V, A]) store(r Record[K, V], kb, wk []byte, w window.Window
 	}
 	return o.next(Record[Windowed[K], A]{Key: o.windowedKey(r.Key, w), Value: s.agg, Timestamp: time.UnixMilli(ts),
 		Headers: r.Headers, Origin: r.Origin})
+}
+
+// readState reads the stored state of window (or pane) key wk through the
+// round's transaction; absent: known not to exist (the fresh filter), so
+// the transaction answers without a read.
+func (o *windowOp[K, V, A]) readState(wk []byte, absent bool) (windowState[A], bool, error) {
+	var s windowState[A]
+	if absent {
+		o.t.txn.KnowAbsent(o.name, wk)
+	}
+	v, found, err := o.get(wk)
+	if err != nil || !found {
+		return s, found, err
+	}
+	s, err = o.decodeWindow(v)
+	return s, true, err
 }
 
 // windowedKey is the result key of key's window w.

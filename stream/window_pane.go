@@ -114,19 +114,11 @@ func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) er
 	}
 	p := o.d.tw.PaneOf(ts)
 	pk := paneKey(kb, p)
-	if o.paneAbsent(p, o.kh) {
-		o.t.txn.KnowAbsent(o.name, pk)
-	}
-	old, found, err := o.get(pk)
+	s, found, err := o.readState(pk, o.paneAbsent(p, o.kh))
 	if err != nil {
 		return err
 	}
-	var s windowState[A]
-	if found {
-		if s, err = o.decodeWindow(old); err != nil {
-			return err
-		}
-	} else {
+	if !found {
 		// A new pane: closed before the next flush, it needs no changelog
 		// record.
 		o.cl.write(pk, nil, ts, true)
