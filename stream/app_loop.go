@@ -96,7 +96,9 @@ func (a *App) poll(ctx context.Context) kgo.Fetches {
 	woken := s.wake
 	s.wake = false
 	s.mu.Unlock()
-	if woken || s.waiting.Load() {
+	if woken || s.waiting.Load() || a.closesPending() {
+		// A burst of window closes left some for the next round: it
+		// runs now, with what the client has buffered.
 		cancel()
 	}
 	fetches := a.cl.PollRecords(pctx, a.cfg.maxPollRecords)

@@ -346,6 +346,9 @@ func (a *App) boundedStep(ctx context.Context) (bool, error) {
 	if err != nil || !drained {
 		return false, err
 	}
+	if a.closesPending() {
+		return false, nil // a burst of window closes goes on (window_burst.go)
+	}
 	if b.level == 0 {
 		// The next rounds (ticks for every task with time-driven
 		// operators) run with the watermark of sub-topology 0 at the

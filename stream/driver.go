@@ -172,6 +172,18 @@ func (d *Driver) Process() error {
 				heads[id] = tp
 			}
 		}
+		if len(heads) == 0 && d.a.closesPending() {
+			// A burst of window closes goes on in rounds without
+			// records, as an App's loop runs them (window_burst.go).
+			for _, id := range slices.SortedFunc(maps.Keys(d.tasks), compareTaskIDs) {
+				if t := d.tasks[id]; t.closesPending() {
+					if err := d.round(t); err != nil {
+						return err
+					}
+				}
+			}
+			continue
+		}
 		if len(heads) == 0 {
 			// Processed writes sit in the tasks' caches until a commit;
 			// the Driver makes them readable (queries) once idle.
@@ -202,17 +214,23 @@ func (d *Driver) Process() error {
 			if err := t.handle(ctx, r); err != nil {
 				return err
 			}
-			if err := t.endBatch(); err != nil {
-				return err
-			}
-			if err := t.flushState(); err != nil {
-				return err
-			}
-			if err := d.commit(t); err != nil {
+			if err := d.round(t); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// round ends a round of task t: its time-driven work, its store writes,
+// its commit.
+func (d *Driver) round(t *task) error {
+	if err := t.endBatch(); err != nil {
+		return err
+	}
+	if err := t.flushState(); err != nil {
+		return err
+	}
+	return d.commit(t)
 }
 
 // commit stands for an at-least-once commit after every round: the
@@ -265,13 +283,7 @@ func (d *Driver) Tick() error {
 			if err != nil {
 				return err
 			}
-			if err := t.endBatch(); err != nil {
-				return err
-			}
-			if err := t.flushState(); err != nil {
-				return err
-			}
-			if err := d.commit(t); err != nil {
+			if err := d.round(t); err != nil {
 				return err
 			}
 		}
@@ -295,7 +307,7 @@ func (d *Driver) EndOfInput() error {
 	d.a.bounded = &boundedRun{}
 	for range d.a.subs {
 		d.a.bounded.level++
-		if err := d.Tick(); err != nil {
+		if err := d.Tick(); err != nil { // Process ends a burst of window closes
 			return err
 		}
 	}

@@ -76,6 +76,8 @@ type config struct {
 	// many input records (tests lower it).
 	maxTxnRecords int
 	storeCache    int64       // bytes per task; see StoreCache (cache.go)
+	// closeBurst: window closes per operator and round (WindowClosesPerRound).
+	closeBurst int
 	errors        errorConfig // policy.go
 	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
 	checkpointInterval time.Duration
@@ -144,6 +146,7 @@ func defaultConfig() config {
 		guarantee:          AtLeastOnce,
 		maxTxnRecords:      defaultMaxTxnRecords,
 		storeCache:         defaultStoreCache,
+		closeBurst:         defaultCloseBurst,
 		checkpointInterval: defaultCheckpointInterval,
 		cleanupDelay:       defaultStateCleanupDelay,
 		query: queryConfig{client: &http.Client{Timeout: 10 * time.Second,
@@ -164,6 +167,9 @@ func (c *config) validate() error {
 	}
 	if c.commitInterval <= 0 {
 		errs = append(errs, fmt.Errorf("commit interval %v <= 0", c.commitInterval))
+	}
+	if c.closeBurst < 1 {
+		errs = append(errs, fmt.Errorf("window closes per round %d < 1", c.closeBurst))
 	}
 	if c.maxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max attempts %d < 1", c.maxAttempts))

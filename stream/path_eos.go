@@ -177,7 +177,19 @@ func (p *exactlyOnce) endRound(ctx context.Context, complete bool, err error) er
 func (p *exactlyOnce) due() bool {
 	a := p.a
 	return a.cfg.txnPerRound || p.records >= a.cfg.maxTxnRecords || a.rebalance.waiting.Load() ||
-		a.cfg.clock.Now().Sub(p.start) >= a.cfg.commitInterval
+		a.cfg.clock.Now().Sub(p.start) >= a.cfg.commitInterval || p.burst()
+}
+
+// burst reports whether a task of the transaction left window closes for
+// the next round (window_burst.go): the transaction ends with this round's,
+// so it holds at most one round's bounded closes per operator.
+func (p *exactlyOnce) burst() bool {
+	for _, t := range p.tasks {
+		if t.closesPending() {
+			return true
+		}
+	}
+	return false
 }
 
 // end ends the open transaction: commit if every record of it was handled

@@ -36,6 +36,36 @@ type timedOperator interface {
 	advance(wm int64, now time.Time) error
 }
 
+// burstOperator is a time-driven operator that may leave work of a round
+// for the next ones (a burst of window closes, window_burst.go).
+type burstOperator interface {
+	closesPending() bool
+}
+
+// closesPending reports whether a time-driven operator of the task left
+// work for the next round: the loop then runs one without waiting for
+// input (App.poll), ExactlyOnce ends the transaction first, and a bounded
+// run does not end.
+func (t *task) closesPending() bool {
+	for _, op := range t.timed {
+		if b, ok := op.(burstOperator); ok && b.closesPending() {
+			return true
+		}
+	}
+	return false
+}
+
+// closesPending reports whether a task of the App left time-driven work
+// for the next round.
+func (a *App) closesPending() bool {
+	for _, t := range a.allTasks() {
+		if t.closesPending() {
+			return true
+		}
+	}
+	return false
+}
+
 // addTimed registers a time-driven operator of the task, in node order.
 func (t *task) addTimed(op timedOperator) {
 	i := 0

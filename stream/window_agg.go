@@ -236,6 +236,14 @@ type windowOp[K, V, A any] struct {
 	// exists. committedScan is scanned as of the last committed
 	// transaction.
 	scanned, nextEnd, committedScan [2]int64
+	// A burst (window_burst.go): a scan that ran out of its round's
+	// budget handled every entry up to resume (nil: none) and left behind
+	// set; committedResume is resume as of the last committed
+	// transaction. closedThrough is the cursor the store's mark held when
+	// load read it (nil: none; then closedBy alone says what closed).
+	resume, committedResume [2][]byte
+	behind                  [2]bool
+	closedThrough           []byte
 	// scans counts the index scans (for tests: a round that cannot close
 	// a window scans nothing).
 	scans int
@@ -332,9 +340,10 @@ func (o *windowOp[K, V, A]) sync() {
 	o.notePending()
 	if t.txn == o.txn && t.txn.Commits() != o.commits {
 		o.committedScan = o.scanned // the transaction the scans ran in committed
+		o.committedResume = o.resume
 	} else {
 		// Aborted (or unknown): its deletions were undone.
-		o.scanned = o.committedScan
+		o.scanned, o.resume = o.committedScan, o.committedResume
 		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
 	}
 	if o.aborts != t.aborts {
@@ -397,10 +406,14 @@ func (o *windowOp[K, V, A]) load() error {
 		return err
 	}
 	if found {
-		if len(v) != 8 {
+		if len(v) < 8 {
 			return &fatalError{fmt.Errorf("store %s: watermark mark of %d bytes", o.name, len(v))}
 		}
 		o.closedBy = int64(binary.BigEndian.Uint64(v))
+		o.closedThrough = nil
+		if len(v) > 8 {
+			o.closedThrough = slices.Clone(v[8:]) // a burst's cursor (window_burst.go)
+		}
 		o.wm = max(o.wm, o.closedBy)
 	}
 	if o.d.kind == "time" {
@@ -814,7 +827,8 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 		return nil
 	}
 	delta := o.d.closeDelta()
-	closed, err := o.closeIndex(0, satAddMs(o.wm, -delta))
+	budget := o.t.app.cfg.closeBurst // a burst spreads over rounds (window_burst.go)
+	closed, taken, err := o.closeIndex(0, satAddMs(o.wm, -delta), budget)
 	if err != nil {
 		return err
 	}
@@ -824,17 +838,21 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 		o.fresh.closed(o.scanned[0])
 	}
 	if o.d.retain > 0 {
-		n, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain))
+		n, nt, err := o.closeIndex(1, satAddMs(o.wm, -delta-o.d.retain), budget-taken)
 		if err != nil {
 			return err
 		}
-		closed += n
+		closed, taken = closed+n, taken+nt
 	}
-	if closed == 0 {
+	if closed == 0 && taken == 0 {
 		return nil
 	}
-	// Persist the watermark the closes happened at (see the invariants).
+	// Persist the watermark the closes happened at (see the invariants),
+	// and while a burst is behind, how far its close scan went.
 	mark := binary.BigEndian.AppendUint64(nil, uint64(o.wm))
+	if o.behind[0] {
+		mark = append(mark, o.resume[0]...)
+	}
 	if _, err := o.t.txn.Put(o.name, markKey, mark, o.wm); err != nil {
 		return fmt.Errorf("store %s: %w", o.name, err)
 	}
@@ -854,26 +872,37 @@ func unfatal(err error) error {
 	return err
 }
 
-// closeIndex handles the entries of index i ('c' or 'r') with end <= maxEnd:
-// an open window is closed (its final result emitted under EmitFinal) and
-// deleted or retained; a retained one is deleted. It returns how many it
-// handled.
-func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
+// closeIndex handles the entries of index i ('c' or 'r') with end <= maxEnd,
+// in index order (end, key, start), at most budget of them (the rest wait
+// for the next rounds: window_burst.go): an open window is closed (its
+// final result emitted under EmitFinal) and deleted or retained; a retained
+// one is deleted. It returns how many windows it handled and how many
+// entries it took from the budget.
+func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled, taken int, err error) {
 	if maxEnd < o.nextEnd[i] || maxEnd <= o.scanned[i] {
-		return 0, nil
+		o.behind[i] = false
+		return 0, 0, nil
+	}
+	if budget <= 0 {
+		o.behind[i] = true // entries may be due: the next round looks
+		return 0, 0, nil
 	}
 	tag := byte(timekey.TagIndex)
 	if i == 1 {
 		tag = tagRetained
 	}
 	from := []byte{tag}
-	if o.scanned[i] != math.MinInt64 {
+	switch {
+	case o.resume[i] != nil:
+		from = append(slices.Clone(o.resume[i]), 0) // just after it
+	case o.scanned[i] != math.MinInt64:
 		from = timekey.AppendTime(from, o.scanned[i]+1)
 	}
 	o.scans++
 	keys := o.scanKeys[:0]
 	next := int64(math.MaxInt64)
-	err := o.t.db.ReadScan(o.name, from, []byte{tag + 1}, func(k, _ []byte, _ int64) error {
+	full := false // the scan stopped at the budget, not at maxEnd
+	err = o.t.db.ReadScan(o.name, from, []byte{tag + 1}, func(k, _ []byte, _ int64) error {
 		if len(k) < 1+timekey.TimeSize {
 			return &state.CorruptionError{Store: o.name, Key: slices.Clone(k), Reason: "short window index key"}
 		}
@@ -882,11 +911,19 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 			next = end
 			return errWindowScanStop
 		}
+		if len(keys) == budget {
+			full = true
+			return errWindowScanStop
+		}
 		keys = append(keys, slices.Clone(k))
 		return nil
 	})
 	if err != nil && !errors.Is(err, errWindowScanStop) {
-		return 0, fmt.Errorf("store %s: scan: %w", o.name, err)
+		return 0, 0, fmt.Errorf("store %s: scan: %w", o.name, err)
+	}
+	var limit string // full: the last key the scan read; notes past it wait
+	if full {
+		limit = string(keys[len(keys)-1])
 	}
 	for _, notes := range []map[string]struct{}{o.created, o.pending} {
 		for k := range notes {
@@ -894,8 +931,10 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 				continue
 			}
 			switch end := readEnd([]byte(k)); {
-			case end <= o.scanned[i]:
-				// Closed by a committed scan (a pending note).
+			case end <= o.scanned[i] || (o.resume[i] != nil && k <= string(o.resume[i])):
+				// Handled by an earlier scan (a pending note).
+			case full && k > limit:
+				// After the budget's last entry: a later round's.
 			case end <= maxEnd:
 				keys = append(keys, []byte(k))
 			default:
@@ -905,24 +944,36 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	}
 	slices.SortFunc(keys, bytes.Compare)
 	keys = slices.CompactFunc(keys, bytes.Equal)
+	if len(keys) > budget {
+		keys, full = keys[:budget], true
+	}
 	o.scanKeys = keys[:0]
-	n := 0
 	for j, ik := range keys {
 		if j%closeChunk == 0 {
 			if err := o.loadWindows(keys[j:min(j+closeChunk, len(keys))], i == 1); err != nil {
-				return n, err
+				return handled, taken, err
 			}
 		}
-		handled, err := o.closeWindow(ik, i == 1)
+		ok, err := o.closeWindow(ik, i == 1)
 		if err != nil {
-			return n, err
+			return handled, taken, err
 		}
-		if handled {
-			n++
+		taken++
+		if ok {
+			handled++
 		}
 	}
-	o.scanned[i], o.nextEnd[i] = maxEnd, next
-	return n, nil
+	o.behind[i] = full
+	if full {
+		// Every entry up to the last one taken is handled; the next
+		// round resumes after it.
+		last := slices.Clone(keys[len(keys)-1])
+		end := readEnd(last)
+		o.resume[i], o.scanned[i], o.nextEnd[i] = last, end-1, end
+		return handled, taken, nil
+	}
+	o.scanned[i], o.nextEnd[i], o.resume[i] = maxEnd, next, nil
+	return handled, taken, nil
 }
 
 // readEnd is the end time of an index key ('c' or 'r').
@@ -948,7 +999,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
 	w := window.Window{Start: start, End: end}
-	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy {
+	if !retained && o.closedBefore(ik, end) {
 		// Closed before the mark was written: a leftover the restore
 		// derived from a pane that outlives the window.
 		if err := t.txn.DeleteKnown(o.name, ik, o.windowTime(w)); err != nil {
