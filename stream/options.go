@@ -75,10 +75,10 @@ type config struct {
 	// maxTxnRecords: an ExactlyOnce transaction ends once it holds this
 	// many input records (tests lower it).
 	maxTxnRecords int
-	storeCache    int64 // bytes per task; see StoreCache (cache.go)
+	storeCache    int64       // bytes per task; see StoreCache (cache.go)
+	errors        errorConfig // policy.go
 	// closeBurst: window closes per operator and round (WindowClosesPerRound).
 	closeBurst int
-	errors     errorConfig // policy.go
 	// checkpointInterval: see defaultCheckpointInterval (tests lower it).
 	checkpointInterval time.Duration
 	// watermark is the watermark strategy (Watermarks, eventtime.go);
