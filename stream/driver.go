@@ -172,7 +172,7 @@ func (d *Driver) Process() error {
 				heads[id] = tp
 			}
 		}
-		if len(heads) == 0 && d.a.closesPending() {
+		if len(heads) == 0 && d.closesPending() {
 			// A burst of window closes goes on in rounds without
 			// records, as an App's loop runs them (window_burst.go).
 			for _, id := range slices.SortedFunc(maps.Keys(d.tasks), compareTaskIDs) {
@@ -219,6 +219,17 @@ func (d *Driver) Process() error {
 			}
 		}
 	}
+}
+
+// closesPending reports whether a task left window closes for the next
+// round.
+func (d *Driver) closesPending() bool {
+	for _, t := range d.tasks {
+		if t.closesPending() {
+			return true
+		}
+	}
+	return false
 }
 
 // round ends a round of task t: its time-driven work, its store writes,

@@ -344,6 +344,7 @@ func (o *windowOp[K, V, A]) sync() {
 	} else {
 		// Aborted (or unknown): its deletions were undone.
 		o.scanned, o.resume = o.committedScan, o.committedResume
+		o.behind = [2]bool{true, o.d.retain > 0} // until the next round's scans say
 		o.nextEnd = [2]int64{math.MinInt64, math.MinInt64}
 	}
 	if o.aborts != t.aborts {
@@ -508,6 +509,16 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 		o.loadKeys = ks
 		if err := o.t.txn.Load(o.name, ks); err != nil {
 			return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+		}
+	}
+	if o.d.late.kind == lateUpdates && satAddMs(o.wins[0].End, o.d.grace) <= o.wm {
+		// A retained window's update: its close first (window_burst.go).
+		n := 0
+		for n < len(o.wins) && satAddMs(o.wins[n].End, o.d.grace) <= o.wm {
+			n++
+		}
+		if _, err := o.closeTouched(kb, o.wins[:n]); err != nil {
+			return err
 		}
 	}
 	took, skipped := 0, 0
@@ -824,6 +835,7 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 		}
 	}
 	if o.wm == math.MinInt64 {
+		o.behind = [2]bool{} // nothing can be due
 		return nil
 	}
 	delta := o.d.closeDelta()
@@ -954,7 +966,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 				return handled, taken, err
 			}
 		}
-		ok, err := o.closeWindow(ik, i == 1)
+		ok, err := o.closeWindow(ik, i == 1, false)
 		if err != nil {
 			return handled, taken, err
 		}
@@ -982,8 +994,10 @@ func readEnd(k []byte) int64 {
 }
 
 // closeWindow closes (or, retained, deletes) the window of index entry ik,
-// if the transaction still holds it.
-func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) {
+// if the transaction still holds it. rec: the close is part of the record
+// being processed (closeTouched, window_burst.go): its writes and output
+// are the record's, kept only if the record succeeds.
+func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, error) {
 	t := o.t
 	// The scan found ik in the database; the round may have deleted it.
 	if found, known := t.txn.Known(o.name, ik); known && !found {
@@ -1005,7 +1019,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		if err := t.txn.DeleteKnown(o.name, ik, o.windowTime(w)); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		o.cl.writeNow(ik, nil, o.windowTime(w), false)
+		o.clWrite(rec, ik, nil, o.windowTime(w), false)
 		return false, t.txn.Apply()
 	}
 	wk := timekey.WindowKey(nil, key, start, end)
@@ -1031,7 +1045,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		if _, err := t.txn.PutAbsent(o.name, rk, indexValue, ts); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		o.cl.writeNow(rk, indexValue, ts, true)
+		o.clWrite(rec, rk, indexValue, ts, true)
 		o.nextEnd[1] = min(o.nextEnd[1], end)
 		o.created[string(rk)] = struct{}{}
 	} else if o.d.pane > 0 {
@@ -1039,7 +1053,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 			if err := t.txn.DeleteCold(o.name, dk); err != nil {
 				return false, fmt.Errorf("store %s: %w", o.name, err)
 			}
-			o.cl.writeNow(dk, nil, ts, false)
+			o.clWrite(rec, dk, nil, ts, false)
 		}
 	} else if found {
 		// Closed: not read again (a late record finds it deleted in
@@ -1047,16 +1061,18 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		if err := t.txn.DeleteCold(o.name, wk); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		o.cl.writeNow(wk, nil, ts, false)
+		o.clWrite(rec, wk, nil, ts, false)
 	}
 	// The index entry was written at ts and the scan found it: delete it
 	// without reading it.
-	if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
+	if err := o.deleteIndex(ik, ts, rec); err != nil {
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
-	o.cl.writeNow(ik, nil, ts, false)
-	if err := t.txn.Apply(); err != nil {
-		return false, err
+	o.clWrite(rec, ik, nil, ts, false)
+	if !rec {
+		if err := t.txn.Apply(); err != nil {
+			return false, err
+		}
 	}
 	delete(o.early, string(wk))
 	if retained || !found || !o.d.emit.final || o.next == nil {
@@ -1071,6 +1087,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return true, fmt.Errorf("store %s: decode stored key: %w", o.name, err)
 	}
 	out := Record[Windowed[K], A]{Key: o.windowedKey(k, w), Value: s.agg, Timestamp: time.UnixMilli(ts)}
+	if rec {
+		return true, o.next(out)
+	}
 	return true, o.emitResult(out, wk, v, ts)
 }
 

@@ -1,6 +1,12 @@
 package stream
 
-import "bytes"
+import (
+	"bytes"
+	"math"
+	"slices"
+
+	"github.com/weirhq/weir/stream/internal/window"
+)
 
 // A burst of window closes: a watermark that jumps (an idle input released,
 // a record far ahead, a bounded run's end of time) may pass many windows at
@@ -31,6 +37,13 @@ import "bytes"
 // or not the bound let its close run yet; a record reaching only such
 // windows is late and goes to the late policy. The window's final result,
 // when its close runs, holds exactly the records that were on time.
+//
+// A record that would write state a pending window reads at its close (a
+// pane of the pane layout shared with later, open windows; a window
+// LateUpdates updates as retained) first closes that window itself, in the
+// record's all-or-nothing unit (closeTouched): the window's final result is
+// then what the watermark closed, emitted just before the record's own
+// effects instead of at its turn in the burst.
 //
 // Queries and App.Describe: a window whose close is pending is still in the
 // store, with the value its close will emit. Queries hide it (its end plus
@@ -72,3 +85,106 @@ func (o *windowOp[K, V, A]) closedBefore(ik []byte, end int64) bool {
 // closesPending reports whether the last round left window closes for the
 // next ones (timed.go: the loop runs them at once).
 func (o *windowOp[K, V, A]) closesPending() bool { return o.behind[0] || o.behind[1] }
+
+// closeTouched closes, as part of the record being processed, those of key
+// kb's windows ws (all closed by the operator's watermark) whose close is
+// still pending in a burst: the record is about to write state their close
+// would read (see above). A window the close scans passed, or that has no
+// open index entry, is left alone.
+func (o *windowOp[K, V, A]) closeTouched(kb []byte, ws []window.Window) (int, error) {
+	n := 0
+	for _, w := range ws {
+		if w.End <= o.scanned[0] {
+			continue // closed by the scans (or never open)
+		}
+		ik := indexKey(kb, w, false)
+		if o.resume[0] != nil && bytes.Compare(ik, o.resume[0]) <= 0 {
+			continue
+		}
+		if o.closedBefore(ik, w.End) {
+			continue // a leftover entry the scan deletes unread
+		}
+		if _, found, err := o.get(ik); err != nil || !found {
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		if _, err := o.closeWindow(ik, false, true); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// closeTouchedOf is closeTouched for a late sliding or session record
+// (LateUpdates) about to update key kb's stored windows existing, read
+// with keyWindows(kb, minEnd, maxStart): it returns them read again if it
+// closed one.
+func (o *windowOp[K, V, A]) closeTouchedOf(kb []byte, existing []keyWindow, minEnd, maxStart int64) ([]keyWindow, error) {
+	var ws []window.Window
+	for _, e := range existing {
+		if o.closedWindow(e.w) {
+			ws = append(ws, e.w)
+		}
+	}
+	if len(ws) == 0 {
+		return existing, nil
+	}
+	n, err := o.closeTouched(kb, ws)
+	if err != nil || n == 0 {
+		return existing, err
+	}
+	return o.keyWindows(kb, minEnd, maxStart)
+}
+
+// clWrite records a changelog write of a close: staged with the record
+// being processed (rec), or at once.
+func (o *windowOp[K, V, A]) clWrite(rec bool, key, value []byte, ts int64, created bool) {
+	if rec {
+		o.cl.write(key, value, ts, created)
+		return
+	}
+	o.cl.writeNow(key, value, ts, created)
+}
+
+// deleteIndex deletes index entry ik, which a scan (or, rec, a read of the
+// record being processed) found: a scan's without reading it again; a
+// record's by an ordinary delete, which its rollback undoes exactly.
+func (o *windowOp[K, V, A]) deleteIndex(ik []byte, ts int64, rec bool) error {
+	if rec {
+		return o.t.txn.Delete(o.name, ik)
+	}
+	return o.t.txn.DeleteKnown(o.name, ik, ts)
+}
+
+// paneTouched returns the windows a record's close-on-touch closes in pane
+// layout: the windows it is late for (touched), after every earlier window
+// of key kb still pending in the burst, in end order — a window's close
+// deletes the panes it is the last to hold, which the earlier windows,
+// closed in end order, no longer need; closed out of that order, they would
+// lose them.
+func (o *windowOp[K, V, A]) paneTouched(kb []byte, touched []window.Window) []window.Window {
+	size, adv := o.d.tw.Size.Milliseconds(), o.d.tw.Advance.Milliseconds()
+	// Windows ending at or below floor are closed.
+	floor := o.scanned[0]
+	switch {
+	case o.closedThrough != nil:
+		floor = max(floor, readEnd(o.closedThrough)-1)
+	case o.closedBy != math.MinInt64:
+		floor = max(floor, satAddMs(o.closedBy, -o.d.closeDelta()))
+	}
+	var ws []window.Window
+	for s := touched[0].Start - adv; s < touched[0].Start; s -= adv {
+		w := window.Window{Start: s, End: satAddMs(s, size)}
+		if w.End <= floor {
+			break
+		}
+		if len(o.paneKeysOf(o.loadKeys[:0], kb, w)) > 0 {
+			ws = append(ws, w)
+		}
+	}
+	slices.Reverse(ws)
+	return append(ws, touched...)
+}

@@ -105,6 +105,11 @@ func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) er
 	}
 	if first > 0 {
 		o.partialCount.Add(float64(first))
+		// The record's pane is in those windows too: a close a burst left
+		// pending runs first, without it (window_burst.go).
+		if _, err := o.closeTouched(kb, o.paneTouched(kb, o.wins[:first])); err != nil {
+			return err
+		}
 	}
 	open := o.wins[first:]
 	o.kh = hashKey(o.fresh, kb)

@@ -26,6 +26,10 @@ func (o *windowOp[K, V, A]) processSession(r Record[K, V], kb []byte, ts int64) 
 	}
 	ss := o.d.ss
 	existing, err := o.keyWindows(kb, ss.SearchFrom(ts), ss.SearchTo(ts))
+	if err == nil && o.lateTaken(ts) {
+		// A pending close of a burst runs first (window_burst.go).
+		existing, err = o.closeTouchedOf(kb, existing, ss.SearchFrom(ts), ss.SearchTo(ts))
+	}
 	if err != nil {
 		return err
 	}

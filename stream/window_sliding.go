@@ -25,6 +25,10 @@ func (o *windowOp[K, V, A]) processSliding(r Record[K, V], kb []byte, ts int64) 
 		return o.late(r, kb, w, sl.CloseAt(w, grace))
 	}
 	existing, err := o.keyWindows(kb, sl.SearchFrom(ts), sl.SearchTo(ts))
+	if err == nil && o.lateTaken(ts) {
+		// A pending close of a burst runs first (window_burst.go).
+		existing, err = o.closeTouchedOf(kb, existing, sl.SearchFrom(ts), sl.SearchTo(ts))
+	}
 	if err != nil {
 		return err
 	}

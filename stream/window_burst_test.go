@@ -1,0 +1,435 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// burstRun drives one task of a windowed count over "in" (String keys,
+// Int64 values) to "out" round by round, with WindowClosesPerRound(n) and
+// no out-of-orderness bound, recording what each round wrote: results,
+// late records ("late") and changelog records. Transactions are explicit
+// (begin, commit, abort) as the ExactlyOnce loop runs them; restart makes a
+// new task restore the store from the committed changelog records only.
+type burstRun struct {
+	t     *testing.T
+	w     Windows
+	store WindowedStore
+	n     int
+	dir   string
+	tk    *task
+
+	open, done []*kgo.Record // written in the open transaction / committed
+	off        int64
+	txnStart   int64
+	perRound   []int // results of each round
+}
+
+func newBurstRun(t *testing.T, w Windows, store WindowedStore, n int) *burstRun {
+	r := &burstRun{t: t, w: w, store: store, n: n, dir: t.TempDir()}
+	r.start()
+	t.Cleanup(func() { r.tk.close() })
+	return r
+}
+
+// start creates the task and restores its store from the committed
+// changelog records.
+func (r *burstRun) start() {
+	r.t.Helper()
+	bl := NewBuilder()
+	g := GroupByKey(From(bl, "in", String(), Int64()))
+	var tbl Table[Windowed[string], int64]
+	if _, ok := r.w.(SessionWindows); ok {
+		tbl = WindowedCount(g, r.w, r.store)
+	} else {
+		// A merge function: hopping windows take the pane layout.
+		tbl = WindowedAggregate(g, r.w, r.store, func() int64 { return 0 },
+			func(_ Record[string, int64], a int64) (int64, error) { return a + 1, nil },
+			func(a, b int64) (int64, error) { return a + b, nil })
+	}
+	tbl.ToStream().To("out", WindowedKeys(String(), r.w), Int64())
+	capture := withProducer(func(kr *kgo.Record, promise func(*kgo.Record, error)) {
+		c := *kr
+		c.Key, c.Value = slices.Clone(kr.Key), slices.Clone(kr.Value)
+		r.open = append(r.open, &c)
+		promise(kr, nil)
+	}, false)
+	a, err := NewApp("burst", bl, Brokers("127.0.0.1:1"), StateDir(r.dir), capture, Watermarks(0, 0),
+		WindowClosesPerRound(r.n))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if r.tk, err = a.newTask(taskID{sub: 0, partition: 0}); err != nil {
+		r.t.Fatal(err)
+	}
+	st := r.tk.stores[0]
+	if err := r.tk.db.Wipe(); err != nil {
+		r.t.Fatal(err)
+	}
+	txn := r.tk.db.Begin()
+	defer txn.Discard()
+	for _, kr := range r.done {
+		if kr.Topic == st.changelog {
+			if err := applyStoreChangelog(txn, st.spec, kr); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// round handles one record of value 1 per wrec, then ends the round; no
+// records: a tick.
+func (r *burstRun) round(recs ...wrec) {
+	r.t.Helper()
+	before := r.results(r.open)
+	for _, w := range recs {
+		kr := &kgo.Record{Topic: "in", Key: []byte(w.key), Value: int64Bytes(1), Offset: r.off, Timestamp: time.UnixMilli(w.ts)}
+		r.off++
+		if err := r.tk.handle(context.Background(), kr); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if err := r.tk.endBatch(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.perRound = append(r.perRound, r.results(r.open)-before)
+}
+
+// drain ticks (at least once) until no close is pending, each round
+// committed (at most limit rounds).
+func (r *burstRun) drain(limit int) {
+	r.t.Helper()
+	for i := 0; i == 0 || r.tk.closesPending(); i++ {
+		if i == limit {
+			r.t.Fatalf("closes still pending after %d rounds", limit)
+		}
+		r.begin()
+		r.round()
+		r.commit()
+	}
+}
+
+func (r *burstRun) begin() { r.tk.beginRound(); r.txnStart = r.off }
+
+// commit commits the open transaction (or, at-least-once, the round's
+// offsets): its writes become the store's, its records committed.
+func (r *burstRun) commit() {
+	r.t.Helper()
+	if err := r.tk.flushState(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.done = append(r.done, r.open...)
+	r.open = nil
+}
+
+// abort aborts the open transaction: its records and writes are gone, its
+// input is read again.
+func (r *burstRun) abort() {
+	r.tk.abortRound()
+	r.open = nil
+	r.off = r.txnStart
+}
+
+// crash stops the task as a process killed after its last commit would,
+// losing its local store: the results written since stay (at-least-once
+// outputs are visible before their commit), its changelog records since
+// are lost. Then a new task restores the store from the changelog.
+func (r *burstRun) crash() {
+	r.t.Helper()
+	for _, kr := range r.open {
+		if kr.Topic == "out" {
+			r.done = append(r.done, kr)
+		}
+	}
+	r.open = nil
+	r.tk.close()
+	r.start()
+}
+
+// results counts the result records of rs (sentinels left out).
+func (r *burstRun) results(rs []*kgo.Record) int {
+	n := 0
+	for _, kr := range rs {
+		if kr.Topic == "out" && kr.Key[0] != '~' && !r.sentinel(kr) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *burstRun) sentinel(kr *kgo.Record) bool {
+	k, err := WindowedKeys(String(), r.w).Decode(kr.Key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return k.Key[0] == '~'
+}
+
+// committed returns the committed results in order, as "key|start|end"
+// and value.
+func (r *burstRun) committed() ([]string, []int64) {
+	r.t.Helper()
+	var wins []string
+	var vals []int64
+	for _, kr := range r.done {
+		if kr.Topic != "out" || r.sentinel(kr) {
+			continue
+		}
+		k, _ := WindowedKeys(String(), r.w).Decode(kr.Key)
+		v, err := Int64().Decode(kr.Value)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		wins = append(wins, wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli()))
+		vals = append(vals, v)
+	}
+	return wins, vals
+}
+
+// finals returns the committed results, failing on a window emitted twice.
+func (r *burstRun) finals() map[string]int64 {
+	r.t.Helper()
+	wins, vals := r.committed()
+	m := map[string]int64{}
+	for i, w := range wins {
+		if _, ok := m[w]; ok {
+			r.t.Fatalf("window %s emitted twice", w)
+		}
+		m[w] = vals[i]
+	}
+	return m
+}
+
+// late returns the keys of the committed late records.
+func (r *burstRun) late() []string {
+	var ks []string
+	for _, kr := range r.done {
+		if kr.Topic == "late" {
+			ks = append(ks, string(kr.Key))
+		}
+	}
+	return ks
+}
+
+func burstKeys(prefix string, n int) []wrec {
+	var recs []wrec
+	for i := range n {
+		recs = append(recs, wrec{key: fmt.Sprintf("%s%02d", prefix, i)})
+	}
+	return recs
+}
+
+func at(recs []wrec, ts int64) []wrec {
+	out := slices.Clone(recs)
+	for i := range out {
+		out[i].ts = ts
+	}
+	return out
+}
+
+// A watermark jump past 30 tumbling windows closes at most 7 per round, in
+// close order (the index's: end, key), each once; a record for a window
+// the watermark passed whose close is still pending is late (LateToTopic),
+// and the window's result does not count it.
+func TestWindowBurstBoundsRoundCloses(t *testing.T) {
+	r := newBurstRun(t, Tumbling(time.Second),
+		WindowedStore{Name: "w", Late: LateToTopic("late"), Emit: EmitFinal()}, 7)
+	keys := burstKeys("k", 30)
+	r.begin()
+	r.round(at(keys, 100)...)
+	r.commit()
+	r.begin()
+	r.round(wrec{key: "~", ts: 5000}) // the watermark passes [0, 1000) of 30 keys
+	r.commit()
+	if r.perRound[1] != 7 || !r.tk.closesPending() {
+		t.Fatalf("the jump's round closed %d windows (pending: %v), want 7 and more pending", r.perRound[1], r.tk.closesPending())
+	}
+	// k29's window [0, 1000) waits for its close; the watermark passed it.
+	r.begin()
+	r.round(wrec{key: "k29", ts: 500}, wrec{key: "n", ts: 600})
+	r.commit()
+	r.drain(10)
+	if want := []int{0, 7, 7, 7, 7, 2}; !slices.Equal(r.perRound, want) {
+		t.Fatalf("results per round %v, want %v", r.perRound, want)
+	}
+	wins, _ := r.committed()
+	want := make([]string, 0, 30)
+	for _, k := range keys {
+		want = append(want, wkey(k.key, 0, 1000))
+	}
+	if !slices.Equal(wins, want) {
+		t.Fatalf("results in order %v, want %v", wins, want)
+	}
+	for w, v := range r.finals() {
+		if v != 1 {
+			t.Fatalf("window %s counted %d, want 1 (the late record is not in it)", w, v)
+		}
+	}
+	if got := r.late(); !slices.Equal(got, []string{"k29", "n"}) {
+		t.Fatalf("late records %v, want k29 and n", got)
+	}
+}
+
+// Hopping windows in pane layout: a record whose pane is in a window whose
+// close a burst left pending (and in a later, open one) counts in the open
+// window only; the pending window's result is what the watermark closed.
+func TestWindowBurstPaneLateRecord(t *testing.T) {
+	w := Hopping(time.Second, 500*time.Millisecond)
+	r := newBurstRun(t, w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 5)
+	if r.tk.timed[0].(*windowOp[string, int64, int64]).d.pane == 0 {
+		t.Fatal("the store is not in pane layout")
+	}
+	keys := burstKeys("k", 20)
+	var recs []wrec
+	r.begin()
+	for _, ts := range []int64{100, 600} {
+		recs = append(recs, at(keys, ts)...)
+		r.round(at(keys, ts)...)
+	}
+	r.round(wrec{key: "~", ts: 1200}) // closes [-500, 500) and [0, 1000): 40, pending
+	r.commit()
+	if !r.tk.closesPending() {
+		t.Fatal("no close pending after the jump")
+	}
+	// In [0, 1000) (pending) and [500, 1500) (open), sharing its pane.
+	late := wrec{key: "k19", ts: 900}
+	r.begin()
+	r.round(late)
+	r.commit()
+	r.begin()
+	r.round(wrec{key: "~", ts: 100_000})
+	r.commit()
+	r.drain(30)
+	want := batchTime(recs, 1000, 500, 0, true)
+	want[wkey("k19", 500, 1500)]++
+	if d := diffResults(r.finals(), want); d != "[]" {
+		t.Fatal(d)
+	}
+}
+
+// Under ExactlyOnce a burst smaller than its windows, with transactions
+// aborted in its middle (one of the burst's rounds alone; one with the
+// jump and the burst's first rounds), commits every result exactly once:
+// tumbling, hopping (pane layout) and session windows.
+func TestWindowBurstExactlyOnceAbort(t *testing.T) {
+	cases := []struct {
+		name  string
+		w     Windows
+		batch func([]wrec) map[string]int64
+	}{
+		{"tumbling", Tumbling(time.Second), func(recs []wrec) map[string]int64 { return batchTime(recs, 1000, 1000, 0, true) }},
+		{"hopping", Hopping(time.Second, 500*time.Millisecond), func(recs []wrec) map[string]int64 { return batchTime(recs, 1000, 500, 0, true) }},
+		{"session", Session(300 * time.Millisecond), func(recs []wrec) map[string]int64 { return batchSessions(recs, 300, true) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newBurstRun(t, c.w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 6)
+			keys := burstKeys("k", 25)
+			var recs []wrec
+			r.begin()
+			for _, ts := range []int64{100, 350, 700, 1100} {
+				recs = append(recs, at(keys, ts)...)
+				r.round(at(keys, ts)...)
+			}
+			r.commit()
+			// The jump and two of its burst's rounds, aborted, then
+			// redone and committed.
+			for _, abort := range []bool{true, false} {
+				r.begin()
+				r.round(wrec{key: "~", ts: 1_000_000})
+				r.round()
+				r.round()
+				if abort {
+					r.abort()
+				} else {
+					r.commit()
+				}
+			}
+			// One round of the burst alone, aborted, then the rest.
+			r.begin()
+			r.round()
+			r.abort()
+			r.drain(100)
+			for i, n := range r.perRound {
+				if n > 6 {
+					t.Fatalf("round %d closed %d windows, want at most 6", i, n)
+				}
+			}
+			if d := diffResults(r.finals(), c.batch(recs)); d != "[]" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// At-least-once: a process killed in the middle of a burst, whose store is
+// restored from the changelog (the close index derived from the windows,
+// or in pane layout from the panes, and the mark with the burst's cursor),
+// closes the rest after the restart: no window's result is missing or
+// wrong (results written before the crash may come again).
+func TestWindowBurstCrashRestore(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		w    Windows
+		adv  int64
+	}{{"tumbling", Tumbling(time.Second), 1000}, {"hopping", Hopping(time.Second, 500*time.Millisecond), 500}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newBurstRun(t, c.w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 6)
+			if !r.tk.stores[0].spec.derivesCloseIndex() {
+				t.Fatal("the store's close index is not derived")
+			}
+			keys := burstKeys("k", 25)
+			var recs []wrec
+			for _, ts := range []int64{100, 600, 1100} {
+				r.begin()
+				recs = append(recs, at(keys, ts)...)
+				r.round(at(keys, ts)...)
+				r.commit()
+			}
+			r.begin()
+			r.round(wrec{key: "~", ts: 1_000_000})
+			r.commit()
+			r.begin()
+			r.round()
+			r.commit()
+			r.begin()
+			r.round() // its changelog records are lost
+			r.crash()
+			r.drain(100)
+			got := map[string]int64{}
+			wins, vals := r.committed()
+			for i, w := range wins {
+				got[w] = vals[i]
+			}
+			if d := diffResults(got, batchTime(recs, 1000, c.adv, 0, true)); d != "[]" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// A bounded run's end closes every window, over as many rounds as the bound
+// needs (the Driver's EndOfInput, as RunBounded).
+func TestWindowBurstBoundedEnd(t *testing.T) {
+	r := newWindowRun(t, Hopping(time.Second, 500*time.Millisecond), finalStore("w"), 2, 0, aggAggregate,
+		WindowClosesPerRound(3))
+	var recs []wrec
+	for i := range 40 {
+		recs = append(recs, wrec{key: fmt.Sprintf("k%02d", i), ts: int64(100 + 37*i), val: 1})
+	}
+	r.pipe(recs...)
+	if err := r.d.EndOfInput(); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffResults(r.finals(), batchTime(recs, 1000, 500, 0, true)); d != "[]" {
+		t.Fatal(d)
+	}
+}
