@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -392,9 +393,23 @@ func (a *App) rangeLocal(spec *storeSpec, p int32, from, to []byte, limit int, s
 	}
 	var out []StoreEntry
 	err := a.readLocal(spec, p, stale, func(db *state.DB, standby bool) error {
+		mark := int64(math.MinInt64)
+		if spec.win != nil {
+			// Windows a burst has not closed yet are closed
+			// (window_burst.go): not shown.
+			var err error
+			if mark, err = storeMark(db, spec.name); err != nil {
+				return err
+			}
+		}
 		err := db.ReadScan(spec.name, from, to, func(k, v []byte, ts int64) error {
 			if len(out) >= limit {
 				return errStopScan
+			}
+			if mark != math.MinInt64 {
+				if _, _, end, err := timekey.ParseWindowKey(k); err == nil && spec.win.gone(end, mark) {
+					return nil
+				}
 			}
 			out = append(out, StoreEntry{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...),
 				Timestamp: time.UnixMilli(ts), Partition: p, Stale: standby})

@@ -5,6 +5,9 @@ import (
 	"math"
 	"slices"
 
+	"encoding/binary"
+
+	"github.com/weirhq/weir/stream/internal/state"
 	"github.com/weirhq/weir/stream/internal/window"
 )
 
@@ -187,4 +190,21 @@ func (o *windowOp[K, V, A]) paneTouched(kb []byte, touched []window.Window) []wi
 	}
 	slices.Reverse(ws)
 	return append(ws, touched...)
+}
+
+// storeMark returns the watermark of a windowed store's mark in db
+// (MinInt64: none), for queries.
+func storeMark(db *state.DB, store string) (int64, error) {
+	v, _, found, err := db.Get(store, markKey)
+	if err != nil || !found || len(v) < 8 {
+		return math.MinInt64, err
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// gone reports whether the store keeps a window with end end only because
+// a burst has not reached its close (or its deletion, retained) yet: the
+// watermark of the store's mark passed it. Queries skip it.
+func (d *windowDecl) gone(end, mark int64) bool {
+	return mark != math.MinInt64 && satAddMs(satAddMs(end, d.closeDelta()), d.retain) <= mark
 }

@@ -22,6 +22,7 @@ type burstRun struct {
 	store WindowedStore
 	n     int
 	dir   string
+	a     *App
 	tk    *task
 
 	open, done []*kgo.Record // written in the open transaction / committed
@@ -67,6 +68,8 @@ func (r *burstRun) start() {
 	if r.tk, err = a.newTask(taskID{sub: 0, partition: 0}); err != nil {
 		r.t.Fatal(err)
 	}
+	r.a = a
+	a.taskQueryable(r.tk)
 	st := r.tk.stores[0]
 	if err := r.tk.db.Wipe(); err != nil {
 		r.t.Fatal(err)
@@ -431,5 +434,52 @@ func TestWindowBurstBoundedEnd(t *testing.T) {
 	}
 	if d := diffResults(r.finals(), batchTime(recs, 1000, 500, 0, true)); d != "[]" {
 		t.Fatal(d)
+	}
+}
+
+// The windows a query shows (App.Range's local read) while a burst's
+// closes are pending: open windows only, not those the watermark closed
+// and the bound has not reached yet (tumbling: windows; hopping: panes
+// combined).
+func TestWindowBurstQueriesHidePending(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		w    Windows
+		open int // windows of the keys open before the jump
+	}{{"tumbling", Tumbling(time.Second), 30}, {"hopping", Hopping(time.Second, 500*time.Millisecond), 60}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newBurstRun(t, c.w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 7)
+			shown := func() (n int) {
+				t.Helper()
+				if err := r.tk.db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				es, err := r.a.rangeLocal(r.tk.stores[0].spec, 0, nil, nil, 1000, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range es {
+					if e.Key[1] != '~' {
+						n++
+					}
+				}
+				return n
+			}
+			r.begin()
+			r.round(at(burstKeys("k", 30), 100)...)
+			r.commit()
+			if n := shown(); n != c.open {
+				t.Fatalf("%d windows shown before the jump, want %d", n, c.open)
+			}
+			r.begin()
+			r.round(wrec{key: "~", ts: 5000})
+			r.commit()
+			if !r.tk.closesPending() {
+				t.Fatal("no close pending after the jump")
+			}
+			if n := shown(); n != 0 {
+				t.Fatalf("%d windows shown while their closes are pending, want none", n)
+			}
+		})
 	}
 }

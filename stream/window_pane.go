@@ -412,13 +412,17 @@ func (a *App) rangePanes(spec *storeSpec, p int32, from, to []byte, limit int, s
 	var out []StoreEntry
 	err := a.readLocal(spec, p, stale, func(db *state.DB, standby bool) error {
 		out = out[:0]
+		mark, err := storeMark(db, spec.name)
+		if err != nil {
+			return err
+		}
 		var group []paneEntry // one key's panes, in end order
 		var groupKey []byte
 		flush := func() error {
 			if len(group) == 0 {
 				return nil
 			}
-			es, err := paneWindows(db, spec.name, d, groupKey, group, size, g, adv, off)
+			es, err := paneWindows(db, spec.name, d, groupKey, group, size, g, adv, off, mark)
 			if err != nil {
 				return err
 			}
@@ -432,7 +436,7 @@ func (a *App) rangePanes(spec *storeSpec, p int32, from, to []byte, limit int, s
 			group = group[:0]
 			return nil
 		}
-		err := db.ReadScan(spec.name, scanFrom, scanTo, func(k, v []byte, _ int64) error {
+		err = db.ReadScan(spec.name, scanFrom, scanTo, func(k, v []byte, _ int64) error {
 			key, s, e, err := timekey.ParseWindowKey(k)
 			if err != nil {
 				return err
@@ -473,7 +477,7 @@ type paneEntry struct {
 // paneWindows returns the open windows (those with a 'c' entry) holding a
 // key's panes ps (in end order), each as the entry a per-window store
 // would hold, in window key order.
-func paneWindows(db *state.DB, store string, d *windowDecl, key []byte, ps []paneEntry, size, g, adv, off int64) ([]StoreEntry, error) {
+func paneWindows(db *state.DB, store string, d *windowDecl, key []byte, ps []paneEntry, size, g, adv, off, mark int64) ([]StoreEntry, error) {
 	var starts []int64
 	for _, pe := range ps {
 		// The windows holding the pane start at the window grid's points in
@@ -492,6 +496,9 @@ func paneWindows(db *state.DB, store string, d *windowDecl, key []byte, ps []pan
 	var vals [][]byte
 	for _, s := range starts {
 		end := satAddMs(s, size)
+		if d.gone(end, mark) {
+			continue // closed; a burst's close pending (window_burst.go)
+		}
 		if _, _, open, err := db.Get(store, timekey.IndexKey(nil, key, s, end)); err != nil || !open {
 			if err != nil {
 				return nil, err
