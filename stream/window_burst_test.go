@@ -483,3 +483,86 @@ func TestWindowBurstQueriesHidePending(t *testing.T) {
 		})
 	}
 }
+
+// An App over a watermark jump past 60 windows with 4 closes per round and
+// a one-minute commit interval: the burst's rounds run without waiting for
+// input or the interval (under ExactlyOnce each that leaves closes pending
+// ends its transaction, so their results are readable at once), every window's result comes exactly
+// once (ExactlyOnce; at least once otherwise); RunBounded returns only
+// after the end of time closed every window, with the same bound.
+func TestWindowBurstApp(t *testing.T) {
+	w := Tumbling(time.Second)
+	build := func(out string) func(*Builder) {
+		return func(bl *Builder) {
+			WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), w, finalStore("w")).
+				ToStream().To(out, WindowedKeys(String(), w), Int64())
+		}
+	}
+	check := func(t *testing.T, out []*kgo.Record, exact bool) {
+		t.Helper()
+		seen := map[string]int{}
+		for _, kr := range out {
+			k, err := WindowedKeys(String(), w).Decode(kr.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.Key[0] != '~' {
+				seen[k.Key]++
+			}
+		}
+		if len(seen) != 60 {
+			t.Fatalf("%d windows with results, want 60", len(seen))
+		}
+		for k, n := range seen {
+			if exact && n != 1 {
+				t.Fatalf("window of %s: %d results, want 1", k, n)
+			}
+		}
+	}
+	for _, g := range []Guarantee{AtLeastOnce, ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			b := startBrokerFor(t, g)
+			b.createTopic("in", 1)
+			b.createTopic("out", 1)
+			var recs []*kgo.Record
+			for i := range 60 {
+				recs = append(recs, &kgo.Record{Topic: "in", Key: []byte(key(i)), Value: int64Bytes(1), Timestamp: t0})
+			}
+			b.produce(recs...)
+			opts := []Opt{testLogger(t), Delivery(g), StateDir(t.TempDir()), CommitInterval(time.Minute),
+				Watermarks(0, 0), WindowClosesPerRound(4)}
+			ra := b.run("burst-run", build("out"), opts...)
+			b.produce(&kgo.Record{Topic: "in", Key: []byte("~"), Value: int64Bytes(1), Timestamp: t0.Add(time.Hour)})
+			// ExactlyOnce: the last round's 4 wait for the interval (or
+			// the stop) in the open transaction, as any round's results.
+			want := 60
+			if g == ExactlyOnce {
+				want = 56
+			}
+			b.waitForIso("out", g == ExactlyOnce, 20*time.Second, func(rs []*kgo.Record) bool { return len(rs) >= want })
+			// The last round (a stop before it would leave its closes to
+			// the next run).
+			b.waitForIso("out", false, 20*time.Second, func(rs []*kgo.Record) bool { return len(rs) >= 60 })
+			if err := ra.stop(); err != nil {
+				t.Fatal(err)
+			}
+			check(t, b.read("out", g == ExactlyOnce), g == ExactlyOnce)
+
+			// A bounded run (another app) over the same input, whose end
+			// of time closes the 60 windows (and the sentinel's).
+			bl := NewBuilder()
+			build("out2")(bl)
+			b.createTopic("out2", 1)
+			a, err := NewApp("burst-bounded", bl, append(opts, Brokers(b.seeds...), StateDir(t.TempDir()))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := a.RunBounded(ctx); err != nil {
+				t.Fatalf("RunBounded: %v", err)
+			}
+			check(t, b.read("out2", g == ExactlyOnce), g == ExactlyOnce)
+		})
+	}
+}
