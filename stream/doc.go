@@ -204,7 +204,8 @@
 //     windows whose CloseAt the watermark reached (a record none of whose
 //     windows is open is late and goes to the declared late policy), and,
 //     at the end of each round, emit and delete every window whose CloseAt
-//     <= watermark.
+//     <= watermark (at most WindowClosesPerRound per operator and round: a
+//     burst goes on in the next rounds, which run at once).
 //   - stream/internal/timekey: the keys of those stores. A window store
 //     keeps 'w' | key | end | start -> aggregate (one key's windows are one
 //     scan: KeyWindows) and the close index 'c' | end | key | start (the

@@ -263,7 +263,10 @@ func EarlyInterval(d time.Duration) EarlyFiring { return func(e *emission) { e.e
 // watermark passes its end plus the grace (Kafka Streams'
 // suppress(untilWindowCloses) and EmitStrategy.onWindowClose; Flink's
 // default). Early firings add partial results before it; LateUpdates adds
-// corrections after it.
+// corrections after it. When the watermark passes more windows at once than
+// WindowClosesPerRound, their results come over the next rounds, in close
+// order; each window is closed to records from the moment the watermark
+// passed it.
 func EmitFinal(early ...EarlyFiring) Emission {
 	e := emission{final: true}
 	for _, f := range early {
@@ -412,11 +415,12 @@ func (d *windowDecl) describe(late string) string {
 // dead-letter topic of the input each late record came from (through
 // repartitions, the input the record was first read from, as its
 // dead-letter headers say).
-func (a *App) windowDescription(spec *storeSpec) string {
+func (a *App) windowDescription(spec *storeSpec) (desc string) {
 	d := spec.win
 	if d == nil {
 		return spec.window
 	}
+	defer func() { desc += a.burstDescription() }()
 	if d.late.kind != lateDLQ {
 		return d.describe(d.late.String())
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"encoding/binary"
+	"fmt"
 
 	"github.com/weirhq/weir/stream/internal/state"
 	"github.com/weirhq/weir/stream/internal/window"
@@ -207,4 +208,11 @@ func storeMark(db *state.DB, store string) (int64, error) {
 // watermark of the store's mark passed it. Queries skip it.
 func (d *windowDecl) gone(end, mark int64) bool {
 	return mark != math.MinInt64 && satAddMs(satAddMs(end, d.closeDelta()), d.retain) <= mark
+}
+
+// burstDescription states the bound for App.Describe's line of a windowed
+// store.
+func (a *App) burstDescription() string {
+	return fmt.Sprintf("; closes at most %d windows per round (more wait for the next rounds, closed to records "+
+		"and hidden from queries meanwhile)", a.cfg.closeBurst)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -440,7 +441,7 @@ func TestWindowBurstBoundedEnd(t *testing.T) {
 // The windows a query shows (App.Range's local read) while a burst's
 // closes are pending: open windows only, not those the watermark closed
 // and the bound has not reached yet (tumbling: windows; hopping: panes
-// combined).
+// combined). Describe states the bound.
 func TestWindowBurstQueriesHidePending(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -479,6 +480,9 @@ func TestWindowBurstQueriesHidePending(t *testing.T) {
 			}
 			if n := shown(); n != 0 {
 				t.Fatalf("%d windows shown while their closes are pending, want none", n)
+			}
+			if d := r.a.Describe(); !strings.Contains(d, "closes at most 7 windows per round") {
+				t.Fatalf("Describe does not state the bound:\n%s", d)
 			}
 		})
 	}
