@@ -11,8 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"testing"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
