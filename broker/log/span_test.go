@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/vfs"
 )
@@ -192,4 +194,118 @@ func TestSpanReadAt(t *testing.T) {
 	if _, err := sr.Span.ReadAt(p, sr.Span.Len()+1); err == nil {
 		t.Fatal("read past the end succeeded")
 	}
+}
+
+// TestSpanConcurrentWithAppendsCleansRetention: spans taken while writers
+// append, the cleaner swaps segments and retention deletes them, and read
+// only after a few more spans were taken (as a response waits to be
+// written), hold whole batches with valid CRCs and increasing offsets.
+func TestSpanConcurrentWithAppendsCleansRetention(t *testing.T) {
+	cfg := compactCfg()
+	cfg.Delete = true
+	cfg.RetentionMs = -1
+	cfg.RetentionBytes = 3000
+	l := mustOpen(t, Options{FS: vfs.NewCrashableMem(), Dir: "/p", Config: cfg})
+	defer l.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 600 {
+			b := kvBatch(testBatch{}, kv{fmt.Sprintf("k%d", i%10), val(fmt.Sprint(i))})
+			if _, err := l.Append(b, i%3 == 0); err != nil {
+				t.Errorf("append: %v", err)
+				return
+			}
+		}
+	}()
+	readerErr := make(chan error, 1)
+	stop := make(chan struct{})
+	var spansRead atomic.Int64
+	go func() {
+		defer close(readerErr)
+		var held []*Span
+		check := func(s *Span) error {
+			defer s.Release()
+			b := make([]byte, s.Len())
+			if _, err := s.ReadAt(b, 0); err != nil {
+				return err
+			}
+			last := int64(-1)
+			for len(b) > 0 {
+				h := parseHeader(b)
+				if h.Size() > int64(len(b)) || BatchCRC(b[:h.Size()]) != h.CRC || h.BaseOffset <= last || h.NextOffset() > s.NextOffset() {
+					return fmt.Errorf("bad batch at %d (last %d, span next %d)", h.BaseOffset, last, s.NextOffset())
+				}
+				last = h.LastOffset()
+				b = b[h.Size():]
+			}
+			spansRead.Add(1)
+			return nil
+		}
+		defer func() {
+			for _, s := range held {
+				s.Release()
+			}
+		}()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			off := l.LogStartOffset()
+			for off < l.HighWatermark() {
+				sr, err := l.ReadSpan(off, 2000, l.HighWatermark())
+				if errors.Is(err, ErrOffsetOutOfRange) {
+					break // retention passed us: start over
+				}
+				if err != nil {
+					readerErr <- fmt.Errorf("span %d: %w", off, err)
+					return
+				}
+				if sr.Span == nil {
+					break
+				}
+				off = sr.Span.NextOffset()
+				held = append(held, sr.Span)
+				if len(held) > 4 {
+					if err := check(held[0]); err != nil {
+						readerErr <- err
+						return
+					}
+					held = held[1:]
+				}
+			}
+		}
+	}()
+	cleaned := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for finished := false; !finished || spansRead.Load() < 20; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: appends done %v, %d spans read", finished, spansRead.Load())
+		}
+		res, err := l.Clean(CleanOptions{Force: true})
+		if err != nil && err != errCleanAborted {
+			t.Fatalf("clean: %v", err)
+		}
+		if res.Cleaned {
+			cleaned++
+		}
+		if _, err := l.ApplyRetention(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-readerErr; err != nil {
+		t.Fatal(err)
+	}
+	if cleaned == 0 {
+		t.Fatal("no clean ran")
+	}
+	t.Logf("%d cleans, %d spans read", cleaned, spansRead.Load())
 }
