@@ -17,10 +17,7 @@ import (
 // Behavior:
 // * Record bytes are the log's stored RecordBatch v2 bytes, never decoded
 //   or re-encoded: the pooled read buffer goes into the response and is
-//   released after the response has been written to the socket. On a TLS
-//   connection the handler does not read them: it keeps where they lie
-//   (log spans, holding their segments) and the write loop reads each
-//   piece just before encrypting it (fetchspan.go).
+//   released after the response has been written to the socket.
 // * Long poll: if fewer than MinBytes are available the request waits, up
 //   to MaxWaitMs, on the Changed() channels of all its partitions (woken the
 //   moment any high watermark advances, including that of a partition that
@@ -101,16 +98,7 @@ type fetchPart struct {
 	start   int64
 	aborted []wlog.AbortedTxn
 	records []byte
-	span    *wlog.Span // instead of records on TLS connections (fetchspan.go)
 	release func()
-}
-
-// size is the record bytes of the part's answer.
-func (fp *fetchPart) size() int64 {
-	if fp.span != nil {
-		return fp.span.Len()
-	}
-	return int64(len(fp.records))
 }
 
 func init() {
@@ -135,8 +123,7 @@ func handleFetch(b *Broker, ctx context.Context, s *slot, kreq kmsg.Request) (km
 	}
 	parts := b.fetchParts(req, sess, keyOf)
 	setFetchEpochErrors(req, parts, keyOf)
-	spans := s.conn != nil && s.conn.wire != nil // TLS: see fetchspan.go
-	b.awaitFetch(ctx, req, parts, byID, spans)
+	b.awaitFetch(ctx, req, parts, byID)
 	b.fillFetchResponse(req, resp, s, sess, incremental, parts)
 	return resp, nil
 }
@@ -214,7 +201,7 @@ func (b *Broker) fetchParts(req *kmsg.FetchRequest, sess *fetchSession, keyOf fu
 // partition has an error, MaxWaitMillis passed, or ctx ended (long poll:
 // between reads it waits for any partition's next append). The parts hold
 // the last read.
-func (b *Broker) awaitFetch(ctx context.Context, req *kmsg.FetchRequest, parts []*fetchPart, byID, spans bool) {
+func (b *Broker) awaitFetch(ctx context.Context, req *kmsg.FetchRequest, parts []*fetchPart, byID bool) {
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	var deadline <-chan time.Time
 	if maxWait > 0 {
@@ -228,7 +215,7 @@ func (b *Broker) awaitFetch(ctx context.Context, req *kmsg.FetchRequest, parts [
 	}
 	expired := maxWait <= 0
 	for {
-		total, anyErr, waitOn := b.fetchOnce(parts, responseMax, byID, req.IsolationLevel == 1, spans)
+		total, anyErr, waitOn := b.fetchOnce(parts, responseMax, byID, req.IsolationLevel == 1)
 		if anyErr || total >= int64(req.MinBytes) || expired || len(waitOn) == 0 || ctx.Err() != nil {
 			return
 		}
@@ -265,12 +252,12 @@ func (b *Broker) fillFetchResponse(req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 		if fp.release != nil {
 			s.onWritten(fp.release)
 		}
-		if incremental && fp.size() == 0 && fp.ec == 0 && fp.sp.sentHW == fp.hw && fp.sp.sentStart == fp.start && fp.sp.sentLSO == fp.lso {
+		if incremental && len(fp.records) == 0 && fp.ec == 0 && fp.sp.sentHW == fp.hw && fp.sp.sentStart == fp.start && fp.sp.sentLSO == fp.lso {
 			continue
 		}
 		if fp.sp != nil {
 			fp.sp.sentHW, fp.sp.sentStart, fp.sp.sentLSO = fp.hw, fp.start, fp.lso
-			if fp.size() > 0 {
+			if len(fp.records) > 0 {
 				sess.moveToEnd(fp.key)
 			}
 		}
@@ -298,16 +285,12 @@ func (b *Broker) fillFetchResponse(req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 		}
 		rp.PreferredReadReplica = -1
 		rp.RecordBatches = fp.records
-		if fp.span != nil {
-			// Written by the write loop from the span.
-			s.addSpan(spanKey{resp.Topics[n-1].Topic, resp.Topics[n-1].TopicID, rp.Partition}, fp.span)
-		}
 		if rp.RecordBatches == nil {
 			// Empty, not null: librdkafka rejects a null record set
 			// ("invalid MessageSetSize -1"), as Kafka never sends one.
 			rp.RecordBatches = []byte{}
 		}
-		b.metrics.fetchedBytes.Add(float64(fp.size()))
+		b.metrics.fetchedBytes.Add(float64(len(fp.records)))
 		b.metrics.partitionError("Fetch", fp.ec)
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, rp)
 	}
@@ -321,7 +304,7 @@ func (fp *fetchPart) drop() {
 	if fp.release != nil {
 		fp.release()
 	}
-	fp.records, fp.span, fp.release = nil, nil, nil
+	fp.records, fp.release = nil, nil
 }
 
 // fetchOnce reads every partition once. It returns the record bytes read,
@@ -330,10 +313,7 @@ func (fp *fetchPart) drop() {
 // their high watermark was read, so no advance is missed): while the
 // response holds fewer than MinBytes, an append to any of them may
 // complete it.
-//
-// With spans, each part's answer is a log span (its bytes read when the
-// response is written) instead of read bytes.
-func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committed, spans bool) (total int64, anyErr bool, waitOn []<-chan struct{}) {
+func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committed bool) (total int64, anyErr bool, waitOn []<-chan struct{}) {
 	budget := responseMax
 	for _, fp := range parts {
 		fp.ec, fp.hw, fp.lso, fp.start, fp.aborted = 0, -1, -1, -1, nil
@@ -391,7 +371,7 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 		if limit <= 0 {
 			limit = 1 // KIP-74: still one batch for the first partition with data
 		}
-		rd, err := readPart(l, fp.offset, int(limit), upTo, spans)
+		rr, err := l.Read(fp.offset, int(limit), upTo)
 		if err != nil {
 			_, exists := b.topics.get(fp.t.name)
 			fp.ec = logErrorCode(err, !exists)
@@ -401,23 +381,25 @@ func (b *Broker) fetchOnce(parts []*fetchPart, responseMax int64, byID, committe
 			anyErr = true
 			continue
 		}
-		if total > 0 && rd.size > limit {
+		if total > 0 && int64(len(rr.Data)) > limit {
 			// Only the first partition with data may exceed the limits.
-			rd.release()
+			if rr.Release != nil {
+				rr.Release()
+			}
 			continue
 		}
-		if rd.hw > 0 {
-			fp.hw = rd.hw
+		if rr.HighWatermark > 0 {
+			fp.hw = rr.HighWatermark
 		}
-		fp.start = rd.logStart
-		fp.records, fp.span, fp.release = rd.data, rd.span, rd.release
+		fp.start = rr.LogStartOffset
+		fp.records, fp.release = rr.Data, rr.Release
 		if committed {
-			if end := rd.end(); end > fp.offset {
+			if end := readEnd(rr.Data); end > fp.offset {
 				fp.aborted = l.AbortedTransactions(fp.offset, end)
 			}
 		}
-		total += rd.size
-		budget -= rd.size
+		total += int64(len(rr.Data))
+		budget -= int64(len(rr.Data))
 	}
 	return total, anyErr, waitOn
 }

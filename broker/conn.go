@@ -19,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirhq/weir/broker/authz"
-	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // Framing (Kafka wire protocol):
@@ -103,9 +102,6 @@ type slot struct {
 	resp    kmsg.Response // nil: no response (acks=0 produce)
 	err     error         // non-nil: close the connection at this slot
 	release []func()      // called after the response is written (fetch buffers)
-	// spans: the Fetch response's partitions whose records the write
-	// loop reads from the log (TLS connections, fetchspan.go).
-	spans map[spanKey]*wlog.Span
 	// frameDone returns the request's pooled frame (nil if not pooled).
 	// Idempotent. The handler may call it as soon as it no longer reads
 	// the request (Produce: once appended); the write loop calls it after
@@ -573,25 +569,16 @@ func (c *conn) writeResponseTo(buf []byte, sw *spliceWriter, s *slot) ([]byte, i
 		n, err := c.nc.Write(buf)
 		return buf, int64(n), err
 	}
-	_, isTLS := c.nc.(*tls.Conn)
-	if s.api.vectored != nil && (isTLS || s.spans == nil) {
-		sw.slot = s
+	if s.api.vectored != nil {
 		bufs, b, spliced := s.api.vectored(sw, buf, s.corr, s.resp)
-		sw.slot = nil
 		buf = b
 		if spliced {
-			if isTLS {
-				n, err := c.writeTLSBuffers(bufs, sw.spans)
+			if _, isTLS := c.nc.(*tls.Conn); isTLS {
+				n, err := c.writeTLSBuffers(bufs)
 				return buf, n, err
 			}
 			n, err := bufs.WriteTo(c.nc)
 			return buf, n, err
-		}
-	}
-	if s.spans != nil {
-		// No vectored write for these records: read them now.
-		if err := materializeSpans(s, s.resp.(*kmsg.FetchResponse)); err != nil {
-			return buf, 0, err
 		}
 	}
 	buf = appendResponse(buf[:0], s.corr, s.resp)

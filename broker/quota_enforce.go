@@ -109,14 +109,8 @@ func (c *conn) chargeQuota(ctx context.Context, s *slot, req kmsg.Request, resp 
 	case *kmsg.FetchRequest:
 		if fr, ok := resp.(*kmsg.FetchResponse); ok && !fetchReplica(r) {
 			var n int
-			for i := range fr.Topics {
-				t := &fr.Topics[i]
-				for j := range t.Partitions {
-					p := &t.Partitions[j]
-					if sp := s.spanOf(t, p); sp != nil { // fetchspan.go
-						n += int(sp.Len())
-						continue
-					}
+			for _, t := range fr.Topics {
+				for _, p := range t.Partitions {
 					n += len(p.RecordBatches)
 				}
 			}

@@ -7,8 +7,6 @@ import (
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // Fetch responses are written without copying record bytes in user space:
@@ -37,24 +35,11 @@ type spliceWriter struct {
 	bufs    net.Buffers
 	pending []splicePart
 	prefix  []byte
-	// slot is the request whose response is being framed (its spans);
-	// spans[i], if set, holds the bytes of bufs[i] (bufs[i] is nil):
-	// records left in the log (fetchspan.go), TLS connections only.
-	slot  *slot
-	spans []*wlog.Span
 }
 
 type splicePart struct {
 	p    *kmsg.FetchResponseTopicPartition
 	data []byte
-	span *wlog.Span // data is empty; the records are the span's
-}
-
-func (sp splicePart) size() int {
-	if sp.span != nil {
-		return int(sp.span.Len())
-	}
-	return len(sp.data)
 }
 
 func newSpliceWriter() *spliceWriter {
@@ -75,16 +60,9 @@ func spliceFetch(sw *spliceWriter, buf []byte, corr int32, resp kmsg.Response) (
 // encoded (record-less) response; the returned buffers reference it.
 func (sw *spliceWriter) frame(buf []byte, corr int32, resp *kmsg.FetchResponse) (net.Buffers, []byte, bool) {
 	sw.pending = sw.pending[:0]
-	sw.spans = sw.spans[:0]
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
 			p := &resp.Topics[i].Partitions[j]
-			if sw.slot != nil {
-				if span := sw.slot.spanOf(&resp.Topics[i], p); span != nil {
-					sw.pending = append(sw.pending, splicePart{p: p, data: p.RecordBatches, span: span})
-					continue
-				}
-			}
 			if len(p.RecordBatches) >= spliceMin {
 				sw.pending = append(sw.pending, splicePart{p: p, data: p.RecordBatches})
 			}
@@ -133,20 +111,12 @@ func (sw *spliceWriter) frame(buf []byte, corr int32, resp *kmsg.FetchResponse) 
 		head := buf[pos : at-oldPrefix]
 		start := len(sw.prefix)
 		if flexible {
-			sw.prefix = binary.AppendUvarint(sw.prefix, uint64(sp.size())+1)
+			sw.prefix = binary.AppendUvarint(sw.prefix, uint64(len(sp.data))+1)
 		} else {
-			sw.prefix = binary.BigEndian.AppendUint32(sw.prefix, uint32(sp.size()))
+			sw.prefix = binary.BigEndian.AppendUint32(sw.prefix, uint32(len(sp.data)))
 		}
-		if sp.span != nil {
-			for len(sw.spans) < len(sw.bufs)+2 {
-				sw.spans = append(sw.spans, nil)
-			}
-			sw.spans = append(sw.spans, sp.span)
-			sw.bufs = append(sw.bufs, head, nil, nil) // nil: prefix, set below; records in the span
-		} else {
-			sw.bufs = append(sw.bufs, head, nil, sp.data) // nil: prefix, set below
-		}
-		total += len(head) + (len(sw.prefix) - start) + sp.size()
+		sw.bufs = append(sw.bufs, head, nil, sp.data) // nil: prefix, set below
+		total += len(head) + (len(sw.prefix) - start) + len(sp.data)
 		pos = at + markerLen
 	}
 	sw.bufs = append(sw.bufs, buf[pos:])
@@ -157,7 +127,7 @@ func (sw *spliceWriter) frame(buf []byte, corr int32, resp *kmsg.FetchResponse) 
 	for i, sp := range sw.pending {
 		n := 4
 		if flexible {
-			n = uvarintLen(uint64(sp.size()) + 1)
+			n = uvarintLen(uint64(len(sp.data)) + 1)
 		}
 		sw.bufs[i*3+1] = sw.prefix[off : off+n]
 		off += n

@@ -12,8 +12,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	wlog "github.com/weirhq/weir/broker/log"
 )
 
 // TLS for SSL and SASL_SSL listeners: the server certificate and key, and
@@ -257,10 +255,8 @@ func (c *conn) handshake() bool {
 // tls.Conn ends a record, so writing the buffers one by one would make a
 // record (and an AEAD seal) per length prefix: small buffers are gathered,
 // and a large one (a record set) is written as it is, which the TLS layer
-// cuts into full records without a copy of ours. A buffer whose spans
-// entry is set (a Fetch record set left in the log, fetchspan.go) is read
-// from its span a piece at a time instead. Write loop only.
-func (c *conn) writeTLSBuffers(bufs net.Buffers, spans []*wlog.Span) (int64, error) {
+// cuts into full records without a copy of ours. Write loop only.
+func (c *conn) writeTLSBuffers(bufs net.Buffers) (int64, error) {
 	var n int64
 	small := c.tlsSmall[:0]
 	flush := func() error {
@@ -272,18 +268,7 @@ func (c *conn) writeTLSBuffers(bufs net.Buffers, spans []*wlog.Span) (int64, err
 		small = small[:0]
 		return err
 	}
-	for i, b := range bufs {
-		if i < len(spans) && spans[i] != nil {
-			if err := flush(); err != nil {
-				return n, err
-			}
-			m, err := writeSpan(c.nc, spans[i])
-			n += m
-			if err != nil {
-				return n, err
-			}
-			continue
-		}
+	for _, b := range bufs {
 		if len(b) < tlsDirectMin {
 			small = append(small, b...)
 			continue

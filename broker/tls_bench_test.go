@@ -4,30 +4,27 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
-	wlog "github.com/weirhq/weir/broker/log"
 	"github.com/weirhq/weir/internal/testcerts"
 )
 
 // BenchmarkFetchWriteCPU measures what the consume path costs the broker
-// per GB, over PLAINTEXT and over TLS, in the same run: each round reads
-// a 12-partition fetch response (1 MiB a partition) from 12 logs whose
-// files are in the page cache, as the fetch handler does, and writes it
-// with the write loop's code (writeResponse) to a loopback TCP socket. The
-// other end reads the raw bytes and drops them (no decryption; with
+// per GB, over PLAINTEXT and over TLS, in the same run: each round preads
+// a 12-partition fetch response (1 MiB a partition) from a file in the
+// page cache into buffers, as the log does, and writes it with the write
+// loop's code (writeResponse) to a loopback TCP socket. The other end
+// reads the raw bytes and drops them (no decryption; with
 // WEIR_BENCH_DECRYPT set it decrypts them, as a client does, which slows
 // the reader), and the figure is the writer's alone: the CPU time of its
 // OS thread (RUSAGE_THREAD, user and system), which is what brokerbench's
@@ -35,40 +32,29 @@ import (
 //
 // The variants run interleaved, round by round, and report CPU-s/GB each
 // and their ratio to plaintext:
-//   - plain: Log.Read into pooled buffers, writev of the spliced frame, no
-//     copy of the records;
+//   - plain: writev of the spliced frame, no copy of the records;
 //   - tls: the same frame through crypto/tls over the broker's tlsWire,
-//     corked per response (records gathered into tlsWriteChunk writes),
-//     the records read ahead by Log.Read (crypto/tls copies them from
-//     memory);
-//   - tls-spans: what the broker does over TLS: Log.ReadSpan, and the
-//     write loop reads each spanPiece just before crypto/tls copies it
-//     (fetchspan.go);
-//   - tls-uncorked: tls without corking (a write per 16 KiB record).
+//     corked per response (records gathered into tlsWriteChunk writes);
+//   - tls-uncorked: the same without corking (a write per 16 KiB record).
 //
 // Run: go test ./broker/ -run '^$' -bench BenchmarkFetchWriteCPU -benchtime 40x
 func BenchmarkFetchWriteCPU(b *testing.B) {
 	const parts, partBytes = 12, 1 << 20
 	dir := b.TempDir()
-	logs := make([]*wlog.Log, parts)
-	value := strings.Repeat("v", 4000)
-	for p := range logs {
-		l, err := wlog.Open(wlog.Options{Dir: filepath.Join(dir, fmt.Sprint("bench-", p))})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		vals := make([]string, 16) // 64 KiB batches
-		for i := range vals {
-			vals[i] = value
-		}
-		for l.HighWatermark() < 16*20 {
-			if _, err := l.Append(makeBatch(0, vals...), true); err != nil {
-				b.Fatal(err)
-			}
-		}
-		logs[p] = l
+	file := filepath.Join(dir, "segment")
+	data := make([]byte, parts*partBytes)
+	for i := range data {
+		data[i] = byte(i * 7)
 	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+
 	ca := testcerts.NewCA(b, dir)
 	srv := ca.Server("server")
 	cert, err := tls.LoadX509KeyPair(srv.CertFile, srv.KeyFile)
@@ -78,12 +64,11 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 	serverTLS := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, DynamicRecordSizingDisabled: true}
 
 	type variant struct {
-		name  string
-		c     *conn
-		spans bool
-		cpu   time.Duration
-		sys   time.Duration
-		done  func()
+		name string
+		c    *conn
+		cpu  time.Duration
+		sys  time.Duration
+		done func()
 	}
 	decrypt := os.Getenv("WEIR_BENCH_DECRYPT") != ""
 	dial := func(name string, useTLS, cork bool) *variant {
@@ -146,9 +131,7 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 			<-drained
 		}}
 	}
-	spans := dial("tls-spans", true, true)
-	spans.spans = true
-	vs := []*variant{dial("plain", false, false), dial("tls", true, true), spans, dial("tls-uncorked", true, false)}
+	vs := []*variant{dial("plain", false, false), dial("tls", true, true), dial("tls-uncorked", true, false)}
 	defer func() {
 		for _, v := range vs {
 			v.done()
@@ -156,11 +139,15 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 	}()
 
 	fetch := lookupAPI(int16(kmsg.Fetch))
+	bufs := make([][]byte, parts)
+	for i := range bufs {
+		bufs[i] = make([]byte, partBytes)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var scratch []byte
 	sw := newSpliceWriter()
-	var written int64
+	b.SetBytes(int64(len(vs) * parts * partBytes))
 	for b.Loop() {
 		for _, v := range vs {
 			t0, s0 := threadCPUSys(b)
@@ -168,39 +155,28 @@ func BenchmarkFetchWriteCPU(b *testing.B) {
 			resp.Version = 12
 			rt := kmsg.NewFetchResponseTopic()
 			rt.Topic = "bench"
-			s := &slot{api: fetch, corr: 1, resp: resp}
-			for p, l := range logs {
-				rd, err := readPart(l, 0, partBytes, l.HighWatermark(), v.spans)
-				if err != nil {
+			for p := range parts {
+				if _, err := f.ReadAt(bufs[p], int64(p*partBytes)); err != nil {
 					b.Fatal(err)
 				}
-				s.onWritten(rd.release)
 				rp := kmsg.NewFetchResponseTopicPartition()
 				rp.Partition = int32(p)
-				rp.RecordBatches = rd.data
-				if rd.span != nil {
-					rp.RecordBatches = []byte{}
-					s.addSpan(spanKey{rt.Topic, rt.TopicID, rp.Partition}, rd.span)
-				}
+				rp.RecordBatches = bufs[p]
 				rt.Partitions = append(rt.Partitions, rp)
-				written += rd.size
 			}
 			resp.Topics = append(resp.Topics, rt)
+			s := &slot{api: fetch, corr: 1, resp: resp}
 			var err error
 			scratch, _, err = v.c.writeResponse(scratch, sw, s)
 			if err != nil {
 				b.Fatal(err)
-			}
-			for _, f := range s.release {
-				f()
 			}
 			t1, s1 := threadCPUSys(b)
 			v.cpu += t1 - t0
 			v.sys += s1 - s0
 		}
 	}
-	b.SetBytes(written / int64(b.N))
-	gb := float64(written) / float64(len(vs)) / 1e9
+	gb := float64(b.N) * parts * partBytes / 1e9
 	plain := vs[0].cpu.Seconds() / gb
 	for _, v := range vs {
 		perGB := v.cpu.Seconds() / gb

@@ -13,12 +13,11 @@ import (
 )
 
 // Large fetches over TLS (issue 20): the broker writes a TLS connection's
-// record sets by reading the log a piece at a time just before encrypting
-// it (broker/fetchspan.go). Records of up to 300 KB (crossing the pieces'
-// 256 KiB boundaries), about 12 MB over 3 partitions, written by the
-// driver over PLAINTEXT, are read back over the SSL listener (client
-// certificates) by kcat (librdkafka, OpenSSL) and by franz-go: every record
-// once, every byte as written.
+// record sets through crypto/tls in 16 KiB records, gathered into 64 KiB
+// socket writes (broker/tls.go). Records of up to 300 KB, about 12 MB over
+// 3 partitions, written by the driver over PLAINTEXT, are read back over
+// the SSL listener (client certificates) by kcat (librdkafka, OpenSSL) and
+// by franz-go: every record once, every byte as written.
 func TestLargeFetchOverSSL(t *testing.T) {
 	kcat := requireTool(t, "kcat")
 	s := startSecureWeir(t)

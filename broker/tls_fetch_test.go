@@ -18,10 +18,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Fetch over TLS reads records from log spans in the write loop
-// (fetchspan.go); over PLAINTEXT the handler reads them. These tests hold
-// the TLS path to the PLAINTEXT one, byte for byte, and to the segments'
-// lifetime.
+// Fetch over TLS writes its record sets through crypto/tls and the
+// gathering tlsWire; over PLAINTEXT with one writev. These tests hold the
+// TLS path to the PLAINTEXT one, byte for byte, and to the lifetime of the
+// segments it read (a way of writing TLS responses that reads the log
+// later, as tried for issue 20 in docs/bench/tls.md, must pass them too).
 
 // dialRawTLS is a raw connection to a TLS listener of e's broker. rcvBuf
 // > 0 sets the socket's receive buffer (small: the broker's write of a
@@ -60,8 +61,8 @@ func dialRawListener(t *testing.T, e *secEnv, listener string) *rawConn {
 	return &rawConn{t: t, nc: nc}
 }
 
-// spanTopic creates topic with configs and returns its ID.
-func spanTopic(t *testing.T, adm *kadm.Client, topic string, parts int32, configs map[string]*string) [16]byte {
+// tlsFetchTopic creates topic with configs and returns its ID.
+func tlsFetchTopic(t *testing.T, adm *kadm.Client, topic string, parts int32, configs map[string]*string) [16]byte {
 	t.Helper()
 	ctx := testCtx(t)
 	if _, err := adm.CreateTopic(ctx, parts, 1, configs, topic); err != nil {
@@ -74,9 +75,9 @@ func spanTopic(t *testing.T, adm *kadm.Client, topic string, parts int32, config
 	return td[topic].ID
 }
 
-// spanFetchReq is a sessionless Fetch of version v of the given partitions
+// tlsFetchReq is a sessionless Fetch of version v of the given partitions
 // from the given offsets, answering at once.
-func spanFetchReq(v int16, topic string, id [16]byte, offsets []int64, partMax []int32, maxBytes int32, isolation int8) *kmsg.FetchRequest {
+func tlsFetchReq(v int16, topic string, id [16]byte, offsets []int64, partMax []int32, maxBytes int32, isolation int8) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = v
 	req.ReplicaID = -1
@@ -103,16 +104,16 @@ func spanFetchReq(v int16, topic string, id [16]byte, offsets []int64, partMax [
 // TestFetchOverTLSMatchesPlaintext: random Fetch requests (versions 4 to
 // the newest, both isolation levels, offsets anywhere in the log, limits
 // from one byte to no limit) over the SSL listener answer exactly what the
-// PLAINTEXT listener answers: the same record bytes (from spans across
-// small segments, with a small index interval, so the span walk skips
-// through the index and crosses segment ends), the same aborted
-// transactions and offsets.
+// PLAINTEXT listener answers: the same record bytes (across small
+// segments with a small index interval, compressed and not, batches of
+// one to five records of 10 B to 70 KB), the same aborted transactions and
+// offsets.
 func TestFetchOverTLSMatchesPlaintext(t *testing.T) {
 	e := newSecEnv(t)
 	ctx := testCtx(t)
 	adm := kadm.NewClient(e.client(t, "PLAINTEXT", nil))
-	const topic, parts = "span-match", 3
-	id := spanTopic(t, adm, topic, parts, map[string]*string{
+	const topic, parts = "tls-match", 3
+	id := tlsFetchTopic(t, adm, topic, parts, map[string]*string{
 		"segment.bytes": kmsg.StringPtr("200000"), "index.interval.bytes": kmsg.StringPtr("1024"),
 	})
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -132,7 +133,7 @@ func TestFetchOverTLSMatchesPlaintext(t *testing.T) {
 		}
 	}
 	// Aborted and committed transactions in partition 0.
-	txn := e.client(t, "PLAINTEXT", nil, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("span-txn"))
+	txn := e.client(t, "PLAINTEXT", nil, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("tls-txn"))
 	for _, commit := range []bool{false, true, false} {
 		if err := txn.BeginTransaction(); err != nil {
 			t.Fatal(err)
@@ -166,7 +167,7 @@ func TestFetchOverTLSMatchesPlaintext(t *testing.T) {
 		}
 		maxBytes := []int32{1, 150000, 600000, 50 << 20}[rng.IntN(4)]
 		v := versions[rng.IntN(len(versions))]
-		req := spanFetchReq(v, topic, id, offsets, partMax, maxBytes, int8(rng.IntN(2)))
+		req := tlsFetchReq(v, topic, id, offsets, partMax, maxBytes, int8(rng.IntN(2)))
 		corr := int32(i + 1)
 		want := plain.roundTrip(req, corr).(*kmsg.FetchResponse)
 		got := secure.roundTrip(req, corr).(*kmsg.FetchResponse)
@@ -203,23 +204,24 @@ func fetchSummary(r *kmsg.FetchResponse) string {
 	return b.String()
 }
 
-// TestFetchOverTLSOutlivesItsSegments: a Fetch response over TLS holds log
-// spans until it is written; the records' segments deleted meanwhile (by
-// DeleteRecords, by the topic's deletion, or swapped by the cleaner) while
-// the client has not read most of the response, it still arrives whole and
-// byte for byte what a PLAINTEXT fetch read before the deletion.
+// TestFetchOverTLSOutlivesItsSegments: the segments a Fetch response over
+// TLS was read from deleted (by DeleteRecords, by the topic's deletion, or
+// swapped by the cleaner) after the handler answered and while the client
+// has not read most of the response, it still arrives whole and byte for
+// byte what a PLAINTEXT fetch read before the deletion, and a deleted
+// segment's file goes once the response is written.
 func TestFetchOverTLSOutlivesItsSegments(t *testing.T) {
 	for _, how := range []string{"delete-records", "delete-topic", "compaction"} {
 		t.Run(how, func(t *testing.T) {
 			e := newSecEnv(t)
 			ctx := testCtx(t)
 			adm := kadm.NewClient(e.client(t, "PLAINTEXT", nil))
-			topic, parts := "span-"+how, 4
+			topic, parts := "tls-"+how, 4
 			cfgs := map[string]*string{"segment.bytes": kmsg.StringPtr("2097152")} // a read stays within a segment
 			if how == "compaction" {
 				cfgs["cleanup.policy"] = kmsg.StringPtr("compact")
 			}
-			id := spanTopic(t, adm, topic, int32(parts), cfgs)
+			id := tlsFetchTopic(t, adm, topic, int32(parts), cfgs)
 			prod := e.client(t, "PLAINTEXT", nil, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 			var rs []*kgo.Record
 			for i := range 400 { // 4 partitions x 3 MB
@@ -234,7 +236,7 @@ func TestFetchOverTLSOutlivesItsSegments(t *testing.T) {
 			for p := range partMax {
 				partMax[p] = 50 << 20
 			}
-			req := spanFetchReq(kmsg.NewPtrFetchRequest().MaxVersion(), topic, id, offsets, partMax, 100<<20, 0)
+			req := tlsFetchReq(kmsg.NewPtrFetchRequest().MaxVersion(), topic, id, offsets, partMax, 100<<20, 0)
 			want := dialRawListener(t, e, "PLAINTEXT").roundTrip(req, 1).(*kmsg.FetchResponse)
 			var total int
 			for _, rp := range want.Topics[0].Partitions {
@@ -244,9 +246,9 @@ func TestFetchOverTLSOutlivesItsSegments(t *testing.T) {
 				t.Fatalf("reference fetch read %d bytes", total)
 			}
 
-			// The handler has taken its spans once the response's bytes
-			// are counted; the client reads nothing yet, so the write
-			// blocks after a few socket buffers' worth.
+			// The handler is done once the response's bytes are
+			// counted; the client reads nothing yet, so the write blocks
+			// after a few socket buffers' worth.
 			before := fetchedBytes(t, e.b)
 			secure := dialRawTLS(t, e, "MTLS", 32<<10)
 			secure.send(req, 2)
@@ -267,8 +269,8 @@ func TestFetchOverTLSOutlivesItsSegments(t *testing.T) {
 				if err != nil || res.Error() != nil {
 					t.Fatalf("delete records: %v %v", err, res.Error())
 				}
-				// Out of the log; its file stays until the response is
-				// written (checked below).
+				// Out of the log (its file goes once no reader holds
+				// it, checked below).
 				tp, _ := e.b.topics.get(topic)
 				if l, _ := tp.partition(0); l.LogStartOffset() != want.Topics[0].Partitions[0].HighWatermark {
 					t.Fatalf("log start %d after DeleteRecords", l.LogStartOffset())
@@ -296,7 +298,7 @@ func TestFetchOverTLSOutlivesItsSegments(t *testing.T) {
 				t.Fatalf("TLS answer after %s differs from the PLAINTEXT one before it\nTLS:       %s\nPLAINTEXT: %s", how, fetchSummary(got), fetchSummary(want))
 			}
 			if how == "delete-records" {
-				// Released once written: the file goes.
+				// No reader holds it once the response is written.
 				for _, err := os.Stat(first); err == nil; _, err = os.Stat(first) {
 					if ctx.Err() != nil {
 						t.Fatal("the deleted segment's file stayed after the response was written")
