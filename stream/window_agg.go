@@ -38,6 +38,8 @@ import (
 //	'c' | end | key | start   -> 0x01: the window is open (the close index)
 //	'r' | end | key | start   -> 0x01: the window closed and is retained (Retain > 0)
 //	'm'                       -> the watermark (8 bytes BE) windows were last closed by
+//	                             [| while a burst of closes is behind: the last
+//	                             'c' key its scan handled (window_burst.go)]
 //
 // (timekey's layouts; 'r' is the close index's layout under another tag.
 // A store of hopping windows in pane layout keeps panes, not windows, under
