@@ -570,3 +570,38 @@ func TestWindowBurstApp(t *testing.T) {
 		})
 	}
 }
+
+// LateUpdates: a late record for a window whose close a burst left pending
+// closes it first (its final result without the record), then updates it
+// as a retained window (a correction): the results are the final, then the
+// correction, as without a bound.
+func TestWindowBurstLateUpdatesClosesFirst(t *testing.T) {
+	r := newBurstRun(t, Tumbling(time.Second),
+		WindowedStore{Name: "w", Late: LateUpdates(), Retain: time.Hour, Emit: EmitFinal()}, 5)
+	r.begin()
+	r.round(at(burstKeys("k", 20), 100)...)
+	r.round(wrec{key: "~", ts: 5000})
+	r.commit()
+	if !r.tk.closesPending() {
+		t.Fatal("no close pending after the jump")
+	}
+	r.begin()
+	r.round(wrec{key: "k19", ts: 500})
+	r.commit()
+	r.drain(10)
+	wins, vals := r.committed()
+	var k19 []int64
+	for i, w := range wins {
+		if w == wkey("k19", 0, 1000) {
+			k19 = append(k19, vals[i])
+		} else if vals[i] != 1 {
+			t.Fatalf("window %s: %d, want 1", w, vals[i])
+		}
+	}
+	if !slices.Equal(k19, []int64{1, 2}) {
+		t.Fatalf("results of k19's window %v, want its final 1, then the correction 2", k19)
+	}
+	if len(wins) != 21 {
+		t.Fatalf("%d results, want 21", len(wins))
+	}
+}
