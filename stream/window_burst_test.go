@@ -178,7 +178,7 @@ func (r *burstRun) sentinel(kr *kgo.Record) bool {
 }
 
 // committed returns the committed results in order, as "key|start|end"
-// and value.
+// and value (-1: a tombstone).
 func (r *burstRun) committed() ([]string, []int64) {
 	r.t.Helper()
 	var wins []string
@@ -188,9 +188,12 @@ func (r *burstRun) committed() ([]string, []int64) {
 			continue
 		}
 		k, _ := WindowedKeys(String(), r.w).Decode(kr.Key)
-		v, err := Int64().Decode(kr.Value)
-		if err != nil {
-			r.t.Fatal(err)
+		v := int64(-1) // a tombstone (a retracted session)
+		if kr.Value != nil {
+			var err error
+			if v, err = Int64().Decode(kr.Value); err != nil {
+				r.t.Fatal(err)
+			}
 		}
 		wins = append(wins, wkey(k.Key, k.Start.UnixMilli(), k.End.UnixMilli()))
 		vals = append(vals, v)
@@ -603,5 +606,32 @@ func TestWindowBurstLateUpdatesClosesFirst(t *testing.T) {
 	}
 	if len(wins) != 21 {
 		t.Fatalf("%d results, want 21", len(wins))
+	}
+}
+
+// Sessions under LateUpdates: a late record joining a session whose close
+// a burst left pending closes it first (its final result), then merges
+// into it as a retained session (the old one retracted, the new one a
+// correction).
+func TestWindowBurstLateUpdatesSession(t *testing.T) {
+	r := newBurstRun(t, Session(300*time.Millisecond),
+		WindowedStore{Name: "w", Late: LateUpdates(), Retain: time.Hour, Emit: EmitFinal()}, 5)
+	r.begin()
+	r.round(at(burstKeys("k", 20), 100)...)
+	r.round(wrec{key: "~", ts: 5000})
+	r.commit()
+	r.begin()
+	r.round(wrec{key: "k19", ts: 200})
+	r.commit()
+	r.drain(10)
+	wins, vals := r.committed()
+	var k19 []string
+	for i, w := range wins {
+		if strings.HasPrefix(w, "k19|") {
+			k19 = append(k19, fmt.Sprintf("%s=%d", w, vals[i]))
+		}
+	}
+	if want := []string{"k19|100|100=1", "k19|100|100=-1", "k19|100|200=2"}; !slices.Equal(k19, want) {
+		t.Fatalf("results of k19 %v, want %v", k19, want)
 	}
 }
