@@ -382,6 +382,9 @@ var errStopScan = errors.New("stop scan")
 // rangeLocal scans [from, to) of partition p of the store on this instance,
 // at most limit entries.
 func (a *App) rangeLocal(spec *storeSpec, p int32, from, to []byte, limit int, stale bool) ([]StoreEntry, error) {
+	if spec.win != nil && spec.win.rows {
+		return a.rangeRows(spec, p, from, to, limit, stale)
+	}
 	if spec.win != nil && spec.win.pane > 0 {
 		return a.rangePanes(spec, p, from, to, limit, stale)
 	}

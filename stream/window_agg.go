@@ -168,6 +168,9 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 		o.committedScan = o.scanned
 		phase := windowChangelogPhase
 		switch {
+		case d.rows && o.st.spec.derivesCloseIndex():
+			phase = windowChangelogPhaseDerived
+		case d.rows:
 		case d.pane > 0 && o.st.spec.derivesCloseIndex():
 			phase = paneChangelogPhaseDerived
 		case d.pane > 0:
@@ -270,6 +273,11 @@ type windowOp[K, V, A any] struct {
 	kh    uint64
 	// hints: pane layout, each key's latest pane (window_pane.go).
 	hints *paneHints
+	// Row form of the pane layout (window_pane_row.go): closeTo is the
+	// bound of the running close scan; rowPanes and rowOut are buffers.
+	closeTo  int64
+	rowPanes []rowPane
+	rowOut   []rowResult[A]
 
 	wins     []window.Window
 	winKeys  [][]byte // the store keys of wins (processTime)
@@ -297,9 +305,12 @@ func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
 		if err != nil {
 			continue
 		}
-		if o.d.pane > 0 {
+		switch {
+		case o.d.rows:
+			ws = append(ws, rowKey(nil, key))
+		case o.d.pane > 0:
 			ws = o.paneKeysOf(ws, key, window.Window{Start: start, End: end})
-		} else {
+		default:
 			ws = append(ws, timekey.WindowKey(nil, key, start, end))
 		}
 	}
@@ -403,7 +414,7 @@ func (o *windowOp[K, V, A]) load() error {
 		o.closedBy = int64(binary.BigEndian.Uint64(v))
 		o.wm = max(o.wm, o.closedBy)
 	}
-	if o.d.kind == "time" {
+	if o.d.kind == "time" && !o.d.rows {
 		if err := o.loadFresh(); err != nil {
 			return err
 		}
@@ -459,6 +470,9 @@ func (o *windowOp[K, V, A]) process(r Record[K, V]) error {
 		return o.processSession(r, kb, ts)
 	case "sliding":
 		return o.processSliding(r, kb, ts)
+	}
+	if o.d.rows {
+		return o.processRow(r, kb, ts)
 	}
 	if o.d.pane > 0 {
 		return o.processPanes(r, kb, ts)
@@ -818,9 +832,11 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if o.d.pane > 0 {
+	switch {
+	case o.d.rows:
+	case o.d.pane > 0:
 		o.panesClosed()
-	} else {
+	default:
 		o.fresh.closed(o.scanned[0])
 	}
 	if o.d.retain > 0 {
@@ -906,6 +922,9 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	slices.SortFunc(keys, bytes.Compare)
 	keys = slices.CompactFunc(keys, bytes.Equal)
 	o.scanKeys = keys[:0]
+	// A close may create index entries past maxEnd (a row's next window,
+	// window_pane_row.go): they lower nextEnd as the loop runs.
+	o.nextEnd[i], o.closeTo = next, maxEnd
 	n := 0
 	for j, ik := range keys {
 		if j%closeChunk == 0 {
@@ -921,7 +940,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 			n++
 		}
 	}
-	o.scanned[i], o.nextEnd[i] = maxEnd, next
+	o.scanned[i] = maxEnd
 	return n, nil
 }
 
@@ -956,6 +975,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		}
 		o.cl.writeNow(ik, nil, o.windowTime(w), false)
 		return false, t.txn.Apply()
+	}
+	if o.d.rows {
+		return o.closeRow(ik, key, w)
 	}
 	wk := timekey.WindowKey(nil, key, start, end)
 	var v []byte

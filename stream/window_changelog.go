@@ -269,6 +269,9 @@ func paneChangelogPhaseDerived(key []byte, deleted bool) int {
 // its index entry. A changelog written before the index was derived holds
 // the index records too; they set what the derivation sets.
 func applyStoreChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
+	if spec.win != nil && spec.win.rows {
+		return applyRowChangelog(txn, spec, r)
+	}
 	if err := applyChangelog(txn, spec.name, r); err != nil {
 		return err
 	}
