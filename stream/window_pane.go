@@ -520,3 +520,42 @@ func floorModMs(a, m int64) int64 {
 	}
 	return r
 }
+
+// getPaneWindow is getLocal for a window key wk of a store in pane layout:
+// the open window's panes combined, as the entry a store with one entry
+// per window would hold (found false if the window is not open or holds no
+// pane, or wk is no window key).
+func getPaneWindow(db *state.DB, spec *storeSpec, wk []byte) (StoreEntry, bool, error) {
+	if spec.win.rows {
+		return getRowWindow(db, spec, wk)
+	}
+	key, start, end, err := timekey.ParseWindowKey(wk)
+	if err != nil {
+		return StoreEntry{}, false, nil
+	}
+	if _, _, open, err := db.Get(spec.name, timekey.IndexKey(nil, key, start, end)); err != nil || !open {
+		return StoreEntry{}, false, err
+	}
+	g := spec.win.pane
+	var vals [][]byte
+	for s := start; s < end; s += g {
+		v, _, ok, err := db.Get(spec.name, paneKey(key, window.Window{Start: s, End: satAddMs(s, g)}))
+		if err != nil {
+			return StoreEntry{}, false, err
+		}
+		if ok {
+			vals = append(vals, v)
+		}
+		if uint64(end-s) <= uint64(g) {
+			break // the last pane (end may be the largest time)
+		}
+	}
+	if len(vals) == 0 {
+		return StoreEntry{}, false, nil
+	}
+	v, err := spec.win.combine(vals)
+	if err != nil {
+		return StoreEntry{}, false, fmt.Errorf("store %s: combine panes: %w", spec.name, err)
+	}
+	return StoreEntry{Key: slices.Clone(wk), Value: v, Timestamp: time.UnixMilli(end - 1)}, true, nil
+}
