@@ -967,6 +967,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
 	w := window.Window{Start: start, End: end}
+	if o.d.rows {
+		return o.closeRow(ik, key, w)
+	}
 	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy {
 		// Closed before the mark was written: a leftover the restore
 		// derived from a pane that outlives the window.
@@ -975,9 +978,6 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		}
 		o.cl.writeNow(ik, nil, o.windowTime(w), false)
 		return false, t.txn.Apply()
-	}
-	if o.d.rows {
-		return o.closeRow(ik, key, w)
 	}
 	wk := timekey.WindowKey(nil, key, start, end)
 	var v []byte

@@ -59,6 +59,14 @@ import (
 //     record deletes the entry of the row's previous next and sets the one
 //     of its new next (applyRowChangelog), so every prefix of the changelog
 //     gives each row its entry;
+//   - a close logs a row only when it deletes it (a tombstone): the row it
+//     writes back differs from the row before by closed windows only, which
+//     the mark 'm' the close writes covers (logged after the rows of its
+//     flush, window_agg.go). So the changelog holds, per row, a state the
+//     row had, possibly with windows the mark covers: a close of such a
+//     window (end + closeDelta <= closedBy, the mark load read) drops its
+//     panes without emitting it, and queries skip it (rowWindows). In the
+//     store itself every row is current;
 //   - a window's result is its panes' partials combined with merge in pane
 //     (time) order (see window_pane.go for what that asks of the merge
 //     function).
@@ -271,7 +279,7 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window) (bool, err
 		o.cl.writeNow(ik, nil, ts, false)
 		return false, t.txn.Apply()
 	}
-	size, adv := o.d.tw.Size.Milliseconds(), o.d.tw.Advance.Milliseconds()
+	size, adv, delta := o.d.tw.Size.Milliseconds(), o.d.tw.Advance.Milliseconds(), o.d.closeDelta()
 	res := o.rowOut[:0]
 	defer func() { clear(res); o.rowOut = res[:0] }()
 	for next <= o.closeTo && len(panes) > 0 {
@@ -299,7 +307,9 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window) (bool, err
 			}
 			have = true
 		}
-		if have {
+		// A window the store's mark covers was emitted before the row
+		// was last logged (see the invariants).
+		if have && satAddMs(next, delta) > o.closedBy {
 			res = append(res, rowResult[A]{w: window.Window{Start: start, End: next}, agg: acc})
 		}
 		panes = panes[drop:]
@@ -321,10 +331,10 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window) (bool, err
 		o.cl.writeNow(rk, nil, ts, false)
 	} else {
 		nv := encodeRow(next, panes)
+		// Not logged: the mark the close writes covers it.
 		if _, err := t.txn.Put(o.name, rk, nv, ts); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		o.cl.writeNow(rk, nv, ts, false)
 		nik := o.rowIndexKey(key, next)
 		if _, err := t.txn.PutAbsent(o.name, nik, indexValue, next-1); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
@@ -419,11 +429,22 @@ func applyRowChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
 	return err
 }
 
+// storeMark is the watermark a windowed store last closed windows at
+// (math.MinInt64: none).
+func storeMark(db *state.DB, store string) (int64, error) {
+	v, _, found, err := db.Get(store, markKey)
+	if err != nil || !found || len(v) != 8 {
+		return math.MinInt64, err
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
 // rowWindows appends to dst the open windows of a row (key kb, value v),
 // each as the entry a store with one entry per window would hold
 // (uvarint 0 | the combined aggregate), in window key order (end, then
-// start: one size, so end order).
-func rowWindows(dst []StoreEntry, d *windowDecl, store string, kb, v []byte) ([]StoreEntry, error) {
+// start: one size, so end order). A window the store's mark closedBy
+// covers is closed (a row restored from the changelog may still hold it).
+func rowWindows(dst []StoreEntry, d *windowDecl, store string, kb, v []byte, closedBy int64) ([]StoreEntry, error) {
 	next, panes, err := decodeRow(nil, v)
 	if err != nil {
 		return dst, &state.CorruptionError{Store: store, Key: rowKey(nil, kb), Reason: err.Error()}
@@ -431,7 +452,7 @@ func rowWindows(dst []StoreEntry, d *windowDecl, store string, kb, v []byte) ([]
 	if len(panes) == 0 {
 		return dst, nil
 	}
-	size := d.tw.Size.Milliseconds()
+	size, delta := d.tw.Size.Milliseconds(), d.closeDelta()
 	last := panes[len(panes)-1].start
 	var vals [][]byte
 	for end := next; ; {
@@ -445,7 +466,7 @@ func rowWindows(dst []StoreEntry, d *windowDecl, store string, kb, v []byte) ([]
 				vals = append(vals, append([]byte{0}, p.agg...))
 			}
 		}
-		if len(vals) > 0 {
+		if len(vals) > 0 && satAddMs(end, delta) > closedBy {
 			wv, err := d.combine(vals)
 			if err != nil {
 				return dst, fmt.Errorf("store %s: combine panes: %w", store, err)
@@ -481,12 +502,16 @@ func (a *App) rangeRows(spec *storeSpec, p int32, from, to []byte, limit int, st
 	err := a.readLocal(spec, p, stale, func(db *state.DB, standby bool) error {
 		out = out[:0]
 		var es []StoreEntry
-		err := db.ReadScan(spec.name, scanFrom, scanTo, func(k, v []byte, _ int64) error {
+		closedBy, err := storeMark(db, spec.name)
+		if err != nil {
+			return err
+		}
+		err = db.ReadScan(spec.name, scanFrom, scanTo, func(k, v []byte, _ int64) error {
 			key, _, err := timekey.ReadKey(k[1:])
 			if err != nil {
 				return &state.CorruptionError{Store: spec.name, Key: slices.Clone(k), Reason: err.Error()}
 			}
-			if es, err = rowWindows(es[:0], spec.win, spec.name, key, v); err != nil {
+			if es, err = rowWindows(es[:0], spec.win, spec.name, key, v, closedBy); err != nil {
 				return err
 			}
 			for _, e := range es {
@@ -520,7 +545,11 @@ func getRowWindow(db *state.DB, spec *storeSpec, wk []byte) (StoreEntry, bool, e
 	if err != nil || !found {
 		return StoreEntry{}, false, err
 	}
-	es, err := rowWindows(nil, spec.win, spec.name, key, v)
+	closedBy, err := storeMark(db, spec.name)
+	if err != nil {
+		return StoreEntry{}, false, err
+	}
+	es, err := rowWindows(nil, spec.win, spec.name, key, v, closedBy)
 	if err != nil {
 		return StoreEntry{}, false, err
 	}
