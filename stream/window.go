@@ -43,8 +43,9 @@ func Tumbling(size time.Duration, opts ...WindowOpt) TimeWindows {
 // store keeps one partial aggregate per key and pane of width gcd(size,
 // advance) instead of one per window: a record updates one pane, and a
 // window's result combines its size/gcd panes when it closes (window
-// slicing, as Flink's sliced windows). Queries (QueryWindows, App.Range)
-// still read windows. Other declarations keep one entry per window (every
+// slicing, as Flink's sliced windows); with at most 32 panes a window, a
+// key's panes are one store entry. Queries (QueryWindows, App.Range,
+// App.Get of a window key) still read windows. Other declarations keep one entry per window (every
 // update or early result would combine the panes again). The layout
 // follows from the declaration and is persisted: a change of declaration
 // that changes it needs a new store name.

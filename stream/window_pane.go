@@ -19,13 +19,20 @@ import (
 //
 // A pane is [s, s+g) with g = gcd(size, advance), aligned like the window
 // starts (offset + k*g); a window is the union of its size/g panes. A
-// record updates the one pane holding it. The store keeps:
+// record updates the one pane holding it.
+//
+// The layout has two forms. With at most paneRowMax panes a window (every
+// hopping window of common shapes: 10 s every 2 s is 5), a key's panes are
+// one entry, its row, and its close index one entry: window_pane_row.go.
+// Beyond it, one entry per key and pane, below (a row would be rewritten
+// whole by every record and changelog flush). The store keeps:
 //
 //	'w' | key | pane end | pane start -> the pane: uvarint 0 | partial aggregate
 //	'c' | end | key | start           -> 0x01: hop window [start, end) is open
 //	'm'                               -> the watermark (as in window_agg.go)
 //
-// A store is in pane layout by its declaration (windowDecl.paneWidth):
+// A store is in pane layout, and in which form, by its declaration
+// (windowDecl.paneWidth, windowDecl.rows):
 // hopping windows without a Location, advance != size, gcd(size, advance)
 // >= advance/2, a merge function (WindowedCount, WindowedReduce,
 // WindowedAggregate given merge), EmitFinal without early firing, and

@@ -23,7 +23,9 @@ import (
 // Flink's slicing window operator registers the next window's timer when
 // one fires). A record reads and writes one entry; a close reads one entry,
 // combines the window's panes, drops the panes only it held and writes the
-// row back with its next window.
+// row back with its next window. One close scan emits a key's windows
+// together, in end order (a scan reaching several ends emits key by key,
+// not every key's first window first).
 //
 //	'p' | key                -> the row: 0x01 (format) | next (8 bytes BE, int64: the end of
 //	                            the key's next window to close)
