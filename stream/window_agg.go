@@ -274,10 +274,11 @@ type windowOp[K, V, A any] struct {
 	// hints: pane layout, each key's latest pane (window_pane.go).
 	hints *paneHints
 	// Row form of the pane layout (window_pane_row.go): closeTo is the
-	// bound of the running close scan; rowPanes and rowOut are buffers.
-	closeTo  int64
-	rowPanes []rowPane
-	rowOut   []rowResult[A]
+	// bound of the running close scan, closeNext the least end of the
+	// index entries its closes created; rowPanes and rowOut are buffers.
+	closeTo, closeNext int64
+	rowPanes           []rowPane
+	rowOut             []rowResult[A]
 
 	wins     []window.Window
 	winKeys  [][]byte // the store keys of wins (processTime)
@@ -923,8 +924,8 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	keys = slices.CompactFunc(keys, bytes.Equal)
 	o.scanKeys = keys[:0]
 	// A close may create index entries past maxEnd (a row's next window,
-	// window_pane_row.go): they lower nextEnd as the loop runs.
-	o.nextEnd[i], o.closeTo = next, maxEnd
+	// window_pane_row.go): closeNext is the least of their ends.
+	o.closeTo, o.closeNext = maxEnd, math.MaxInt64
 	n := 0
 	for j, ik := range keys {
 		if j%closeChunk == 0 {
@@ -940,7 +941,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 			n++
 		}
 	}
-	o.scanned[i] = maxEnd
+	o.scanned[i], o.nextEnd[i] = maxEnd, min(next, o.closeNext)
 	return n, nil
 }
 

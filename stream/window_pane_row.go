@@ -343,7 +343,7 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window) (bool, err
 		}
 		o.cl.writeNow(nik, indexValue, next-1, true)
 		o.created[string(nik)] = struct{}{}
-		o.nextEnd[0] = min(o.nextEnd[0], next)
+		o.closeNext = min(o.closeNext, next)
 	}
 	if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
 		return false, fmt.Errorf("store %s: %w", o.name, err)
