@@ -98,19 +98,25 @@ type rowPane struct {
 	agg   []byte
 }
 
-// decodeRow appends v's panes to dst and returns the row's next.
+// decodeRow appends v's panes to dst and returns the row's next. It
+// accepts only what encodeRow writes: panes in increasing start order,
+// lengths in their shortest uvarint.
 func decodeRow(dst []rowPane, v []byte) (int64, []rowPane, error) {
 	if len(v) < rowHeader || v[0] != rowFormat {
 		return 0, dst, errors.New("pane row without its header")
 	}
 	next := int64(binary.BigEndian.Uint64(v[1:]))
+	first := len(dst)
 	for b := v[rowHeader:]; len(b) > 0; {
 		if len(b) < 8 {
 			return 0, dst, errors.New("pane row: truncated pane")
 		}
 		start := int64(binary.BigEndian.Uint64(b))
+		if len(dst) > first && start <= dst[len(dst)-1].start {
+			return 0, dst, errors.New("pane row: panes out of order")
+		}
 		n, w := binary.Uvarint(b[8:])
-		if w <= 0 || uint64(len(b)-8-w) < n {
+		if w <= 0 || uint64(len(b)-8-w) < n || w != uvarintSize(n) {
 			return 0, dst, errors.New("pane row: truncated pane")
 		}
 		b = b[8+w:]
