@@ -170,6 +170,9 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 		o.committedScan = o.scanned
 		phase := windowChangelogPhase
 		switch {
+		case d.rows && o.st.spec.derivesCloseIndex():
+			phase = windowChangelogPhaseDerived
+		case d.rows:
 		case d.pane > 0 && o.st.spec.derivesCloseIndex():
 			phase = paneChangelogPhaseDerived
 		case d.pane > 0:
@@ -280,6 +283,14 @@ type windowOp[K, V, A any] struct {
 	kh    uint64
 	// hints: pane layout, each key's latest pane (window_pane.go).
 	hints *paneHints
+	// Row form of the pane layout (window_pane_row.go): closeTo is the
+	// bound of the running close scan, closeNext the least end of the
+	// index entries its closes created (burstScan: it is part of a burst,
+	// window_burst.go); rowPanes and rowOut are buffers.
+	closeTo, closeNext int64
+	burstScan          bool
+	rowPanes           []rowPane
+	rowOut             []rowResult[A]
 
 	wins     []window.Window
 	winKeys  [][]byte // the store keys of wins (processTime)
@@ -307,9 +318,12 @@ func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
 		if err != nil {
 			continue
 		}
-		if o.d.pane > 0 {
+		switch {
+		case o.d.rows:
+			ws = append(ws, rowKey(nil, key))
+		case o.d.pane > 0:
 			ws = o.paneKeysOf(ws, key, window.Window{Start: start, End: end})
-		} else {
+		default:
 			ws = append(ws, timekey.WindowKey(nil, key, start, end))
 		}
 	}
@@ -419,7 +433,7 @@ func (o *windowOp[K, V, A]) load() error {
 		}
 		o.wm = max(o.wm, o.closedBy)
 	}
-	if o.d.kind == "time" {
+	if o.d.kind == "time" && !o.d.rows {
 		if err := o.loadFresh(); err != nil {
 			return err
 		}
@@ -475,6 +489,9 @@ func (o *windowOp[K, V, A]) process(r Record[K, V]) error {
 		return o.processSession(r, kb, ts)
 	case "sliding":
 		return o.processSliding(r, kb, ts)
+	}
+	if o.d.rows {
+		return o.processRow(r, kb, ts)
 	}
 	if o.d.pane > 0 {
 		return o.processPanes(r, kb, ts)
@@ -846,9 +863,11 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if o.d.pane > 0 {
+	switch {
+	case o.d.rows:
+	case o.d.pane > 0:
 		o.panesClosed()
-	} else {
+	default:
 		o.fresh.closed(o.scanned[0])
 	}
 	if o.d.retain > 0 {
@@ -962,6 +981,12 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 		keys, full = keys[:budget], true
 	}
 	o.scanKeys = keys[:0]
+	// A close may create index entries past maxEnd (a row's next window,
+	// window_pane_row.go): closeNext is the least of their ends. In a
+	// burst (a scan that resumes or stops at the budget) a row close logs
+	// the row it writes back (window_burst.go).
+	o.closeTo, o.closeNext = maxEnd, math.MaxInt64
+	o.burstScan = full || o.resume[i] != nil
 	for j, ik := range keys {
 		if j%closeChunk == 0 {
 			if err := o.loadWindows(keys[j:min(j+closeChunk, len(keys))], i == 1); err != nil {
@@ -980,13 +1005,14 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 	o.behind[i] = full
 	if full {
 		// Every entry up to the last one taken is handled; the next
-		// round resumes after it.
+		// round resumes after it. (A row close's new entries are past
+		// maxEnd, so past it too.)
 		last := slices.Clone(keys[len(keys)-1])
 		end := readEnd(last)
 		o.resume[i], o.scanned[i], o.nextEnd[i] = last, end-1, end
 		return handled, taken, nil
 	}
-	o.scanned[i], o.nextEnd[i], o.resume[i] = maxEnd, next, nil
+	o.scanned[i], o.nextEnd[i], o.resume[i] = maxEnd, min(next, o.closeNext), nil
 	return handled, taken, nil
 }
 
@@ -1015,6 +1041,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, er
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
 	w := window.Window{Start: start, End: end}
+	if o.d.rows {
+		return o.closeRow(ik, key, w, rec)
+	}
 	if !retained && o.closedBefore(ik, end) {
 		// Closed before the mark was written: a leftover the restore
 		// derived from a pane that outlives the window.

@@ -2,13 +2,14 @@ package stream
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 
-	"encoding/binary"
-	"fmt"
-
 	"github.com/weirhq/weir/stream/internal/state"
+	"github.com/weirhq/weir/stream/internal/timekey"
 	"github.com/weirhq/weir/stream/internal/window"
 )
 
@@ -84,6 +85,45 @@ func (o *windowOp[K, V, A]) closedBefore(ik []byte, end int64) bool {
 		return bytes.Compare(ik, o.closedThrough) <= 0
 	}
 	return satAddMs(end, o.d.closeDelta()) <= o.closedBy
+}
+
+// rowClosedBefore is closedBefore for window [end-size, end) of key kb's
+// row (row form, window_pane_row.go). The rows a burst's closes write back
+// are logged (closeRow), so a restored row holds a window the mark covers
+// only if the window is at or before the mark's cursor (or, without one, the
+// mark's watermark passed it): then it was closed before and is dropped
+// unemitted; one after the cursor is still to close.
+func (o *windowOp[K, V, A]) rowClosedBefore(kb []byte, end int64) bool {
+	if o.closedThrough == nil {
+		return satAddMs(end, o.d.closeDelta()) <= o.closedBy
+	}
+	return o.closedBefore(o.rowIndexKey(kb, end), end)
+}
+
+// rowCloseTouched is closeTouched for a store in row form: a record late
+// for windows up to last (its pane is in them) whose key's row still has a
+// window the watermark closed (its next ends by last.End: the row's closes
+// are pending in a burst, or a restored row holds windows the mark
+// covers) first closes every such window of the row, in end order, with
+// one row close in the record's unit. Otherwise (every row but in a burst)
+// it reads the row and does nothing more.
+func (o *windowOp[K, V, A]) rowCloseTouched(kb []byte, last window.Window) error {
+	rk := rowKey(nil, kb)
+	v, found, err := o.get(rk)
+	if err != nil || !found {
+		return err
+	}
+	if len(v) < rowHeader || v[0] != rowFormat {
+		return o.rowCorrupt(rk, errors.New("pane row without its header"))
+	}
+	next := int64(binary.BigEndian.Uint64(v[1:]))
+	if next > last.End {
+		return nil
+	}
+	o.closeTo = satAddMs(o.wm, -o.d.closeDelta())
+	w := window.Window{Start: satAddMs(next, -o.d.tw.Size.Milliseconds()), End: next}
+	_, err = o.closeRow(o.rowIndexKey(kb, next), kb, w, true)
+	return err
 }
 
 // closesPending reports whether the last round left window closes for the
@@ -201,6 +241,20 @@ func storeMark(db *state.DB, store string) (int64, error) {
 		return math.MinInt64, err
 	}
 	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// windowShown reports whether a query shows key, found in windowed store
+// spec: not if it is a window the store's mark passed (gone).
+func windowShown(db *state.DB, spec *storeSpec, key []byte) (bool, error) {
+	_, _, end, err := timekey.ParseWindowKey(key)
+	if err != nil {
+		return true, nil // not a window entry
+	}
+	mark, err := storeMark(db, spec.name)
+	if err != nil {
+		return false, err
+	}
+	return !spec.win.gone(end, mark), nil
 }
 
 // gone reports whether the store keeps a window with end end only because

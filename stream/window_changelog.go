@@ -237,7 +237,9 @@ func windowChangelogPhase(key []byte, deleted bool) int {
 // it: a superset of the open windows' entries whose extra entries are of
 // windows that closed while a later pane of the key outlived them — all at
 // or below the store's mark, which the operator deletes unread
-// (windowOp.closedBy).
+// (windowOp.closedBy). In the row form of the pane layout
+// (window_pane_row.go) a row's one entry follows the row's next window
+// (applyRowChangelog).
 func (s *storeSpec) derivesCloseIndex() bool {
 	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates
 }
@@ -269,6 +271,9 @@ func paneChangelogPhaseDerived(key []byte, deleted bool) int {
 // its index entry. A changelog written before the index was derived holds
 // the index records too; they set what the derivation sets.
 func applyStoreChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
+	if spec.win != nil && spec.win.rows {
+		return applyRowChangelog(txn, spec, r)
+	}
 	if err := applyChangelog(txn, spec.name, r); err != nil {
 		return err
 	}
