@@ -166,6 +166,7 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
 			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
+		o.dbIndex = o.st.spec.indexedByDB()
 		phase := windowChangelogPhase
 		switch {
 		case d.pane > 0 && o.st.spec.derivesCloseIndex():
@@ -220,6 +221,9 @@ type windowOp[K, V, A any] struct {
 	fns        windowFns[K, V, A]
 	next       func(Record[Windowed[K], A]) error // nil: nothing downstream
 	carriesKey bool
+	// dbIndex: the database derives the close index ('c') from the
+	// windows (storeSpec.indexedByDB): the operator never writes it.
+	dbIndex bool
 
 	// wm is the watermark windows are judged and closed by (see the
 	// invariants); loaded: it includes the store's persisted mark.
@@ -630,11 +634,13 @@ func indexKey(key []byte, w window.Window, retained bool) []byte {
 // scans.
 func (o *windowOp[K, V, A]) addWindow(kb, wk []byte, w window.Window, ts int64, retained bool) error {
 	ik := indexKey(kb, w, retained)
-	// The window is new, so is its index entry: no read of it.
-	if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, ts); err != nil {
-		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	if !o.dbIndex {
+		// The window is new, so is its index entry: no read of it.
+		if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, ts); err != nil {
+			return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+		}
+		o.cl.write(ik, indexValue, ts, true)
 	}
-	o.cl.write(ik, indexValue, ts, true)
 	// Neither key exists before this record: closed before the next flush,
 	// the window needs no changelog record.
 	o.cl.write(wk, nil, ts, true)
@@ -934,9 +940,13 @@ func readEnd(k []byte) int64 {
 // if the transaction still holds it.
 func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) {
 	t := o.t
-	// The scan found ik in the database; the round may have deleted it.
-	if found, known := t.txn.Known(o.name, ik); known && !found {
-		return false, nil
+	// The scan found ik in the database; the round may have deleted it. (A
+	// derived index (dbIndex) is not in the transaction: the window itself
+	// says whether it is still open.)
+	if !o.dbIndex {
+		if found, known := t.txn.Known(o.name, ik); known && !found {
+			return false, nil
+		}
 	}
 	pk := ik
 	if retained {
@@ -948,6 +958,11 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
 	w := window.Window{Start: start, End: end}
+	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy && o.dbIndex {
+		// Closed before the mark was written (not reached: a window's
+		// tombstone precedes the mark in the changelog): delete it unread.
+		return false, o.dropWindow(timekey.WindowKey(nil, key, start, end), o.windowTime(w))
+	}
 	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy {
 		// Closed before the mark was written: a leftover the restore
 		// derived from a pane that outlives the window.
@@ -968,6 +983,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 	}
 	if err != nil {
 		return false, unfatal(err)
+	}
+	if o.dbIndex && !found {
+		return false, nil // the entry outlived its window in the database until its next write
 	}
 	ts := o.windowTime(w)
 	// The close's changelog writes are recorded with its store writes: if
@@ -999,11 +1017,13 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		o.cl.writeNow(wk, nil, ts, false)
 	}
 	// The index entry was written at ts and the scan found it: delete it
-	// without reading it.
-	if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
-		return false, fmt.Errorf("store %s: %w", o.name, err)
+	// without reading it (a derived one goes with its window).
+	if !o.dbIndex {
+		if err := t.txn.DeleteKnown(o.name, ik, ts); err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
+		o.cl.writeNow(ik, nil, ts, false)
 	}
-	o.cl.writeNow(ik, nil, ts, false)
 	if err := t.txn.Apply(); err != nil {
 		return false, err
 	}
@@ -1021,6 +1041,20 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 	}
 	out := Record[Windowed[K], A]{Key: o.windowedKey(k, w), Value: s.agg, Timestamp: time.UnixMilli(ts)}
 	return true, o.emitResult(out, wk, v, ts)
+}
+
+// dropWindow deletes window wk, if it exists, with its changelog tombstone,
+// without emitting it.
+func (o *windowOp[K, V, A]) dropWindow(wk []byte, ts int64) error {
+	_, found, err := o.get(wk)
+	if err != nil || !found {
+		return unfatal(err)
+	}
+	if err := o.t.txn.DeleteCold(o.name, wk); err != nil {
+		return fmt.Errorf("store %s: %w", o.name, err)
+	}
+	o.cl.writeNow(wk, nil, ts, false)
+	return o.t.txn.Apply()
 }
 
 // emitResult forwards a window's result as task.emitTimed runs a

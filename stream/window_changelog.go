@@ -242,6 +242,37 @@ func (s *storeSpec) derivesCloseIndex() bool {
 	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates
 }
 
+// indexedByDB reports whether a windowed store's close index is derived
+// by its database (state.Derived, windowCloseIndex) from its windows, in
+// Pebble only: a store of time windows (tumbling, hopping, calendar) not in
+// pane layout whose index a restore derives (derivesCloseIndex). Its
+// operator writes and deletes the windows alone — the open windows cost the
+// store cache one entry each, not two — and finds those not yet in Pebble
+// in its notes, as before; its changelog holds no index records (nor did
+// it before, derivesCloseIndex), and a restore writes none (the database
+// derives them when it writes the windows).
+func (s *storeSpec) indexedByDB() bool {
+	return s.derivesCloseIndex() && s.win.kind == "time" && s.win.pane == 0
+}
+
+// windowCloseIndex derives a window's close index entry from its window
+// key: 'w' | key | end | start gives 'c' | end | key | start (the same
+// bytes rearranged: timekey's layouts), with value indexValue.
+var windowCloseIndex = state.DerivedIndex{
+	Of: func(dst, wk []byte) []byte {
+		if len(wk) < 1+2*timekey.TimeSize+1 || wk[0] != timekey.TagWindow {
+			return dst // not a window (the mark)
+		}
+		n := len(wk)
+		dst = append(dst, timekey.TagIndex)
+		dst = append(dst, wk[n-2*timekey.TimeSize:n-timekey.TimeSize]...)
+		dst = append(dst, wk[1:n-2*timekey.TimeSize]...)
+		return append(dst, wk[n-timekey.TimeSize:]...)
+	},
+	Holds: func(key []byte) bool { return len(key) > 0 && key[0] == timekey.TagIndex },
+	Value: indexValue,
+}
+
 // windowChangelogPhaseDerived is windowChangelogPhase for a store whose
 // close index a restore derives: its index entries are not logged.
 func windowChangelogPhaseDerived(key []byte, deleted bool) int {
@@ -267,12 +298,17 @@ func paneChangelogPhaseDerived(key []byte, deleted bool) int {
 // window record — set with the window, deleted with it, at the window's
 // time. Applied in order, a prefix of the changelog then gives every window
 // its index entry. A changelog written before the index was derived holds
-// the index records too; they set what the derivation sets.
+// the index records too; they set what the derivation sets. A store whose
+// database derives its index (indexedByDB) gets neither: the database
+// writes a window's entry with it.
 func applyStoreChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
+	if spec.indexedByDB() && len(r.Key) > 0 && r.Key[0] == timekey.TagIndex {
+		return nil // an index record of an older changelog: the database derives it
+	}
 	if err := applyChangelog(txn, spec.name, r); err != nil {
 		return err
 	}
-	if !spec.derivesCloseIndex() || len(r.Key) == 0 || r.Key[0] != timekey.TagWindow {
+	if !spec.derivesCloseIndex() || spec.indexedByDB() || len(r.Key) == 0 || r.Key[0] != timekey.TagWindow {
 		return nil
 	}
 	key, start, end, err := timekey.ParseWindowKey(r.Key)

@@ -18,6 +18,7 @@ type write struct {
 	found   bool // false: delete the key
 	dbTS    int64
 	dbFound bool
+	derived bool // a derived entry's write (DerivedIndex)
 }
 
 // batchRecordOverhead bounds the bytes a Pebble batch adds to a record
@@ -56,6 +57,10 @@ type indexOp struct {
 func (d *DB) writeBatch(ws []write) error {
 	if len(ws) == 0 {
 		return nil
+	}
+	if n := len(ws); len(d.derived) > 0 {
+		ws = d.deriveWrites(ws)
+		defer clear(ws[n:]) // their keys are d.deriveBuf's
 	}
 	d.batches++ // a kept scan iterator's view is stale (TaskScan)
 	order := d.sortWrites(ws)
@@ -96,7 +101,7 @@ func (d *DB) writeBatch(ws []write) error {
 		size += len(w.dk) + batchRecordOverhead
 		if w.found {
 			size += 8 + len(w.value)
-			if w.ts > best {
+			if w.ts > best && !w.derived {
 				best, bestPos = w.ts, pos
 			}
 		}
