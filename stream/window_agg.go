@@ -304,7 +304,7 @@ func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
 		if o.d.pane > 0 {
 			ws = o.paneKeysOf(ws, key, window.Window{Start: start, End: end})
 		} else {
-			ws = append(ws, timekey.WindowKey(nil, key, start, end))
+			ws = append(ws, windowKey(key, start, end))
 		}
 	}
 	o.loadKeys = ws[:0]
@@ -483,7 +483,7 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 	// keeps it.
 	wks := o.winKeys[:0]
 	for _, w := range o.wins {
-		wks = append(wks, timekey.WindowKey(nil, kb, w.Start, w.End))
+		wks = append(wks, windowKey(kb, w.Start, w.End))
 	}
 	o.winKeys = wks
 	defer clear(wks)
@@ -618,6 +618,12 @@ func (o *windowOp[K, V, A]) get(key []byte) ([]byte, bool, error) {
 		return nil, false, &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 	}
 	return v, found, nil
+}
+
+// windowKey is the 'w' entry of window [start, end) of key, in one
+// allocation (a key without escaped bytes fits).
+func windowKey(key []byte, start, end int64) []byte {
+	return timekey.WindowKey(make([]byte, 0, len(key)+3+2*timekey.TimeSize), key, start, end)
 }
 
 // indexKey is the 'c' (open) or 'r' (retained) entry of a window.
@@ -961,7 +967,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy && o.dbIndex {
 		// Closed before the mark was written (not reached: a window's
 		// tombstone precedes the mark in the changelog): delete it unread.
-		return false, o.dropWindow(timekey.WindowKey(nil, key, start, end), o.windowTime(w))
+		return false, o.dropWindow(windowKey(key, start, end), o.windowTime(w))
 	}
 	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy {
 		// Closed before the mark was written: a leftover the restore
@@ -972,7 +978,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		o.cl.writeNow(ik, nil, o.windowTime(w), false)
 		return false, t.txn.Apply()
 	}
-	wk := timekey.WindowKey(nil, key, start, end)
+	wk := windowKey(key, start, end)
 	var v []byte
 	var found bool
 	var paneDels [][]byte // pane layout: the panes only w holds

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"slices"
 	"time"
 	"unsafe"
@@ -56,9 +57,19 @@ type storeChangelog struct {
 	// succeeds (commitStaged).
 	staged []changelogWrite
 	// latest: the collapsed write per key since the last flush, in the order
-	// of each key's first write; index maps a key (a string sharing the
-	// bytes of the write's key, which its writer no longer modifies) to its
-	// slot.
+	// of each key's first write. A key's slot is found from the note on
+	// its store cache entry (state.Txn.Note: slot+1), or, for a key whose
+	// phase depends on whether it is deleted (or with the cache disabled:
+	// its notes do not outlive a round, state.DB.Caching),
+	// from index, which maps a key (a string sharing the bytes of the
+	// write's key, which its writer no longer modifies) to its slot.
+	//
+	// A note is lost when the cache drops the entry: the key's next write
+	// then takes a new slot, and a flush writes both, in slot order, which
+	// is write order — the phases of such a key's writes are all the same
+	// — so the later record has the last word. A slot's logged stays right
+	// too: a key created again (created) was deleted in between, and that
+	// deletion is in an earlier slot, a tombstone if anything was logged.
 	latest []changelogWrite
 	index  map[string]int
 	size   int64 // bytes held by latest, as collapseBound counts them
@@ -76,8 +87,12 @@ type changelogWrite struct {
 }
 
 // changelogWriteSize is what collapseBound counts for one collapsed key
-// beyond its bytes: the entry and its index slot.
-const changelogWriteSize = int64(unsafe.Sizeof(changelogWrite{})) + 48
+// beyond its bytes: the entry and its index slot; changelogNotedSize for
+// one found by its note (no index slot).
+const (
+	changelogWriteSize = changelogNotedSize + 48
+	changelogNotedSize = int64(unsafe.Sizeof(changelogWrite{}))
+)
 
 // newStoreChangelog registers the collapsed changelog of store st for the
 // operator of node, as one of the task's flushers.
@@ -139,6 +154,19 @@ func (c *storeChangelog) add(w changelogWrite) {
 		*prev = w
 		return
 	}
+	if note := c.note(w.key); note != nil {
+		if i := int(*note) - 1; i >= 0 && i < len(c.latest) && bytes.Equal(c.latest[i].key, w.key) {
+			prev := &c.latest[i]
+			c.size += int64(len(w.value) - len(prev.value))
+			w.logged = prev.logged
+			*prev = w
+			return
+		}
+		*note = uint32(len(c.latest) + 1)
+		c.latest = append(c.latest, w)
+		c.size += changelogNotedSize + int64(len(w.key)+len(w.value))
+		return
+	}
 	if i, ok := c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))]; ok {
 		prev := &c.latest[i]
 		c.size += int64(len(w.value) - len(prev.value))
@@ -151,6 +179,20 @@ func (c *storeChangelog) add(w changelogWrite) {
 	c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))] = len(c.latest)
 	c.latest = append(c.latest, w)
 	c.size += changelogWriteSize + int64(len(w.key)+len(w.value))
+}
+
+// note returns key's note in the store cache (see latest), or nil if the
+// key's slot is kept in index.
+func (c *storeChangelog) note(key []byte) *uint32 {
+	txn := c.t.txn
+	if txn == nil || !c.t.db.Caching() || c.phase != nil && c.phase(key, true) != c.phase(key, false) {
+		return nil
+	}
+	n, err := txn.Note(c.store, key)
+	if err != nil {
+		return nil
+	}
+	return n
 }
 
 // sameSlice reports whether a and b are the same bytes (not only equal).

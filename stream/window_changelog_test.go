@@ -318,3 +318,39 @@ func TestWindowCloseIndexDerivedByDB(t *testing.T) {
 		}
 	}
 }
+
+// A window store's collapsed changelog finds a key's slot by the note on
+// its store cache entry (state.Txn.Note), not by a map of its own keyed by
+// the same bytes: interleaved updates of two windows collapse to one slot
+// each and the index map stays empty; an index key of a logged index
+// (Retain: its phase depends on whether it is deleted) keeps using it.
+func TestWindowChangelogSlotsOnCacheEntries(t *testing.T) {
+	for _, tc := range []struct {
+		store   WindowedStore
+		indexed int // index keys in the map
+	}{
+		{WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 0},
+		{WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal(), Retain: 10 * time.Second}, 2},
+	} {
+		r := newWindowTaskRun(t, t.TempDir(), tc.store)
+		var c *storeChangelog
+		for _, f := range r.tk.flushers {
+			if sc, ok := f.(*storeChangelog); ok {
+				c = sc
+			}
+		}
+		for i, w := range []wrec{{"a", 100, 1}, {"b", 150, 1}, {"a", 200, 1}, {"b", 300, 1}, {"a", 400, 1}} {
+			kr := &kgo.Record{Topic: "in", Key: []byte(w.key), Value: int64Bytes(w.val), Offset: int64(i),
+				Timestamp: time.UnixMilli(w.ts)}
+			if err := r.tk.handle(context.Background(), kr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := c.records(); n != 2+tc.indexed {
+			t.Fatalf("retain %v: %d collapsed records, want %d", tc.store.Retain, n, 2+tc.indexed)
+		}
+		if len(c.index) != tc.indexed {
+			t.Fatalf("retain %v: the collapse's map holds %d keys, want %d", tc.store.Retain, len(c.index), tc.indexed)
+		}
+	}
+}

@@ -86,8 +86,10 @@ type cacheEntry struct {
 	// tombstone). Only a hint of which entries evict drops first: the
 	// entry's state and every answer of the cache are the same either way.
 	cold       bool
-	coldListed bool      // in stateCache.cold (once, however often it is there)
-	txn        *txnEntry // the open round's state of the key, if the round touched it
+	coldListed bool // in stateCache.cold (once, however often it is there)
+	// note is the caller's (Txn.Note): zero when the entry is created.
+	note uint32
+	txn  *txnEntry // the open round's state of the key, if the round touched it
 }
 
 // cacheEntryOverhead estimates the memory of one entry beyond its key and
@@ -389,3 +391,7 @@ func (d *DB) warm() error {
 
 // CachedKeys is how many keys the cache holds an entry for (tests).
 func (d *DB) CachedKeys() int { return len(d.cache.entries) }
+
+// Caching reports whether the DB's cache is enabled: its entries, and the
+// notes kept on them (Txn.Note), outlive a round.
+func (d *DB) Caching() bool { return d.cache.enabled() }

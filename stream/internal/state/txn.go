@@ -225,6 +225,23 @@ func (t *Txn) Delete(store string, key []byte) error {
 	return nil
 }
 
+// Note returns the caller's note on key of store: a number kept on the
+// key's cache entry, for the caller to read and set (the collapsed
+// changelog keeps there the key's slot, sparing a map of its own keyed by
+// the same bytes). It links the key to the round as Get does (no database
+// read for a key the round touched); the pointer is valid until the round
+// ends. A note is a hint, not a fact: it is zero when the entry is created
+// and lost with it — when the cache evicts the entry, drops a deleted key
+// (a complete cache), or, disabled, at every commit — and nothing else
+// changes it.
+func (t *Txn) Note(store string, key []byte) (*uint32, error) {
+	e, err := t.lookup(store, key)
+	if err != nil {
+		return nil, err
+	}
+	return &e.ce.note, nil
+}
+
 // Epoch identifies the Txn's open round: it changes whenever the round's
 // writes are committed or discarded, so a caller keeping notes about the
 // open round's writes (written keys a database scan cannot see yet) knows
