@@ -108,6 +108,7 @@ type DB struct {
 	// order, index and their radix-sort twins (which of each pair holds
 	// the previous sort's result varies)
 	order, orderTmp []keyOrder
+	runTmp          []keyOrder // sortRun's
 	index, indexTmp []indexOp
 	dkBuf           []byte // scratch of Expired
 	indexWrites     uint64 // index entries set or deleted by flushes since open (for tests)
