@@ -160,7 +160,12 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 		}
 		ce = c.insertClean(string(t.kbuf), v, ts, found)
 	}
-	inserted := !ok
+	return t.link(store, ce, !ok), nil
+}
+
+// link links the key's cache entry ce to the round (inserted: the round's
+// lookup created it) and makes it the latest lookup's.
+func (t *Txn) link(store string, ce *cacheEntry, inserted bool) *txnEntry {
 	// The committed value is never modified in place (a commit replaces
 	// it, Put replaces e.value), so the entry may share it.
 	e := t.alloc()
@@ -169,7 +174,7 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 	ce.txn = e
 	t.d.active = t
 	t.last = e
-	return e, nil
+	return e
 }
 
 // alloc returns a zeroed entry from the slabs; slabs are reused after
