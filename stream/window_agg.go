@@ -30,7 +30,12 @@ import (
 // between two flushes none. A store that can hold no retained window
 // (derivesCloseIndex: no Retain, no LateUpdates, not sliding) keeps its
 // close index out of the changelog: a restore sets a window's 'c' entry
-// with its 'w' entry and deletes it with it (applyStoreChangelog).
+// with its 'w' entry and deletes it with it (applyStoreChangelog). Such a
+// store of time windows not in pane layout (indexedByDB) keeps it out of
+// the operator's writes and the store cache too: its database writes a
+// window's 'c' entry in the batch that first writes the window to Pebble
+// and deletes it with it (state.Derived), so an open window is one cache
+// entry.
 //
 //	'w' | key | end | start   -> the window: uvarint records since its last emission
 //	                             | (sliding) first, last record time (2 x 8 bytes BE)
