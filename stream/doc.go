@@ -246,7 +246,8 @@
 // ones (the others are counted as "partial"). EmitFinal emits one result
 // per window when it closes (optionally early partial results), EmitUpdates
 // every change. Hopping windows with EmitFinal keep one partial per key
-// and pane (gcd(size, advance) wide) instead of one per window, combined
+// and pane (gcd(size, advance) wide; a key's panes in one entry when a
+// window holds at most 32) instead of one per window, combined
 // when a window closes (window slicing; see Hopping for the conditions;
 // the layout is part of the store's declaration, stated by App.Describe).
 // Windows live in the task's Pebble store under keys laid out

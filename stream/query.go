@@ -286,6 +286,18 @@ func murmur2Hash(b []byte) uint32 {
 	return h
 }
 
+// storeKeyPartition is the partition of store key key of spec's store: a
+// windowed store's key ('w' | key | end | start, or its key prefix) lives
+// where its grouping key does, every other key by its own bytes.
+func storeKeyPartition(spec *storeSpec, key []byte, n int32) int32 {
+	if spec.window != "" && len(key) > 0 && key[0] == timekey.TagWindow {
+		if k, _, err := timekey.ReadKey(key[1:]); err == nil {
+			return keyPartition(k, n)
+		}
+	}
+	return keyPartition(key, n)
+}
+
 // queryTarget resolves a store name and its partition count.
 func (a *App) queryTarget(store string) (*storeSpec, int32, error) {
 	spec, ok := a.stores[store]
@@ -365,6 +377,14 @@ func (a *App) getLocal(spec *storeSpec, p int32, key []byte, stale bool) (StoreE
 	var e StoreEntry
 	var found bool
 	err := a.readLocal(spec, p, stale, func(db *state.DB, standby bool) error {
+		if spec.win != nil && spec.win.pane > 0 {
+			// A window of a store in pane layout: its panes combined.
+			var err error
+			if e, found, err = getPaneWindow(db, spec, key); err == nil {
+				e.Partition, e.Stale = p, standby
+			}
+			return err
+		}
 		v, ts, ok, err := db.Get(spec.name, key)
 		if err != nil {
 			return err
@@ -382,6 +402,9 @@ var errStopScan = errors.New("stop scan")
 // rangeLocal scans [from, to) of partition p of the store on this instance,
 // at most limit entries.
 func (a *App) rangeLocal(spec *storeSpec, p int32, from, to []byte, limit int, stale bool) ([]StoreEntry, error) {
+	if spec.win != nil && spec.win.rows {
+		return a.rangeRows(spec, p, from, to, limit, stale)
+	}
 	if spec.win != nil && spec.win.pane > 0 {
 		return a.rangePanes(spec, p, from, to, limit, stale)
 	}
@@ -447,7 +470,7 @@ func (a *App) Get(ctx context.Context, store string, key []byte, opts ...QueryOp
 	if err != nil {
 		return StoreEntry{}, false, err
 	}
-	p := keyPartition(key, n)
+	p := storeKeyPartition(spec, key, n)
 	e, found, err := a.getLocal(spec, p, key, o.stale)
 	if !errors.Is(err, errNotLocal) && !(o.stale && QueryRetriable(err)) {
 		return e, found, err
@@ -727,7 +750,7 @@ func (a *App) KeyMetadata(store string, key []byte) (KeyMetadata, error) {
 	if err != nil {
 		return KeyMetadata{}, err
 	}
-	md := KeyMetadata{Partition: keyPartition(key, n)}
+	md := KeyMetadata{Partition: storeKeyPartition(spec, key, n)}
 	err = a.readLocal(spec, md.Partition, false, func(*state.DB, bool) error { return nil })
 	if err != nil && !errors.Is(err, errNotLocal) {
 		return md, err

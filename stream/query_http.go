@@ -197,7 +197,7 @@ func (a *App) httpGet(w http.ResponseWriter, r *http.Request) {
 			writeError(w, terr)
 			return
 		}
-		e, found, err = a.getLocal(spec, keyPartition(key, n), key, stale)
+		e, found, err = a.getLocal(spec, storeKeyPartition(spec, key, n), key, stale)
 	} else {
 		var opts []QueryOpt
 		if stale {

@@ -43,8 +43,9 @@ func Tumbling(size time.Duration, opts ...WindowOpt) TimeWindows {
 // store keeps one partial aggregate per key and pane of width gcd(size,
 // advance) instead of one per window: a record updates one pane, and a
 // window's result combines its size/gcd panes when it closes (window
-// slicing, as Flink's sliced windows). Queries (QueryWindows, App.Range)
-// still read windows. Other declarations keep one entry per window (every
+// slicing, as Flink's sliced windows); with at most 32 panes a window, a
+// key's panes are one store entry. Queries (QueryWindows, App.Range,
+// App.Get of a window key) still read windows. Other declarations keep one entry per window (every
 // update or early result would combine the panes again). The layout
 // follows from the declaration and is persisted: a change of declaration
 // that changes it needs a new store name.
@@ -317,8 +318,10 @@ type windowDecl struct {
 	desc    string
 	// pane is the width (ms) of the panes of a store in pane layout
 	// (window_pane.go), 0 for one entry per window; combine folds a
-	// window's stored pane values into its value (queries).
+	// window's stored pane values into its value (queries); rows: the
+	// panes of a key are one store entry (window_pane_row.go).
 	pane    int64
+	rows    bool
 	combine func(vals [][]byte) ([]byte, error)
 }
 
@@ -392,6 +395,7 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 	}
 	d.windows = w.describe()
 	d.pane = d.paneWidth(hasMerge)
+	d.rows = d.pane > 0 && d.tw.Size.Milliseconds()/d.pane <= paneRowMax
 	d.desc = d.describe(d.late.String())
 	return d
 }
@@ -401,7 +405,10 @@ func (b *Builder) declareWindow(op string, w Windows, store WindowedStore, hasMe
 func (d *windowDecl) describe(late string) string {
 	s := fmt.Sprintf("windowed (%s), grace %v, retain %v after close, late records: %s, emit: %s",
 		d.windows, msDuration(d.grace), msDuration(d.lateRetain), late, d.emit)
-	if d.pane > 0 {
+	switch {
+	case d.rows:
+		s += fmt.Sprintf("; stored as panes of %v (one row of partials per key, combined when a window closes)", msDuration(d.pane))
+	case d.pane > 0:
 		s += fmt.Sprintf("; stored as panes of %v (one partial per key and pane, combined when a window closes)", msDuration(d.pane))
 	}
 	return s

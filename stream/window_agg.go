@@ -174,6 +174,9 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 		o.dbIndex = o.st.spec.indexedByDB()
 		phase := windowChangelogPhase
 		switch {
+		case d.rows && o.st.spec.derivesCloseIndex():
+			phase = windowChangelogPhaseDerived
+		case d.rows:
 		case d.pane > 0 && o.st.spec.derivesCloseIndex():
 			phase = paneChangelogPhaseDerived
 		case d.pane > 0:
@@ -279,6 +282,12 @@ type windowOp[K, V, A any] struct {
 	kh    uint64
 	// hints: pane layout, each key's latest pane (window_pane.go).
 	hints *paneHints
+	// Row form of the pane layout (window_pane_row.go): closeTo is the
+	// bound of the running close scan, closeNext the least end of the
+	// index entries its closes created; rowPanes and rowOut are buffers.
+	closeTo, closeNext int64
+	rowPanes           []rowPane
+	rowOut             []rowResult[A]
 
 	wins     []window.Window
 	winKeys  [][]byte // the store keys of wins (processTime)
@@ -306,9 +315,12 @@ func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
 		if err != nil {
 			continue
 		}
-		if o.d.pane > 0 {
+		switch {
+		case o.d.rows:
+			ws = append(ws, rowKey(nil, key))
+		case o.d.pane > 0:
 			ws = o.paneKeysOf(ws, key, window.Window{Start: start, End: end})
-		} else {
+		default:
 			ws = append(ws, windowKey(key, start, end))
 		}
 	}
@@ -412,7 +424,7 @@ func (o *windowOp[K, V, A]) load() error {
 		o.closedBy = int64(binary.BigEndian.Uint64(v))
 		o.wm = max(o.wm, o.closedBy)
 	}
-	if o.d.kind == "time" {
+	if o.d.kind == "time" && !o.d.rows {
 		if err := o.loadFresh(); err != nil {
 			return err
 		}
@@ -468,6 +480,9 @@ func (o *windowOp[K, V, A]) process(r Record[K, V]) error {
 		return o.processSession(r, kb, ts)
 	case "sliding":
 		return o.processSliding(r, kb, ts)
+	}
+	if o.d.rows {
+		return o.processRow(r, kb, ts)
 	}
 	if o.d.pane > 0 {
 		return o.processPanes(r, kb, ts)
@@ -835,9 +850,11 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if o.d.pane > 0 {
+	switch {
+	case o.d.rows:
+	case o.d.pane > 0:
 		o.panesClosed()
-	} else {
+	default:
 		o.fresh.closed(o.scanned[0])
 	}
 	if o.d.retain > 0 {
@@ -923,6 +940,9 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 	slices.SortFunc(keys, bytes.Compare)
 	keys = slices.CompactFunc(keys, bytes.Equal)
 	o.scanKeys = keys[:0]
+	// A close may create index entries past maxEnd (a row's next window,
+	// window_pane_row.go): closeNext is the least of their ends.
+	o.closeTo, o.closeNext = maxEnd, math.MaxInt64
 	n := 0
 	for j, ik := range keys {
 		if j%closeChunk == 0 {
@@ -938,7 +958,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64) (int, error) {
 			n++
 		}
 	}
-	o.scanned[i], o.nextEnd[i] = maxEnd, next
+	o.scanned[i], o.nextEnd[i] = maxEnd, min(next, o.closeNext)
 	return n, nil
 }
 
@@ -969,6 +989,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained bool) (bool, error) 
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
 	w := window.Window{Start: start, End: end}
+	if o.d.rows {
+		return o.closeRow(ik, key, w)
+	}
 	if !retained && satAddMs(end, o.d.closeDelta()) <= o.closedBy && o.dbIndex {
 		// Closed before the mark was written (not reached: a window's
 		// tombstone precedes the mark in the changelog): delete it unread.

@@ -279,7 +279,9 @@ func windowChangelogPhase(key []byte, deleted bool) int {
 // it: a superset of the open windows' entries whose extra entries are of
 // windows that closed while a later pane of the key outlived them — all at
 // or below the store's mark, which the operator deletes unread
-// (windowOp.closedBy).
+// (windowOp.closedBy). In the row form of the pane layout
+// (window_pane_row.go) a row's one entry follows the row's next window
+// (applyRowChangelog).
 func (s *storeSpec) derivesCloseIndex() bool {
 	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates
 }
@@ -344,6 +346,9 @@ func paneChangelogPhaseDerived(key []byte, deleted bool) int {
 // database derives its index (indexedByDB) gets neither: the database
 // writes a window's entry with it.
 func applyStoreChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
+	if spec.win != nil && spec.win.rows {
+		return applyRowChangelog(txn, spec, r)
+	}
 	if spec.indexedByDB() && len(r.Key) > 0 && r.Key[0] == timekey.TagIndex {
 		return nil // an index record of an older changelog: the database derives it
 	}

@@ -19,13 +19,20 @@ import (
 //
 // A pane is [s, s+g) with g = gcd(size, advance), aligned like the window
 // starts (offset + k*g); a window is the union of its size/g panes. A
-// record updates the one pane holding it. The store keeps:
+// record updates the one pane holding it.
+//
+// The layout has two forms. With at most paneRowMax panes a window (every
+// hopping window of common shapes: 10 s every 2 s is 5), a key's panes are
+// one entry, its row, and its close index one entry: window_pane_row.go.
+// Beyond it, one entry per key and pane, below (a row would be rewritten
+// whole by every record and changelog flush). The store keeps:
 //
 //	'w' | key | pane end | pane start -> the pane: uvarint 0 | partial aggregate
 //	'c' | end | key | start           -> 0x01: hop window [start, end) is open
 //	'm'                               -> the watermark (as in window_agg.go)
 //
-// A store is in pane layout by its declaration (windowDecl.paneWidth):
+// A store is in pane layout, and in which form, by its declaration
+// (windowDecl.paneWidth, windowDecl.rows):
 // hopping windows without a Location, advance != size, gcd(size, advance)
 // >= advance/2, a merge function (WindowedCount, WindowedReduce,
 // WindowedAggregate given merge), EmitFinal without early firing, and
@@ -519,4 +526,43 @@ func floorModMs(a, m int64) int64 {
 		r += m
 	}
 	return r
+}
+
+// getPaneWindow is getLocal for a window key wk of a store in pane layout:
+// the open window's panes combined, as the entry a store with one entry
+// per window would hold (found false if the window is not open or holds no
+// pane, or wk is no window key).
+func getPaneWindow(db *state.DB, spec *storeSpec, wk []byte) (StoreEntry, bool, error) {
+	if spec.win.rows {
+		return getRowWindow(db, spec, wk)
+	}
+	key, start, end, err := timekey.ParseWindowKey(wk)
+	if err != nil {
+		return StoreEntry{}, false, nil
+	}
+	if _, _, open, err := db.Get(spec.name, timekey.IndexKey(nil, key, start, end)); err != nil || !open {
+		return StoreEntry{}, false, err
+	}
+	g := spec.win.pane
+	var vals [][]byte
+	for s := start; s < end; s += g {
+		v, _, ok, err := db.Get(spec.name, paneKey(key, window.Window{Start: s, End: satAddMs(s, g)}))
+		if err != nil {
+			return StoreEntry{}, false, err
+		}
+		if ok {
+			vals = append(vals, v)
+		}
+		if uint64(end-s) <= uint64(g) {
+			break // the last pane (end may be the largest time)
+		}
+	}
+	if len(vals) == 0 {
+		return StoreEntry{}, false, nil
+	}
+	v, err := spec.win.combine(vals)
+	if err != nil {
+		return StoreEntry{}, false, fmt.Errorf("store %s: combine panes: %w", spec.name, err)
+	}
+	return StoreEntry{Key: slices.Clone(wk), Value: v, Timestamp: time.UnixMilli(end - 1)}, true, nil
 }

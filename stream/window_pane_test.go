@@ -10,15 +10,17 @@ import (
 	"github.com/weirhq/weir/stream/internal/timekey"
 )
 
-// storeEntries counts a task's window entries ('w') and open-window index
-// entries ('c') of store.
-func storeEntries(t *testing.T, r *windowRun, store string) (wins, index int) {
+// storeEntries counts a task's window or pane entries ('w'), pane rows
+// ('p') and open-window index entries ('c') of store.
+func storeEntries(t *testing.T, r *windowRun, store string) (wins, rows, index int) {
 	t.Helper()
 	for _, tk := range r.d.tasks {
 		err := tk.db.Scan(store, nil, nil, func(k, _ []byte, _ int64) error {
 			switch k[0] {
 			case timekey.TagWindow:
 				wins++
+			case tagRow:
+				rows++
 			case timekey.TagIndex:
 				index++
 			}
@@ -28,58 +30,89 @@ func storeEntries(t *testing.T, r *windowRun, store string) (wins, index int) {
 			t.Fatal(err)
 		}
 	}
-	return wins, index
+	return wins, rows, index
 }
 
-// In pane layout a record of a hopping window (size/advance = 5) writes one
-// window entry (its pane), and the index entries of the windows it opens;
-// a second record in the same pane writes no new entry. Without panes it
-// writes five window entries.
+// In the row form of the pane layout a record of a hopping window
+// (size/advance = 5) writes one entry, its key's row, and the key has one
+// index entry (its next window to close) whatever its panes; without panes
+// it writes five window entries and their five index entries.
 func TestWindowPaneRecordWritesOneEntry(t *testing.T) {
 	for _, agg := range []windowAgg{aggCount, aggSum, aggAggregate} {
 		r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("p"), 1, 10*time.Second, agg)
+		check := func(step string, wantNext int64) {
+			t.Helper()
+			if w, rows, c := storeEntries(t, r, "p"); w != 0 || rows != 1 || c != 1 {
+				t.Fatalf("agg %d: %s: %d window entries, %d rows, %d index entries; want 1 row, 1 index entry",
+					agg, step, w, rows, c)
+			}
+			var v []byte
+			found := false
+			var err error
+			for _, tk := range r.d.tasks {
+				if v, _, found, err = tk.db.Get("p", rowKey(nil, []byte("a"))); found || err != nil {
+					break
+				}
+			}
+			if err != nil || !found {
+				t.Fatalf("agg %d: %s: row of a: %v %v", agg, step, found, err)
+			}
+			if next, _, err := decodeRow(nil, v); err != nil || next != wantNext {
+				t.Fatalf("agg %d: %s: next window ends at %d (%v), want %d", agg, step, next, err, wantNext)
+			}
+		}
 		r.pipe(wrec{key: "a", ts: 5050, val: 1})
-		if w, c := storeEntries(t, r, "p"); w != 1 || c != 5 {
-			t.Fatalf("agg %d: after one record: %d window entries, %d index entries; want 1 pane, 5 windows", agg, w, c)
-		}
+		check("after one record", 5200)
 		r.pipe(wrec{key: "a", ts: 5150, val: 2})
-		if w, c := storeEntries(t, r, "p"); w != 1 || c != 5 {
-			t.Fatalf("agg %d: after a record in the same pane: %d window entries, %d index entries", agg, w, c)
-		}
-		// The next pane: one more pane, one more window.
+		check("after a record in the same pane", 5200)
 		r.pipe(wrec{key: "a", ts: 5250, val: 4})
-		if w, c := storeEntries(t, r, "p"); w != 2 || c != 6 {
-			t.Fatalf("agg %d: after a record in the next pane: %d window entries, %d index entries", agg, w, c)
-		}
-		// Out of order, two panes back: the windows [4200, 5200) and
-		// [4400, 5400) hold a pane already, [4000, 5000) is new.
+		check("after a record in the next pane", 5200)
+		// Out of order, two panes back: its first window [4000, 5000)
+		// closes first now.
 		r.pipe(wrec{key: "a", ts: 4850, val: 8})
-		if w, c := storeEntries(t, r, "p"); w != 3 || c != 7 {
-			t.Fatalf("agg %d: after an earlier record: %d window entries, %d index entries", agg, w, c)
-		}
+		check("after an earlier record", 5000)
 		r.flush(10_000_000)
 		want := batchTime([]wrec{{key: "a", ts: 5050, val: 1}, {key: "a", ts: 5150, val: 2}, {key: "a", ts: 5250, val: 4},
 			{key: "a", ts: 4850, val: 8}}, 1000, 200, 0, agg == aggCount)
 		if d := diffResults(r.finals(), want); d != "[]" {
 			t.Fatalf("agg %d: %s", agg, d)
 		}
-		if w, c := storeEntries(t, r, "p"); w > 1 || c > 5 {
-			t.Fatalf("agg %d: after every window closed: %d window entries, %d index entries (the sentinel's only)", agg, w, c)
+		if w, rows, c := storeEntries(t, r, "p"); w > 0 || rows > 1 || c > 1 {
+			t.Fatalf("agg %d: after every window closed: %d window entries, %d rows, %d index entries (the sentinel's only)",
+				agg, w, rows, c)
 		}
-		// The close index is derived from the panes by a restore: the
-		// changelog holds panes and the mark, no index entry.
-		panes := 0
+		// The close index is derived from the rows by a restore: the
+		// changelog holds rows and the mark, no index entry.
+		rows := 0
 		for _, rec := range r.d.Records("win-p-changelog") {
 			switch rec.Key[0] {
-			case timekey.TagIndex:
-				t.Fatalf("agg %d: the changelog holds an index entry %q", agg, rec.Key)
-			case timekey.TagWindow:
-				panes++
+			case timekey.TagIndex, timekey.TagWindow:
+				t.Fatalf("agg %d: the changelog holds an index or window entry %q", agg, rec.Key)
+			case tagRow:
+				rows++
 			}
 		}
-		if panes == 0 {
-			t.Fatalf("agg %d: no pane in the changelog", agg)
+		if rows == 0 {
+			t.Fatalf("agg %d: no row in the changelog", agg)
 		}
+	}
+}
+
+// Past paneRowMax panes a window, the pane layout keeps one entry per key
+// and pane: a record writes its pane, and the index entries of the windows
+// it opens.
+func TestWindowPaneEntriesBeyondRowMax(t *testing.T) {
+	r := newWindowRun(t, Hopping(time.Second, 25*time.Millisecond), finalStore("p"), 1, 10*time.Second, aggSum)
+	if d := r.d.App().Describe(); !strings.Contains(d, "one partial per key and pane") {
+		t.Fatalf("not in per-pane layout:\n%s", d)
+	}
+	r.pipe(wrec{key: "a", ts: 5010, val: 1})
+	if w, rows, c := storeEntries(t, r, "p"); w != 1 || rows != 0 || c != 40 {
+		t.Fatalf("after one record: %d window entries, %d rows, %d index entries; want 1 pane, 40 windows", w, rows, c)
+	}
+	r.pipe(wrec{key: "a", ts: 5040, val: 2})
+	if w, rows, c := storeEntries(t, r, "p"); w != 2 || rows != 0 || c != 41 {
+		t.Fatalf("after a record in the next pane: %d window entries, %d rows, %d index entries", w, rows, c)
 	}
 }
 
@@ -95,6 +128,7 @@ func TestWindowPaneLayoutByDeclaration(t *testing.T) {
 	}{
 		{Hopping(time.Second, 200*time.Millisecond), finalStore("p"), true},
 		{Hopping(time.Second, 400*time.Millisecond), finalStore("p"), true}, // gcd 200 = advance/2
+		{Hopping(time.Second, 25*time.Millisecond), finalStore("p"), true},  // 40 panes: not in rows
 		{Hopping(time.Second, 300*time.Millisecond), finalStore("p"), false},
 		{Tumbling(time.Second), finalStore("p"), false},
 		{Hopping(time.Second, 200*time.Millisecond), WindowedStore{Name: "p", Late: DropLate(), Emit: EmitUpdates()}, false},
@@ -155,7 +189,8 @@ func TestWindowPaneRangeReturnsWindows(t *testing.T) {
 // (EmitUpdates keeps that layout), which drop the same late records.
 func TestWindowPaneMatchesPerWindowLayout(t *testing.T) {
 	for _, w := range []Windows{Hopping(time.Second, 250*time.Millisecond),
-		Hopping(time.Second, 400*time.Millisecond, WindowOffset(30*time.Millisecond))} {
+		Hopping(time.Second, 400*time.Millisecond, WindowOffset(30*time.Millisecond)),
+		Hopping(time.Second, 25*time.Millisecond)} { // beyond paneRowMax: one entry per pane
 		for _, agg := range []windowAgg{aggCount, aggSum, aggAggregate} {
 			recs := genRecords(uint64(agg)+3, 900, testKeys, 1_000_000, 7, 0)
 			shuffleWithin(recs, 700, uint64(agg)+11)

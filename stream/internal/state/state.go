@@ -54,8 +54,10 @@ import (
 
 // FormatVersion is the version of the key layout above. Version 1 indexed
 // the exact update time; 2 indexes the end of its bucket; 3 lets a store
-// have no index (width 0: NoTTLIndex).
-const FormatVersion = 3
+// have no index (width 0: NoTTLIndex); 4: a windowed store of hopping
+// windows in pane layout keeps one row of panes per key (stream's
+// window_pane_row.go), so its local copies are rebuilt from the changelog.
+const FormatVersion = 4
 
 const (
 	prefixData  = 'd'
