@@ -358,7 +358,7 @@ func (m *standbyManager) openStandby(st *standbyTask) (*standbyRun, error) {
 	dir := a.taskDir(st.id)
 	var stateOpts []state.Option
 	for _, s := range st.stores {
-		stateOpts = append(stateOpts, storeTTL(s))
+		stateOpts = append(stateOpts, storeOptions(s)...)
 	}
 	db, err := state.Open(dir, logger, stateOpts...)
 	if err != nil {

@@ -149,7 +149,7 @@ func (a *App) newTask(id taskID) (*task, error) {
 		dir := a.taskDir(id)
 		opts := []state.Option{state.CacheBytes(a.cfg.storeCache)}
 		for _, s := range t.stores {
-			opts = append(opts, storeTTL(s.spec))
+			opts = append(opts, storeOptions(s.spec)...)
 		}
 		db, err := state.Open(dir, a.cfg.logger.With("task", id.String()), opts...)
 		if err != nil {
@@ -173,20 +173,24 @@ func (a *App) newTask(id taskID) (*task, error) {
 	return t, nil
 }
 
-// storeTTL declares a store's TTL to state.Open, which sizes the store's
-// TTL index buckets by it (a table's store has none: the exact index). A
+// storeOptions declares a store to state.Open: its TTL, which sizes the
+// store's TTL index buckets (a table's store has none: the exact index). A
 // windowed store (a windowed aggregation's, a stream join's) has no TTL and
 // no TTL index: its windows are deleted when the watermark passes them,
-// found by its own close index. A task and a standby of it open the same
-// directory with the same declarations.
-func storeTTL(spec *storeSpec) state.Option {
+// found by its own close index — which the database derives for some
+// (indexedByDB). A task and a standby of it open the same directory with
+// the same declarations.
+func storeOptions(spec *storeSpec) []state.Option {
 	if spec.window != "" {
-		return state.NoTTLIndex(spec.name)
+		if spec.indexedByDB() {
+			return []state.Option{state.NoTTLIndex(spec.name), state.Derived(spec.name, windowCloseIndex)}
+		}
+		return []state.Option{state.NoTTLIndex(spec.name)}
 	}
 	if spec.table {
-		return state.StoreTTL(spec.name, 0)
+		return []state.Option{state.StoreTTL(spec.name, 0)}
 	}
-	return state.StoreTTL(spec.name, spec.ttl)
+	return []state.Option{state.StoreTTL(spec.name, spec.ttl)}
 }
 
 // store returns the task's handle on the named store (called while the

@@ -30,7 +30,12 @@ import (
 // between two flushes none. A store that can hold no retained window
 // (derivesCloseIndex: no Retain, no LateUpdates, not sliding) keeps its
 // close index out of the changelog: a restore sets a window's 'c' entry
-// with its 'w' entry and deletes it with it (applyStoreChangelog).
+// with its 'w' entry and deletes it with it (applyStoreChangelog). Such a
+// store of time windows not in pane layout (indexedByDB) keeps it out of
+// the operator's writes and the store cache too: its database writes a
+// window's 'c' entry in the batch that first writes the window to Pebble
+// and deletes it with it (state.Derived), so an open window is one cache
+// entry.
 //
 //	'w' | key | end | start   -> the window: uvarint records since its last emission
 //	                             | (sliding) first, last record time (2 x 8 bytes BE)
@@ -168,6 +173,7 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
 			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
+		o.dbIndex = o.st.spec.indexedByDB()
 		phase := windowChangelogPhase
 		switch {
 		case d.rows && o.st.spec.derivesCloseIndex():
@@ -225,6 +231,9 @@ type windowOp[K, V, A any] struct {
 	fns        windowFns[K, V, A]
 	next       func(Record[Windowed[K], A]) error // nil: nothing downstream
 	carriesKey bool
+	// dbIndex: the database derives the close index ('c') from the
+	// windows (storeSpec.indexedByDB): the operator never writes it.
+	dbIndex bool
 
 	// wm is the watermark windows are judged and closed by (see the
 	// invariants); loaded: it includes the store's persisted mark.
@@ -324,7 +333,7 @@ func (o *windowOp[K, V, A]) loadWindows(iks [][]byte, retained bool) error {
 		case o.d.pane > 0:
 			ws = o.paneKeysOf(ws, key, window.Window{Start: start, End: end})
 		default:
-			ws = append(ws, timekey.WindowKey(nil, key, start, end))
+			ws = append(ws, windowKey(key, start, end))
 		}
 	}
 	o.loadKeys = ws[:0]
@@ -512,7 +521,7 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 	// keeps it.
 	wks := o.winKeys[:0]
 	for _, w := range o.wins {
-		wks = append(wks, timekey.WindowKey(nil, kb, w.Start, w.End))
+		wks = append(wks, windowKey(kb, w.Start, w.End))
 	}
 	o.winKeys = wks
 	defer clear(wks)
@@ -659,6 +668,12 @@ func (o *windowOp[K, V, A]) get(key []byte) ([]byte, bool, error) {
 	return v, found, nil
 }
 
+// windowKey is the 'w' entry of window [start, end) of key, in one
+// allocation (a key without escaped bytes fits).
+func windowKey(key []byte, start, end int64) []byte {
+	return timekey.WindowKey(make([]byte, 0, len(key)+3+2*timekey.TimeSize), key, start, end)
+}
+
 // indexKey is the 'c' (open) or 'r' (retained) entry of a window.
 func indexKey(key []byte, w window.Window, retained bool) []byte {
 	k := timekey.IndexKey(nil, key, w.Start, w.End)
@@ -673,11 +688,13 @@ func indexKey(key []byte, w window.Window, retained bool) []byte {
 // scans.
 func (o *windowOp[K, V, A]) addWindow(kb, wk []byte, w window.Window, ts int64, retained bool) error {
 	ik := indexKey(kb, w, retained)
-	// The window is new, so is its index entry: no read of it.
-	if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, ts); err != nil {
-		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	if !o.dbIndex {
+		// The window is new, so is its index entry: no read of it.
+		if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, ts); err != nil {
+			return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+		}
+		o.cl.write(ik, indexValue, ts, true)
 	}
-	o.cl.write(ik, indexValue, ts, true)
 	// Neither key exists before this record: closed before the next flush,
 	// the window needs no changelog record.
 	o.cl.write(wk, nil, ts, true)
@@ -1027,9 +1044,13 @@ func readEnd(k []byte) int64 {
 // are the record's, kept only if the record succeeds.
 func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, error) {
 	t := o.t
-	// The scan found ik in the database; the round may have deleted it.
-	if found, known := t.txn.Known(o.name, ik); known && !found {
-		return false, nil
+	// The scan found ik in the database; the round may have deleted it. (A
+	// derived index (dbIndex) is not in the transaction: the window itself
+	// says whether it is still open.)
+	if !o.dbIndex {
+		if found, known := t.txn.Known(o.name, ik); known && !found {
+			return false, nil
+		}
 	}
 	pk := ik
 	if retained {
@@ -1044,6 +1065,13 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, er
 	if o.d.rows {
 		return o.closeRow(ik, key, w, rec)
 	}
+	if !retained && o.dbIndex && o.closedBefore(ik, end) {
+		// Closed before the mark was written (not reached: a window's
+		// tombstone precedes the mark in the changelog): delete it unread.
+		// (Never a record's close: closeTouched serves stores whose index
+		// is not derived by the database.)
+		return false, o.dropWindow(windowKey(key, start, end), o.windowTime(w))
+	}
 	if !retained && o.closedBefore(ik, end) {
 		// Closed before the mark was written: a leftover the restore
 		// derived from a pane that outlives the window.
@@ -1053,7 +1081,7 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, er
 		o.clWrite(rec, ik, nil, o.windowTime(w), false)
 		return false, t.txn.Apply()
 	}
-	wk := timekey.WindowKey(nil, key, start, end)
+	wk := windowKey(key, start, end)
 	var v []byte
 	var found bool
 	var paneDels [][]byte // pane layout: the panes only w holds
@@ -1064,6 +1092,9 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, er
 	}
 	if err != nil {
 		return false, unfatal(err)
+	}
+	if o.dbIndex && !found {
+		return false, nil // the entry outlived its window in the database until its next write
 	}
 	ts := o.windowTime(w)
 	// The close's changelog writes are recorded with its store writes: if
@@ -1095,11 +1126,13 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, er
 		o.clWrite(rec, wk, nil, ts, false)
 	}
 	// The index entry was written at ts and the scan found it: delete it
-	// without reading it.
-	if err := o.deleteIndex(ik, ts, rec); err != nil {
-		return false, fmt.Errorf("store %s: %w", o.name, err)
+	// without reading it (a derived one goes with its window).
+	if !o.dbIndex {
+		if err := o.deleteIndex(ik, ts, rec); err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
+		o.clWrite(rec, ik, nil, ts, false)
 	}
-	o.clWrite(rec, ik, nil, ts, false)
 	if !rec {
 		if err := t.txn.Apply(); err != nil {
 			return false, err
@@ -1122,6 +1155,20 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, er
 		return true, o.next(out)
 	}
 	return true, o.emitResult(out, wk, v, ts)
+}
+
+// dropWindow deletes window wk, if it exists, with its changelog tombstone,
+// without emitting it.
+func (o *windowOp[K, V, A]) dropWindow(wk []byte, ts int64) error {
+	_, found, err := o.get(wk)
+	if err != nil || !found {
+		return unfatal(err)
+	}
+	if err := o.t.txn.DeleteCold(o.name, wk); err != nil {
+		return fmt.Errorf("store %s: %w", o.name, err)
+	}
+	o.cl.writeNow(wk, nil, ts, false)
+	return o.t.txn.Apply()
 }
 
 // emitResult forwards a window's result as task.emitTimed runs a

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"slices"
 	"time"
 	"unsafe"
@@ -56,9 +57,19 @@ type storeChangelog struct {
 	// succeeds (commitStaged).
 	staged []changelogWrite
 	// latest: the collapsed write per key since the last flush, in the order
-	// of each key's first write; index maps a key (a string sharing the
-	// bytes of the write's key, which its writer no longer modifies) to its
-	// slot.
+	// of each key's first write. A key's slot is found from the note on
+	// its store cache entry (state.Txn.Note: slot+1), or, for a key whose
+	// phase depends on whether it is deleted (or with the cache disabled:
+	// its notes do not outlive a round, state.DB.Caching),
+	// from index, which maps a key (a string sharing the bytes of the
+	// write's key, which its writer no longer modifies) to its slot.
+	//
+	// A note is lost when the cache drops the entry: the key's next write
+	// then takes a new slot, and a flush writes both, in slot order, which
+	// is write order — the phases of such a key's writes are all the same
+	// — so the later record has the last word. A slot's logged stays right
+	// too: a key created again (created) was deleted in between, and that
+	// deletion is in an earlier slot, a tombstone if anything was logged.
 	latest []changelogWrite
 	index  map[string]int
 	size   int64 // bytes held by latest, as collapseBound counts them
@@ -76,8 +87,12 @@ type changelogWrite struct {
 }
 
 // changelogWriteSize is what collapseBound counts for one collapsed key
-// beyond its bytes: the entry and its index slot.
-const changelogWriteSize = int64(unsafe.Sizeof(changelogWrite{})) + 48
+// beyond its bytes: the entry and its index slot; changelogNotedSize for
+// one found by its note (no index slot).
+const (
+	changelogWriteSize = changelogNotedSize + 48
+	changelogNotedSize = int64(unsafe.Sizeof(changelogWrite{}))
+)
 
 // newStoreChangelog registers the collapsed changelog of store st for the
 // operator of node, as one of the task's flushers.
@@ -139,6 +154,19 @@ func (c *storeChangelog) add(w changelogWrite) {
 		*prev = w
 		return
 	}
+	if note := c.note(w.key); note != nil {
+		if i := int(*note) - 1; i >= 0 && i < len(c.latest) && bytes.Equal(c.latest[i].key, w.key) {
+			prev := &c.latest[i]
+			c.size += int64(len(w.value) - len(prev.value))
+			w.logged = prev.logged
+			*prev = w
+			return
+		}
+		*note = uint32(len(c.latest) + 1)
+		c.latest = append(c.latest, w)
+		c.size += changelogNotedSize + int64(len(w.key)+len(w.value))
+		return
+	}
 	if i, ok := c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))]; ok {
 		prev := &c.latest[i]
 		c.size += int64(len(w.value) - len(prev.value))
@@ -151,6 +179,20 @@ func (c *storeChangelog) add(w changelogWrite) {
 	c.index[unsafe.String(unsafe.SliceData(w.key), len(w.key))] = len(c.latest)
 	c.latest = append(c.latest, w)
 	c.size += changelogWriteSize + int64(len(w.key)+len(w.value))
+}
+
+// note returns key's note in the store cache (see latest), or nil if the
+// key's slot is kept in index.
+func (c *storeChangelog) note(key []byte) *uint32 {
+	txn := c.t.txn
+	if txn == nil || !c.t.db.Caching() || c.phase != nil && c.phase(key, true) != c.phase(key, false) {
+		return nil
+	}
+	n, err := txn.Note(c.store, key)
+	if err != nil {
+		return nil
+	}
+	return n
 }
 
 // sameSlice reports whether a and b are the same bytes (not only equal).
@@ -244,6 +286,37 @@ func (s *storeSpec) derivesCloseIndex() bool {
 	return s.win != nil && s.win.retain == 0 && s.win.late.kind != lateUpdates
 }
 
+// indexedByDB reports whether a windowed store's close index is derived
+// by its database (state.Derived, windowCloseIndex) from its windows, in
+// Pebble only: a store of time windows (tumbling, hopping, calendar) not in
+// pane layout whose index a restore derives (derivesCloseIndex). Its
+// operator writes and deletes the windows alone — the open windows cost the
+// store cache one entry each, not two — and finds those not yet in Pebble
+// in its notes, as before; its changelog holds no index records (nor did
+// it before, derivesCloseIndex), and a restore writes none (the database
+// derives them when it writes the windows).
+func (s *storeSpec) indexedByDB() bool {
+	return s.derivesCloseIndex() && s.win.kind == "time" && s.win.pane == 0
+}
+
+// windowCloseIndex derives a window's close index entry from its window
+// key: 'w' | key | end | start gives 'c' | end | key | start (the same
+// bytes rearranged: timekey's layouts), with value indexValue.
+var windowCloseIndex = state.DerivedIndex{
+	Of: func(dst, wk []byte) []byte {
+		if len(wk) < 1+2*timekey.TimeSize+1 || wk[0] != timekey.TagWindow {
+			return dst // not a window (the mark)
+		}
+		n := len(wk)
+		dst = append(dst, timekey.TagIndex)
+		dst = append(dst, wk[n-2*timekey.TimeSize:n-timekey.TimeSize]...)
+		dst = append(dst, wk[1:n-2*timekey.TimeSize]...)
+		return append(dst, wk[n-timekey.TimeSize:]...)
+	},
+	Holds: func(key []byte) bool { return len(key) > 0 && key[0] == timekey.TagIndex },
+	Value: indexValue,
+}
+
 // windowChangelogPhaseDerived is windowChangelogPhase for a store whose
 // close index a restore derives: its index entries are not logged.
 func windowChangelogPhaseDerived(key []byte, deleted bool) int {
@@ -269,15 +342,20 @@ func paneChangelogPhaseDerived(key []byte, deleted bool) int {
 // window record — set with the window, deleted with it, at the window's
 // time. Applied in order, a prefix of the changelog then gives every window
 // its index entry. A changelog written before the index was derived holds
-// the index records too; they set what the derivation sets.
+// the index records too; they set what the derivation sets. A store whose
+// database derives its index (indexedByDB) gets neither: the database
+// writes a window's entry with it.
 func applyStoreChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
 	if spec.win != nil && spec.win.rows {
 		return applyRowChangelog(txn, spec, r)
 	}
+	if spec.indexedByDB() && len(r.Key) > 0 && r.Key[0] == timekey.TagIndex {
+		return nil // an index record of an older changelog: the database derives it
+	}
 	if err := applyChangelog(txn, spec.name, r); err != nil {
 		return err
 	}
-	if !spec.derivesCloseIndex() || len(r.Key) == 0 || r.Key[0] != timekey.TagWindow {
+	if !spec.derivesCloseIndex() || spec.indexedByDB() || len(r.Key) == 0 || r.Key[0] != timekey.TagWindow {
 		return nil
 	}
 	key, start, end, err := timekey.ParseWindowKey(r.Key)

@@ -261,3 +261,96 @@ func storeContents(t *testing.T, tk *task) string {
 	}
 	return fmt.Sprint(stored)
 }
+
+// A tumbling store's close index is derived by its database
+// (storeSpec.indexedByDB): an open window is one entry of the store cache,
+// not two, and Pebble holds the index entry of exactly the windows it
+// holds — also after the windows close and after a restore from the
+// changelog — so the close scans find every window.
+func TestWindowCloseIndexDerivedByDB(t *testing.T) {
+	store := WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}
+	r := newWindowTaskRun(t, t.TempDir(), store)
+	if !r.tk.app.stores["w"].indexedByDB() {
+		t.Fatal("a tumbling store with a derived close index is not indexed by its database")
+	}
+	var recs []wrec
+	for i := range 300 {
+		recs = append(recs, wrec{key: fmt.Sprintf("k%03d", i), ts: 100 + int64(i), val: 1})
+	}
+	r.round(recs...)
+	if n := r.tk.db.CachedKeys(); n > 300+2 {
+		t.Fatalf("the store cache holds %d keys for 300 open windows, want one each", n)
+	}
+	// counts returns the number of window and index entries in Pebble.
+	counts := func(tk *task) (wins, idx int) {
+		t.Helper()
+		if err := tk.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.db.ReadScan("w", nil, nil, func(k, _ []byte, _ int64) error {
+			switch k[0] {
+			case 'w':
+				wins++
+			case 'c':
+				idx++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return wins, idx
+	}
+	if w, c := counts(r.tk); w != 300 || c != 300 {
+		t.Fatalf("Pebble holds %d windows and %d index entries, want 300 each", w, c)
+	}
+	second := newWindowTaskRun(t, t.TempDir(), store)
+	restoreWindowTask(t, second.tk, r.changelog)
+	if w, c := counts(second.tk); w != 300 || c != 300 {
+		t.Fatalf("restored: Pebble holds %d windows and %d index entries, want 300 each", w, c)
+	}
+	for _, run := range []*windowTaskRun{r, second} {
+		run.round(wrec{"~", 5000, 0}) // closes [0, 1000)
+		if len(run.finals) != 300 {
+			t.Fatalf("%d windows closed, want 300", len(run.finals))
+		}
+		if w, c := counts(run.tk); w != 1 || c != 1 {
+			t.Fatalf("after the close Pebble holds %d windows and %d index entries, want the sentinel's", w, c)
+		}
+	}
+}
+
+// A window store's collapsed changelog finds a key's slot by the note on
+// its store cache entry (state.Txn.Note), not by a map of its own keyed by
+// the same bytes: interleaved updates of two windows collapse to one slot
+// each and the index map stays empty; an index key of a logged index
+// (Retain: its phase depends on whether it is deleted) keeps using it.
+func TestWindowChangelogSlotsOnCacheEntries(t *testing.T) {
+	for _, tc := range []struct {
+		store   WindowedStore
+		indexed int // index keys in the map
+	}{
+		{WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 0},
+		{WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal(), Retain: 10 * time.Second}, 2},
+	} {
+		r := newWindowTaskRun(t, t.TempDir(), tc.store)
+		var c *storeChangelog
+		for _, f := range r.tk.flushers {
+			if sc, ok := f.(*storeChangelog); ok {
+				c = sc
+			}
+		}
+		for i, w := range []wrec{{"a", 100, 1}, {"b", 150, 1}, {"a", 200, 1}, {"b", 300, 1}, {"a", 400, 1}} {
+			kr := &kgo.Record{Topic: "in", Key: []byte(w.key), Value: int64Bytes(w.val), Offset: int64(i),
+				Timestamp: time.UnixMilli(w.ts)}
+			if err := r.tk.handle(context.Background(), kr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := c.records(); n != 2+tc.indexed {
+			t.Fatalf("retain %v: %d collapsed records, want %d", tc.store.Retain, n, 2+tc.indexed)
+		}
+		if len(c.index) != tc.indexed {
+			t.Fatalf("retain %v: the collapse's map holds %d keys, want %d", tc.store.Retain, len(c.index), tc.indexed)
+		}
+	}
+}

@@ -27,10 +27,11 @@ func TestWindowFreshEndsTinyCacheRestart(t *testing.T) {
 		size, adv int64
 		cache     int64
 	}{
-		{Tumbling(time.Second), 1000, 1000, 4 << 10},
+		{Tumbling(time.Second), 1000, 1000, 5 << 10},
 		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 4 << 10},
-		// Larger: dirty windows stay cached across rounds.
-		{Tumbling(time.Second), 1000, 1000, 7 << 10},
+		// Larger: dirty windows stay cached across rounds (a window is one
+		// entry of the cache: its close index is the database's).
+		{Tumbling(time.Second), 1000, 1000, 5 << 10},
 		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 16 << 10}, // pane layout: a fifth of the entries
 	} {
 		recs := genRecords(9, 1200, keys, 1_000_000, 5, 0)

@@ -21,8 +21,10 @@ func (t *Txn) PutAbsent(store string, key, value []byte, ts int64) (int64, error
 
 // KnowAbsent records that key has no committed value in store (the caller
 // knows it: a window it knows is new), so the next Get or Put of it needs
-// no database read. The same caveats as PutAbsent's hold; a key the cache
-// already knows is left as it is.
+// no database read — nor a lookup of the cache: the entry it adds is linked
+// to the round as the latest lookup's (a Discard removes it again). The
+// same caveats as PutAbsent's hold; a key the cache already knows is left
+// as it is.
 func (t *Txn) KnowAbsent(store string, key []byte) {
 	c := &t.d.cache
 	if c.complete || !c.enabled() {
@@ -30,7 +32,7 @@ func (t *Txn) KnowAbsent(store string, key []byte) {
 	}
 	t.kbuf = dataKey(t.kbuf[:0], store, key)
 	if _, ok := c.entries[string(t.kbuf)]; !ok {
-		c.insertClean(string(t.kbuf), nil, 0, false)
+		t.link(store, c.insertClean(string(t.kbuf), nil, 0, false), true)
 	}
 }
 

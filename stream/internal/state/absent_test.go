@@ -359,3 +359,32 @@ func TestKnowAbsentAndLast(t *testing.T) {
 		t.Fatalf("Last of an empty store = %q %v %v", k, ok, err)
 	}
 }
+
+// KnowAbsent links the entry it adds to the round, as a lookup does: the
+// Get that follows answers from it (absent, no database read) and a
+// Discard removes it again, leaving the cache as it was.
+func TestKnowAbsentLinksItsEntry(t *testing.T) {
+	d := reopenDB(t, t.TempDir(), nil)
+	defer d.Close()
+	commitRound(t, d, func(txn *Txn) { txn.Put("s", []byte("a"), []byte("v"), 1) })
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	d.cache.complete = false // as after an eviction: absent keys need a read or a KnowAbsent
+	before, misses := d.CachedKeys(), d.cache.misses
+	txn := d.Begin()
+	txn.KnowAbsent("s", []byte("k"))
+	if txn.last == nil || txn.last.key() != "k" {
+		t.Fatal("KnowAbsent did not link its entry as the latest lookup's")
+	}
+	if _, _, found, err := txn.Get("s", []byte("k")); err != nil || found {
+		t.Fatalf("Get after KnowAbsent = %v, %v; want absent", found, err)
+	}
+	if d.cache.misses != misses {
+		t.Fatal("Get after KnowAbsent read the database")
+	}
+	txn.Discard()
+	if n := d.CachedKeys(); n != before {
+		t.Fatalf("the cache holds %d keys after a Discard, %d before the round", n, before)
+	}
+}

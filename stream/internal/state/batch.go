@@ -18,6 +18,7 @@ type write struct {
 	found   bool // false: delete the key
 	dbTS    int64
 	dbFound bool
+	derived bool // a derived entry's write (DerivedIndex)
 }
 
 // batchRecordOverhead bounds the bytes a Pebble batch adds to a record
@@ -56,6 +57,10 @@ type indexOp struct {
 func (d *DB) writeBatch(ws []write) error {
 	if len(ws) == 0 {
 		return nil
+	}
+	if n := len(ws); len(d.derived) > 0 {
+		ws = d.deriveWrites(ws)
+		defer clear(ws[n:]) // their keys are d.deriveBuf's
 	}
 	d.batches++ // a kept scan iterator's view is stale (TaskScan)
 	order := d.sortWrites(ws)
@@ -96,7 +101,7 @@ func (d *DB) writeBatch(ws []write) error {
 		size += len(w.dk) + batchRecordOverhead
 		if w.found {
 			size += 8 + len(w.value)
-			if w.ts > best {
+			if w.ts > best && !w.derived {
 				best, bestPos = w.ts, pos
 			}
 		}
@@ -225,14 +230,63 @@ func (d *DB) sortWrites(ws []write) []keyOrder {
 			j++
 		}
 		if j-i > 1 {
-			slices.SortFunc(order[i:j], func(a, b keyOrder) int {
-				return strings.Compare(ws[a.w].dk[p:], ws[b.w].dk[p:])
-			})
+			d.sortRun(ws, order[i:j], p, p+16)
 		}
 		i = j
 	}
 	d.order = order[:0]
 	return order
+}
+
+// radixRunMin is the smallest run of keys equal in 16 bytes that sortRun
+// radix-sorts on their next 16 (a flush's close index entries share their
+// end and the start of their key: thousands of them).
+const radixRunMin = 256
+
+// sortRun sorts run, keys equal in their bytes from p up to off, by their
+// bytes from p on: a radix sort on the 16 bytes from off (then the same for
+// each run of keys equal in those), or, for a short run or one holding a
+// key that ends before off (zero-padded, its equal words do not mean equal
+// bytes), a comparison sort.
+func (d *DB) sortRun(ws []write, run []keyOrder, p, off int) {
+	radix := len(run) >= radixRunMin
+	for k := 0; radix && k < len(run); k++ {
+		radix = len(ws[run[k].w].dk) >= off
+	}
+	if !radix {
+		slices.SortFunc(run, func(a, b keyOrder) int {
+			return strings.Compare(ws[a.w].dk[p:], ws[b.w].dk[p:])
+		})
+		return
+	}
+	orHi, andHi, orLo, andLo := uint64(0), ^uint64(0), uint64(0), ^uint64(0)
+	for k := range run {
+		hi, lo := keyWords(ws[run[k].w].dk[off:])
+		run[k].hi, run[k].lo = hi, lo
+		orHi, andHi, orLo, andLo = orHi|hi, andHi&hi, orLo|lo, andLo&lo
+	}
+	varying := varyingBytes(orLo^andLo) | varyingBytes(orHi^andHi)<<8
+	sorted, spare := radixSort(run, d.runTmp, 16, varying, func(x *keyOrder, i int) byte {
+		if i < 8 {
+			return byte(x.lo >> (8 * i))
+		}
+		return byte(x.hi >> (8 * (i - 8)))
+	})
+	if &sorted[0] != &run[0] {
+		copy(run, sorted)
+		spare = sorted
+	}
+	d.runTmp = spare[:0]
+	for i := 0; i < len(run); {
+		j := i + 1
+		for j < len(run) && run[j].hi == run[i].hi && run[j].lo == run[i].lo {
+			j++
+		}
+		if j-i > 1 {
+			d.sortRun(ws, run[i:j], p, off+16)
+		}
+		i = j
+	}
 }
 
 // sortIndexOps sorts ops, given in pos order, by (run, end, pos): a stable

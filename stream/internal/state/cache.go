@@ -86,8 +86,10 @@ type cacheEntry struct {
 	// tombstone). Only a hint of which entries evict drops first: the
 	// entry's state and every answer of the cache are the same either way.
 	cold       bool
-	coldListed bool      // in stateCache.cold (once, however often it is there)
-	txn        *txnEntry // the open round's state of the key, if the round touched it
+	coldListed bool // in stateCache.cold (once, however often it is there)
+	// note is the caller's (Txn.Note): zero when the entry is created.
+	note uint32
+	txn  *txnEntry // the open round's state of the key, if the round touched it
 }
 
 // cacheEntryOverhead estimates the memory of one entry beyond its key and
@@ -312,7 +314,14 @@ func (d *DB) flushDirty() error {
 	if len(c.dirty) == 0 {
 		return nil
 	}
-	ws := slices.Grow(d.writes[:0], len(c.dirty))
+	ws := d.writes[:0]
+	if len(d.derived) > 0 {
+		// Room for the derived entries' writes too (writeBatch appends
+		// them): the array is kept for the next flush.
+		ws = slices.Grow(ws, 2*len(c.dirty))
+	} else {
+		ws = slices.Grow(ws, len(c.dirty))
+	}
 	for _, e := range c.dirty {
 		if e.dirty {
 			ws = append(ws, write{dk: e.dk, value: e.value, ts: e.ts, found: e.found, dbTS: e.dbTS, dbFound: e.dbFound})
@@ -359,6 +368,9 @@ func (d *DB) warm() error {
 	complete := true
 	for ok := it.First(); ok; ok = it.Next() {
 		k, v := it.Key(), it.Value()
+		if d.isDerived(k) {
+			continue // never cached (DerivedIndex)
+		}
 		if len(v) < 8 {
 			complete = false
 			continue
@@ -376,3 +388,10 @@ func (d *DB) warm() error {
 	d.cache.complete = complete
 	return nil
 }
+
+// CachedKeys is how many keys the cache holds an entry for (tests).
+func (d *DB) CachedKeys() int { return len(d.cache.entries) }
+
+// Caching reports whether the DB's cache is enabled: its entries, and the
+// notes kept on them (Txn.Note), outlive a round.
+func (d *DB) Caching() bool { return d.cache.enabled() }

@@ -80,3 +80,58 @@ func TestSortWritesMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+// Runs of thousands of keys equal in their first 16 bytes past the shared
+// prefix (a flush's close index entries: tag, end, the start of the key)
+// are radix-sorted on their next bytes (sortRun); keys that end inside the
+// compared bytes, or differ only by trailing zero bytes, still sort as
+// bytes.Compare does.
+func TestSortWritesLongRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 20 {
+		seen := map[string]bool{}
+		var ws []write
+		for len(ws) < 3000 {
+			var key []byte
+			switch rng.IntN(3) {
+			case 0: // an index entry: tag, end (one of two), key, start
+				key = append([]byte{'c', 0x80, 0, 0, 0, 0, 0, 0, byte(rng.IntN(2))}, fmt.Sprintf("zone-%06d", rng.IntN(5000))...)
+				key = append(key, 0, 1, 0x80, 0, 0, 0, 0, 0, byte(rng.IntN(2)), 0)
+			case 1: // 16 shared bytes, then a short tail of zeros, ones and 'a'
+				key = []byte("zone-00000000000")
+				if round%2 == 1 {
+					key = []byte("zone-0000000000000000000000000000")
+				} else if rng.IntN(2) == 0 {
+					// Equal in the next 16 bytes, zero-padded, to the
+					// key without them.
+					key = append(key, make([]byte, 16)...)
+				}
+				for range rng.IntN(7) {
+					key = append(key, []byte{0, 1, 'a'}[rng.IntN(3)])
+				}
+			default: // a window
+				key = append([]byte{'w'}, fmt.Sprintf("zone-%06d", rng.IntN(5000))...)
+				key = append(key, 0, 1, 0x80, 0, 0, 0, 0, 0, byte(rng.IntN(4)), 0)
+			}
+			dk := string(dataKey(nil, "w", key))
+			if !seen[dk] {
+				seen[dk] = true
+				ws = append(ws, write{dk: dk, found: true})
+			}
+		}
+		d := &DB{}
+		order := d.sortWrites(ws)
+		got := make([]string, len(order))
+		for i, o := range order {
+			got[i] = ws[o.w].dk
+		}
+		want := make([]string, len(ws))
+		for i, w := range ws {
+			want[i] = w.dk
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: order differs from bytes.Compare's", round)
+		}
+	}
+}

@@ -110,6 +110,7 @@ type DB struct {
 	// order, index and their radix-sort twins (which of each pair holds
 	// the previous sort's result varies)
 	order, orderTmp []keyOrder
+	runTmp          []keyOrder // sortRun's
 	index, indexTmp []indexOp
 	dkBuf           []byte // scratch of Expired
 	indexWrites     uint64 // index entries set or deleted by flushes since open (for tests)
@@ -118,6 +119,11 @@ type DB struct {
 	// kept iterator (read.go).
 	batches uint64
 	scan    taskScanIter
+	// derived holds the derived entries of the stores declared with
+	// Derived; deriveBuf and deriveSpans are writeBatch's scratch.
+	derived     map[string]*DerivedIndex
+	deriveBuf   []byte
+	deriveSpans []deriveSpan
 }
 
 // Option configures Open.
@@ -127,6 +133,7 @@ type options struct {
 	cacheBytes int64
 	ttls       map[string]time.Duration
 	noIndex    map[string]bool
+	derived    map[string]*DerivedIndex
 }
 
 // StoreTTL declares store's TTL: its TTL index uses buckets of
@@ -157,6 +164,49 @@ func NoTTLIndex(store string) Option {
 	}
 }
 
+// DerivedIndex describes entries of a store that the DB derives from its
+// other keys (declared with Derived): a key may name one entry (Of), held in
+// the same store with value Value and the update time of the key's write
+// that created it. Declare it only for a store without a TTL index
+// (NoTTLIndex).
+//
+// The DB keeps a key's entry in Pebble exactly while the key is there: the
+// batch that writes the key to Pebble where Pebble did not hold it writes
+// the entry, the batch that deletes the key deletes it. The entries never
+// enter the cache or a Txn, so they cost the cache nothing and a round
+// nothing: only reads of the database see them (ReadScan, TaskScan, Scan,
+// Last, DB.Get), and they see them exactly for the keys they see. A Txn must
+// not read or write an entry (it would answer from the cache, which does
+// not hold it). The caller's assertions that a key is absent (PutAbsent,
+// KnowAbsent) must be true, or the entry of a key Pebble did hold may be
+// written again (harmless) — and a deletion always deletes the entry.
+//
+// A windowed store's close index ('c' | end | key | start of every window
+// 'w' | key | end | start) is one: the windows a watermark closes are one
+// scan of the database, and the open windows cost the cache one entry
+// each instead of two.
+type DerivedIndex struct {
+	// Of appends to dst the entry's key of key, or returns dst unchanged if
+	// key has none. It must not modify or retain key.
+	Of func(dst, key []byte) []byte
+	// Holds reports whether key is an entry (the cache does not load it).
+	Holds func(key []byte) bool
+	Value []byte
+}
+
+// Derived declares store's derived entries (see DerivedIndex). A store
+// declared with it must be declared with it at every Open (its task, a
+// standby of it): its entries are written only by the batches of a DB that
+// knows them.
+func Derived(store string, ix DerivedIndex) Option {
+	return func(o *options) {
+		if o.derived == nil {
+			o.derived = map[string]*DerivedIndex{}
+		}
+		o.derived[store] = &ix
+	}
+}
+
 // CacheBytes sets the memory budget of the DB's cache (default
 // DefaultCacheBytes); 0 disables it.
 func CacheBytes(n int64) Option { return func(o *options) { o.cacheBytes = n } }
@@ -173,7 +223,8 @@ func Open(dir string, logger *slog.Logger, opts ...Option) (*DB, error) {
 		opt(&o)
 	}
 	d := &DB{dir: dir, log: logger, cache: newStateCache(o.cacheBytes),
-		declared: map[string]int64{}, widths: map[string]int64{}, maxTS: map[string]*maxTSState{}}
+		declared: map[string]int64{}, widths: map[string]int64{}, maxTS: map[string]*maxTSState{},
+		derived: o.derived}
 	for store, ttl := range o.ttls {
 		d.declared[store] = BucketWidth(ttl)
 	}

@@ -160,7 +160,12 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 		}
 		ce = c.insertClean(string(t.kbuf), v, ts, found)
 	}
-	inserted := !ok
+	return t.link(store, ce, !ok), nil
+}
+
+// link links the key's cache entry ce to the round (inserted: the round's
+// lookup created it) and makes it the latest lookup's.
+func (t *Txn) link(store string, ce *cacheEntry, inserted bool) *txnEntry {
 	// The committed value is never modified in place (a commit replaces
 	// it, Put replaces e.value), so the entry may share it.
 	e := t.alloc()
@@ -169,7 +174,7 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 	ce.txn = e
 	t.d.active = t
 	t.last = e
-	return e, nil
+	return e
 }
 
 // alloc returns a zeroed entry from the slabs; slabs are reused after
@@ -223,6 +228,23 @@ func (t *Txn) Delete(store string, key []byte) error {
 	t.save(e)
 	e.value, e.ts, e.deleted, e.written, e.cold = nil, 0, true, true, false
 	return nil
+}
+
+// Note returns the caller's note on key of store: a number kept on the
+// key's cache entry, for the caller to read and set (the collapsed
+// changelog keeps there the key's slot, sparing a map of its own keyed by
+// the same bytes). It links the key to the round as Get does (no database
+// read for a key the round touched); the pointer is valid until the round
+// ends. A note is a hint, not a fact: it is zero when the entry is created
+// and lost with it — when the cache evicts the entry, drops a deleted key
+// (a complete cache), or, disabled, at every commit — and nothing else
+// changes it.
+func (t *Txn) Note(store string, key []byte) (*uint32, error) {
+	e, err := t.lookup(store, key)
+	if err != nil {
+		return nil, err
+	}
+	return &e.ce.note, nil
 }
 
 // Epoch identifies the Txn's open round: it changes whenever the round's

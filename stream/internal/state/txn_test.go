@@ -307,3 +307,44 @@ func TestTxnUndoOnlyForEarlierRecords(t *testing.T) {
 		t.Fatalf("committed %v", got)
 	}
 }
+
+// A note kept on a key's cache entry (Txn.Note) starts at zero, outlives
+// the round (the cache keeps the entry), and is lost with the entry (a
+// disabled cache drops it at every commit).
+func TestTxnNote(t *testing.T) {
+	for _, budget := range []int64{DefaultCacheBytes, 0} {
+		d := reopenDB(t, t.TempDir(), nil, CacheBytes(budget))
+		txn := d.Begin()
+		if _, err := txn.Put("s", []byte("k"), []byte("v"), 1); err != nil {
+			t.Fatal(err)
+		}
+		n, err := txn.Note("s", []byte("k"))
+		if err != nil || *n != 0 {
+			t.Fatalf("budget %d: a new entry's note = %v (%v), want 0", budget, n, err)
+		}
+		*n = 7
+		if err := txn.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		txn.Discard()
+		txn = d.Begin()
+		n, err = txn.Note("s", []byte("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := uint32(7); budget == 0 {
+			if *n != 0 {
+				t.Fatalf("budget 0: the note outlived its entry: %d", *n)
+			}
+		} else if *n != want {
+			t.Fatalf("budget %d: note %d after the round, want %d", budget, *n, want)
+		}
+		if got := d.Caching(); got != (budget > 0) {
+			t.Fatalf("budget %d: Caching() = %v", budget, got)
+		}
+		txn.Discard()
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
