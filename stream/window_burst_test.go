@@ -516,29 +516,55 @@ func TestWindowBurstBoundedEnd(t *testing.T) {
 	}
 }
 
-// The windows a query shows (App.Range's local read) while a burst's
-// closes are pending: open windows only, not those the watermark closed
-// and the bound has not reached yet (tumbling: windows; hopping: panes
-// combined). Describe states the bound.
+// The windows a query shows (App.Range's and App.Get's local reads) while
+// a burst's closes are pending: open windows only, not those the watermark
+// closed and the bound has not reached yet (tumbling: windows; hopping:
+// panes combined, from rows or per-pane entries). Describe states the
+// bound.
 func TestWindowBurstQueriesHidePending(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		w    Windows
 		open int // windows of the keys open before the jump
-	}{{"tumbling", Tumbling(time.Second), 30}, {"hopping", Hopping(time.Second, 500*time.Millisecond), 60}} {
+	}{
+		{"tumbling", Tumbling(time.Second), 30},
+		{"hopping", Hopping(time.Second, 500*time.Millisecond), 60},
+		{"hopping-per-pane", Hopping(3300*time.Millisecond, 200*time.Millisecond), 30 * 16},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newBurstRun(t, c.w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 7)
+			spec := r.tk.stores[0].spec
+			var keys [][]byte // the windows shown
 			shown := func() (n int) {
 				t.Helper()
 				if err := r.tk.db.Flush(); err != nil {
 					t.Fatal(err)
 				}
-				es, err := r.a.rangeLocal(r.tk.stores[0].spec, 0, nil, nil, 1000, false)
+				es, err := r.a.rangeLocal(spec, 0, nil, nil, 1000, false)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for _, e := range es {
 					if e.Key[1] != '~' {
+						n++
+						keys = append(keys, e.Key)
+					}
+				}
+				return n
+			}
+			// got: how many of the windows shown before the jump a Get
+			// (App.Get's local read) finds.
+			got := func() (n int) {
+				t.Helper()
+				if err := r.tk.db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys {
+					_, found, err := r.a.getLocal(spec, 0, k, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if found {
 						n++
 					}
 				}
@@ -550,11 +576,17 @@ func TestWindowBurstQueriesHidePending(t *testing.T) {
 			if n := shown(); n != c.open {
 				t.Fatalf("%d windows shown before the jump, want %d", n, c.open)
 			}
+			if n := got(); n != c.open {
+				t.Fatalf("Get finds %d windows before the jump, want %d", n, c.open)
+			}
 			r.begin()
 			r.round(wrec{key: "~", ts: 5000})
 			r.commit()
 			if !r.tk.closesPending() {
 				t.Fatal("no close pending after the jump")
+			}
+			if n := got(); n != 0 {
+				t.Fatalf("Get finds %d windows while their closes are pending, want none", n)
 			}
 			if n := shown(); n != 0 {
 				t.Fatalf("%d windows shown while their closes are pending, want none", n)
