@@ -486,6 +486,14 @@ func TestWindowBurstCrashRestoreExactlyOnce(t *testing.T) {
 			r.begin()
 			r.round(wrec{key: "~", ts: 1_000_000})
 			r.commit()
+			// Rows: the second round takes k24's entry at 500 and the
+			// entries at 1000 of k00 to k04: k24's window [0, 1000) is
+			// after its cursor, left to a later round.
+			for range 2 {
+				r.begin()
+				r.round()
+				r.commit()
+			}
 			r.begin()
 			r.round()
 			r.abort() // the crash: its transaction aborts
