@@ -294,11 +294,10 @@ type windowOp[K, V, A any] struct {
 	hints *paneHints
 	// Row form of the pane layout (window_pane_row.go): closeTo is the
 	// bound of the running close scan, closeNext the least end of the
-	// index entries its closes created; closeLast: in a scan stopped by
-	// its budget, the last entry it takes (window_burst.go: a row close
-	// closes no window past it); rowPanes and rowOut are buffers.
+	// index entries its closes created (burstScan: it is part of a burst,
+	// window_burst.go); rowPanes and rowOut are buffers.
 	closeTo, closeNext int64
-	closeLast          []byte
+	burstScan          bool
 	rowPanes           []rowPane
 	rowOut             []rowResult[A]
 
@@ -1000,14 +999,11 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 	}
 	o.scanKeys = keys[:0]
 	// A close may create index entries past maxEnd (a row's next window,
-	// window_pane_row.go): closeNext is the least of their ends. A scan
-	// stopped by its budget closes no row's window past its last entry
-	// (window_burst.go).
-	o.closeTo, o.closeNext, o.closeLast = maxEnd, math.MaxInt64, nil
-	if full {
-		o.closeLast = keys[len(keys)-1]
-		o.closeTo = readEnd(o.closeLast)
-	}
+	// window_pane_row.go): closeNext is the least of their ends. In a
+	// burst (a scan that resumes or stops at the budget) a row close logs
+	// the row it writes back (window_burst.go).
+	o.closeTo, o.closeNext = maxEnd, math.MaxInt64
+	o.burstScan = full || o.resume[i] != nil
 	for j, ik := range keys {
 		if j%closeChunk == 0 {
 			if err := o.loadWindows(keys[j:min(j+closeChunk, len(keys))], i == 1); err != nil {

@@ -39,15 +39,15 @@ import (
 // The row form of the pane layout (window_pane_row.go) keeps one index
 // entry per key, its next window, and a row's close closes the key's
 // windows up to the scan's bound and re-inserts the entry at the first one
-// left. The budget counts index entries there too (an entry closes a few
-// of its key's windows: at most about size/advance for keys with records
-// in one window's span). In a scan the budget stops, a row close stops at
-// the scan's last entry (rowCloses): it closes the windows whose entries
-// would be at or before the cursor, so the cursor says exactly which
-// windows closed — a restored row, which the close does not log, drops the
-// windows up to the cursor unemitted and closes the rest (rowClosedBefore)
-// — and the re-inserted entry is after the cursor, where a later round's
-// scan takes it: no window is skipped or closed twice.
+// left, past the bound, so past the cursor too: a later round's scan takes
+// it, no window is skipped or closed twice. The budget counts index
+// entries there too (an entry closes a few of its key's windows: about
+// size/advance for keys with records in one window's span, so a final
+// jump costs one row close per key). Those closes pass the cursor, so in
+// a burst (a scan that resumes or stops at its budget) a row close logs
+// the row it writes back (closeRow), which outside bursts it does not: a
+// restored row then holds a closed window only if the window is at or
+// before the mark's cursor, which rowClosedBefore drops unemitted.
 //
 // Lateness while closes are pending: the watermark decides (as Flink's
 // window operator and Kafka Streams' stream time do): a window whose close
@@ -104,28 +104,12 @@ func (o *windowOp[K, V, A]) closedBefore(ik []byte, end int64) bool {
 	return satAddMs(end, o.d.closeDelta()) <= o.closedBy
 }
 
-// rowCloses reports whether a close scan closes the window of key kb's
-// row ending at end (row form, window_pane_row.go): one ending by the
-// scan's bound — in a scan its budget stopped, one whose index entry is at
-// or before the last entry the scan takes (closeLast: the cursor the mark
-// then holds). So the windows a burst closed are exactly those up to its
-// cursor, whichever row holds them, and a row's re-inserted entry (its
-// first window not closed) comes after the cursor, where the next round's
-// scan finds it.
-func (o *windowOp[K, V, A]) rowCloses(kb []byte, end int64) bool {
-	if end != o.closeTo || o.closeLast == nil {
-		return end <= o.closeTo
-	}
-	return bytes.Compare(o.rowIndexKey(kb, end), o.closeLast) <= 0
-}
-
 // rowClosedBefore is closedBefore for window [end-size, end) of key kb's
-// row (row form, window_pane_row.go). A close does not log the row it
-// writes back (the mark covers its closed windows), so a restored row may
-// hold windows closed before: those at or before the mark's cursor (a
-// burst's closes stop there: rowCloses), or, without one, those the mark's
-// watermark passed. They are dropped unemitted; one after the cursor is
-// still to close.
+// row (row form, window_pane_row.go). The rows a burst's closes write back
+// are logged (closeRow), so a restored row holds a window the mark covers
+// only if the window is at or before the mark's cursor (or, without one, the
+// mark's watermark passed it): then it was closed before and is dropped
+// unemitted; one after the cursor is still to close.
 func (o *windowOp[K, V, A]) rowClosedBefore(kb []byte, end int64) bool {
 	if o.closedThrough == nil {
 		return satAddMs(end, o.d.closeDelta()) <= o.closedBy
@@ -153,7 +137,7 @@ func (o *windowOp[K, V, A]) rowCloseTouched(kb []byte, last window.Window) error
 	if next > last.End {
 		return nil
 	}
-	o.closeTo, o.closeLast = satAddMs(o.wm, -o.d.closeDelta()), nil
+	o.closeTo = satAddMs(o.wm, -o.d.closeDelta())
 	w := window.Window{Start: satAddMs(next, -o.d.tw.Size.Milliseconds()), End: next}
 	_, err = o.closeRow(o.rowIndexKey(kb, next), kb, w, true)
 	return err

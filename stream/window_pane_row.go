@@ -264,7 +264,7 @@ type rowResult[A any] struct {
 }
 
 // closeRow handles the index entry ik of key's row, for window w: it closes
-// every window of the row ending by the close scan's bound (rowCloses),
+// every window of the row ending by the close scan's bound (o.closeTo),
 // emitting their results, and writes the row back with its next window and
 // that window's entry — or deletes the entry, a leftover, if the row's next
 // is past w. rec: the close is part of the record being processed
@@ -299,7 +299,7 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 	size, adv := o.d.tw.Size.Milliseconds(), o.d.tw.Advance.Milliseconds()
 	res := o.rowOut[:0]
 	defer func() { clear(res); o.rowOut = res[:0] }()
-	for o.rowCloses(key, next) && len(panes) > 0 {
+	for next <= o.closeTo && len(panes) > 0 {
 		start := satAddMs(next, -size)
 		var acc A
 		have, drop := false, 0
@@ -348,11 +348,14 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 		o.clWrite(rec, rk, nil, ts, false)
 	} else {
 		nv := encodeRow(next, panes)
-		// Not logged: the mark the close writes covers it (in a burst,
-		// its cursor: window_burst.go; a record's close is logged with
-		// the record's write of the row).
+		// Not logged: the mark the close writes covers it — but in a
+		// burst, whose mark covers only the windows up to its cursor
+		// (window_burst.go), and for a record, which writes it anyway.
 		if _, err := t.txn.Put(o.name, rk, nv, ts); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
+		if rec || o.burstScan {
+			o.clWrite(rec, rk, nv, ts, false)
 		}
 		nik := o.rowIndexKey(key, next)
 		if _, err := t.txn.PutAbsent(o.name, nik, indexValue, next-1); err != nil {
