@@ -95,23 +95,36 @@ func paneChangelogPhase(key []byte, deleted bool) int {
 // paneKey is the store key of key kb's pane p.
 func paneKey(kb []byte, p window.Window) []byte { return timekey.WindowKey(nil, kb, p.Start, p.End) }
 
-// processPanes updates the pane of a record of a store in pane layout.
-func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) error {
+// assignPane sets o.wins to the windows of a record of a store in pane
+// layout and returns the index of the first open one (windows close in
+// start order: the open ones are a suffix). done: nothing more to do — no
+// representable window, or every window closed and the record took the
+// late path.
+func (o *windowOp[K, V, A]) assignPane(r Record[K, V], kb []byte, ts int64) (first int, done bool, err error) {
 	o.wins = o.d.tw.AssignTo(o.wins[:0], ts)
 	if len(o.wins) == 0 {
-		return nil // outside the representable times
+		return 0, true, nil // outside the representable times
 	}
-	// The windows close in start order: the open ones are a suffix.
-	first := 0
 	for first < len(o.wins) && satAddMs(o.wins[first].End, o.d.grace) <= o.wm {
 		first++
 	}
 	if first == len(o.wins) {
 		w := o.wins[len(o.wins)-1]
-		return o.late(r, kb, w, satAddMs(w.End, o.d.grace))
+		return first, true, o.late(r, kb, w, satAddMs(w.End, o.d.grace))
 	}
 	if first > 0 {
 		o.partialCount.Add(float64(first))
+	}
+	return first, false, nil
+}
+
+// processPanes updates the pane of a record of a store in pane layout.
+func (o *windowOp[K, V, A]) processPanes(r Record[K, V], kb []byte, ts int64) error {
+	first, done, err := o.assignPane(r, kb, ts)
+	if done || err != nil {
+		return err
+	}
+	if first > 0 {
 		// The record's pane is in those windows too: a close a burst left
 		// pending runs first, without it (window_burst.go).
 		if _, err := o.closeTouched(kb, o.paneTouched(kb, o.wins[:first])); err != nil {

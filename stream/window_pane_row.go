@@ -173,21 +173,11 @@ func (o *windowOp[K, V, A]) rowIndexKey(kb []byte, next int64) []byte {
 
 // processRow folds a record into its pane of its key's row.
 func (o *windowOp[K, V, A]) processRow(r Record[K, V], kb []byte, ts int64) error {
-	o.wins = o.d.tw.AssignTo(o.wins[:0], ts)
-	if len(o.wins) == 0 {
-		return nil // outside the representable times
-	}
-	// The windows close in start order: the open ones are a suffix.
-	first := 0
-	for first < len(o.wins) && satAddMs(o.wins[first].End, o.d.grace) <= o.wm {
-		first++
-	}
-	if first == len(o.wins) {
-		w := o.wins[len(o.wins)-1]
-		return o.late(r, kb, w, satAddMs(w.End, o.d.grace))
+	first, done, err := o.assignPane(r, kb, ts)
+	if done || err != nil {
+		return err
 	}
 	if first > 0 {
-		o.partialCount.Add(float64(first))
 		// The record's pane is in those windows too: a close a burst left
 		// pending runs first, without it (window_burst.go).
 		if err := o.rowCloseTouched(kb, o.wins[first-1]); err != nil {
