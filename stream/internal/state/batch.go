@@ -218,22 +218,8 @@ func (d *DB) sortWrites(ws []write) []keyOrder {
 	// Radix sort on the 16 bytes, then a comparison sort of each run of
 	// keys equal in them (keys longer than 16 bytes past the prefix).
 	varying := varyingBytes(orLo^andLo) | varyingBytes(orHi^andHi)<<8
-	order, d.orderTmp = radixSort(order, d.orderTmp, 16, varying, func(x *keyOrder, i int) byte {
-		if i < 8 {
-			return byte(x.lo >> (8 * i))
-		}
-		return byte(x.hi >> (8 * (i - 8)))
-	})
-	for i := 0; i < len(order); {
-		j := i + 1
-		for j < len(order) && order[j].hi == order[i].hi && order[j].lo == order[i].lo {
-			j++
-		}
-		if j-i > 1 {
-			d.sortRun(ws, order[i:j], p, p+16)
-		}
-		i = j
-	}
+	order, d.orderTmp = radixSort(order, d.orderTmp, 16, varying, keyOrderByte)
+	d.sortEqualRuns(ws, order, p, p+16)
 	d.order = order[:0]
 	return order
 }
@@ -266,27 +252,38 @@ func (d *DB) sortRun(ws []write, run []keyOrder, p, off int) {
 		orHi, andHi, orLo, andLo = orHi|hi, andHi&hi, orLo|lo, andLo&lo
 	}
 	varying := varyingBytes(orLo^andLo) | varyingBytes(orHi^andHi)<<8
-	sorted, spare := radixSort(run, d.runTmp, 16, varying, func(x *keyOrder, i int) byte {
-		if i < 8 {
-			return byte(x.lo >> (8 * i))
-		}
-		return byte(x.hi >> (8 * (i - 8)))
-	})
+	sorted, spare := radixSort(run, d.runTmp, 16, varying, keyOrderByte)
 	if &sorted[0] != &run[0] {
 		copy(run, sorted)
 		spare = sorted
 	}
 	d.runTmp = spare[:0]
-	for i := 0; i < len(run); {
+	d.sortEqualRuns(ws, run, p, off+16)
+}
+
+// sortEqualRuns sorts each run of order's keys equal in the 16 bytes order
+// was sorted by (keys equal in their bytes from p up to off) by their bytes
+// from p on (sortRun).
+func (d *DB) sortEqualRuns(ws []write, order []keyOrder, p, off int) {
+	for i := 0; i < len(order); {
 		j := i + 1
-		for j < len(run) && run[j].hi == run[i].hi && run[j].lo == run[i].lo {
+		for j < len(order) && order[j].hi == order[i].hi && order[j].lo == order[i].lo {
 			j++
 		}
 		if j-i > 1 {
-			d.sortRun(ws, run[i:j], p, off+16)
+			d.sortRun(ws, order[i:j], p, off)
 		}
 		i = j
 	}
+}
+
+// keyOrderByte is byte i of x's 16 sort bytes, least significant first
+// (radixSort's digit).
+func keyOrderByte(x *keyOrder, i int) byte {
+	if i < 8 {
+		return byte(x.lo >> (8 * i))
+	}
+	return byte(x.hi >> (8 * (i - 8)))
 }
 
 // sortIndexOps sorts ops, given in pos order, by (run, end, pos): a stable
