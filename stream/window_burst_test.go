@@ -401,38 +401,52 @@ func TestWindowBurstExactlyOnceAbort(t *testing.T) {
 	}
 }
 
+// burstCrashLayouts are the layouts the crash tests run: one entry per
+// window, pane rows, and per-pane entries (33 panes a window).
+var burstCrashLayouts = []struct {
+	name      string
+	w         Windows
+	size, adv int64
+	rounds    int
+}{
+	{"tumbling", Tumbling(time.Second), 1000, 1000, 100},
+	{"hopping", Hopping(time.Second, 500*time.Millisecond), 1000, 500, 100},
+	{"hopping-per-pane", Hopping(3300*time.Millisecond, 200*time.Millisecond), 3300, 200, 200},
+}
+
+// burstCrashFeed commits a round of a record per key at each of 100, 600
+// and 1100 (the watermark passes windows at 600 and 1100, each round
+// leaving closes pending: a row's close takes its windows up to the
+// round's bound, past the cursor), then one whose record far ahead starts
+// a burst, and returns the records the results count.
+func burstCrashFeed(r *burstRun) []wrec {
+	keys := burstKeys("k", 25)
+	var recs []wrec
+	for _, ts := range []int64{100, 600, 1100} {
+		r.begin()
+		recs = append(recs, at(keys, ts)...)
+		r.round(at(keys, ts)...)
+		r.commit()
+	}
+	r.begin()
+	r.round(wrec{key: "~", ts: 1_000_000})
+	r.commit()
+	return recs
+}
+
 // At-least-once: a process killed in the middle of a burst, whose store is
 // restored from the changelog (the close index derived from the windows,
 // or in pane layout from the panes, and the mark with the burst's cursor),
 // closes the rest after the restart: no window's result is missing or
 // wrong (results written before the crash may come again).
 func TestWindowBurstCrashRestore(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		w         Windows
-		size, adv int64
-		rounds    int
-	}{
-		{"tumbling", Tumbling(time.Second), 1000, 1000, 100},
-		{"hopping", Hopping(time.Second, 500*time.Millisecond), 1000, 500, 100},
-		{"hopping-per-pane", Hopping(3300*time.Millisecond, 200*time.Millisecond), 3300, 200, 200},
-	} {
+	for _, c := range burstCrashLayouts {
 		t.Run(c.name, func(t *testing.T) {
 			r := newBurstRun(t, c.w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 6)
 			if !r.tk.stores[0].spec.derivesCloseIndex() {
 				t.Fatal("the store's close index is not derived")
 			}
-			keys := burstKeys("k", 25)
-			var recs []wrec
-			for _, ts := range []int64{100, 600, 1100} {
-				r.begin()
-				recs = append(recs, at(keys, ts)...)
-				r.round(at(keys, ts)...)
-				r.commit()
-			}
-			r.begin()
-			r.round(wrec{key: "~", ts: 1_000_000})
-			r.commit()
+			recs := burstCrashFeed(r)
 			r.begin()
 			r.round()
 			r.commit()
@@ -460,32 +474,10 @@ func TestWindowBurstCrashRestore(t *testing.T) {
 // took past the cursor (the row's later windows up to the scan's bound),
 // comes again.
 func TestWindowBurstCrashRestoreExactlyOnce(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		w         Windows
-		size, adv int64
-		rounds    int
-	}{
-		{"tumbling", Tumbling(time.Second), 1000, 1000, 100},
-		{"hopping", Hopping(time.Second, 500*time.Millisecond), 1000, 500, 100},
-		{"hopping-per-pane", Hopping(3300*time.Millisecond, 200*time.Millisecond), 3300, 200, 200},
-	} {
+	for _, c := range burstCrashLayouts {
 		t.Run(c.name, func(t *testing.T) {
 			r := newBurstRun(t, c.w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}, 6)
-			keys := burstKeys("k", 25)
-			var recs []wrec
-			// The watermark passes windows at 600 and 1100, each round
-			// leaving closes pending: a row's close takes its windows up
-			// to the round's bound, past the cursor.
-			for _, ts := range []int64{100, 600, 1100} {
-				r.begin()
-				recs = append(recs, at(keys, ts)...)
-				r.round(at(keys, ts)...)
-				r.commit()
-			}
-			r.begin()
-			r.round(wrec{key: "~", ts: 1_000_000})
-			r.commit()
+			recs := burstCrashFeed(r)
 			// Rows: the second round takes k24's entry at 500 and the
 			// entries at 1000 of k00 to k04: k24's window [0, 1000) is
 			// after its cursor, left to a later round.
