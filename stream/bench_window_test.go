@@ -91,8 +91,9 @@ func topicRecords(b testing.TB, tb *testBroker, topic string) int64 {
 // BenchmarkWindowRatio runs the hand loop, the tumbling windowed count and
 // the hopping one alternately (WINDOW_BENCH_ROUNDS rounds, default 1;
 // WINDOW_BENCH_N records, default 1M; WINDOW_BENCH_CACHE_MB: the store
-// cache per task, default StoreCache's; WINDOW_BENCH_NO_HOPPING: tumbling
-// only) and
+// cache per task, default StoreCache's; WINDOW_BENCH_CLOSES: the
+// operators' WindowClosesPerRound, default its default;
+// WINDOW_BENCH_NO_HOPPING: tumbling only) and
 // reports tumbling/hand and hopping/tumbling in events per CPU-second (of
 // the whole process, broker included), medians over rounds.
 func BenchmarkWindowRatio(b *testing.B) {
@@ -108,6 +109,10 @@ func BenchmarkWindowRatio(b *testing.B) {
 	if s := os.Getenv("WINDOW_BENCH_CACHE_MB"); s != "" {
 		mb, _ := strconv.Atoi(s)
 		opts = append(opts, StoreCache(int64(mb)<<20))
+	}
+	if s := os.Getenv("WINDOW_BENCH_CLOSES"); s != "" {
+		n, _ := strconv.Atoi(s)
+		opts = append(opts, WindowClosesPerRound(n))
 	}
 	tumbling, hopping := Tumbling(10*time.Second), Hopping(10*time.Second, 2*time.Second)
 	for range b.N {
