@@ -96,6 +96,8 @@ func topicRecords(b testing.TB, tb *testBroker, topic string) int64 {
 // WINDOW_BENCH_NO_HOPPING: tumbling only) and
 // reports tumbling/hand and hopping/tumbling in events per CPU-second (of
 // the whole process, broker included), medians over rounds.
+// WINDOW_BENCH_ONLY_HOPPING runs the hopping count alone and reports its
+// events per CPU-second (for two binaries run alternately).
 func BenchmarkWindowRatio(b *testing.B) {
 	rounds := 1
 	if s := os.Getenv("WINDOW_BENCH_ROUNDS"); s != "" {
@@ -115,6 +117,18 @@ func BenchmarkWindowRatio(b *testing.B) {
 		opts = append(opts, WindowClosesPerRound(n))
 	}
 	tumbling, hopping := Tumbling(10*time.Second), Hopping(10*time.Second, 2*time.Second)
+	if os.Getenv("WINDOW_BENCH_ONLY_HOPPING") != "" {
+		for range b.N {
+			var rh []float64
+			for range rounds {
+				ho := runWindowApp(b, n, windowBenchResults(n, hopping.w), buildWindowedCount(hopping), opts...)
+				rh = append(rh, ho.perCPUSec())
+				b.Logf("round: hopping %.0f events/cpu-s", ho.perCPUSec())
+			}
+			b.ReportMetric(median(rh), "hopping-events/cpu-s")
+		}
+		return
+	}
 	for range b.N {
 		var rt, rh, rw []float64
 		for range rounds {
