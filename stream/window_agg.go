@@ -1044,6 +1044,14 @@ func readEnd(k []byte) int64 {
 // are the record's, kept only if the record succeeds.
 func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, error) {
 	t := o.t
+	if o.d.rows {
+		// No retained windows in pane layout; closeRow takes ik itself.
+		key, start, end, err := timekey.ParseIndexKey(ik)
+		if err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
+		return o.closeRow(ik, key, window.Window{Start: start, End: end}, rec)
+	}
 	// The scan found ik in the database; the round may have deleted it. (A
 	// derived index (dbIndex) is not in the transaction: the window itself
 	// says whether it is still open.)
@@ -1062,9 +1070,6 @@ func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, er
 		return false, fmt.Errorf("store %s: %w", o.name, err)
 	}
 	w := window.Window{Start: start, End: end}
-	if o.d.rows {
-		return o.closeRow(ik, key, w, rec)
-	}
 	if !retained && o.dbIndex && o.closedBefore(ik, end) {
 		// Closed before the mark was written (not reached: a window's
 		// tombstone precedes the mark in the changelog): delete it unread.

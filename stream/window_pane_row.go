@@ -261,6 +261,23 @@ type rowResult[A any] struct {
 // (rowCloseTouched, window_burst.go), as in closeWindow.
 func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) (bool, error) {
 	t := o.t
+	ts := o.windowTime(w)
+	// The scan found ik in the database; the round may have deleted it
+	// since (a record moved the row's next, or a close ran). A scan's close
+	// deletes it with the cache lookup that finds out (TakeKnown; its
+	// changelog tombstone still comes last, below); a record's deletes it
+	// last by an ordinary delete, which the record's rollback undoes
+	// exactly.
+	if rec {
+		if found, known := t.txn.Known(o.name, ik); known && !found {
+			return false, nil
+		}
+	} else if took, err := t.txn.TakeKnown(o.name, ik, ts); err != nil || !took {
+		if err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
+		return false, nil
+	}
 	rk := rowKey(nil, key)
 	v, found, err := o.get(rk)
 	if err != nil {
@@ -274,11 +291,10 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 			return false, unfatal(o.rowCorrupt(rk, err))
 		}
 	}
-	ts := o.windowTime(w)
 	if !found || next > w.End {
 		// A leftover (see the invariants).
-		if err := o.deleteIndex(ik, ts, rec); err != nil {
-			return false, fmt.Errorf("store %s: %w", o.name, err)
+		if err := o.deleteRecIndex(ik, rec); err != nil {
+			return false, err
 		}
 		o.clWrite(rec, ik, nil, ts, false)
 		if rec {
@@ -358,8 +374,8 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 			o.nextEnd[0] = min(o.nextEnd[0], next)
 		}
 	}
-	if err := o.deleteIndex(ik, ts, rec); err != nil {
-		return false, fmt.Errorf("store %s: %w", o.name, err)
+	if err := o.deleteRecIndex(ik, rec); err != nil {
+		return false, err
 	}
 	o.clWrite(rec, ik, nil, ts, false)
 	if !rec {
@@ -392,6 +408,18 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 		}
 	}
 	return true, nil
+}
+
+// deleteRecIndex deletes the index entry ik a record's row close (rec)
+// handles, as deleteIndex does; a scan's close took it already (closeRow).
+func (o *windowOp[K, V, A]) deleteRecIndex(ik []byte, rec bool) error {
+	if !rec {
+		return nil
+	}
+	if err := o.t.txn.Delete(o.name, ik); err != nil {
+		return fmt.Errorf("store %s: %w", o.name, err)
+	}
+	return nil
 }
 
 // applyRowChangelog is applyStoreChangelog for a store in row form: a row
