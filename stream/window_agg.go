@@ -1181,6 +1181,12 @@ func (o *windowOp[K, V, A]) dropWindow(wk []byte, ts int64) error {
 // window, named by origin, to the dead-letter topic), building the origin
 // record only when it is needed.
 func (o *windowOp[K, V, A]) emitResult(out Record[Windowed[K], A], wk, v []byte, ts int64) error {
+	return o.emitResultOf(out, func() (*kgo.Record, error) { return o.origin(wk, v, ts), nil })
+}
+
+// emitResultOf is emitResult with the origin built by origin, called only
+// when the emission fails (an error from it stops the task).
+func (o *windowOp[K, V, A]) emitResultOf(out Record[Windowed[K], A], origin func() (*kgo.Record, error)) error {
 	t := o.t
 	err := t.attempt(func(*kgo.Record) error { return failedIn(o.n, o.next(out)) }, nil)
 	if err == nil {
@@ -1190,8 +1196,12 @@ func (o *windowOp[K, V, A]) emitResult(out Record[Windowed[K], A], wk, v []byte,
 	if errors.As(err, &fatal) {
 		return fatal.err
 	}
+	kr, oerr := origin()
+	if oerr != nil {
+		return oerr
+	}
 	now := t.app.cfg.clock.Now()
-	t.deadLetter(o.origin(wk, v, ts), err, 1, now, now)
+	t.deadLetter(kr, err, 1, now, now)
 	return nil
 }
 

@@ -392,10 +392,6 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 	}
 	for _, rr := range res {
 		wts := o.windowTime(rr.w)
-		wv, err := o.encodeWindow(windowState[A]{agg: rr.agg})
-		if err != nil {
-			return true, unfatal(err)
-		}
 		out := Record[Windowed[K], A]{Key: o.windowedKey(k, rr.w), Value: rr.agg, Timestamp: time.UnixMilli(wts)}
 		if rec {
 			if err := o.next(out); err != nil {
@@ -403,7 +399,16 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 			}
 			continue
 		}
-		if err := o.emitResult(out, timekey.WindowKey(nil, key, rr.w.Start, rr.w.End), wv, wts); err != nil {
+		// The dead-letter origin (the window as a per-window store would
+		// hold it) is built only if the emission fails.
+		err := o.emitResultOf(out, func() (*kgo.Record, error) {
+			wv, err := o.encodeWindow(windowState[A]{agg: rr.agg})
+			if err != nil {
+				return nil, unfatal(err)
+			}
+			return o.origin(timekey.WindowKey(nil, key, rr.w.Start, rr.w.End), wv, wts), nil
+		})
+		if err != nil {
 			return true, err
 		}
 	}
