@@ -268,7 +268,13 @@ type windowOp[K, V, A any] struct {
 	commits uint64
 	aborts  uint64              // the task's aborts when the watermark was last taken back
 	created map[string]struct{} // 'c' and 'r' keys created in it
-	keyWins map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
+	// createdRows: the 'c' keys created in it by the row form of the
+	// pane layout (window_pane_row.go), instead of in created: a list,
+	// without hashing (a key is rarely created twice in a transaction, and
+	// the scans take each key once). Each key is its own allocation, never
+	// modified.
+	createdRows [][]byte
+	keyWins     map[string][][]byte // 'w' keys created in it, by encoded key (sliding, session)
 	// grownWins: keys whose keyWins list reached a power of two since the
 	// round began (pruneWins).
 	grownWins []string
@@ -276,6 +282,7 @@ type windowOp[K, V, A any] struct {
 	// yet: their created and keyWins, kept until the store cache flushes
 	// (flushMark: state.DB.Flushes when they were last added to).
 	pending     map[string]struct{}
+	pendingRows [][]byte // createdRows of committed transactions
 	pendingWins map[string][][]byte
 	flushMark   uint64
 
@@ -380,6 +387,8 @@ func (o *windowOp[K, V, A]) sync() {
 	}
 	o.txn, o.epoch, o.commits = t.txn, t.txn.Epoch(), t.txn.Commits()
 	clear(o.created)
+	clear(o.createdRows)
+	o.createdRows = o.createdRows[:0]
 	clear(o.keyWins)
 	clear(o.grownWins)
 	o.grownWins = o.grownWins[:0]
@@ -393,6 +402,8 @@ func (o *windowOp[K, V, A]) notePending() {
 	db := o.t.db
 	if f := db.Flushes(); f != o.flushMark || !db.Unflushed() {
 		clear(o.pending)
+		clear(o.pendingRows)
+		o.pendingRows = o.pendingRows[:0]
 		clear(o.pendingWins)
 		o.flushMark = f
 	}
@@ -402,6 +413,7 @@ func (o *windowOp[K, V, A]) notePending() {
 	for k := range o.created {
 		o.pending[k] = struct{}{}
 	}
+	o.pendingRows = append(o.pendingRows, o.createdRows...)
 	// A window the committed state holds as deleted needs no note (the
 	// scans skip it; one created again is noted again): the notes of a key
 	// stay about as many as its windows instead of its records since the
@@ -980,14 +992,25 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 			if k[0] != tag {
 				continue
 			}
-			switch end := readEnd([]byte(k)); {
-			case end <= o.scanned[i] || (o.resume[i] != nil && k <= string(o.resume[i])):
-				// Handled by an earlier scan (a pending note).
-			case full && k > limit:
-				// After the budget's last entry: a later round's.
-			case end <= maxEnd:
+			end := readEnd([]byte(k))
+			switch o.noteAction(i, end, maxEnd, o.resume[i] == nil || k > string(o.resume[i]), full && k > limit) {
+			case noteDue:
 				keys = append(keys, []byte(k))
-			default:
+			case noteLater:
+				next = min(next, end)
+			}
+		}
+	}
+	for _, notes := range [][][]byte{o.createdRows, o.pendingRows} {
+		for _, k := range notes {
+			if k[0] != tag {
+				continue
+			}
+			end := readEnd(k)
+			switch o.noteAction(i, end, maxEnd, o.resume[i] == nil || string(k) > string(o.resume[i]), full && string(k) > limit) {
+			case noteDue:
+				keys = append(keys, k)
+			case noteLater:
 				next = min(next, end)
 			}
 		}
@@ -1031,6 +1054,29 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 	}
 	o.scanned[i], o.nextEnd[i], o.resume[i] = maxEnd, min(next, o.closeNext), nil
 	return handled, taken, nil
+}
+
+// What a close scan of index i does with a noted index key (noteAction).
+const (
+	noteSkip  = iota // handled by an earlier scan, or a later round's
+	noteDue          // closed by this scan
+	noteLater        // past this scan's bound: its end bounds nextEnd
+)
+
+// noteAction says what a close scan of index i up to maxEnd does with a
+// noted index key with end end, ordered after the scan's resume cursor
+// (afterResume; true without one) and after the last entry its budget took
+// (pastLimit; false unless the scan is full).
+func (o *windowOp[K, V, A]) noteAction(i int, end, maxEnd int64, afterResume, pastLimit bool) int {
+	switch {
+	case end <= o.scanned[i] || !afterResume:
+		return noteSkip // handled by an earlier scan (a pending note)
+	case pastLimit:
+		return noteSkip // after the budget's last entry: a later round's
+	case end <= maxEnd:
+		return noteDue
+	}
+	return noteLater
 }
 
 // readEnd is the end time of an index key ('c' or 'r').

@@ -241,7 +241,7 @@ func (o *windowOp[K, V, A]) processRow(r Record[K, V], kb []byte, ts int64) erro
 			return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 		}
 		o.cl.write(ik, indexValue, next-1, true)
-		o.created[string(ik)] = struct{}{}
+		o.createdRows = append(o.createdRows, ik)
 		o.nextEnd[0] = min(o.nextEnd[0], next)
 	}
 	return o.put(rk, encodeRow(next, panes), rts)
@@ -368,7 +368,7 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
 		o.clWrite(rec, nik, indexValue, next-1, true)
-		o.created[string(nik)] = struct{}{}
+		o.createdRows = append(o.createdRows, nik)
 		o.closeNext = min(o.closeNext, next)
 		if rec {
 			o.nextEnd[0] = min(o.nextEnd[0], next)
