@@ -287,9 +287,11 @@ type windowOp[K, V, A any] struct {
 	lateCount, partialCount prometheus.Counter
 
 	// fresh: which new time windows need no read (nil: every one is read);
-	// kh is the hash of the key of the record being processed.
+	// kh is the hash of the key of the record being processed (processTime:
+	// only once khSet, see keyHash).
 	fresh *freshEnds
 	kh    uint64
+	khSet bool
 	// hints: pane layout, each key's latest pane (window_pane.go).
 	hints *paneHints
 	// Row form of the pane layout (window_pane_row.go): closeTo is the
@@ -514,9 +516,7 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 	if len(o.wins) == 0 {
 		return nil // outside the representable times
 	}
-	if o.fresh != nil {
-		o.kh = maphash.Bytes(o.fresh.seed, kb)
-	}
+	o.khSet = false
 	// Each window's store key, built once: the update's changelog record
 	// keeps it.
 	wks := o.winKeys[:0]
@@ -530,7 +530,7 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 		// iterator reads those the cache cannot answer.
 		ks := o.loadKeys[:0]
 		for i, w := range o.wins {
-			if !o.fresh.absent(w.End, o.kh) {
+			if !o.fresh.absent(w.End, o.keyHash(kb)) {
 				ks = append(ks, wks[i])
 			}
 		}
@@ -750,7 +750,14 @@ func (o *windowOp[K, V, A]) pruneWins() {
 // time: its store timestamp and its results' timestamp.
 func (o *windowOp[K, V, A]) update(r Record[K, V], kb, wk []byte, w window.Window, ts int64, retained bool) error {
 	isTime := o.d.kind == "time"
-	s, found, err := o.readState(wk, isTime && o.fresh.absent(w.End, o.kh))
+	var s windowState[A]
+	var found bool
+	var err error
+	if isTime {
+		s, found, err = o.readTimeWindow(wk, kb, w.End)
+	} else {
+		s, found, err = o.readState(wk, false)
+	}
 	if err != nil {
 		return err
 	}
@@ -766,8 +773,8 @@ func (o *windowOp[K, V, A]) update(r Record[K, V], kb, wk []byte, w window.Windo
 		if err := o.addWindow(kb, wk, w, ts, retained); err != nil {
 			return err
 		}
-		if isTime {
-			o.fresh.created(w.End, o.kh)
+		if isTime && o.fresh != nil {
+			o.fresh.created(w.End, o.keyHash(kb))
 		}
 	}
 	return o.store(r, kb, wk, w, ts, s, retained)
@@ -811,6 +818,35 @@ func (o *windowOp[K, V, A]) readState(wk []byte, absent bool) (windowState[A], b
 	}
 	s, err = o.decodeWindow(v)
 	return s, true, err
+}
+
+// readTimeWindow is readState for time window wk of key kb (processTime),
+// ending at end: the fresh filters are asked only about a window the cache
+// cannot answer (an open window is mostly a cache hit).
+func (o *windowOp[K, V, A]) readTimeWindow(wk, kb []byte, end int64) (windowState[A], bool, error) {
+	var s windowState[A]
+	v, _, found, known, err := o.t.txn.GetKnown(o.name, wk)
+	if err != nil {
+		return s, false, &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	}
+	if !known {
+		return o.readState(wk, o.fresh.absent(end, o.keyHash(kb)))
+	}
+	if !found {
+		return s, false, nil
+	}
+	s, err = o.decodeWindow(v)
+	return s, true, err
+}
+
+// keyHash is o.kh, the fresh filters' hash of key kb of the record
+// processTime handles, computed at its first use in the record (a record
+// whose windows the cache answers needs none).
+func (o *windowOp[K, V, A]) keyHash(kb []byte) uint64 {
+	if !o.khSet && o.fresh != nil {
+		o.kh, o.khSet = maphash.Bytes(o.fresh.seed, kb), true
+	}
+	return o.kh
 }
 
 // windowedKey is the result key of key's window w.
