@@ -171,7 +171,7 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 			agg: codec, fns: fns, carriesKey: carries(g.key), wm: math.MinInt64, closedBy: math.MinInt64,
 			scanned: [2]int64{math.MinInt64, math.MinInt64}, nextEnd: [2]int64{math.MinInt64, math.MinInt64},
 			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
-			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
+			pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
 		o.dbIndex = o.st.spec.indexedByDB()
 		phase := windowChangelogPhase
@@ -274,8 +274,12 @@ type windowOp[K, V, A any] struct {
 	grownWins []string
 	// Notes on committed transactions whose writes may not be in Pebble
 	// yet: their created and keyWins, kept until the store cache flushes
-	// (flushMark: state.DB.Flushes when they were last added to).
-	pending     map[string]struct{}
+	// (flushMark: state.DB.Flushes when they were last added to). pending
+	// is a list, not a set: a key listed twice (created again in a later
+	// transaction) is one key to the scans, which sort and compact what
+	// they merge; the list holds at most one element per creation since
+	// the flush, and a round's notes join it without a hash of each.
+	pending     []string
 	pendingWins map[string][][]byte
 	flushMark   uint64
 
@@ -395,6 +399,7 @@ func (o *windowOp[K, V, A]) notePending() {
 	db := o.t.db
 	if f := db.Flushes(); f != o.flushMark || !db.Unflushed() {
 		clear(o.pending)
+		o.pending = o.pending[:0]
 		clear(o.pendingWins)
 		o.flushMark = f
 	}
@@ -402,7 +407,7 @@ func (o *windowOp[K, V, A]) notePending() {
 		return // Pebble holds every committed write
 	}
 	for k := range o.created {
-		o.pending[k] = struct{}{}
+		o.pending = append(o.pending, k)
 	}
 	// A window the committed state holds as deleted needs no note (the
 	// scans skip it; one created again is noted again): the notes of a key
@@ -1011,22 +1016,26 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 	if full {
 		limit = string(keys[len(keys)-1])
 	}
-	for _, notes := range []map[string]struct{}{o.created, o.pending} {
-		for k := range notes {
-			if k[0] != tag {
-				continue
-			}
-			switch end := readEnd([]byte(k)); {
-			case end <= o.scanned[i] || (o.resume[i] != nil && k <= string(o.resume[i])):
-				// Handled by an earlier scan (a pending note).
-			case full && k > limit:
-				// After the budget's last entry: a later round's.
-			case end <= maxEnd:
-				keys = append(keys, []byte(k))
-			default:
-				next = min(next, end)
-			}
+	merge := func(k string) {
+		if k[0] != tag {
+			return
 		}
+		switch end := readEnd([]byte(k)); {
+		case end <= o.scanned[i] || (o.resume[i] != nil && k <= string(o.resume[i])):
+			// Handled by an earlier scan (a pending note).
+		case full && k > limit:
+			// After the budget's last entry: a later round's.
+		case end <= maxEnd:
+			keys = append(keys, []byte(k))
+		default:
+			next = min(next, end)
+		}
+	}
+	for k := range o.created {
+		merge(k)
+	}
+	for _, k := range o.pending {
+		merge(k)
 	}
 	slices.SortFunc(keys, bytes.Compare)
 	keys = slices.CompactFunc(keys, bytes.Equal)
