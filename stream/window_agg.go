@@ -942,7 +942,7 @@ func (o *windowOp[K, V, A]) advance(wm int64, now time.Time) error {
 	// and while a burst is behind, how far its close scan went.
 	mark := binary.BigEndian.AppendUint64(nil, uint64(o.wm))
 	if o.behind[0] {
-		mark = append(mark, o.resume[0]...)
+		mark = append(mark, o.burstCursor()...)
 	}
 	if _, err := o.t.txn.Put(o.name, markKey, mark, o.wm); err != nil {
 		return fmt.Errorf("store %s: %w", o.name, err)
@@ -991,6 +991,7 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 	}
 	o.scans++
 	keys := o.scanKeys[:0]
+	var leftovers [][]byte // deleted outside the budget (freeLeftover)
 	next := int64(math.MaxInt64)
 	full := false // the scan stopped at the budget, not at maxEnd
 	err = o.t.db.ReadScan(o.name, from, []byte{tag + 1}, func(k, _ []byte, _ int64) error {
@@ -1006,11 +1007,20 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 			full = true
 			return errWindowScanStop
 		}
+		if i == 0 && o.freeLeftover(k, end) {
+			leftovers = append(leftovers, slices.Clone(k))
+			return nil
+		}
 		keys = append(keys, slices.Clone(k))
 		return nil
 	})
 	if err != nil && !errors.Is(err, errWindowScanStop) {
 		return 0, 0, fmt.Errorf("store %s: scan: %w", o.name, err)
+	}
+	for _, ik := range leftovers {
+		if _, err := o.closeWindow(ik, false, false); err != nil {
+			return 0, 0, err
+		}
 	}
 	var limit string // full: the last key the scan read; notes past it wait
 	if full {

@@ -33,8 +33,12 @@ import (
 // closes by this watermark was closed", which a pending close makes untrue:
 // a restore (whose derived close index may bring back the entries of closed
 // windows, window_changelog.go) deletes unread the entries up to the
-// cursor, and closes the ones after it (closedBefore). The mark and its
-// cursor are one store key, so no prefix of the changelog separates them.
+// cursor, and closes the ones after it (closedBefore). Such a deletion that
+// writes nothing else takes nothing from the round's budget
+// (freeLeftover), and a mark written while the scan is still among them
+// keeps the loaded cursor (burstCursor): the cursor never moves back. The
+// mark and its cursor are one store key, so no prefix of the changelog
+// separates them.
 //
 // The row form of the pane layout (window_pane_row.go) keeps one index
 // entry per key, its next window, and a row's close closes the key's
@@ -108,6 +112,37 @@ func (o *windowOp[K, V, A]) closedBefore(ik []byte, end int64) bool {
 		return bytes.Compare(ik, o.closedThrough) <= 0
 	}
 	return satAddMs(end, o.d.closeDelta()) <= o.closedBy
+}
+
+// freeLeftover reports whether close-index entry ik (window end end) is a
+// leftover a restore derived for a window closed before (closedBefore)
+// whose deletion is a store delete and nothing else: no result, no
+// changelog record (the index is derived, so never logged; not the row
+// form, whose entry holds open windows too, nor an index the database
+// derives, whose leftover is a window to drop). A close scan deletes those
+// outside its round's budget: they come back with every restore (their
+// deletions are not logged), so a task restored between every two rounds
+// of a burst whose leftovers outnumber the budget would otherwise spend
+// each round on them and never close a window. Their number is bounded by
+// the derived entries up to the mark, read once per restore.
+func (o *windowOp[K, V, A]) freeLeftover(ik []byte, end int64) bool {
+	return !o.dbIndex && !o.d.rows && o.st.spec.derivesCloseIndex() && o.closedBefore(ik, end)
+}
+
+// burstCursor is the cursor the store's mark persists while a burst is
+// behind: the later of the scan's (resume) and the one load read
+// (closedThrough). The first rounds after a restore take the leftover
+// entries up to closedThrough, deleting them unread (closedBefore), so
+// resume is behind closedThrough until the scan passes it; a mark with
+// resume alone would then say the windows between the two are still to
+// close, and the next restore (which derives their entries again from
+// panes that outlive them) would close them a second time. Invariant:
+// the mark's cursor never moves back within a burst.
+func (o *windowOp[K, V, A]) burstCursor() []byte {
+	if o.closedThrough != nil && bytes.Compare(o.resume[0], o.closedThrough) < 0 {
+		return o.closedThrough
+	}
+	return o.resume[0]
 }
 
 // rowClosedBefore is closedBefore for window [end-size, end) of key kb's
