@@ -382,8 +382,9 @@ type KVStore[K, V any] struct {
 
 // KeyValueStore declares a typed key-value store for Process. Codecs are
 // inferred (InferCodec) or given with Codecs; cfg states the bound as
-// StoreConfig requires (EveryUpdate does not apply: the changelog gets a
-// key's latest value at each flush, see procCore.put).
+// StoreConfig requires (EveryUpdate does not apply: its changelog gets a
+// key's latest value by every commit, none for a key created and deleted
+// between two).
 func KeyValueStore[K, V any](cfg StoreConfig, opts ...CodecOpt[K, V]) *KVStore[K, V] {
 	s := &KVStore[K, V]{decl: procStoreDecl{cfg: cfg}}
 	for _, o := range opts {
