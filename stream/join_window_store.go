@@ -12,6 +12,21 @@ import (
 
 // The encodings of a stream-stream join's store (the layout is drawn in
 // join_window.go) and its key lists.
+//
+// Its changelog is written per write (streamJoin.put), not collapsed
+// between flushes as windowed aggregates' and Process stores' are
+// (storeChangelog): a bucket and its index entry are written once and
+// deleted once; under at-least-once their deletion waits for the round
+// after the commit covering the close, so none is created and deleted
+// between two flushes; only the key lists are rewritten, once per bucket
+// of the key added or closed. Counted on a self-join within ±1 s of
+// 200k records over 20 s of event time, a flush per 1500 records: with
+// the benchmark's 100k keys (each twice, 10 s apart) a collapse writes
+// the same 11.68 records per input; with 1k keys, 21.9% fewer records
+// and 26.2% fewer bytes, all of them key lists. A collapse would also
+// have to keep join_window.go's prefix invariant (index, key list, bucket
+// written in that order, deleted in the reverse one) in its flushes: five
+// phases, one more than storeChangelog has.
 
 func bufKey(side int, kb []byte, t int64) []byte {
 	k := make([]byte, 0, 1+len(kb)+2+timekey.TimeSize)

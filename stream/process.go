@@ -132,14 +132,18 @@ func Process[K, V, KO, VO any](s Stream[K, V], cfg ProcessConfig, p Processor[K,
 	var n *node
 	n = s.link("process", func(t *task, children []any) any {
 		next := fanout[KO, VO](children)
-		c := &ProcessContext[K, KO, VO]{core: &procCore{t: t, n: n, stores: map[string]*taskStore{}},
-			key: g.key, next: next}
+		c := &ProcessContext[K, KO, VO]{core: &procCore{t: t, n: n, stores: map[string]*taskStore{},
+			logs: map[string]*storeChangelog{}}, key: g.key, next: next}
 		for _, st := range cfg.Stores {
 			name := st.processStore().cfg.Name
-			c.core.stores[name] = t.store(name)
+			ts := t.store(name)
+			c.core.stores[name] = ts
+			c.core.logs[name] = newStoreChangelog(t, n.id, ts, nil)
 		}
 		if timerStore != "" {
-			pt := newProcTimers(c.core, t.store(timerStore))
+			ts := t.store(timerStore)
+			c.core.logs[timerStore] = newStoreChangelog(t, n.id, ts, timerChangelogPhase)
+			pt := newProcTimers(c.core, ts)
 			c.core.timers = pt
 			pt.fire = func(tm timerFired) error {
 				k, err := g.key.Decode(tm.key)
@@ -235,6 +239,9 @@ type procCore struct {
 	t      *task
 	n      *node
 	stores map[string]*taskStore
+	// logs: per store (the timers' too), its collapsed changelog writes
+	// (see put).
+	logs   map[string]*storeChangelog
 	timers *procTimers // nil: no OnTimer
 	// windows: per window store, the keys written in the open Txn
 	// (process_window.go).
@@ -375,8 +382,9 @@ type KVStore[K, V any] struct {
 
 // KeyValueStore declares a typed key-value store for Process. Codecs are
 // inferred (InferCodec) or given with Codecs; cfg states the bound as
-// StoreConfig requires (EveryUpdate does not apply: every write goes to the
-// changelog).
+// StoreConfig requires (EveryUpdate does not apply: its changelog gets a
+// key's latest value by every commit, none for a key created and deleted
+// between two).
 func KeyValueStore[K, V any](cfg StoreConfig, opts ...CodecOpt[K, V]) *KVStore[K, V] {
 	s := &KVStore[K, V]{decl: procStoreDecl{cfg: cfg}}
 	for _, o := range opts {
@@ -442,10 +450,11 @@ func (s *KVStore[K, V]) Put(a StoreAccess, key K, v V) error {
 	if err != nil {
 		return fmt.Errorf("store %s: encode value: %w", st.spec.name, err)
 	}
-	return st.put(kb, vb, a.processCore().meta.Timestamp)
+	return a.processCore().put(st, kb, vb, a.processCore().meta.Timestamp)
 }
 
-// Delete removes key (a tombstone goes to the changelog).
+// Delete removes key (a tombstone goes to the changelog, unless the key
+// never reached it).
 func (s *KVStore[K, V]) Delete(a StoreAccess, key K) error {
 	st, err := s.handle(a)
 	if err != nil {
@@ -455,16 +464,55 @@ func (s *KVStore[K, V]) Delete(a StoreAccess, key K) error {
 	if err != nil {
 		return fmt.Errorf("store %s: encode key: %w", st.spec.name, err)
 	}
-	return deleteKey(st, kb, a.processCore().meta.Timestamp)
+	return a.processCore().delete(st, kb, a.processCore().meta.Timestamp)
 }
 
-// deleteKey deletes key from a store of the task and writes its tombstone
-// to the store's changelog, with the outputs of the unit being processed.
-func deleteKey(st *taskStore, key []byte, ts time.Time) error {
-	if err := st.t.txn.Delete(st.spec.name, key); err != nil {
+// A Process operator's stores (key-value, window, timers) write the store
+// at once and collapse their changelog records between flushes
+// (storeChangelog, window_changelog.go): a key written many times between
+// two flushes gets one record, its latest value or a tombstone; a key
+// created and deleted between two flushes gets none. The task flushes them
+// with its tables: before every commit of input offsets (at-least-once),
+// inside every transaction before it commits (ExactlyOnce), at the end of
+// a round whose collapsed writes exceed collapseBound, at the end of every
+// round of the Driver; an abort drops them with the transaction's store
+// writes; a failed unit (record, timer firing) drops its own (staged until
+// it succeeds). Every store of the operator is cut at the same flushes, so
+// a restore gives them the state of one point in the input (at-least-once
+// replays the input from the committed offset onto it), never a timer
+// store ahead of the stores its callbacks read.
+
+// put sets key of store st to value in the unit being processed; its
+// changelog record is collapsed (see above).
+func (c *procCore) put(st *taskStore, key, value []byte, ts time.Time) error {
+	txn := c.t.txn
+	_, _, found, err := txn.Get(st.spec.name, key)
+	if err != nil {
 		return fmt.Errorf("store %s: %w", st.spec.name, err)
 	}
-	st.t.emit(st.changelog, st.t.id.partition, key, nil, ts, nil)
+	updated, err := txn.Put(st.spec.name, key, value, ts.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store %s: %w", st.spec.name, err)
+	}
+	c.logs[st.spec.name].write(key, value, updated, !found)
+	return nil
+}
+
+// delete deletes key from store st in the unit being processed, if the
+// store has it; its tombstone is collapsed (see above).
+func (c *procCore) delete(st *taskStore, key []byte, ts time.Time) error {
+	txn := c.t.txn
+	_, _, found, err := txn.Get(st.spec.name, key)
+	if err != nil || !found {
+		if err != nil {
+			return fmt.Errorf("store %s: %w", st.spec.name, err)
+		}
+		return nil // nothing to delete: its changelog holds no live value
+	}
+	if err := txn.Delete(st.spec.name, key); err != nil {
+		return fmt.Errorf("store %s: %w", st.spec.name, err)
+	}
+	c.logs[st.spec.name].write(key, nil, ts.UnixMilli(), false)
 	return nil
 }
 

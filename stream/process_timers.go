@@ -43,6 +43,23 @@ import (
 //     would step over each one). A due timer set in the open Txn fires from
 //     pending; one still pending when the Txn ends, and low[d], lower it.
 
+// timerChangelogPhase orders a flush of the timer store's collapsed
+// changelog (storeChangelog): new timer entries first, then the index,
+// then the deletions of timer entries. Every prefix of the changelog a
+// crash may leave then has each index entry's timer entry (a move or a
+// delete finds the timer it removes); at worst a moved timer's old entry
+// is still there, and fires once more (at-least-once), but no timer is
+// lost.
+func timerChangelogPhase(key []byte, deleted bool) int {
+	switch {
+	case len(key) > 0 && key[0] == indexPrefix:
+		return 1
+	case deleted:
+		return 2
+	}
+	return 0
+}
+
 // timerValue is the value of a timer entry.
 var timerValue = []byte{1}
 
@@ -136,16 +153,16 @@ func (p *procTimers) set(d TimerDomain, key []byte, name string, ms int64) error
 			return nil
 		}
 		tk := timekey.TimerKey(nil, timekey.Timer{Domain: timekey.Domain(d), Fire: prev, Key: key, Name: []byte(name)})
-		if err := deleteKey(p.st, tk, ts); err != nil {
+		if err := p.c.delete(p.st, tk, ts); err != nil {
 			return err
 		}
 		p.low[i] = min(p.low[i], prev)
 	}
 	tk := timekey.TimerKey(nil, timekey.Timer{Domain: timekey.Domain(d), Fire: ms, Key: key, Name: []byte(name)})
-	if err := p.st.put(tk, timerValue, ts); err != nil {
+	if err := p.c.put(p.st, tk, timerValue, ts); err != nil {
 		return err
 	}
-	if err := p.st.put(ik, binary.BigEndian.AppendUint64(nil, uint64(ms)), ts); err != nil {
+	if err := p.c.put(p.st, ik, binary.BigEndian.AppendUint64(nil, uint64(ms)), ts); err != nil {
 		return err
 	}
 	// Remembered even if the unit fails: a pending key is checked against
@@ -169,11 +186,11 @@ func (p *procTimers) delete(d TimerDomain, key []byte, name string) error {
 	prev := int64(binary.BigEndian.Uint64(old))
 	ts := p.c.meta.Timestamp
 	tk := timekey.TimerKey(nil, timekey.Timer{Domain: timekey.Domain(d), Fire: prev, Key: key, Name: []byte(name)})
-	if err := deleteKey(p.st, tk, ts); err != nil {
+	if err := p.c.delete(p.st, tk, ts); err != nil {
 		return err
 	}
 	p.low[domainIdx(d)] = min(p.low[domainIdx(d)], prev)
-	return deleteKey(p.st, ik, ts)
+	return p.c.delete(p.st, ik, ts)
 }
 
 // advance fires the event-time timers the watermark reached, then the
@@ -307,10 +324,10 @@ func (p *procTimers) fireOne(k []byte, now time.Time) error {
 	ran := false
 	err = t.emitTimed(func() error {
 		p.c.enterRecord(ts, nil, Origin{})
-		if err := deleteKey(p.st, k, ts); err != nil {
+		if err := p.c.delete(p.st, k, ts); err != nil {
 			return err
 		}
-		if err := deleteKey(p.st, ik, ts); err != nil {
+		if err := p.c.delete(p.st, ik, ts); err != nil {
 			return err
 		}
 		if err := p.fire(timerFired{domain: d, fire: tm.Fire, key: tm.Key, name: name}); err != nil {
@@ -327,10 +344,10 @@ func (p *procTimers) fireOne(k []byte, now time.Time) error {
 	// so it does not fire again.
 	return t.emitTimed(func() error {
 		p.c.enterRecord(ts, nil, Origin{})
-		if err := deleteKey(p.st, k, ts); err != nil {
+		if err := p.c.delete(p.st, k, ts); err != nil {
 			return err
 		}
-		return deleteKey(p.st, ik, ts)
+		return p.c.delete(p.st, ik, ts)
 	}, p.c.timerOrigin(tm.Key, name))
 }
 

@@ -71,7 +71,7 @@ func (s *WindowStore[K, V]) Put(a StoreAccess, key K, start, end time.Time, v V)
 		return fmt.Errorf("store %s: encode value: %w", st.spec.name, err)
 	}
 	a.processCore().windowWritten(st, wk)
-	return st.put(wk, vb, end)
+	return a.processCore().put(st, wk, vb, end)
 }
 
 // Get returns the value of key's window [start, end) (found false: absent).
@@ -97,7 +97,7 @@ func (s *WindowStore[K, V]) Delete(a StoreAccess, key K, start, end time.Time) e
 		return err
 	}
 	a.processCore().windowWritten(st, wk)
-	return deleteKey(st, wk, a.processCore().meta.Timestamp)
+	return a.processCore().delete(st, wk, a.processCore().meta.Timestamp)
 }
 
 // Fetch returns key's windows that overlap [from, to) (end > from and start

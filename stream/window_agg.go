@@ -171,7 +171,7 @@ func windowed[K, V, A any](g Grouped[K, V], w Windows, store WindowedStore, op s
 			agg: codec, fns: fns, carriesKey: carries(g.key), wm: math.MinInt64, closedBy: math.MinInt64,
 			scanned: [2]int64{math.MinInt64, math.MinInt64}, nextEnd: [2]int64{math.MinInt64, math.MinInt64},
 			created: map[string]struct{}{}, keyWins: map[string][][]byte{}, early: map[string]struct{}{},
-			pending: map[string]struct{}{}, pendingWins: map[string][][]byte{}}
+			pendingWins: map[string][][]byte{}}
 		o.committedScan = o.scanned
 		o.dbIndex = o.st.spec.indexedByDB()
 		phase := windowChangelogPhase
@@ -280,9 +280,13 @@ type windowOp[K, V, A any] struct {
 	grownWins []string
 	// Notes on committed transactions whose writes may not be in Pebble
 	// yet: their created and keyWins, kept until the store cache flushes
-	// (flushMark: state.DB.Flushes when they were last added to).
-	pending     map[string]struct{}
-	pendingRows [][]byte // createdRows of committed transactions
+	// (flushMark: state.DB.Flushes when they were last added to). pending
+	// is a list, not a set: a key listed twice (created again in a later
+	// transaction) is one key to the scans, which sort and compact what
+	// they merge; the list holds at most one element per creation since
+	// the flush, and a round's notes join it without a hash of each.
+	pending     []string
+	pendingRows [][]byte // createdRows of committed transactions (as pending)
 	pendingWins map[string][][]byte
 	flushMark   uint64
 
@@ -294,9 +298,11 @@ type windowOp[K, V, A any] struct {
 	lateCount, partialCount prometheus.Counter
 
 	// fresh: which new time windows need no read (nil: every one is read);
-	// kh is the hash of the key of the record being processed.
+	// kh is the hash of the key of the record being processed (processTime:
+	// only once khSet, see keyHash).
 	fresh *freshEnds
 	kh    uint64
+	khSet bool
 	// hints: pane layout, each key's latest pane (window_pane.go).
 	hints *paneHints
 	// Row form of the pane layout (window_pane_row.go): closeTo is the
@@ -402,6 +408,7 @@ func (o *windowOp[K, V, A]) notePending() {
 	db := o.t.db
 	if f := db.Flushes(); f != o.flushMark || !db.Unflushed() {
 		clear(o.pending)
+		o.pending = o.pending[:0]
 		clear(o.pendingRows)
 		o.pendingRows = o.pendingRows[:0]
 		clear(o.pendingWins)
@@ -411,7 +418,7 @@ func (o *windowOp[K, V, A]) notePending() {
 		return // Pebble holds every committed write
 	}
 	for k := range o.created {
-		o.pending[k] = struct{}{}
+		o.pending = append(o.pending, k)
 	}
 	o.pendingRows = append(o.pendingRows, o.createdRows...)
 	// A window the committed state holds as deleted needs no note (the
@@ -526,9 +533,7 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 	if len(o.wins) == 0 {
 		return nil // outside the representable times
 	}
-	if o.fresh != nil {
-		o.kh = maphash.Bytes(o.fresh.seed, kb)
-	}
+	o.khSet = false
 	// Each window's store key, built once: the update's changelog record
 	// keeps it.
 	wks := o.winKeys[:0]
@@ -542,7 +547,7 @@ func (o *windowOp[K, V, A]) processTime(r Record[K, V], kb []byte, ts int64) err
 		// iterator reads those the cache cannot answer.
 		ks := o.loadKeys[:0]
 		for i, w := range o.wins {
-			if !o.fresh.absent(w.End, o.kh) {
+			if !o.fresh.absent(w.End, o.keyHash(kb)) {
 				ks = append(ks, wks[i])
 			}
 		}
@@ -762,7 +767,14 @@ func (o *windowOp[K, V, A]) pruneWins() {
 // time: its store timestamp and its results' timestamp.
 func (o *windowOp[K, V, A]) update(r Record[K, V], kb, wk []byte, w window.Window, ts int64, retained bool) error {
 	isTime := o.d.kind == "time"
-	s, found, err := o.readState(wk, isTime && o.fresh.absent(w.End, o.kh))
+	var s windowState[A]
+	var found bool
+	var err error
+	if isTime {
+		s, found, err = o.readTimeWindow(wk, kb, w.End)
+	} else {
+		s, found, err = o.readState(wk, false)
+	}
 	if err != nil {
 		return err
 	}
@@ -778,8 +790,8 @@ func (o *windowOp[K, V, A]) update(r Record[K, V], kb, wk []byte, w window.Windo
 		if err := o.addWindow(kb, wk, w, ts, retained); err != nil {
 			return err
 		}
-		if isTime {
-			o.fresh.created(w.End, o.kh)
+		if isTime && o.fresh != nil {
+			o.fresh.created(w.End, o.keyHash(kb))
 		}
 	}
 	return o.store(r, kb, wk, w, ts, s, retained)
@@ -823,6 +835,35 @@ func (o *windowOp[K, V, A]) readState(wk []byte, absent bool) (windowState[A], b
 	}
 	s, err = o.decodeWindow(v)
 	return s, true, err
+}
+
+// readTimeWindow is readState for time window wk of key kb (processTime),
+// ending at end: the fresh filters are asked only about a window the cache
+// cannot answer (an open window is mostly a cache hit).
+func (o *windowOp[K, V, A]) readTimeWindow(wk, kb []byte, end int64) (windowState[A], bool, error) {
+	var s windowState[A]
+	v, _, found, known, err := o.t.txn.GetKnown(o.name, wk)
+	if err != nil {
+		return s, false, &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
+	}
+	if !known {
+		return o.readState(wk, o.fresh.absent(end, o.keyHash(kb)))
+	}
+	if !found {
+		return s, false, nil
+	}
+	s, err = o.decodeWindow(v)
+	return s, true, err
+}
+
+// keyHash is o.kh, the fresh filters' hash of key kb of the record
+// processTime handles, computed at its first use in the record (a record
+// whose windows the cache answers needs none).
+func (o *windowOp[K, V, A]) keyHash(kb []byte) uint64 {
+	if !o.khSet && o.fresh != nil {
+		o.kh, o.khSet = maphash.Bytes(o.fresh.seed, kb), true
+	}
+	return o.kh
 }
 
 // windowedKey is the result key of key's window w.
@@ -997,20 +1038,25 @@ func (o *windowOp[K, V, A]) closeIndex(i int, maxEnd int64, budget int) (handled
 	if full {
 		limit = string(keys[len(keys)-1])
 	}
-	for _, notes := range []map[string]struct{}{o.created, o.pending} {
-		for k := range notes {
-			if k[0] != tag {
-				continue
-			}
-			end := readEnd([]byte(k))
-			switch o.noteAction(i, end, maxEnd, o.resume[i] == nil || k > string(o.resume[i]), full && k > limit) {
-			case noteDue:
-				keys = append(keys, []byte(k))
-			case noteLater:
-				next = min(next, end)
-			}
+	merge := func(k string) {
+		if k[0] != tag {
+			return
+		}
+		end := readEnd([]byte(k))
+		switch o.noteAction(i, end, maxEnd, o.resume[i] == nil || k > string(o.resume[i]), full && k > limit) {
+		case noteDue:
+			keys = append(keys, []byte(k))
+		case noteLater:
+			next = min(next, end)
 		}
 	}
+	for k := range o.created {
+		merge(k)
+	}
+	for _, k := range o.pending {
+		merge(k)
+	}
+	// The row form's notes, without a copy (see createdRows).
 	for _, notes := range [][][]byte{o.createdRows, o.pendingRows} {
 		for _, k := range notes {
 			if k[0] != tag {

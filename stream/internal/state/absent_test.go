@@ -388,3 +388,62 @@ func TestKnowAbsentLinksItsEntry(t *testing.T) {
 		t.Fatalf("the cache holds %d keys after a Discard, %d before the round", n, before)
 	}
 }
+
+// GetKnown answers from the open round and the cache, never from Pebble: a
+// key an incomplete cache does not hold is unknown (no read, no entry), a
+// key it holds (committed or written in the round) is known, and a complete
+// cache knows every key.
+func TestGetKnownNeverReads(t *testing.T) {
+	d, err := Open(t.TempDir(), nil, CacheBytes(int64(10*(cacheEntryOverhead+20))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	txn := d.Begin()
+	if _, _, found, known, err := txn.GetKnown("s", []byte("k000")); err != nil || found || !known {
+		t.Fatalf("complete cache: found %v known %v err %v, want absent and known", found, known, err)
+	}
+	for i := range 100 { // more than the cache holds: it is no longer complete
+		if _, err := txn.Put("s", fmt.Appendf(nil, "k%03d", i), []byte("v"), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	txn.Discard()
+	if d.cache.complete {
+		t.Fatal("cache still complete: the test needs one that is not")
+	}
+	txn = d.Begin()
+	defer txn.Discard()
+	misses, keys := d.cache.misses, d.CachedKeys()
+	unknown := 0
+	for i := range 100 {
+		v, ts, found, known, err := txn.GetKnown("s", fmt.Appendf(nil, "k%03d", i))
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case !known:
+			unknown++
+		case !found || string(v) != "v" || ts != 1:
+			t.Fatalf("k%03d: %q %d found %v", i, v, ts, found)
+		}
+	}
+	if unknown == 0 || unknown == 100 {
+		t.Fatalf("%d of 100 keys unknown: want the evicted ones only", unknown)
+	}
+	if d.cache.misses != misses || d.CachedKeys() != keys {
+		t.Fatalf("GetKnown read Pebble (%d reads) or added entries (%d keys, was %d)",
+			d.cache.misses-misses, d.CachedKeys(), keys)
+	}
+	if _, err := txn.Put("s", []byte("new"), []byte("n"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, found, known, err := txn.GetKnown("s", []byte("k050")); err != nil || (known && !found) {
+		t.Fatalf("k050 after another write: found %v known %v err %v", found, known, err)
+	}
+	if v, _, found, known, err := txn.GetKnown("s", []byte("new")); err != nil || !found || !known || string(v) != "n" {
+		t.Fatalf("the round's own write: %q found %v known %v err %v", v, found, known, err)
+	}
+}

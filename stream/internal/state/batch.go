@@ -218,7 +218,7 @@ func (d *DB) sortWrites(ws []write) []keyOrder {
 	// Radix sort on the 16 bytes, then a comparison sort of each run of
 	// keys equal in them (keys longer than 16 bytes past the prefix).
 	varying := varyingBytes(orLo^andLo) | varyingBytes(orHi^andHi)<<8
-	order, d.orderTmp = radixSort(order, d.orderTmp, 16, varying, keyOrderByte)
+	order, d.orderTmp = radixSortKeys(order, d.orderTmp, varying)
 	d.sortEqualRuns(ws, order, p, p+16)
 	d.order = order[:0]
 	return order
@@ -252,7 +252,7 @@ func (d *DB) sortRun(ws []write, run []keyOrder, p, off int) {
 		orHi, andHi, orLo, andLo = orHi|hi, andHi&hi, orLo|lo, andLo&lo
 	}
 	varying := varyingBytes(orLo^andLo) | varyingBytes(orHi^andHi)<<8
-	sorted, spare := radixSort(run, d.runTmp, 16, varying, keyOrderByte)
+	sorted, spare := radixSortKeys(run, d.runTmp, varying)
 	if &sorted[0] != &run[0] {
 		copy(run, sorted)
 		spare = sorted
@@ -275,15 +275,6 @@ func (d *DB) sortEqualRuns(ws []write, order []keyOrder, p, off int) {
 		}
 		i = j
 	}
-}
-
-// keyOrderByte is byte i of x's 16 sort bytes, least significant first
-// (radixSort's digit).
-func keyOrderByte(x *keyOrder, i int) byte {
-	if i < 8 {
-		return byte(x.lo >> (8 * i))
-	}
-	return byte(x.hi >> (8 * (i - 8)))
 }
 
 // sortIndexOps sorts ops, given in pos order, by (run, end, pos): a stable

@@ -129,10 +129,30 @@ func (t *Txn) Get(store string, key []byte) (value []byte, ts int64, found bool,
 	return e.value, e.ts, true, nil
 }
 
+// GetKnown is Get answered by the open round or the cache alone: known is
+// false if neither can answer (an incomplete cache without an entry for the
+// key), and then nothing is read or linked — the caller goes on with Get,
+// or with KnowAbsent and Get if it knows the key is absent. A caller whose
+// knowledge costs something to establish (a windowed store's filter of the
+// windows it created) asks only for the keys the cache cannot answer.
+func (t *Txn) GetKnown(store string, key []byte) (value []byte, ts int64, found, known bool, err error) {
+	e, err := t.find(store, key, false)
+	if err != nil || e == nil || e.deleted {
+		return nil, 0, false, e != nil, err
+	}
+	return e.value, e.ts, true, true, nil
+}
+
 // lookup returns the key's entry, linking it to the key's cache entry the
 // first time the round sees the key (reading the database if the cache
 // cannot answer).
 func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
+	return t.find(store, key, true)
+}
+
+// find is lookup; without read, a key the cache cannot answer gets no
+// entry (nil, nil).
+func (t *Txn) find(store string, key []byte, read bool) (*txnEntry, error) {
 	if e := t.last; e != nil && e.store == store && len(e.dk) == 2+len(store)+len(key) &&
 		e.dk[2+len(store):] == string(key) {
 		return e, nil
@@ -152,6 +172,9 @@ func (t *Txn) lookup(store string, key []byte) (*txnEntry, error) {
 		var ts int64
 		var found bool
 		if !c.complete {
+			if !read {
+				return nil, nil
+			}
 			c.misses++
 			var err error
 			if v, ts, found, err = t.d.getData(store, key, t.kbuf); err != nil {
