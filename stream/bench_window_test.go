@@ -162,25 +162,7 @@ func BenchmarkWindowOpenRSS(b *testing.B) {
 		n, _ = strconv.Atoi(s)
 	}
 	for range b.N {
-		bl := NewBuilder()
-		in := From(bl, "in", String(), Int64())
-		WindowedCount(GroupByKey(in), Tumbling(time.Hour), WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
-			ToStream().To("out", TimeWindowed(String(), time.Hour), Int64())
-		var outs int
-		discard := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
-			if r.Topic == "out" {
-				outs++
-			}
-			promise(r, nil)
-		}, false)
-		a, err := NewApp("rss", bl, Brokers("127.0.0.1:1"), StateDir(b.TempDir()), discard)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tk, err := a.newTask(taskID{sub: 0, partition: 0})
-		if err != nil {
-			b.Fatal(err)
-		}
+		tk, outs := windowCountTask(b, "rss", Tumbling(time.Hour), TimeWindowed(String(), time.Hour))
 		v := int64Bytes(1)
 		ctx := context.Background()
 		var rss10, heap10 uint64
@@ -204,8 +186,8 @@ func BenchmarkWindowOpenRSS(b *testing.B) {
 		}
 		elapsed := time.Since(start)
 		rss, heap := memNow()
-		if outs != 0 {
-			b.Fatalf("%d results: windows closed", outs)
+		if *outs != 0 {
+			b.Fatalf("%d results: windows closed", *outs)
 		}
 		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
 		b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")

@@ -88,13 +88,7 @@ func (r *procLogRun) start() {
 	r.t.Helper()
 	bl := NewBuilder()
 	procLogTopology(bl)
-	capture := withProducer(func(kr *kgo.Record, promise func(*kgo.Record, error)) {
-		c := *kr
-		c.Key, c.Value = slices.Clone(kr.Key), slices.Clone(kr.Value)
-		r.open = append(r.open, &c)
-		promise(kr, nil)
-	}, false)
-	a, err := NewApp("proc", bl, Brokers("127.0.0.1:1"), StateDir(r.dir), capture, Delivery(r.g))
+	a, err := NewApp("proc", bl, Brokers("127.0.0.1:1"), StateDir(r.dir), captureInto(&r.open), Delivery(r.g))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -102,23 +96,7 @@ func (r *procLogRun) start() {
 		r.t.Fatal(err)
 	}
 	r.tk.tablesAtCommit = true
-	if err := r.tk.db.Wipe(); err != nil {
-		r.t.Fatal(err)
-	}
-	txn := r.tk.db.Begin()
-	defer txn.Discard()
-	for _, st := range r.tk.stores {
-		for _, kr := range r.done {
-			if kr.Topic == st.changelog {
-				if err := applyStoreChangelog(txn, st.spec, kr); err != nil {
-					r.t.Fatal(err)
-				}
-			}
-		}
-	}
-	if err := txn.CommitThrough(); err != nil {
-		r.t.Fatal(err)
-	}
+	restoreFrom(r.t, r.tk, r.done)
 	if r.g == ExactlyOnce {
 		r.tk.beginRound()
 	}

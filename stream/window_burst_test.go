@@ -55,13 +55,7 @@ func (r *burstRun) start() {
 			func(a, b int64) (int64, error) { return a + b, nil })
 	}
 	tbl.ToStream().To("out", WindowedKeys(String(), r.w), Int64())
-	capture := withProducer(func(kr *kgo.Record, promise func(*kgo.Record, error)) {
-		c := *kr
-		c.Key, c.Value = slices.Clone(kr.Key), slices.Clone(kr.Value)
-		r.open = append(r.open, &c)
-		promise(kr, nil)
-	}, false)
-	a, err := NewApp("burst", bl, Brokers("127.0.0.1:1"), StateDir(r.dir), capture, Watermarks(0, 0),
+	a, err := NewApp("burst", bl, Brokers("127.0.0.1:1"), StateDir(r.dir), captureInto(&r.open), Watermarks(0, 0),
 		WindowClosesPerRound(r.n))
 	if err != nil {
 		r.t.Fatal(err)
@@ -71,24 +65,7 @@ func (r *burstRun) start() {
 	}
 	r.a = a
 	a.taskQueryable(r.tk)
-	st := r.tk.stores[0]
-	if err := r.tk.db.Wipe(); err != nil {
-		r.t.Fatal(err)
-	}
-	txn := r.tk.db.Begin()
-	defer txn.Discard()
-	for _, kr := range r.done {
-		if kr.Topic == st.changelog {
-			if err := applyStoreChangelog(txn, st.spec, kr); err != nil {
-				r.t.Fatal(err)
-			}
-		}
-	}
-	// Straight to the database, as a task's restore writes (restore.go):
-	// the close scans read it.
-	if err := txn.CommitThrough(); err != nil {
-		r.t.Fatal(err)
-	}
+	restoreFrom(r.t, r.tk, r.done)
 }
 
 // round handles one record of value 1 per wrec, then ends the round; no

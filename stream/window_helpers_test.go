@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Test helpers of the windowed operators: a count per key and window run
@@ -285,4 +287,39 @@ func headerOf(hs []Header, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// captureInto is a producer (withProducer) that acknowledges every record
+// and appends a copy of it, key and value cloned, to *dst.
+func captureInto(dst *[]*kgo.Record) Opt {
+	return withProducer(func(kr *kgo.Record, promise func(*kgo.Record, error)) {
+		c := *kr
+		c.Key, c.Value = slices.Clone(kr.Key), slices.Clone(kr.Value)
+		*dst = append(*dst, &c)
+		promise(kr, nil)
+	}, false)
+}
+
+// restoreFrom wipes tk's database and writes into it the records of recs
+// that belong to its stores' changelogs, in order, straight to the
+// database as a task's restore does (restore.go): the close scans read it.
+func restoreFrom(t testing.TB, tk *task, recs []*kgo.Record) {
+	t.Helper()
+	if err := tk.db.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	txn := tk.db.Begin()
+	defer txn.Discard()
+	for _, st := range tk.stores {
+		for _, kr := range recs {
+			if kr.Topic == st.changelog {
+				if err := applyStoreChangelog(txn, st.spec, kr); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := txn.CommitThrough(); err != nil {
+		t.Fatal(err)
+	}
 }

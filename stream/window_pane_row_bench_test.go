@@ -35,25 +35,7 @@ func BenchmarkHoppingTask(b *testing.B) {
 	var cpu time.Duration
 	for range b.N {
 		b.StopTimer()
-		bl := NewBuilder()
-		in := From(bl, "in", String(), Int64())
-		WindowedCount(GroupByKey(in), w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
-			ToStream().To("out", WindowedKeys(String(), w), Int64())
-		var outs int
-		discard := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
-			if r.Topic == "out" {
-				outs++
-			}
-			promise(r, nil)
-		}, false)
-		a, err := NewApp("hop", bl, Brokers("127.0.0.1:1"), StateDir(b.TempDir()), discard)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tk, err := a.newTask(taskID{sub: 0, partition: 0})
-		if err != nil {
-			b.Fatal(err)
-		}
+		tk, outs := windowCountTask(b, "hop", w, WindowedKeys(String(), w))
 		ctx := context.Background()
 		b.StartTimer()
 		cpu0 := cpuTime(b)
@@ -74,8 +56,33 @@ func BenchmarkHoppingTask(b *testing.B) {
 		}
 		cpu += cpuTime(b) - cpu0
 		b.StopTimer()
-		b.ReportMetric(float64(outs), "results")
+		b.ReportMetric(float64(*outs), "results")
 		tk.close()
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+}
+
+// windowCountTask is the task of partition 0 of an App counting "in"
+// (String keys, Int64 values) in windows w (DropLate, EmitFinal) to "out"
+// (keys in codec keys), without a broker: its outputs are discarded,
+// counted in *outs.
+func windowCountTask(b *testing.B, app string, w Windows, keys Codec[Windowed[string]]) (tk *task, outs *int) {
+	bl := NewBuilder()
+	WindowedCount(GroupByKey(From(bl, "in", String(), Int64())), w, WindowedStore{Name: "w", Late: DropLate(), Emit: EmitFinal()}).
+		ToStream().To("out", keys, Int64())
+	outs = new(int)
+	discard := withProducer(func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		if r.Topic == "out" {
+			*outs++
+		}
+		promise(r, nil)
+	}, false)
+	a, err := NewApp(app, bl, Brokers("127.0.0.1:1"), StateDir(b.TempDir()), discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if tk, err = a.newTask(taskID{sub: 0, partition: 0}); err != nil {
+		b.Fatal(err)
+	}
+	return tk, outs
 }

@@ -8,26 +8,8 @@ import (
 // PutAbsent writes a new key without a Pebble lookup when the cache is not
 // complete (Put would look it up), and the write reads back.
 func TestPutAbsentSkipsTheRead(t *testing.T) {
-	dir := t.TempDir()
-	d, err := Open(dir, nil, CacheBytes(int64(10*(cacheEntryOverhead+20))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openIncomplete(t)
 	txn := d.Begin()
-	for i := range 100 { // more than the cache holds: it is no longer complete
-		if _, err := txn.Put("s", fmt.Appendf(nil, "k%03d", i), []byte("v"), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := txn.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	txn.Discard()
-	if d.cache.complete {
-		t.Fatal("cache still complete: the test needs one that is not")
-	}
-	txn = d.Begin()
 	defer txn.Discard()
 	before := d.cache.misses
 	if _, err := txn.PutAbsent("s", []byte("new"), []byte("n"), 5); err != nil {
@@ -403,18 +385,8 @@ func TestGetKnownNeverReads(t *testing.T) {
 	if _, _, found, known, err := txn.GetKnown("s", []byte("k000")); err != nil || found || !known {
 		t.Fatalf("complete cache: found %v known %v err %v, want absent and known", found, known, err)
 	}
-	for i := range 100 { // more than the cache holds: it is no longer complete
-		if _, err := txn.Put("s", fmt.Appendf(nil, "k%03d", i), []byte("v"), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := txn.Commit(); err != nil {
-		t.Fatal(err)
-	}
 	txn.Discard()
-	if d.cache.complete {
-		t.Fatal("cache still complete: the test needs one that is not")
-	}
+	fillIncomplete(t, d)
 	txn = d.Begin()
 	defer txn.Discard()
 	misses, keys := d.cache.misses, d.CachedKeys()
@@ -445,5 +417,38 @@ func TestGetKnownNeverReads(t *testing.T) {
 	}
 	if v, _, found, known, err := txn.GetKnown("s", []byte("new")); err != nil || !found || !known || string(v) != "n" {
 		t.Fatalf("the round's own write: %q found %v known %v err %v", v, found, known, err)
+	}
+}
+
+// openIncomplete opens a database whose cache holds about ten small
+// entries, filled by fillIncomplete; closed at the test's end.
+func openIncomplete(t *testing.T) *DB {
+	t.Helper()
+	d, err := Open(t.TempDir(), nil, CacheBytes(int64(10*(cacheEntryOverhead+20))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	fillIncomplete(t, d)
+	return d
+}
+
+// fillIncomplete commits keys k000..k099 (value "v") to store "s" of d,
+// more than its cache holds: the cache is no longer complete, so a key
+// without a cache entry needs a read.
+func fillIncomplete(t *testing.T, d *DB) {
+	t.Helper()
+	txn := d.Begin()
+	defer txn.Discard()
+	for i := range 100 {
+		if _, err := txn.Put("s", fmt.Appendf(nil, "k%03d", i), []byte("v"), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if d.cache.complete {
+		t.Fatal("cache still complete: the test needs one that is not")
 	}
 }
