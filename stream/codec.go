@@ -44,6 +44,34 @@ type stringCodec struct{}
 func (stringCodec) Encode(v string) ([]byte, error) { return []byte(v), nil }
 func (stringCodec) Decode(b []byte) (string, error) { return string(b), nil }
 
+func (stringCodec) appender() appendEncoder[string]        { return stringCodec{} }
+func (stringCodec) encodeSize(v string) int                { return len(v) }
+func (stringCodec) appendEncode(b []byte, v string) []byte { return append(b, v...) }
+
+// appendEncoder is implemented by this package's codecs that can append an
+// encoding to a buffer the caller owns: String, Int64, and the windowed
+// codecs of such keys. A sink writes a record's key and value into its
+// task's output slab with it (task.outBytes) instead of allocating for
+// each, twice for a windowed key (the key's bytes, then the key and the
+// window).
+//
+// Invariant: for every v, encodeSize(v) == len(Encode(v)) and
+// appendEncode(b, v) == append(b, Encode(v)...) byte for byte, and Encode
+// returns no error.
+type appendEncoder[T any] interface {
+	encodeSize(v T) int
+	appendEncode(b []byte, v T) []byte
+}
+
+// appenderOf returns c's appendEncoder; nil if it has none (a codec from
+// outside the package, or a windowed codec of such a key).
+func appenderOf[T any](c Codec[T]) appendEncoder[T] {
+	if a, ok := c.(interface{ appender() appendEncoder[T] }); ok {
+		return a.appender()
+	}
+	return nil
+}
+
 // Bytes returns a codec passing raw bytes through. Decode copies, so the
 // result may be retained.
 func Bytes() Codec[[]byte] { return bytesCodec{} }
@@ -69,6 +97,12 @@ var errInt64Len = errors.New("int64: want 8 bytes")
 
 func (int64Codec) Encode(v int64) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(nil, uint64(v)), nil
+}
+
+func (int64Codec) appender() appendEncoder[int64] { return int64Codec{} }
+func (int64Codec) encodeSize(int64) int           { return 8 }
+func (int64Codec) appendEncode(b []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(v))
 }
 
 func (int64Codec) Decode(b []byte) (int64, error) {

@@ -137,8 +137,13 @@ func (e *opError) Unwrap() error { return e.err }
 // failedIn wraps err with the operator it failed in, unless an operator
 // downstream did already (the innermost operator is the one that failed).
 func failedIn(nd *node, err error) error {
+	if err == nil {
+		// Before oe: errors.As makes it escape, and an escaping variable
+		// is allocated where it is declared, on every call.
+		return nil
+	}
 	var oe *opError
-	if err == nil || errors.As(err, &oe) {
+	if errors.As(err, &oe) {
 		return err
 	}
 	var fe *fatalError

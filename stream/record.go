@@ -85,6 +85,19 @@ func encodeCarried[T any](c Codec[T], carriesC bool, e encoded, v T) ([]byte, er
 	return c.Encode(v)
 }
 
+// sinkEncode is encodeCarried for a sink writing with task t: when c
+// appends (a = appenderOf(c), computed once) and e carries nothing c made,
+// v is encoded into t's output slab (task.outBytes).
+func sinkEncode[T any](t *task, c Codec[T], carriesC bool, a appendEncoder[T], e encoded, v T) ([]byte, error) {
+	if carriesC && e.codec != nil && e.codec == any(c) {
+		return e.b, nil
+	}
+	if a != nil {
+		return a.appendEncode(t.outBytes(a.encodeSize(v)), v), nil
+	}
+	return c.Encode(v)
+}
+
 // Header is a Kafka record header.
 type Header struct {
 	Key   string

@@ -69,6 +69,8 @@ type task struct {
 	pending []*kgo.Record
 	slab    []kgo.Record  // unused records for emit
 	free    []*kgo.Record // records the client is done with, for emit (see recycled)
+	// outSlab is what is left of the slab outBytes cuts output bytes from.
+	outSlab []byte
 
 	// flushers collapse the updates of the task's aggregate tables between
 	// flushes, in node (topological) order; see tableUpdates. timed are
@@ -111,6 +113,13 @@ type task struct {
 
 // recordSlab is the number of output records emit allocates at once.
 const recordSlab = 64
+
+// outSlabSize is the size of the slabs outBytes cuts output keys and values
+// from; a larger request gets an allocation of its own.
+const (
+	outSlabSize = 4096
+	outSlabMax  = outSlabSize / 8
+)
 
 // maxRecycled bounds the records a task keeps for reuse (about the records
 // in flight at once; beyond it they are left to the garbage collector).
@@ -272,6 +281,30 @@ func (t *task) onProduced(r *kgo.Record, err error) {
 // newRecord returns an unused record for emit: a recycled one, or one from a
 // slab (one allocation per recordSlab records). A slab is never reused as a
 // whole; its records are, one by one, once the client is done with them.
+// outBytes returns an empty slice of capacity n for a sink to append an
+// output key or value to: cut from a slab (one allocation per outSlabSize
+// bytes), or its own allocation for more than outSlabMax bytes. The
+// capacity is exactly n, so an append past it moves rather than writes
+// over the next record's bytes. A slab is never reused: its bytes stay
+// valid for as long as anything (the client, a test's producer) retains a
+// record holding them, and the collector frees it after the last. The
+// slice is never nil, even empty.
+func (t *task) outBytes(n int) []byte {
+	if n == 0 {
+		// Not nil, as Encode's (an empty key or value is not a null one).
+		return []byte{}
+	}
+	if n > outSlabMax {
+		return make([]byte, 0, n)
+	}
+	if len(t.outSlab) < n {
+		t.outSlab = make([]byte, outSlabSize)
+	}
+	b := t.outSlab[:0:n]
+	t.outSlab = t.outSlab[n:]
+	return b
+}
+
 func (t *task) newRecord() *kgo.Record {
 	if len(t.free) == 0 && t.app.recycleRecords.Load() {
 		t.clMu.Lock()
@@ -298,9 +331,9 @@ func (t *task) recycle(r *kgo.Record) {
 	if !t.app.recycleRecords.Load() {
 		return
 	}
+	*r = kgo.Record{} // outside the lock: the task's emit waits on it
 	t.clMu.Lock()
 	if len(t.recycled) < maxRecycled {
-		*r = kgo.Record{}
 		t.recycled = append(t.recycled, r)
 	}
 	t.clMu.Unlock()

@@ -557,17 +557,18 @@ func sinkTo[K, V any](s Stream[K, V], op string, internal bool, label string, to
 	key Codec[K], value Codec[V],
 ) bool {
 	carriesKey, carriesValue := carries(key), carries(value)
+	keyApp, valueApp := appenderOf(key), appenderOf(value)
 	var n *node
 	n = s.link(op, func(t *task, _ []any) any {
 		tp := topic(t)
 		return func(r Record[K, V]) error {
-			kb, err := encodeCarried(key, carriesKey, r.keyEnc, r.Key)
+			kb, err := sinkEncode(t, key, carriesKey, keyApp, r.keyEnc, r.Key)
 			if err != nil {
 				return failedIn(n, fmt.Errorf("encode key for %s: %w", tp, err))
 			}
 			var vb []byte // a tombstone's: null
 			if !r.Tombstone {
-				if vb, err = encodeCarried(value, carriesValue, r.valueEnc, r.Value); err != nil {
+				if vb, err = sinkEncode(t, value, carriesValue, valueApp, r.valueEnc, r.Value); err != nil {
 					return failedIn(n, fmt.Errorf("encode value for %s: %w", tp, err))
 				}
 			}

@@ -92,6 +92,26 @@ func (c timeWindowedCodec[K]) Encode(w Windowed[K]) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli())), nil
 }
 
+// appender: the windowed key's bytes are appended when the key's are.
+func (c timeWindowedCodec[K]) appender() appendEncoder[Windowed[K]] {
+	if ka := appenderOf(c.key); ka != nil {
+		return timeWindowedAppender[K]{key: ka}
+	}
+	return nil
+}
+
+// timeWindowedAppender appends what timeWindowedCodec.Encode returns.
+type timeWindowedAppender[K any] struct{ key appendEncoder[K] }
+
+func (a timeWindowedAppender[K]) encodeSize(w Windowed[K]) int {
+	return a.key.encodeSize(w.Key) + windowTimeSize
+}
+
+func (a timeWindowedAppender[K]) appendEncode(b []byte, w Windowed[K]) []byte {
+	b = a.key.appendEncode(b, w.Key)
+	return binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli()))
+}
+
 func (c timeWindowedCodec[K]) Decode(b []byte) (Windowed[K], error) {
 	var w Windowed[K]
 	n := len(b) - windowTimeSize
@@ -129,6 +149,27 @@ func (c sessionWindowedCodec[K]) Encode(w Windowed[K]) ([]byte, error) {
 	b = append(b, kb...)
 	b = binary.BigEndian.AppendUint64(b, uint64(w.End.UnixMilli()))
 	return binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli())), nil
+}
+
+// appender: the windowed key's bytes are appended when the key's are.
+func (c sessionWindowedCodec[K]) appender() appendEncoder[Windowed[K]] {
+	if ka := appenderOf(c.key); ka != nil {
+		return sessionWindowedAppender[K]{key: ka}
+	}
+	return nil
+}
+
+// sessionWindowedAppender appends what sessionWindowedCodec.Encode returns.
+type sessionWindowedAppender[K any] struct{ key appendEncoder[K] }
+
+func (a sessionWindowedAppender[K]) encodeSize(w Windowed[K]) int {
+	return a.key.encodeSize(w.Key) + 2*windowTimeSize
+}
+
+func (a sessionWindowedAppender[K]) appendEncode(b []byte, w Windowed[K]) []byte {
+	b = a.key.appendEncode(b, w.Key)
+	b = binary.BigEndian.AppendUint64(b, uint64(w.End.UnixMilli()))
+	return binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli()))
 }
 
 func (c sessionWindowedCodec[K]) Decode(b []byte) (Windowed[K], error) {
