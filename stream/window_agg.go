@@ -1147,12 +1147,13 @@ func readEnd(k []byte) int64 {
 func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, error) {
 	t := o.t
 	if o.d.rows {
-		// No retained windows in pane layout; closeRow takes ik itself.
+		// No retained windows in pane layout; the database derives the row
+		// form's index (closeRow).
 		key, start, end, err := timekey.ParseIndexKey(ik)
 		if err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		return o.closeRow(ik, key, window.Window{Start: start, End: end}, rec)
+		return o.closeRow(key, window.Window{Start: start, End: end}, rec)
 	}
 	// The scan found ik in the database; the round may have deleted it. (A
 	// derived index (dbIndex) is not in the transaction: the window itself

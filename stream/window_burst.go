@@ -184,7 +184,7 @@ func (o *windowOp[K, V, A]) rowCloseTouched(kb []byte, last window.Window) error
 	}
 	o.closeTo = satAddMs(o.wm, -o.d.closeDelta())
 	w := window.Window{Start: satAddMs(next, -o.d.tw.Size.Milliseconds()), End: next}
-	_, err = o.closeRow(o.rowIndexKey(kb, next), kb, w, true)
+	_, err = o.closeRow(kb, w, true)
 	return err
 }
 

@@ -296,14 +296,24 @@ func (s *storeSpec) derivesCloseIndex() bool {
 // it before, derivesCloseIndex), and a restore writes none (the database
 // derives them when it writes the windows).
 func (s *storeSpec) indexedByDB() bool {
-	return s.derivesCloseIndex() && s.win.kind == "time" && s.win.pane == 0
+	return s.derivesCloseIndex() && s.win.kind == "time" && (s.win.pane == 0 || s.win.rows)
+}
+
+// closeIndex is the close index the database derives for a store indexed
+// by it (indexedByDB): from its windows, or in row form from its rows
+// (rowCloseIndex).
+func (s *storeSpec) closeIndex() state.DerivedIndex {
+	if s.win.rows {
+		return rowCloseIndex(s.win.tw.Size.Milliseconds())
+	}
+	return windowCloseIndex
 }
 
 // windowCloseIndex derives a window's close index entry from its window
 // key: 'w' | key | end | start gives 'c' | end | key | start (the same
 // bytes rearranged: timekey's layouts), with value indexValue.
 var windowCloseIndex = state.DerivedIndex{
-	Of: func(dst, wk []byte) []byte {
+	Of: func(dst, wk []byte, _ int64) []byte {
 		if len(wk) < 1+2*timekey.TimeSize+1 || wk[0] != timekey.TagWindow {
 			return dst // not a window (the mark)
 		}
