@@ -287,9 +287,11 @@ func (s *storeSpec) derivesCloseIndex() bool {
 }
 
 // indexedByDB reports whether a windowed store's close index is derived
-// by its database (state.Derived, windowCloseIndex) from its windows, in
+// by its database (state.Derived, closeIndex) from its windows or rows, in
 // Pebble only: a store of time windows (tumbling, hopping, calendar) not in
-// pane layout whose index a restore derives (derivesCloseIndex). Its
+// pane layout, or in the row form of the pane layout (window_pane_row.go),
+// whose index a restore derives (derivesCloseIndex: every store in row
+// form, the pane layout having no Retain). Its
 // operator writes and deletes the windows alone — the open windows cost the
 // store cache one entry each, not two — and finds those not yet in Pebble
 // in its notes, as before; its changelog holds no index records (nor did

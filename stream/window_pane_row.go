@@ -27,11 +27,13 @@ import (
 // together, in end order (a scan reaching several ends emits key by key,
 // not every key's first window first).
 //
-//	'p' | key                -> the row: 0x01 (format) | next (8 bytes BE, int64: the end of
-//	                            the key's next window to close)
+//	'p' | key                -> the row, at update time next - 1: 0x01 (format)
+//	                            | next (8 bytes BE, int64: the end of the key's
+//	                            next window to close)
 //	                            | per pane, in start order: start (8 bytes BE, int64)
 //	                            | uvarint length | partial aggregate (its codec's bytes)
-//	'c' | end | key | start  -> 0x01: [start, end) is the key's next window to close
+//	'c' | end | key | start  -> 0x01: derived by the database from a row at time
+//	                            end - 1 (rowCloseIndex); never in the store cache
 //	'm'                      -> the watermark (as in window_agg.go)
 //
 // ('p' is a tag no earlier layout wrote: a changelog holding the per-pane
@@ -50,17 +52,22 @@ import (
 //     window of the row the close scan reaches (end <= its bound) and moves
 //     next to the first later window holding a remaining pane. Every window
 //     holding a pane, between next and the last pane, is open;
-//   - the row's 'c' entry is at next, and every row has one: a record that
-//     moves next writes the new entry and deletes the old one, a close
-//     re-inserts it past the scan's bound (so o.scanned's invariant holds).
-//     A 'c' entry whose row is gone or whose end is below the row's next is
-//     a leftover (a prefix of a changelog flush, window_agg.go): the close
-//     scan deletes it without emitting;
-//   - the close index is derived, never logged (derivesCloseIndex: the pane
-//     layout has no Retain and no LateUpdates): a restore applying a row
-//     record deletes the entry of the row's previous next and sets the one
-//     of its new next (applyRowChangelog), so every prefix of the changelog
-//     gives each row its entry;
+//   - a row's update time is next - 1 (Txn.PutAt, also when next moves
+//     back), and the database derives the row's 'c' entry from it
+//     (state.DerivedIndex.ByTime, storeSpec.indexedByDB): the batch that
+//     writes the row to Pebble at another time moves the entry, the one
+//     that deletes the row deletes it. So the store cache holds rows only,
+//     and Pebble holds for every row it holds exactly the entry of the next
+//     it holds. A row whose next moved since Pebble last got it is found by
+//     the scans in the notes (createdRows, pendingRows: the entry at its
+//     new next, noted when it moved, kept until a flush); the entry Pebble
+//     still holds for it is stale (its end is below the row's next) and the
+//     close skips it. A close re-notes the row past the scan's bound (so
+//     o.scanned's invariant holds);
+//   - the changelog holds no 'c' entry: a restore writes a row at its
+//     next - 1, read from the row (applyRowChangelog), and the database
+//     derives the entry, so every prefix of the changelog gives each row
+//     its entry;
 //   - a close logs a row only when it deletes it (a tombstone): the row it
 //     writes back differs from the row before by closed windows only, which
 //     the mark 'm' the close writes covers (logged after the rows of its
