@@ -192,7 +192,7 @@ func (a *App) newTask(id taskID) (*task, error) {
 func storeOptions(spec *storeSpec) []state.Option {
 	if spec.window != "" {
 		if spec.indexedByDB() {
-			return []state.Option{state.NoTTLIndex(spec.name), state.Derived(spec.name, windowCloseIndex)}
+			return []state.Option{state.NoTTLIndex(spec.name), state.Derived(spec.name, spec.closeIndex())}
 		}
 		return []state.Option{state.NoTTLIndex(spec.name)}
 	}

@@ -31,11 +31,12 @@ import (
 // (derivesCloseIndex: no Retain, no LateUpdates, not sliding) keeps its
 // close index out of the changelog: a restore sets a window's 'c' entry
 // with its 'w' entry and deletes it with it (applyStoreChangelog). Such a
-// store of time windows not in pane layout (indexedByDB) keeps it out of
-// the operator's writes and the store cache too: its database writes a
-// window's 'c' entry in the batch that first writes the window to Pebble
-// and deletes it with it (state.Derived), so an open window is one cache
-// entry.
+// store of time windows not in pane layout, or in its row form
+// (indexedByDB), keeps it out of the operator's writes and the store cache
+// too: its database writes a window's 'c' entry in the batch that first
+// writes the window to Pebble and deletes it with it (state.Derived; a
+// row's follows the row's next window, window_pane_row.go), so an open
+// window (a key's row) is one cache entry.
 //
 //	'w' | key | end | start   -> the window: uvarint records since its last emission
 //	                             | (sliding) first, last record time (2 x 8 bytes BE)
@@ -232,7 +233,8 @@ type windowOp[K, V, A any] struct {
 	next       func(Record[Windowed[K], A]) error // nil: nothing downstream
 	carriesKey bool
 	// dbIndex: the database derives the close index ('c') from the
-	// windows (storeSpec.indexedByDB): the operator never writes it.
+	// windows or rows (storeSpec.indexedByDB): the operator never writes
+	// it.
 	dbIndex bool
 
 	// wm is the watermark windows are judged and closed by (see the
@@ -1147,12 +1149,13 @@ func readEnd(k []byte) int64 {
 func (o *windowOp[K, V, A]) closeWindow(ik []byte, retained, rec bool) (bool, error) {
 	t := o.t
 	if o.d.rows {
-		// No retained windows in pane layout; closeRow takes ik itself.
+		// No retained windows in pane layout; the database derives the row
+		// form's index (closeRow).
 		key, start, end, err := timekey.ParseIndexKey(ik)
 		if err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
 		}
-		return o.closeRow(ik, key, window.Window{Start: start, End: end}, rec)
+		return o.closeRow(key, window.Window{Start: start, End: end}, rec)
 	}
 	// The scan found ik in the database; the round may have deleted it. (A
 	// derived index (dbIndex) is not in the transaction: the window itself

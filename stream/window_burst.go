@@ -42,9 +42,10 @@ import (
 //
 // The row form of the pane layout (window_pane_row.go) keeps one index
 // entry per key, its next window, and a row's close closes the key's
-// windows up to the scan's bound and re-inserts the entry at the first one
-// left, past the bound, so past the cursor too: a later round's scan takes
-// it, no window is skipped or closed twice. The budget counts index
+// windows up to the scan's bound and moves the row's next, so its entry,
+// to the first one left, past the bound, so past the cursor too: a later
+// round's scan takes it, no window is skipped or closed twice (an entry
+// the database still holds at the row's former next is stale: skipped). The budget counts index
 // entries there too (an entry closes a few of its key's windows: about
 // size/advance for keys with records in one window's span, so a final
 // jump costs one row close per key). Those closes pass the cursor, so in
@@ -184,7 +185,7 @@ func (o *windowOp[K, V, A]) rowCloseTouched(kb []byte, last window.Window) error
 	}
 	o.closeTo = satAddMs(o.wm, -o.d.closeDelta())
 	w := window.Window{Start: satAddMs(next, -o.d.tw.Size.Milliseconds()), End: next}
-	_, err = o.closeRow(o.rowIndexKey(kb, next), kb, w, true)
+	_, err = o.closeRow(kb, w, true)
 	return err
 }
 

@@ -287,23 +287,35 @@ func (s *storeSpec) derivesCloseIndex() bool {
 }
 
 // indexedByDB reports whether a windowed store's close index is derived
-// by its database (state.Derived, windowCloseIndex) from its windows, in
+// by its database (state.Derived, closeIndex) from its windows or rows, in
 // Pebble only: a store of time windows (tumbling, hopping, calendar) not in
-// pane layout whose index a restore derives (derivesCloseIndex). Its
+// pane layout, or in the row form of the pane layout (window_pane_row.go),
+// whose index a restore derives (derivesCloseIndex: every store in row
+// form, the pane layout having no Retain). Its
 // operator writes and deletes the windows alone — the open windows cost the
 // store cache one entry each, not two — and finds those not yet in Pebble
 // in its notes, as before; its changelog holds no index records (nor did
 // it before, derivesCloseIndex), and a restore writes none (the database
 // derives them when it writes the windows).
 func (s *storeSpec) indexedByDB() bool {
-	return s.derivesCloseIndex() && s.win.kind == "time" && s.win.pane == 0
+	return s.derivesCloseIndex() && s.win.kind == "time" && (s.win.pane == 0 || s.win.rows)
+}
+
+// closeIndex is the close index the database derives for a store indexed
+// by it (indexedByDB): from its windows, or in row form from its rows
+// (rowCloseIndex).
+func (s *storeSpec) closeIndex() state.DerivedIndex {
+	if s.win.rows {
+		return rowCloseIndex(s.win.tw.Size.Milliseconds())
+	}
+	return windowCloseIndex
 }
 
 // windowCloseIndex derives a window's close index entry from its window
 // key: 'w' | key | end | start gives 'c' | end | key | start (the same
 // bytes rearranged: timekey's layouts), with value indexValue.
 var windowCloseIndex = state.DerivedIndex{
-	Of: func(dst, wk []byte) []byte {
+	Of: func(dst, wk []byte, _ int64) []byte {
 		if len(wk) < 1+2*timekey.TimeSize+1 || wk[0] != timekey.TagWindow {
 			return dst // not a window (the mark)
 		}

@@ -32,7 +32,7 @@ func TestWindowFreshEndsTinyCacheRestart(t *testing.T) {
 		// Larger: dirty windows stay cached across rounds (a window is one
 		// entry of the cache: its close index is the database's).
 		{Tumbling(time.Second), 1000, 1000, 5 << 10},
-		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 16 << 10}, // pane layout: a fifth of the entries
+		{Hopping(time.Second, 200*time.Millisecond), 1000, 200, 6 << 10}, // row form: one entry per key
 	} {
 		recs := genRecords(9, 1200, keys, 1_000_000, 5, 0)
 		r := newWindowRun(t, tc.w, finalStore("fresh"), 2, 0, aggSum, StoreCache(tc.cache))

@@ -27,11 +27,13 @@ import (
 // together, in end order (a scan reaching several ends emits key by key,
 // not every key's first window first).
 //
-//	'p' | key                -> the row: 0x01 (format) | next (8 bytes BE, int64: the end of
-//	                            the key's next window to close)
+//	'p' | key                -> the row, at update time next - 1: 0x01 (format)
+//	                            | next (8 bytes BE, int64: the end of the key's
+//	                            next window to close)
 //	                            | per pane, in start order: start (8 bytes BE, int64)
 //	                            | uvarint length | partial aggregate (its codec's bytes)
-//	'c' | end | key | start  -> 0x01: [start, end) is the key's next window to close
+//	'c' | end | key | start  -> 0x01: derived by the database from a row at time
+//	                            end - 1 (rowCloseIndex); never in the store cache
 //	'm'                      -> the watermark (as in window_agg.go)
 //
 // ('p' is a tag no earlier layout wrote: a changelog holding the per-pane
@@ -50,17 +52,22 @@ import (
 //     window of the row the close scan reaches (end <= its bound) and moves
 //     next to the first later window holding a remaining pane. Every window
 //     holding a pane, between next and the last pane, is open;
-//   - the row's 'c' entry is at next, and every row has one: a record that
-//     moves next writes the new entry and deletes the old one, a close
-//     re-inserts it past the scan's bound (so o.scanned's invariant holds).
-//     A 'c' entry whose row is gone or whose end is below the row's next is
-//     a leftover (a prefix of a changelog flush, window_agg.go): the close
-//     scan deletes it without emitting;
-//   - the close index is derived, never logged (derivesCloseIndex: the pane
-//     layout has no Retain and no LateUpdates): a restore applying a row
-//     record deletes the entry of the row's previous next and sets the one
-//     of its new next (applyRowChangelog), so every prefix of the changelog
-//     gives each row its entry;
+//   - a row's update time is next - 1 (Txn.PutAt, also when next moves
+//     back), and the database derives the row's 'c' entry from it
+//     (state.DerivedIndex.ByTime, storeSpec.indexedByDB): the batch that
+//     writes the row to Pebble at another time moves the entry, the one
+//     that deletes the row deletes it. So the store cache holds rows only,
+//     and Pebble holds for every row it holds exactly the entry of the next
+//     it holds. A row whose next moved since Pebble last got it is found by
+//     the scans in the notes (createdRows, pendingRows: the entry at its
+//     new next, noted when it moved, kept until a flush); the entry Pebble
+//     still holds for it is stale (its end is below the row's next) and the
+//     close skips it. A close re-notes the row past the scan's bound (so
+//     o.scanned's invariant holds);
+//   - the changelog holds no 'c' entry: a restore writes a row at its
+//     next - 1, read from the row (applyRowChangelog), and the database
+//     derives the entry, so every prefix of the changelog gives each row
+//     its entry;
 //   - a close logs a row only when it deletes it (a tombstone): the row it
 //     writes back differs from the row before by closed windows only, which
 //     the mark 'm' the close writes covers (logged after the rows of its
@@ -218,33 +225,24 @@ func (o *windowOp[K, V, A]) processRow(r Record[K, V], kb []byte, ts int64) erro
 	} else {
 		panes = slices.Insert(panes, i, rowPane{start: p.Start, agg: ab})
 	}
-	// The row's time is its record's last window's.
-	rts := open[len(open)-1].End - 1
+	if first := open[0].End; first < next {
+		// The row's close entry moves with it (rowCloseIndex); until the
+		// row reaches Pebble, the scans find it in the notes.
+		next = first
+		o.createdRows = append(o.createdRows, o.rowIndexKey(kb, next))
+		o.nextEnd[0] = min(o.nextEnd[0], next)
+	}
 	if !found {
 		// A new row: deleted before the next flush, it needs no
 		// changelog record.
-		o.cl.write(rk, nil, rts, true)
+		o.cl.write(rk, nil, next-1, true)
 	}
-	if first := open[0].End; first < next {
-		if found {
-			// The entry of the row's former next exists (invariants):
-			// deleted without a read.
-			old := o.rowIndexKey(kb, next)
-			if err := o.t.txn.DeleteKnown(o.name, old, next-1); err != nil {
-				return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
-			}
-			o.cl.write(old, nil, next-1, false)
-		}
-		next = first
-		ik := o.rowIndexKey(kb, next)
-		if _, err := o.t.txn.PutAbsent(o.name, ik, indexValue, next-1); err != nil {
-			return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
-		}
-		o.cl.write(ik, indexValue, next-1, true)
-		o.createdRows = append(o.createdRows, ik)
-		o.nextEnd[0] = min(o.nextEnd[0], next)
+	v = encodeRow(next, panes)
+	if err := o.t.txn.PutAt(o.name, rk, v, next-1); err != nil {
+		return &fatalError{fmt.Errorf("store %s: %w", o.name, err)}
 	}
-	return o.put(rk, encodeRow(next, panes), rts)
+	o.cl.write(rk, v, next-1, false)
+	return nil
 }
 
 // rowResult is a window a row close emits.
@@ -253,54 +251,31 @@ type rowResult[A any] struct {
 	agg A
 }
 
-// closeRow handles the index entry ik of key's row, for window w: it closes
-// every window of the row ending by the close scan's bound (o.closeTo),
-// emitting their results, and writes the row back with its next window and
-// that window's entry — or deletes the entry, a leftover, if the row's next
-// is past w. rec: the close is part of the record being processed
-// (rowCloseTouched, window_burst.go), as in closeWindow.
-func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) (bool, error) {
+// closeRow handles the close entry of key's row for window w, found by a
+// close scan (in the database or the notes) or, rec, by a record
+// (rowCloseTouched, window_burst.go: the close is part of the record being
+// processed, as in closeWindow). It closes every window of the row ending
+// by the scan's bound (o.closeTo), emitting their results, and writes the
+// row back with its next window, or deletes it when no pane is left. An
+// entry of a row whose next is past w is stale (the database moves a
+// row's entry when it writes the row: until then the entry of the next it
+// held stays) and is skipped.
+func (o *windowOp[K, V, A]) closeRow(key []byte, w window.Window, rec bool) (bool, error) {
 	t := o.t
 	ts := o.windowTime(w)
-	// The scan found ik in the database; the round may have deleted it
-	// since (a record moved the row's next, or a close ran). A scan's close
-	// deletes it with the cache lookup that finds out (TakeKnown; its
-	// changelog tombstone still comes last, below); a record's deletes it
-	// last by an ordinary delete, which the record's rollback undoes
-	// exactly.
-	if rec {
-		if found, known := t.txn.Known(o.name, ik); known && !found {
-			return false, nil
-		}
-	} else if took, err := t.txn.TakeKnown(o.name, ik, ts); err != nil || !took {
-		if err != nil {
-			return false, fmt.Errorf("store %s: %w", o.name, err)
-		}
-		return false, nil
-	}
 	rk := rowKey(nil, key)
 	v, found, err := o.get(rk)
-	if err != nil {
+	if err != nil || !found {
 		return false, unfatal(err)
 	}
-	next := int64(math.MaxInt64)
 	panes := o.rowPanes[:0]
 	defer func() { clear(panes); o.rowPanes = panes[:0] }()
-	if found {
-		if next, panes, err = decodeRow(panes, v); err != nil {
-			return false, unfatal(o.rowCorrupt(rk, err))
-		}
+	next, panes, err := decodeRow(panes, v)
+	if err != nil {
+		return false, unfatal(o.rowCorrupt(rk, err))
 	}
-	if !found || next > w.End {
-		// A leftover (see the invariants).
-		if err := o.deleteRecIndex(ik, rec); err != nil {
-			return false, err
-		}
-		o.clWrite(rec, ik, nil, ts, false)
-		if rec {
-			return false, nil
-		}
-		return false, t.txn.Apply()
+	if next > w.End {
+		return false, nil // stale
 	}
 	size, adv := o.d.tw.Size.Milliseconds(), o.d.tw.Advance.Milliseconds()
 	res := o.rowOut[:0]
@@ -345,8 +320,6 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 		}
 		next = n
 	}
-	// The row and its next entry before the old entry goes (the order the
-	// changelog phases keep too).
 	if len(panes) == 0 {
 		if err := t.txn.DeleteCold(o.name, rk); err != nil {
 			return false, fmt.Errorf("store %s: %w", o.name, err)
@@ -354,30 +327,21 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 		o.clWrite(rec, rk, nil, ts, false)
 	} else {
 		nv := encodeRow(next, panes)
+		if err := t.txn.PutAt(o.name, rk, nv, next-1); err != nil {
+			return false, fmt.Errorf("store %s: %w", o.name, err)
+		}
 		// Not logged: the mark the close writes covers it — but in a
 		// burst, whose mark covers only the windows up to its cursor
 		// (window_burst.go), and for a record, which writes it anyway.
-		if _, err := t.txn.Put(o.name, rk, nv, ts); err != nil {
-			return false, fmt.Errorf("store %s: %w", o.name, err)
-		}
 		if rec || o.burstScan {
-			o.clWrite(rec, rk, nv, ts, false)
+			o.clWrite(rec, rk, nv, next-1, false)
 		}
-		nik := o.rowIndexKey(key, next)
-		if _, err := t.txn.PutAbsent(o.name, nik, indexValue, next-1); err != nil {
-			return false, fmt.Errorf("store %s: %w", o.name, err)
-		}
-		o.clWrite(rec, nik, indexValue, next-1, true)
-		o.createdRows = append(o.createdRows, nik)
+		o.createdRows = append(o.createdRows, o.rowIndexKey(key, next))
 		o.closeNext = min(o.closeNext, next)
 		if rec {
 			o.nextEnd[0] = min(o.nextEnd[0], next)
 		}
 	}
-	if err := o.deleteRecIndex(ik, rec); err != nil {
-		return false, err
-	}
-	o.clWrite(rec, ik, nil, ts, false)
 	if !rec {
 		if err := t.txn.Apply(); err != nil {
 			return false, err
@@ -415,74 +379,56 @@ func (o *windowOp[K, V, A]) closeRow(ik, key []byte, w window.Window, rec bool) 
 	return true, nil
 }
 
-// deleteRecIndex deletes the index entry ik a record's row close (rec)
-// handles, as deleteIndex does; a scan's close took it already (closeRow).
-func (o *windowOp[K, V, A]) deleteRecIndex(ik []byte, rec bool) error {
-	if !rec {
-		return nil
-	}
-	if err := o.t.txn.Delete(o.name, ik); err != nil {
-		return fmt.Errorf("store %s: %w", o.name, err)
-	}
-	return nil
-}
-
 // applyRowChangelog is applyStoreChangelog for a store in row form: a row
-// record moves the row's 'c' entry from its previous next (read from the
-// store being restored) to its new one; a tombstone deletes it. A record of
-// another layout's window entries is refused.
+// is written at time next - 1, its next read from the row itself (not the
+// record's timestamp), so the database derives its close entry at next
+// (rowCloseIndex). A record of another layout's window entries is refused.
 func applyRowChangelog(txn *state.Txn, spec *storeSpec, r *kgo.Record) error {
-	if len(r.Key) > 0 && r.Key[0] == timekey.TagWindow {
+	if len(r.Key) == 0 {
+		return applyChangelog(txn, spec.name, r)
+	}
+	switch r.Key[0] {
+	case timekey.TagWindow:
 		return fmt.Errorf("store %s: the changelog holds a pane entry of the per-pane layout (state format 3), "+
 			"which this version keeps in one row per key: give the store a new name (or delete its changelog "+
 			"topic) to rebuild it: %w", spec.name,
 			&state.CorruptionError{Store: spec.name, Key: slices.Clone(r.Key), Reason: "per-pane entry in a row store"})
-	}
-	if len(r.Key) == 0 || r.Key[0] != tagRow || !spec.derivesCloseIndex() {
-		return applyChangelog(txn, spec.name, r)
-	}
-	key, rest, err := timekey.ReadKey(r.Key[1:])
-	if err == nil && len(rest) > 0 {
-		err = errors.New("bytes after the key")
-	}
-	if err != nil {
-		return &state.CorruptionError{Store: spec.name, Key: slices.Clone(r.Key), Reason: err.Error()}
-	}
-	rowNext := func(v []byte) (int64, error) {
-		if len(v) < rowHeader || v[0] != rowFormat {
-			return 0, &state.CorruptionError{Store: spec.name, Key: slices.Clone(r.Key), Reason: "pane row without its header"}
+	case timekey.TagIndex:
+		return nil // derived by the database; no changelog holds one
+	case tagRow:
+		if r.Value == nil {
+			return txn.Delete(spec.name, r.Key)
 		}
-		return int64(binary.BigEndian.Uint64(v[1:])), nil
-	}
-	size := spec.win.tw.Size.Milliseconds()
-	old, _, had, err := txn.Get(spec.name, r.Key)
-	if err != nil {
-		return err
-	}
-	oldNext := int64(math.MinInt64)
-	if had {
-		if oldNext, err = rowNext(old); err != nil {
-			return err
+		if len(r.Value) < rowHeader || r.Value[0] != rowFormat {
+			return &state.CorruptionError{Store: spec.name, Key: slices.Clone(r.Key), Reason: "pane row without its header"}
 		}
+		next := int64(binary.BigEndian.Uint64(r.Value[1:]))
+		// Copied out of the fetch buffer, as applyChangelog does.
+		return txn.PutAt(spec.name, r.Key, append([]byte{}, r.Value...), next-1)
 	}
-	if err := applyChangelog(txn, spec.name, r); err != nil {
-		return err
+	return applyChangelog(txn, spec.name, r)
+}
+
+// rowCloseIndex is the close index of a store in row form (window size
+// size, ms), derived by its database (state.Derived): row 'p' | key at
+// time next - 1 has the entry 'c' | next | key | next - size, the key's
+// next window to close.
+func rowCloseIndex(size int64) state.DerivedIndex {
+	return state.DerivedIndex{
+		Of: func(dst, rk []byte, ts int64) []byte {
+			if len(rk) < 2 || rk[0] != tagRow {
+				return dst // not a row (the mark)
+			}
+			end := ts + 1
+			dst = append(dst, timekey.TagIndex)
+			dst = timekey.AppendTime(dst, end)
+			dst = append(dst, rk[1:]...)
+			return timekey.AppendTime(dst, satAddMs(end, -size))
+		},
+		ByTime: true,
+		Holds:  func(key []byte) bool { return len(key) > 0 && key[0] == timekey.TagIndex },
+		Value:  indexValue,
 	}
-	newNext := int64(math.MinInt64)
-	if r.Value != nil {
-		if newNext, err = rowNext(r.Value); err != nil {
-			return err
-		}
-	}
-	if had && oldNext != newNext {
-		if err := txn.Delete(spec.name, timekey.IndexKey(nil, key, satAddMs(oldNext, -size), oldNext)); err != nil {
-			return err
-		}
-	}
-	if r.Value != nil && (!had || oldNext != newNext) {
-		_, err = txn.Put(spec.name, timekey.IndexKey(nil, key, satAddMs(newNext, -size), newNext), indexValue, newNext-1)
-	}
-	return err
 }
 
 // rowWindows appends to dst the open windows of a row (key kb, value v),

@@ -35,8 +35,10 @@ func storeEntries(t *testing.T, r *windowRun, store string) (wins, rows, index i
 
 // In the row form of the pane layout a record of a hopping window
 // (size/advance = 5) writes one entry, its key's row, and the key has one
-// index entry (its next window to close) whatever its panes; without panes
-// it writes five window entries and their five index entries.
+// index entry (its next window to close) whatever its panes, which the
+// database derives (it follows the row's next, also back, and is not in
+// the store cache); without panes it writes five window entries and their
+// five index entries.
 func TestWindowPaneRecordWritesOneEntry(t *testing.T) {
 	for _, agg := range []windowAgg{aggCount, aggSum, aggAggregate} {
 		r := newWindowRun(t, Hopping(time.Second, 200*time.Millisecond), finalStore("p"), 1, 10*time.Second, agg)
@@ -59,6 +61,15 @@ func TestWindowPaneRecordWritesOneEntry(t *testing.T) {
 			}
 			if next, _, err := decodeRow(nil, v); err != nil || next != wantNext {
 				t.Fatalf("agg %d: %s: next window ends at %d (%v), want %d", agg, step, next, err, wantNext)
+			}
+			want := string(timekey.IndexKey(nil, []byte("a"), wantNext-1000, wantNext))
+			for _, tk := range r.d.tasks {
+				if _, _, found, err := tk.db.Get("p", []byte(want)); err != nil || !found {
+					t.Fatalf("agg %d: %s: no index entry at the row's next (%v)", agg, step, err)
+				}
+				if n := tk.db.CachedKeys(); n > 2 {
+					t.Fatalf("agg %d: %s: the store cache holds %d keys, want the row and the mark", agg, step, n)
+				}
 			}
 		}
 		r.pipe(wrec{key: "a", ts: 5050, val: 1})

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -11,7 +12,7 @@ import (
 // testDerived derives from every key "k..." of a store the entry "i...":
 // the test's stand-in for a windowed store's close index.
 var testDerived = DerivedIndex{
-	Of: func(dst, key []byte) []byte {
+	Of: func(dst, key []byte, _ int64) []byte {
 		if len(key) == 0 || key[0] != 'k' {
 			return dst
 		}
@@ -22,79 +23,109 @@ var testDerived = DerivedIndex{
 	Value: []byte{1},
 }
 
+// testDerivedByTime derives from every key "k..." updated at ts the entry
+// "i" | ts (8 bytes BE) | "...": the stand-in for the row form's close
+// index, which follows a row's next window.
+var testDerivedByTime = DerivedIndex{
+	Of: func(dst, key []byte, ts int64) []byte {
+		if len(key) == 0 || key[0] != 'k' {
+			return dst
+		}
+		dst = binary.BigEndian.AppendUint64(append(dst, 'i'), uint64(ts))
+		return append(dst, key[1:]...)
+	},
+	ByTime: true,
+	Holds:  func(key []byte) bool { return len(key) > 0 && key[0] == 'i' },
+	Value:  []byte{1},
+}
+
 // TestDerivedModel drives a store with derived entries through random
 // rounds of puts (some asserted absent), deletes, discards, flushes,
 // reopens and wipes, with cache budgets from disabled to ample, and checks
 // after every round that Pebble holds the derived entry of exactly the
-// keys it holds, that the cache holds no derived
-// entry, and that reads through a Txn equal a map model.
+// keys it holds (ByTime: at the time it holds them; their puts move it up
+// and down, PutAt), that the cache holds no derived entry, and that reads
+// through a Txn equal a map model.
 func TestDerivedModel(t *testing.T) {
-	for _, budget := range []int64{0, 600, 4 << 10, DefaultCacheBytes} {
-		t.Run(fmt.Sprintf("budget=%d", budget), func(t *testing.T) {
-			dir := t.TempDir()
-			opts := []Option{CacheBytes(budget), NoTTLIndex("s"), Derived("s", testDerived)}
-			d := reopenDB(t, dir, nil, opts...)
-			defer func() { d.Close() }()
-			rng := rand.New(rand.NewPCG(uint64(budget), 11))
-			model := map[string]int64{} // key -> update time
-			const keys = 30
-			for round := range 300 {
-				switch rng.IntN(25) {
-				case 0:
-					d = reopenDB(t, dir, d, opts...)
-				case 1:
-					if err := d.Wipe(); err != nil {
-						t.Fatal(err)
-					}
-					clear(model)
-				case 2, 3, 4:
-					if err := d.Flush(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				txn := d.Begin()
-				next := maps.Clone(model)
-				for range rng.IntN(8) {
-					k := fmt.Sprintf("k%02d", rng.IntN(keys))
-					ts := int64(rng.IntN(1000))
-					var err error
-					switch _, ok := next[k]; {
-					case rng.IntN(3) == 0:
-						err = txn.Delete("s", []byte(k))
-						delete(next, k)
-					case !ok && rng.IntN(2) == 0:
-						_, err = txn.PutAbsent("s", []byte(k), []byte("v"), ts)
-						next[k] = ts
-					default:
-						ts, err = txn.Put("s", []byte(k), []byte("v"), ts)
-						next[k] = ts
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
-				// Other keys of the store have no entry.
-				if _, err := txn.Put("s", []byte("m"), []byte("mark"), int64(round)); err != nil {
-					t.Fatal(err)
-				}
-				if rng.IntN(6) == 0 {
-					txn.Discard()
-				} else {
-					if err := txn.Commit(); err != nil {
-						t.Fatal(err)
-					}
-					txn.Discard()
-					model = next
-					model["m"] = int64(round)
-				}
-				checkDerived(t, d, model, round)
+	for _, byTime := range []bool{false, true} {
+		for _, budget := range []int64{0, 600, 4 << 10, DefaultCacheBytes} {
+			t.Run(fmt.Sprintf("byTime=%v/budget=%d", byTime, budget), func(t *testing.T) {
+				testDerivedModel(t, byTime, budget)
+			})
+		}
+	}
+}
+
+func testDerivedModel(t *testing.T, byTime bool, budget int64) {
+	ix := testDerived
+	if byTime {
+		ix = testDerivedByTime
+	}
+	dir := t.TempDir()
+	opts := []Option{CacheBytes(budget), NoTTLIndex("s"), Derived("s", ix)}
+	d := reopenDB(t, dir, nil, opts...)
+	defer func() { d.Close() }()
+	rng := rand.New(rand.NewPCG(uint64(budget), 11))
+	model := map[string]int64{} // key -> update time
+	const keys = 30
+	for round := range 300 {
+		switch rng.IntN(25) {
+		case 0:
+			d = reopenDB(t, dir, d, opts...)
+		case 1:
+			if err := d.Wipe(); err != nil {
+				t.Fatal(err)
 			}
-		})
+			clear(model)
+		case 2, 3, 4:
+			if err := d.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		txn := d.Begin()
+		next := maps.Clone(model)
+		for range rng.IntN(8) {
+			k := fmt.Sprintf("k%02d", rng.IntN(keys))
+			ts := int64(rng.IntN(1000))
+			var err error
+			switch _, ok := next[k]; {
+			case rng.IntN(3) == 0:
+				err = txn.Delete("s", []byte(k))
+				delete(next, k)
+			case !ok && rng.IntN(2) == 0:
+				_, err = txn.PutAbsent("s", []byte(k), []byte("v"), ts)
+				next[k] = ts
+			case byTime:
+				err = txn.PutAt("s", []byte(k), []byte("v"), ts)
+				next[k] = ts
+			default:
+				ts, err = txn.Put("s", []byte(k), []byte("v"), ts)
+				next[k] = ts
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Other keys of the store have no entry.
+		if _, err := txn.Put("s", []byte("m"), []byte("mark"), int64(round)); err != nil {
+			t.Fatal(err)
+		}
+		if rng.IntN(6) == 0 {
+			txn.Discard()
+		} else {
+			if err := txn.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			txn.Discard()
+			model = next
+			model["m"] = int64(round)
+		}
+		checkDerived(t, d, &ix, model, round)
 	}
 }
 
 // checkDerived compares d with model (see TestDerivedModel).
-func checkDerived(t *testing.T, d *DB, model map[string]int64, round int) {
+func checkDerived(t *testing.T, d *DB, ix *DerivedIndex, model map[string]int64, round int) {
 	t.Helper()
 	for k := range d.cache.entries {
 		if d.isDerived([]byte(k)) {
@@ -114,22 +145,23 @@ func checkDerived(t *testing.T, d *DB, model map[string]int64, round int) {
 		}
 	}
 	txn.Discard()
-	var data, derived []string
-	err := d.ReadScan("s", nil, nil, func(k, v []byte, _ int64) error {
+	var want, derived []string
+	err := d.ReadScan("s", nil, nil, func(k, v []byte, ts int64) error {
 		if k[0] == 'i' {
 			if string(v) != "\x01" {
 				t.Fatalf("round %d: derived entry %q = %q", round, k, v)
 			}
-			derived = append(derived, "k"+string(k[1:]))
+			derived = append(derived, string(k))
 		} else if k[0] == 'k' {
-			data = append(data, string(k))
+			want = append(want, string(ix.Of(nil, k, ts)))
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(data, derived) {
-		t.Fatalf("round %d: Pebble holds keys %v and the entries of %v", round, data, derived)
+	slices.Sort(want)
+	if !slices.Equal(want, derived) {
+		t.Fatalf("round %d: Pebble holds the entries %q of its keys and the entries %q", round, want, derived)
 	}
 }

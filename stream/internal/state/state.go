@@ -56,8 +56,11 @@ import (
 // the exact update time; 2 indexes the end of its bucket; 3 lets a store
 // have no index (width 0: NoTTLIndex); 4: a windowed store of hopping
 // windows in pane layout keeps one row of panes per key (stream's
-// window_pane_row.go), so its local copies are rebuilt from the changelog.
-const FormatVersion = 4
+// window_pane_row.go), so its local copies are rebuilt from the changelog;
+// 5: the close index of that row form is derived by the database from the
+// rows' update times (DerivedIndex.ByTime), where 4 held it as written
+// entries.
+const FormatVersion = 5
 
 const (
 	prefixData  = 'd'
@@ -179,16 +182,27 @@ func NoTTLIndex(store string) Option {
 // not read or write an entry (it would answer from the cache, which does
 // not hold it). The caller's assertions that a key is absent (PutAbsent,
 // KnowAbsent) must be true, or the entry of a key Pebble did hold may be
-// written again (harmless) — and a deletion always deletes the entry.
+// written again (harmless; ByTime: the entry of the time Pebble held would
+// stay) — and a deletion always deletes the entry.
 //
 // A windowed store's close index ('c' | end | key | start of every window
 // 'w' | key | end | start) is one: the windows a watermark closes are one
 // scan of the database, and the open windows cost the cache one entry
 // each instead of two.
+//
+// An index ByTime derives a key's entry from its update time too (the row
+// form of hopping windows: a key's row at time next-1 has its close entry
+// at next): the entry follows the time Pebble holds for the key, so the
+// batch that writes the key at another time moves the entry (deletes the
+// one of the time Pebble held, writes the new one). Its keys are written
+// with PutAt, which sets the time exactly, also lower.
 type DerivedIndex struct {
-	// Of appends to dst the entry's key of key, or returns dst unchanged if
-	// key has none. It must not modify or retain key.
-	Of func(dst, key []byte) []byte
+	// Of appends to dst the entry's key of key updated at ts, or returns
+	// dst unchanged if key has none. It must not modify or retain key.
+	// Unless ByTime, the entry must not depend on ts.
+	Of func(dst, key []byte, ts int64) []byte
+	// ByTime: the entry depends on the key's update time (see above).
+	ByTime bool
 	// Holds reports whether key is an entry (the cache does not load it).
 	Holds func(key []byte) bool
 	Value []byte

@@ -242,6 +242,19 @@ func (t *Txn) Put(store string, key, value []byte, ts int64) (int64, error) {
 	return ts, nil
 }
 
+// PutAt is Put with update time ts exactly, also below the key's: the
+// keys of a store whose derived entries follow their time
+// (DerivedIndex.ByTime).
+func (t *Txn) PutAt(store string, key, value []byte, ts int64) error {
+	e, err := t.lookup(store, key)
+	if err != nil {
+		return err
+	}
+	t.save(e)
+	e.value, e.ts, e.deleted, e.written, e.cold = value, ts, false, true, false
+	return nil
+}
+
 // Delete removes key from store.
 func (t *Txn) Delete(store string, key []byte) error {
 	e, err := t.lookup(store, key)
