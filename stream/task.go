@@ -278,9 +278,6 @@ func (t *task) onProduced(r *kgo.Record, err error) {
 	t.recycle(r)
 }
 
-// newRecord returns an unused record for emit: a recycled one, or one from a
-// slab (one allocation per recordSlab records). A slab is never reused as a
-// whole; its records are, one by one, once the client is done with them.
 // outBytes returns an empty slice of capacity n for a sink to append an
 // output key or value to: cut from a slab (one allocation per outSlabSize
 // bytes), or its own allocation for more than outSlabMax bytes. The
@@ -305,6 +302,9 @@ func (t *task) outBytes(n int) []byte {
 	return b
 }
 
+// newRecord returns an unused record for emit: a recycled one, or one from a
+// slab (one allocation per recordSlab records). A slab is never reused as a
+// whole; its records are, one by one, once the client is done with them.
 func (t *task) newRecord() *kgo.Record {
 	if len(t.free) == 0 && t.app.recycleRecords.Load() {
 		t.clMu.Lock()
