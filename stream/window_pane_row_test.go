@@ -2,7 +2,14 @@ package stream
 
 import (
 	"bytes"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream/internal/state"
+	"github.com/weirhq/weir/stream/internal/timekey"
 )
 
 // decodeRow never panics, and accepts exactly what encodeRow writes: a row
@@ -44,5 +51,58 @@ func TestDecodeRowRejects(t *testing.T) {
 	if next, panes, err := decodeRow(nil, good); err != nil || next != 5200 || len(panes) != 2 || panes[1].start != 4400 ||
 		!bytes.Equal(panes[1].agg, []byte{2, 3}) {
 		t.Fatalf("good row: %d %v %v", next, panes, err)
+	}
+}
+
+// A restore derives a row's close index entry from the next the row holds,
+// not from its changelog record's timestamp: a record's timestamp is the
+// producer's (a changelog copied or rewritten by another tool, a compacted
+// topic whose records kept older timestamps) and the entry must still sit at
+// the row's next window, the one a close scan looks for.
+func TestRowChangelogRestoreIndexesAtRowNext(t *testing.T) {
+	const store, size = "p", 1000
+	db, err := state.Open(t.TempDir(), nil, state.Derived(store, rowCloseIndex(size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	spec := &storeSpec{name: store}
+	agg := []byte{0, 0, 0, 0, 0, 0, 0, 1}
+	rows := map[string]struct {
+		next int64
+		ts   time.Time
+	}{
+		"a": {next: 5200, ts: time.UnixMilli(9_000)}, // timestamp past the row's next
+		"b": {next: 7400, ts: time.UnixMilli(100)},   // timestamp far before it
+		"c": {next: 3000, ts: time.UnixMilli(2_999)}, // next - 1, as weir writes it
+	}
+	txn := db.Begin()
+	for k, r := range rows {
+		rec := &kgo.Record{Key: rowKey(nil, []byte(k)),
+			Value: encodeRow(r.next, []rowPane{{start: r.next - size, agg: agg}}), Timestamp: r.ts}
+		if err := applyRowChangelog(txn, spec, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.CommitThrough(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var index []string
+	if err := db.Scan(store, []byte{timekey.TagIndex}, []byte{timekey.TagIndex + 1}, func(k, _ []byte, _ int64) error {
+		index = append(index, string(k))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for k, r := range rows {
+		want = append(want, string(timekey.IndexKey(nil, []byte(k), r.next-size, r.next)))
+	}
+	slices.Sort(want)
+	if !slices.Equal(index, want) {
+		t.Fatalf("close index after the restore:\n got %q\nwant %q", index, want)
 	}
 }
