@@ -73,7 +73,9 @@ func WindowOffset(offset time.Duration) WindowOpt {
 // clock springs forward, 25 on the day it falls back — and an hourly window
 // in the repeated hour of autumn holds both passes of it (two real hours).
 // The window's End is then not always Start + size: use WindowedKeys for its
-// key codec.
+// key codec. The zone's rules come from loc (time.LoadLocation reads the
+// system's zoneinfo; a program that must not depend on it imports
+// time/tzdata).
 func WindowIn(loc *time.Location) WindowOpt {
 	return func(w *window.TimeWindows) { w.Location = loc }
 }
