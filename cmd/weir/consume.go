@@ -39,6 +39,8 @@ type consumeOptions struct {
 	isolation  string
 	registry   string // schema_values.go: decode wire-format values in -f json
 	markers    string // show or skip watermark markers (records with the header weir.wm)
+	keyFormat  string // consume_fields.go
+	valFormat  string
 
 	now func() time.Time // for relative --timestamp values; injected by tests
 }
@@ -79,12 +81,20 @@ with one.
 Watermark markers (records carrying the header "weir.wm", which weir stream apps write
 into their repartition topics) are never data: they are printed as marker lines
 ("# marker topic/partition@offset writer 3/12 watermark 2026-12-02T00:00:00Z", in json
-an object with a "marker" field and no key or value), or left out with --markers skip.`,
+an object with a "marker" field and no key or value), or left out with --markers skip.
+
+--key-format and --value-format decode keys and values as the Kafka serializer that wrote
+them (the console consumer's key.deserializer / value.deserializer, kcat's -s), in every
+output format; bytes that do not decode are shown as <not F: 0x...> (in json: null, with
+key_base64/value_base64 and key_error/value_error). %K and %S stay byte lengths. produce
+--input json copies records printed in the default format; decoded ones are for reading.
+` + fieldFormatHelp(),
 		Example: `  weir consume events -e                       # everything there is now, then exit
   weir consume events -o end                     # only new records
   weir consume events -o 42 -p 0 -n 10           # 10 records of partition 0 from offset 42
   weir consume events --timestamp -15m -f json   # records of the last 15 minutes
   weir consume events audit -e -F '%t %p %o %k %s %h'
+  weir consume zone-demand -e -f kv --key-format windowed:string --value-format int64
   weir consume --regex 'orders-.*' --group audit # as a member of consumer group "audit"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -108,6 +118,8 @@ an object with a "marker" field and no key or value), or left out with --markers
 	f.BoolVarP(&o.regex, "regex", "r", false, "the topic arguments are regular expressions matched against whole topic names")
 	f.StringVar(&o.isolation, "isolation", "read_committed", "read_committed (only committed transactions; default) or read_uncommitted")
 	f.StringVar(&o.markers, "markers", "show", "watermark markers (header weir.wm): show (as markers, never as data) or skip")
+	f.StringVar(&o.keyFormat, "key-format", "bytes", "how keys are decoded: bytes, string, json, int64, int32, int16, float64, float32, windowed:F, session:F (see above)")
+	f.StringVar(&o.valFormat, "value-format", "bytes", "how values are decoded (as --key-format)")
 	f.StringVar(&o.registry, "registry", envRegistry(), "with -f json: schema registry URL; wire-format values are added decoded as value_schema {id, value}")
 	return cmd
 }
@@ -122,6 +134,12 @@ func (o *consumeOptions) validate(fs interface{ Changed(string) bool }) error {
 		return errors.New("--format and --format-string (-F) are mutually exclusive")
 	}
 	if _, err := parseTemplate(o.template); err != nil {
+		return err
+	}
+	if _, err := parseFieldFormat("key-format", o.keyFormat); err != nil {
+		return err
+	}
+	if _, err := parseFieldFormat("value-format", o.valFormat); err != nil {
 		return err
 	}
 	switch o.markers {
@@ -334,6 +352,12 @@ func (o *consumeOptions) run(ctx context.Context, cf *clientFlags, args []string
 		return err
 	}
 	out := &recordPrinter{w: w, format: o.format, sep: o.keySep, template: tmpl}
+	if out.key, err = parseFieldFormat("key-format", o.keyFormat); err != nil {
+		return err
+	}
+	if out.value, err = parseFieldFormat("value-format", o.valFormat); err != nil {
+		return err
+	}
 	schemas, err := newValueDecoder(o.registry)
 	if err != nil {
 		return err
@@ -573,6 +597,8 @@ type recordPrinter struct {
 	template []templatePart // -F; nil: format
 	err      error
 
+	key, value *fieldFormat // nil: bytes
+
 	schemas *valueDecoder // nil: values are not decoded
 }
 
@@ -674,9 +700,9 @@ func (p *recordPrinter) printTemplate(r *kgo.Record) {
 		case 'o':
 			b = strconv.AppendInt(b, r.Offset, 10)
 		case 'k':
-			b = append(b, r.Key...)
+			b = p.key.appendText(b, r.Key)
 		case 's':
-			b = append(b, r.Value...)
+			b = p.value.appendText(b, r.Value)
 		case 'K':
 			b = append(b, lengthText(r.Key)...)
 		case 'S':
@@ -701,10 +727,12 @@ type jsonRecord struct {
 	Partition   int32        `json:"partition"`
 	Offset      int64        `json:"offset"`
 	Timestamp   int64        `json:"timestamp"`
-	Key         *string      `json:"key"`
+	Key         any          `json:"key"`
 	KeyBase64   *string      `json:"key_base64,omitempty"`
-	Value       *string      `json:"value"`
+	KeyError    string       `json:"key_error,omitempty"`
+	Value       any          `json:"value"`
 	ValueBase64 *string      `json:"value_base64,omitempty"`
+	ValueError  string       `json:"value_error,omitempty"`
 	Headers     []jsonHeader `json:"headers,omitempty"`
 	ValueSchema *schemaValue `json:"value_schema,omitempty"`
 }
@@ -733,13 +761,14 @@ func (p *recordPrinter) print(r *kgo.Record) {
 	}
 	switch p.format {
 	case "value":
-		_, p.err = fmt.Fprintf(p.w, "%s\n", r.Value)
+		_, p.err = p.w.Write(append(p.value.appendText(nil, r.Value), '\n'))
 	case "kv":
+		b := p.key.appendText(nil, r.Key)
+		b = p.value.appendText(append(b, p.sep...), r.Value)
 		if len(r.Headers) > 0 {
-			_, p.err = fmt.Fprintf(p.w, "%s%s%s\t%s\n", r.Key, p.sep, r.Value, headerText(r.Headers))
-		} else {
-			_, p.err = fmt.Fprintf(p.w, "%s%s%s\n", r.Key, p.sep, r.Value)
+			b = append(append(b, '\t'), headerText(r.Headers)...)
 		}
+		_, p.err = p.w.Write(append(b, '\n'))
 	case "json":
 		jr := jsonRecord{
 			Topic:     r.Topic,
@@ -747,8 +776,8 @@ func (p *recordPrinter) print(r *kgo.Record) {
 			Offset:    r.Offset,
 			Timestamp: r.Timestamp.UnixMilli(),
 		}
-		jr.Key, jr.KeyBase64 = textOrBase64(r.Key)
-		jr.Value, jr.ValueBase64 = textOrBase64(r.Value)
+		jr.Key, jr.KeyBase64, jr.KeyError = p.key.jsonField(r.Key)
+		jr.Value, jr.ValueBase64, jr.ValueError = p.value.jsonField(r.Value)
 		jr.ValueSchema = p.schemas.decode(r.Value)
 		for _, h := range r.Headers {
 			jh := jsonHeader{Key: h.Key}

@@ -57,6 +57,7 @@ then a table of the zones that refreshes as results change. Other clients can
 connect to --kafka-addr meanwhile, e.g.
   kcat -C -b 127.0.0.1:9092 -t zone-surge -f '%k %s\n'
   weir consume ride-requests -f kv
+  weir consume zone-demand -f kv --key-format windowed:string --value-format int64
   weir group describe surge
 
 Unlike weir serve, dev creates a topic the first time a client produces to it or
