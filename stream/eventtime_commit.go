@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirhq/weir/stream/internal/watermark"
 )
 
 // The watermark travels with the committed offsets.
@@ -70,6 +72,41 @@ func decodeCommitMetadata(meta string) (state []byte, ok bool, err error) {
 		return nil, true, fmt.Errorf("watermark commit metadata: %w", err)
 	}
 	return state, true, nil
+}
+
+// CommittedWatermark is the event time a stream task committed with the
+// offset of one of its input partitions (the offset's commit metadata;
+// docs/format/watermark.md), readable by any tool that fetches a group's
+// offsets, on weir or another Kafka-compatible cluster.
+type CommittedWatermark struct {
+	// Watermark is the task's watermark (ms since the Unix epoch;
+	// math.MinInt64: none yet): windows ending before it minus their grace
+	// are closed.
+	Watermark int64
+	// MaxEventTime is the largest event time the task had read from the
+	// partition (math.MinInt64: none); for a repartition partition, see
+	// Writers.
+	MaxEventTime int64
+	// Writers is the number of upstream tasks whose watermark markers the
+	// partition's watermark is the minimum of (0: a source partition, or
+	// a repartition partition whose writers were left out to bound the
+	// metadata's size).
+	Writers int
+}
+
+// ParseCommittedWatermark reads a committed offset's metadata: ok false if
+// it carries no watermark (not written by a stream task), an error if it
+// claims one that does not decode.
+func ParseCommittedWatermark(metadata string) (w CommittedWatermark, ok bool, err error) {
+	state, ok, err := decodeCommitMetadata(metadata)
+	if !ok || err != nil {
+		return CommittedWatermark{}, ok, err
+	}
+	in, err := watermark.DecodeInputState(state)
+	if err != nil {
+		return CommittedWatermark{}, true, fmt.Errorf("watermark commit metadata: %w", err)
+	}
+	return CommittedWatermark{Watermark: in.Watermark, MaxEventTime: in.MaxEvent, Writers: in.Writers}, true, nil
 }
 
 // commitOffset returns the offset to commit for the task's partition of

@@ -389,6 +389,11 @@ func TestCommitMetadataBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cw, ok, err := ParseCommittedWatermark(meta)
+		if wantWriters := map[int]int{3: 3, 1000: 0}[writers]; !ok || err != nil || cw.Watermark != want ||
+			cw.MaxEventTime != math.MinInt64 || cw.Writers != wantWriters {
+			t.Fatalf("%d writers: ParseCommittedWatermark = %+v %v %v, want watermark %d, %d writers", writers, cw, ok, err, want, wantWriters)
+		}
 		tr, _ := watermark.New(watermark.Config{})
 		in, _ := tr.AddRepartition(rep, 0, writers, now)
 		if err := tr.Restore(raw, now); err != nil {
@@ -418,7 +423,11 @@ func FuzzCommitMetadata(f *testing.F) {
 	f.Add(commitMetaPrefix + "!!")
 	f.Add("member-1")
 	f.Fuzz(func(t *testing.T, meta string) {
+		cw, cwOK, cwErr := ParseCommittedWatermark(meta)
 		state, ok, err := decodeCommitMetadata(meta)
+		if cwOK != ok || err != nil && cwErr == nil {
+			t.Fatalf("%q: ParseCommittedWatermark %v %v, decodeCommitMetadata %v %v", meta, cwOK, cwErr, ok, err)
+		}
 		if !ok || err != nil {
 			return
 		}
@@ -426,6 +435,9 @@ func FuzzCommitMetadata(f *testing.F) {
 		in := tr.AddSource("ev", 0, time.Time{})
 		if tr.Restore(state, time.Time{}) != nil {
 			return
+		}
+		if cwErr == nil && cw.Watermark != tr.Watermark() {
+			t.Fatalf("%q: ParseCommittedWatermark watermark %d, restored %d", meta, cw.Watermark, tr.Watermark())
 		}
 		again := commitMetaPrefix + base64.RawURLEncoding.EncodeToString(tr.AppendInputState(nil, in, true))
 		state2, ok, err := decodeCommitMetadata(again)

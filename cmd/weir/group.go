@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirhq/weir/stream"
 )
 
 // weir group: list, describe and reset the offsets of consumer groups on
@@ -211,6 +215,9 @@ type partitionPos struct {
 	lagTime          time.Duration // -1 unknown
 	owner            string
 	startErr, endErr error
+	// meta is the committed offset's metadata; a stream task's carries
+	// its watermark (stream.ParseCommittedWatermark).
+	meta string
 }
 
 // groupPositions is the one place the CLI gathers a group's positions: the
@@ -268,7 +275,7 @@ func groupPositions(ctx context.Context, adm *kadm.Client, gi *groupInfo, topics
 			pp.start, pp.startErr = s.Offset, s.Err
 		}
 		if o, ok := offs.Lookup(e.Topic, e.Partition); ok && o.Err == nil && o.At >= 0 {
-			pp.committed = o.At
+			pp.committed, pp.meta = o.At, o.Metadata
 		}
 		pp.lag = max(pp.end-max(pp.committed, pp.start), 0)
 		pp.owner = gi.owner(e.Topic, e.Partition)
@@ -338,7 +345,16 @@ func newGroupDescribeCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's state, members, assignment and per-partition lag (records and time)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show a group's state, members and assignment, and for every partition it has committed
+or is assigned: the committed offset, the log's start and end, the lag in records, and
+the lag in time (now minus the timestamp of the first record not yet consumed).
+
+For the group of a weir stream application (whose offsets carry the task's event time
+in their commit metadata), a WATERMARK column shows the watermark of the task reading
+each partition as committed with its offset: windows that end before it (plus their
+grace) are closed. -o json gives it as watermark_ms, with the partition's largest event
+time read (max_event_time_ms). This works on any Kafka-compatible cluster.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, adm, done, err := cf.adminCtx(cmd.Context())
 			if err != nil {
@@ -408,6 +424,17 @@ type groupOffsetJSON struct {
 	LagMs     *int64  `json:"lag_ms"` // null: unknown
 	Member    *string `json:"member"`
 	Error     string  `json:"error,omitempty"`
+	// Watermark: committed by a weir stream task (its commit metadata).
+	Watermark      *groupWatermarkJSON `json:"watermark,omitempty"`
+	WatermarkError string              `json:"watermark_error,omitempty"`
+}
+
+// groupWatermarkJSON is a stream task's committed event time; null
+// fields: none yet.
+type groupWatermarkJSON struct {
+	WatermarkMs    *int64 `json:"watermark_ms"`
+	MaxEventTimeMs *int64 `json:"max_event_time_ms"`
+	Writers        int    `json:"writers"`
 }
 
 func groupJSON(gi *groupInfo, pos []partitionPos) groupDescription {
@@ -435,6 +462,11 @@ func groupJSON(gi *groupInfo, pos []partitionPos) groupDescription {
 		if err := errors.Join(p.startErr, p.endErr); err != nil {
 			o.Error = err.Error()
 		}
+		if cw, ok, err := stream.ParseCommittedWatermark(p.meta); err != nil {
+			o.WatermarkError = err.Error()
+		} else if ok {
+			o.Watermark = &groupWatermarkJSON{WatermarkMs: eventTimeMs(cw.Watermark), MaxEventTimeMs: eventTimeMs(cw.MaxEventTime), Writers: cw.Writers}
+		}
 		d.TotalLag += p.lag
 		d.Offsets = append(d.Offsets, o)
 	}
@@ -458,7 +490,15 @@ func printGroup(w io.Writer, gi *groupInfo, pos []partitionPos) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tLOG-START\tLOG-END\tLAG\tLAG-TIME\tMEMBER")
+	streamApp := slices.ContainsFunc(pos, func(p partitionPos) bool {
+		_, ok, _ := stream.ParseCommittedWatermark(p.meta)
+		return ok
+	})
+	if streamApp {
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tLOG-START\tLOG-END\tLAG\tLAG-TIME\tWATERMARK\tMEMBER")
+	} else {
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tLOG-START\tLOG-END\tLAG\tLAG-TIME\tMEMBER")
+	}
 	var total int64
 	for _, p := range pos {
 		committed := "-"
@@ -473,10 +513,18 @@ func printGroup(w io.Writer, gi *groupInfo, pos []partitionPos) {
 			lagTime = p.lagTime.Round(time.Millisecond).String()
 		}
 		total += p.lag
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.topic, p.partition, committed, p.start, p.end, p.lag, lagTime, orDash(p.owner))
+		if streamApp {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", p.topic, p.partition, committed, p.start, p.end, p.lag, lagTime,
+				watermarkText(p.meta), orDash(p.owner))
+		} else {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.topic, p.partition, committed, p.start, p.end, p.lag, lagTime, orDash(p.owner))
+		}
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ntotal lag: %d records\n", total)
+	if streamApp {
+		fmt.Fprintln(w, "WATERMARK: the event time of the stream task reading the partition, as committed with its offset")
+	}
 }
 
 func formatAssignment(a map[string][]int32) string {
@@ -506,4 +554,27 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// eventTimeMs is an event time for JSON: nil for none (math.MinInt64).
+func eventTimeMs(ms int64) *int64 {
+	if ms == math.MinInt64 {
+		return nil
+	}
+	return &ms
+}
+
+// watermarkText is the WATERMARK column: the committed task watermark, "-"
+// if the metadata carries none, "none" if the task had none yet.
+func watermarkText(meta string) string {
+	cw, ok, err := stream.ParseCommittedWatermark(meta)
+	switch {
+	case err != nil:
+		return "malformed"
+	case !ok:
+		return "-"
+	case cw.Watermark == math.MinInt64:
+		return "none"
+	}
+	return time.UnixMilli(cw.Watermark).UTC().Format(time.RFC3339Nano)
 }

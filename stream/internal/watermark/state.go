@@ -133,6 +133,30 @@ func decodeState(b []byte) (wm int64, inputs []savedInput, err error) {
 	return wm, inputs, nil
 }
 
+// InputState is a decoded state of one input (AppendInputState's), for
+// tools reading a task's committed offsets from outside it.
+type InputState struct {
+	Watermark int64 // the task's
+	Topic     string
+	Partition int32
+	MaxEvent  int64 // the input's largest event time (math.MinInt64: none)
+	Writers   int   // upstream writers whose watermarks it holds (0: a source, or left out)
+}
+
+// DecodeInputState decodes a state holding exactly one input. Errors wrap
+// ErrState.
+func DecodeInputState(b []byte) (InputState, error) {
+	wm, inputs, err := decodeState(b)
+	if err != nil {
+		return InputState{}, err
+	}
+	if len(inputs) != 1 {
+		return InputState{}, fmt.Errorf("%w: %d inputs, want 1", ErrState, len(inputs))
+	}
+	in := inputs[0]
+	return InputState{Watermark: wm, Topic: in.topic, Partition: in.partition, MaxEvent: in.maxEvent, Writers: len(in.writers)}, nil
+}
+
 // Restore merges a state written by AppendState into t, at processing time
 // now: the watermark, every input's largest event time and every writer's
 // watermark become the larger of the saved and the current value, so nothing
