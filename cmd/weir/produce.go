@@ -32,6 +32,10 @@ type produceOptions struct {
 	input         string
 	quiet         bool
 	valueSchema   valueSchemaFlags // schema_values.go
+	keyFormat     string           // record_fields.go
+	valFormat     string
+
+	key, value *fieldFormat // parsed keyFormat, valFormat
 }
 
 func newProduceCmd() *cobra.Command {
@@ -51,12 +55,20 @@ offset are ignored), so consume -f json | produce --input json copies records. A
 value may also be any JSON value (an object is written as its JSON text); headers may be
 an object {"name": "value"}; a timestamp may be milliseconds or an RFC 3339 time.
 
+--key-format and --value-format write keys and values as a Kafka serializer does, from
+their text (line input) or JSON value (json input), the inverse of weir consume's
+same flags: int64, int32, int16, float64, float32 (a number), json (JSON text),
+windowed:F (key@start, start in RFC 3339 or ms) and session:F (key@start/end), or in
+json input the object weir consume -f json prints; key_base64/value_base64 are written
+as they are. The default, bytes, writes the text as it is.
+
 weir produce waits until every record is acknowledged (acks=all by default: on weir,
 that means fsynced) and exits non-zero if any record failed.`,
 		Example: `  echo 'hello' | weir produce greetings
   printf 'user1:signed up\nuser2:logged in\n' | weir produce events --key-separator :
   weir produce events -H source=cli -H trace=abc < lines.txt
-  weir consume events -e -f json | weir produce events-copy --input json`,
+  weir consume events -e -f json | weir produce events-copy --input json
+  printf 'airport@2026-12-03T08:00:00Z=42\n' | weir produce demand -K = --key-format windowed:string --value-format int64`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cf, args[0], cmd.InOrStdin(), cmd.ErrOrStderr())
@@ -75,6 +87,8 @@ that means fsynced) and exits non-zero if any record failed.`,
 	f.StringVar(&o.input, "input", "line", `input format: "line" (one value, or key+separator+value, per line) or "json" (one object per line, as written by weir consume -f json)`)
 	f.DurationVar(&o.linger, "linger", 0, "how long a partition's batch may wait for more records before it is sent (linger.ms)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not print the summary line to stderr")
+	f.StringVar(&o.keyFormat, "key-format", "bytes", "how keys are written: bytes, string, json, int64, int32, int16, float64, float32, windowed:F, session:F (see above)")
+	f.StringVar(&o.valFormat, "value-format", "bytes", "how values are written (as --key-format)")
 	o.valueSchema.add(f)
 	return cmd
 }
@@ -113,6 +127,16 @@ func (o *produceOptions) clientOpts() ([]kgo.Opt, error) {
 	}
 	if o.input != "line" && o.input != "json" {
 		return nil, fmt.Errorf(`--input must be "line" or "json", got %q`, o.input)
+	}
+	var err error
+	if o.key, err = parseFieldFormat("key-format", o.keyFormat); err != nil {
+		return nil, err
+	}
+	if o.value, err = parseFieldFormat("value-format", o.valFormat); err != nil {
+		return nil, err
+	}
+	if !o.value.raw() && (o.valueSchema.subject != "" || o.valueSchema.file != "") {
+		return nil, errors.New("--value-format and --value-subject/--value-schema are mutually exclusive (the schema decides the value's bytes)")
 	}
 	if o.maxLineBytes <= 0 {
 		return nil, fmt.Errorf("--max-line-bytes must be positive, got %d", o.maxLineBytes)
@@ -202,7 +226,11 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 				break
 			}
 		} else {
-			r = o.record(sc.Bytes(), hdrs)
+			if r, readErr = o.record(sc.Bytes(), hdrs); readErr != nil {
+				readErr = fmt.Errorf("line %d: %w", lines, readErr)
+				lines--
+				break
+			}
 			if values != nil {
 				if r.Value, readErr = values.encode(r.Value); readErr != nil {
 					readErr = fmt.Errorf("line %d: %w", lines, readErr)
@@ -240,26 +268,38 @@ func (o *produceOptions) run(ctx context.Context, cf *clientFlags, topic string,
 
 // record builds the record for one input line. The scanner reuses its
 // buffer, so key and value are copied.
-func (o *produceOptions) record(line []byte, hdrs [][2]string) *kgo.Record {
+func (o *produceOptions) record(line []byte, hdrs [][2]string) (*kgo.Record, error) {
 	line = bytes.TrimSuffix(line, []byte("\r"))
 	r := &kgo.Record{Partition: o.partition}
+	var err error
 	if o.keySep != "" {
 		if k, v, ok := bytes.Cut(line, []byte(o.keySep)); ok {
-			r.Key = bytes.Clone(k)
-			if r.Key == nil {
-				r.Key = []byte{} // an empty key is a key, not a null key
+			if r.Key, err = o.key.encodeLine("key", k); err != nil {
+				return nil, err
 			}
 			line = v
 		}
 	}
-	r.Value = bytes.Clone(line)
-	if r.Value == nil {
-		r.Value = []byte{}
+	if r.Value, err = o.value.encodeLine("value", line); err != nil {
+		return nil, err
 	}
 	for _, h := range hdrs {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
 	}
-	return r
+	return r, nil
+}
+
+// encodeLine is a key's or value's bytes from its text in a line (never
+// null: an empty key is a key).
+func (f *fieldFormat) encodeLine(what string, text []byte) ([]byte, error) {
+	if f.raw() {
+		return append([]byte{}, text...), nil
+	}
+	b, err := f.encodeText(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return b, nil
 }
 
 // The json input format: one object per line, as weir consume -f json
@@ -275,14 +315,16 @@ func (o *produceOptions) record(line []byte, hdrs [][2]string) *kgo.Record {
 //     consume prints them) or an object {"name": value, ...} (in order);
 //   - topic, partition, offset: accepted and ignored (the record goes to the
 //     command's topic, partitioned by key unless --partition);
-//   - value_schema (consume --registry's decoding): accepted and ignored, the
-//     value is the record's.
+//   - value_schema (consume --registry's decoding), key_error and
+//     value_error (consume's --key-format/--value-format for bytes that do not
+//     decode, given in key_base64/value_base64): accepted and ignored.
 //
 // Unknown fields are an error, so a typo is not dropped; errors name the
 // field and what it should be, in JSON's terms.
 var jsonInputFields = map[string]bool{
 	"topic": true, "partition": true, "offset": true, "key": true, "key_base64": true,
 	"value": true, "value_base64": true, "timestamp": true, "headers": true, "value_schema": true,
+	"key_error": true, "value_error": true,
 }
 
 func (o *produceOptions) jsonRecord(line []byte, hdrs [][2]string) (*kgo.Record, error) {
@@ -296,10 +338,10 @@ func (o *produceOptions) jsonRecord(line []byte, hdrs [][2]string) (*kgo.Record,
 		}
 	}
 	r := &kgo.Record{Partition: o.partition}
-	if r.Key, err = jsonBytes("key", fields["key"], fields["key_base64"]); err != nil {
+	if r.Key, err = jsonBytes("key", fields["key"], fields["key_base64"], o.key); err != nil {
 		return nil, err
 	}
-	if r.Value, err = jsonBytes("value", fields["value"], fields["value_base64"]); err != nil {
+	if r.Value, err = jsonBytes("value", fields["value"], fields["value_base64"], o.value); err != nil {
 		return nil, err
 	}
 	if ts, ok := fields["timestamp"]; ok && !isJSONNull(ts) {
@@ -373,9 +415,10 @@ func jsonSyntaxText(err error) string {
 	return err.Error()
 }
 
-// jsonBytes is a key's or value's bytes from its text field and its
-// base64 field (at most one of them; neither, or null, means null).
-func jsonBytes(what string, text, b64 json.RawMessage) ([]byte, error) {
+// jsonBytes is a key's or value's bytes from its text field, written in
+// format f, and its base64 field, written as it is (at most one of them;
+// neither, or null, means null).
+func jsonBytes(what string, text, b64 json.RawMessage, f *fieldFormat) ([]byte, error) {
 	hasText, hasB64 := text != nil && !isJSONNull(text), b64 != nil && !isJSONNull(b64)
 	switch {
 	case hasText && hasB64:
@@ -391,7 +434,11 @@ func jsonBytes(what string, text, b64 json.RawMessage) ([]byte, error) {
 		}
 		return b, nil
 	case hasText:
-		return jsonValueBytes(text), nil
+		b, err := f.encodeJSON(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return b, nil
 	}
 	return nil, nil
 }
@@ -457,7 +504,7 @@ func jsonHeaders(raw json.RawMessage) ([]kgo.RecordHeader, error) {
 					return nil, fmt.Errorf("headers[%d]: unknown field %q (key, value, value_base64)", i, name)
 				}
 			}
-			v, err := jsonBytes("header "+strconv.Quote(key)+" value", f["value"], f["value_base64"])
+			v, err := jsonBytes("header "+strconv.Quote(key)+" value", f["value"], f["value_base64"], nil)
 			if err != nil {
 				return nil, err
 			}
