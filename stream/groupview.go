@@ -81,6 +81,31 @@ func (a *App) advertisedUserData() []byte {
 	return encodeMemberInfo(memberInfo{QueryEndpoint: a.queryEndpoint()})
 }
 
+// MemberQueryURL returns the base URL of the query HTTP API (QueryServer,
+// AdvertisedQueryEndpoint) that a member of an App's group advertises in
+// its subscription metadata (a JoinGroup's protocol metadata, as
+// DescribeGroups returns it): "" if it serves none; an error if the
+// metadata is not a stream App member's. Tools find a running App's
+// query API with it (GET /v1/describe: App.Describe).
+func MemberQueryURL(metadata []byte) (string, error) {
+	var m kmsg.ConsumerMemberMetadata
+	if err := m.ReadFrom(metadata); err != nil {
+		return "", fmt.Errorf("%w: %v", errBadMemberInfo, err)
+	}
+	ud, err := decodeMemberUserData(m.UserData)
+	if err != nil {
+		return "", err
+	}
+	if ud == nil {
+		return "", fmt.Errorf("%w: no App user data (not a stream App member)", errBadMemberInfo)
+	}
+	info, err := decodeMemberInfo(ud)
+	if err != nil || info.QueryEndpoint == "" {
+		return "", err
+	}
+	return endpointURL(info.QueryEndpoint), nil
+}
+
 // appUserData returns the App's userData from a member's subscription, or
 // nil if it carries none (another client, or one that does not decode).
 func appUserData(m *kmsg.ConsumerMemberMetadata) []byte {

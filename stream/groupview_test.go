@@ -291,3 +291,32 @@ func TestQueryServerAddressTaken(t *testing.T) {
 		t.Fatal("Run waited for its context instead of failing")
 	}
 }
+
+// TestMemberQueryURL: a tool reading a group's members finds each App
+// instance's query API in its subscription metadata, and is told when a
+// member is not an App's.
+func TestMemberQueryURL(t *testing.T) {
+	meta := func(ud []byte) []byte {
+		return (&taskBalancer{userData: ud}).JoinGroupMetadata([]string{"events"}, nil, 1)
+	}
+	for _, c := range []struct {
+		endpoint, url string
+	}{{"127.0.0.1:8080", "http://127.0.0.1:8080"}, {"https://h/app", "https://h/app"}, {"", ""}} {
+		got, err := MemberQueryURL(meta(encodeMemberInfo(memberInfo{QueryEndpoint: c.endpoint})))
+		if err != nil || got != c.url {
+			t.Errorf("endpoint %q: %q, %v; want %q", c.endpoint, got, err, c.url)
+		}
+	}
+	plain := kmsg.NewConsumerMemberMetadata()
+	plain.Topics = []string{"events"}
+	for name, b := range map[string][]byte{
+		"a plain consumer":   plain.AppendTo(nil),
+		"bad member info":    meta([]byte{1, 9}),
+		"not metadata":       {0xff},
+		"no metadata at all": nil,
+	} {
+		if _, err := MemberQueryURL(b); !errors.Is(err, errBadMemberInfo) && !errors.Is(err, errBadAssignment) {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 //	GET /v1/stores/{store}/range?from=F&to=T&limit=N
 //	                                        entries from <= key < to in encoded-key order
 //	GET /v1/stores/{store}/metadata?key=K   where the key lives: {"partition","local","active","standbys"}
+//	GET /v1/describe                        App.Describe (text/plain): what the App guarantees and how
 //
 // A global table's store is listed with "global": true and answered by
 // every instance from its own replica (partition -1).
@@ -111,6 +112,10 @@ func (a *App) QueryHandler() http.Handler {
 	mux.HandleFunc("GET /v1/stores/{store}/get", a.httpGet)
 	mux.HandleFunc("GET /v1/stores/{store}/range", a.httpRange)
 	mux.HandleFunc("GET /v1/stores/{store}/metadata", a.httpMetadata)
+	mux.HandleFunc("GET /v1/describe", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, a.Describe())
+	})
 	return mux
 }
 

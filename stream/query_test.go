@@ -581,3 +581,19 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestQueryDescribe: GET /v1/describe answers the App's Describe, so a tool
+// reads what a running App guarantees from the App itself.
+func TestQueryDescribe(t *testing.T) {
+	b := NewBuilder()
+	countTopology(b)
+	a, err := NewApp("app", b, Brokers("127.0.0.1:1"), StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	a.QueryHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://x/v1/describe", nil))
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") || rec.Body.String() != a.Describe() {
+		t.Fatalf("%d %s:\n%s\nwant:\n%s", rec.Code, rec.Header().Get("Content-Type"), rec.Body.String(), a.Describe())
+	}
+}

@@ -45,34 +45,17 @@ func addClientSecurityFlags(pf *pflag.FlagSet) *clientSecurity {
 // kgoOpts are the client options for the settings.
 func (s *clientSecurity) kgoOpts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
-	if s.tls || s.tlsCA != "" || s.tlsCert != "" {
-		c := &tls.Config{MinVersion: tls.VersionTLS12}
-		if s.tlsCA != "" {
-			pem, err := os.ReadFile(s.tlsCA)
-			if err != nil {
-				return nil, fmt.Errorf("--tls-ca: %w", err)
-			}
-			c.RootCAs = x509.NewCertPool()
-			if !c.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--tls-ca: %s holds no PEM certificate", s.tlsCA)
-			}
-		}
-		if s.tlsCert != "" || s.tlsKey != "" {
-			kp, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
-			if err != nil {
-				return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-			}
-			c.Certificates = []tls.Certificate{kp}
-		}
+	c, err := s.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
 		opts = append(opts, kgo.DialTLSConfig(c))
 	}
 	if s.saslMechanism == "" {
 		return opts, nil
 	}
-	pass := s.saslPassword
-	if pass == "" {
-		pass = os.Getenv("WEIR_SASL_PASSWORD")
-	}
+	pass := s.password()
 	switch strings.ToUpper(s.saslMechanism) {
 	case "PLAIN":
 		opts = append(opts, kgo.SASL(plain.Auth{User: s.saslUser, Pass: pass}.AsMechanism()))
@@ -96,4 +79,39 @@ func (s *clientSecurity) kgoOpts() ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("--sasl-mechanism %s needs --sasl-user", s.saslMechanism)
 	}
 	return opts, nil
+}
+
+// tlsConfig is the TLS configuration of the flags; nil if they ask for no
+// TLS.
+func (s *clientSecurity) tlsConfig() (*tls.Config, error) {
+	if !s.tls && s.tlsCA == "" && s.tlsCert == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.tlsCA != "" {
+		pem, err := os.ReadFile(s.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: %s holds no PEM certificate", s.tlsCA)
+		}
+	}
+	if s.tlsCert != "" || s.tlsKey != "" {
+		kp, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{kp}
+	}
+	return c, nil
+}
+
+// password is --sasl-password, or WEIR_SASL_PASSWORD.
+func (s *clientSecurity) password() string {
+	if s.saslPassword != "" {
+		return s.saslPassword
+	}
+	return os.Getenv("WEIR_SASL_PASSWORD")
 }

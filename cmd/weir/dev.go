@@ -59,6 +59,7 @@ connect to --kafka-addr meanwhile, e.g.
   weir consume ride-requests -f kv
   weir consume zone-demand -f kv --key-format windowed:string --value-format int64
   weir group describe surge
+  weir describe surge        # with --query-addr, the app's own statement too
 
 Unlike weir serve, dev creates a topic the first time a client produces to it or
 asks for it (auto.create.topics.enable, as Redpanda's dev mode), so any client can

@@ -76,6 +76,7 @@ against weir or any Kafka-compatible cluster (weir topic, produce, consume, grou
 		newProduceCmd(),
 		newConsumeCmd(),
 		newGroupCmd(),    // group.go
+		newDescribeCmd(), // describe.go
 		newTxnCmd(),      // txn.go
 		newACLCmd(),      // acl.go
 		newQuotaCmd(),    // quota.go

@@ -145,6 +145,8 @@ func TestQueryHTTPAuth(t *testing.T) {
 		{"/v1/stores", "alice", httpAlicePW, 200},
 		{"/v1/stores", "bob", httpBobPW, 403},
 		{"/v1/stores/nope/get?key=a", "alice", httpAlicePW, 403}, // its changelog is not alice's
+		{"/v1/describe", "alice", httpAlicePW, 200},              // DESCRIBE on the group
+		{"/v1/describe", "bob", httpBobPW, 403},
 		{"/v1/nothing", "alice", httpAlicePW, 404},
 	} {
 		code, body := get(tc.path, tc.user, tc.pw)
@@ -154,6 +156,16 @@ func TestQueryHTTPAuth(t *testing.T) {
 		if code == 403 && !strings.Contains(body, `"code":"forbidden"`) {
 			t.Errorf("GET %s as %q: 403 body %s", tc.path, tc.user, body)
 		}
+	}
+
+	// weir describe asks the query API with the user's credentials.
+	out := mustCLI(t, "", "describe", "--brokers="+wb.Addr(), "qa", "--sasl-user", "alice", "--sasl-password", httpAlicePW)
+	if !strings.Contains(out, "# from http://"+addr+"/v1/describe\napp qa (at-least-once)\n") {
+		t.Errorf("weir describe as alice:\n%s", out)
+	}
+	out = mustCLI(t, "", "describe", "--brokers="+wb.Addr(), "qa", "--sasl-user", "bob", "--sasl-password", httpBobPW)
+	if !strings.Contains(out, "# the application's statement: http://"+addr+"/v1/describe: 403 Forbidden") {
+		t.Errorf("weir describe as bob:\n%s", out)
 	}
 
 	// The App's handler mounted on an HTTPS server of the broker's TLS

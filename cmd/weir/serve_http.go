@@ -213,6 +213,7 @@ func queryFront(b *broker.Broker, mode broker.HTTPAuthMode, appID string, change
 		mux.Handle("GET /v1/stores/{store}/get", check(authz.OpRead, authz.ResourceTopic, changelog))
 		mux.Handle("GET /v1/stores/{store}/range", check(authz.OpRead, authz.ResourceTopic, changelog))
 		mux.Handle("GET /v1/stores/{store}/metadata", check(authz.OpDescribe, authz.ResourceTopic, changelog))
+		mux.Handle("GET /v1/describe", check(authz.OpDescribe, authz.ResourceGroup, group))
 		mux.Handle("/", next)
 		return b.HTTPAuthenticator(mode, mux)
 	}

@@ -208,36 +208,18 @@ the end offset.`,
 			if len(found) == 0 {
 				return errors.Join(errs...)
 			}
-			starts, err := adm.ListStartOffsets(ctx, found...)
+			rs, err := gatherReach(ctx, adm, details, found)
 			if err != nil {
-				return fmt.Errorf("list start offsets: %w", err)
+				return err
 			}
-			ends, err := adm.ListEndOffsets(ctx, found...)
-			if err != nil {
-				return fmt.Errorf("list end offsets: %w", err)
-			}
-			cfgs, err := adm.DescribeTopicConfigs(ctx, found...)
-			if err != nil {
-				return fmt.Errorf("describe configs: %w", err)
-			}
+			starts, ends := rs.starts, rs.ends
 			docs := topicConfigDocs(ctx, cl, found)
-			set := kadm.TopicsSet{}
-			for _, t := range found {
-				for _, p := range details[t].Partitions.Sorted() {
-					set.Add(t, p.Partition)
-				}
-			}
-			sizes, err := adm.DescribeAllLogDirs(ctx, set)
-			if err != nil {
-				// Sizes are optional (a cluster may refuse the request).
-				sizes = nil
-			}
 			admin := newAdminSource(adminAddr, cf.brokers, cf.timeout)
 			out := cmd.OutOrStdout()
 			var js []topicReach
 			for i, t := range found {
-				rc, _ := cfgs.On(t, nil)
-				reach := describeReach(ctx, adm, cl, details[t], starts, ends, rc, sizes, admin)
+				rc, _ := rs.cfgs.On(t, nil)
+				reach := describeReach(ctx, adm, cl, details[t], starts, ends, rc, rs.sizes, admin)
 				if output.json() {
 					d := details[t]
 					tr := topicReach{Topic: t, ID: topicID(d.ID), Internal: d.IsInternal, ReplicationFactor: d.Partitions.NumReplicas(),

@@ -267,6 +267,39 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// reachSources is what the cluster says of topics that describeReach reads.
+type reachSources struct {
+	starts, ends kadm.ListedOffsets
+	cfgs         kadm.ResourceConfigs
+	sizes        kadm.DescribedAllLogDirs // nil: the cluster refused
+}
+
+// gatherReach asks the cluster for the offsets, configs and sizes of
+// topics (found in details).
+func gatherReach(ctx context.Context, adm *kadm.Client, details kadm.TopicDetails, topics []string) (reachSources, error) {
+	var rs reachSources
+	var err error
+	if rs.starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
+		return rs, fmt.Errorf("list start offsets: %w", err)
+	}
+	if rs.ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+		return rs, fmt.Errorf("list end offsets: %w", err)
+	}
+	if rs.cfgs, err = adm.DescribeTopicConfigs(ctx, topics...); err != nil {
+		return rs, fmt.Errorf("describe configs: %w", err)
+	}
+	set := kadm.TopicsSet{}
+	for _, t := range topics {
+		for _, p := range details[t].Partitions.Sorted() {
+			set.Add(t, p.Partition)
+		}
+	}
+	if rs.sizes, err = adm.DescribeAllLogDirs(ctx, set); err != nil {
+		rs.sizes = nil // sizes are optional (a cluster may refuse the request)
+	}
+	return rs, nil
+}
+
 // describeReach gathers the reach of every partition of d.
 func describeReach(ctx context.Context, adm *kadm.Client, cl *kgo.Client, d kadm.TopicDetail, starts, ends kadm.ListedOffsets, rc kadm.ResourceConfig, sizes kadm.DescribedAllLogDirs, admin adminSource) []partitionReach {
 	retMs, retBytes, policy, tsType := reachConfigs(rc)
