@@ -90,8 +90,9 @@ type appDescription struct {
 	App       string        `json:"app"`
 	State     string        `json:"state"` // the group's
 	Instances []appInstance `json:"instances"`
-	// Statement is App.Describe of the instance at StatementFrom; empty
-	// when no instance's query API answered (StatementError says why).
+	// Statement is App.Describe of the instance at StatementFrom (its
+	// tasks' lines are that instance's); empty when no instance's query API
+	// answered (StatementError says why).
 	Statement      string       `json:"statement"`
 	StatementFrom  string       `json:"statement_from,omitempty"`
 	StatementError string       `json:"statement_error,omitempty"`
@@ -251,7 +252,11 @@ func printApp(w io.Writer, d *appDescription) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	if d.Statement != "" {
-		fmt.Fprintf(w, "# from %s/v1/describe\n%s", d.StatementFrom, d.Statement)
+		note := ""
+		if len(d.Instances) > 1 {
+			note = " (the tasks and watermarks listed are that instance's)"
+		}
+		fmt.Fprintf(w, "# from %s/v1/describe%s\n%s", d.StatementFrom, note, d.Statement)
 	} else {
 		fmt.Fprintf(w, "# the application's statement: %s\n", d.StatementError)
 	}
