@@ -59,7 +59,8 @@ connect to --kafka-addr meanwhile, e.g.
   weir consume ride-requests -f kv
   weir consume zone-demand -f kv --key-format windowed:string --value-format int64
   weir group describe surge
-  weir describe surge        # with --query-addr, the app's own statement too
+  weir describe surge
+  curl 'http://127.0.0.1:9645/v1/stores/zone-stats/get?key=airport'
 
 Unlike weir serve, dev creates a topic the first time a client produces to it or
 asks for it (auto.create.topics.enable, as Redpanda's dev mode), so any client can
@@ -86,7 +87,7 @@ counts continue.`,
 	f.Uint64Var(&o.seed, "seed", 0, "generator seed (0: from the clock)")
 	f.BoolVar(&o.plain, "plain", false, "append each table instead of redrawing in place (automatic when stdout is not a terminal)")
 	f.StringVar(&o.registry, "registry-addr", defaultRegistryAddr, registryAddrUsage)
-	f.StringVar(&o.queryAddr, "query-addr", "", `serve the app's interactive query API (GET /v1/stores/...) on this address, behind the broker's HTTP authentication and ACLs ("" or "off": not served)`)
+	f.StringVar(&o.queryAddr, "query-addr", defaultDevQueryAddr, `serve the app's query API (GET /v1/stores/..., /v1/describe: what weir describe reads) on this address, behind the broker's HTTP authentication and ACLs ("" or "off": not served)`)
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level of the broker and the app (to stderr): debug, info, warn, error")
 	return cmd
 }
@@ -174,10 +175,11 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	// endpoints do (serve_http.go): dev's broker has no users nor
 	// authorizer, so requests without credentials are served.
 	var appOpts []stream.Opt
-	if o.queryAddr != "" && o.queryAddr != "off" {
+	if o.queryAddr != "" && o.queryAddr != "off" && o.queryAddrFree(logger) {
 		appOpts = append(appOpts, stream.QueryServer(o.queryAddr),
 			stream.QueryMiddleware(queryFront(b, broker.HTTPAuthOptional, surge.AppID, streamChangelog(surge.AppID))))
-		fmt.Fprintf(stdout, "  query the app's state: curl http://%s/v1/stores/%s/get?key=...\n\n", o.queryAddr, "zone-stats")
+		fmt.Fprintf(stdout, "  query the app's state: curl http://%s/v1/stores/%s/get?key=airport   describe it: weir describe %s --brokers %s\n\n",
+			o.queryAddr, "zone-stats", surge.AppID, b.Addr())
 	}
 
 	seed := o.seed
@@ -215,4 +217,24 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// defaultDevQueryAddr is where weir dev serves the demo app's query API
+// unless told otherwise.
+const defaultDevQueryAddr = "127.0.0.1:9645"
+
+// queryAddrFree reports whether the query API's address can be bound. The
+// default address being busy (another weir dev) is not an error: the API
+// is then not served, as the schema registry is not on its default.
+func (o *devOptions) queryAddrFree(logger *slog.Logger) bool {
+	if o.queryAddr != defaultDevQueryAddr {
+		return true // the App's Run reports an address it cannot bind
+	}
+	ln, err := net.Listen("tcp", o.queryAddr)
+	if err != nil {
+		logger.Warn("query API not served: its address is busy (set --query-addr, or off)", "addr", o.queryAddr, "err", err)
+		return false
+	}
+	ln.Close()
+	return true
 }

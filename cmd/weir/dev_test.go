@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -225,4 +226,24 @@ func TestDevAutoCreateAndMetrics(t *testing.T) {
 		}
 	}
 	p.interrupt(t)
+}
+
+// TestDevQueryAddrBusy: the default query API address being busy (another
+// weir dev) leaves the API unserved with a warning, as the registry's;
+// an address given explicitly is left to the App to bind (and fail on).
+func TestDevQueryAddrBusy(t *testing.T) {
+	if ln, err := net.Listen("tcp", defaultDevQueryAddr); err == nil {
+		defer ln.Close()
+	} // else something else holds it: busy either way
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	if (&devOptions{queryAddr: defaultDevQueryAddr}).queryAddrFree(logger) {
+		t.Fatal("the busy default address is taken as free")
+	}
+	if !strings.Contains(logs.String(), "query API not served") {
+		t.Fatalf("no warning: %q", logs.String())
+	}
+	if !(&devOptions{queryAddr: "127.0.0.1:1"}).queryAddrFree(logger) {
+		t.Fatal("an explicit address is checked by dev, not by the App")
+	}
 }
