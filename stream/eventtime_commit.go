@@ -80,8 +80,8 @@ func decodeCommitMetadata(meta string) (state []byte, ok bool, err error) {
 // offsets, on weir or another Kafka-compatible cluster.
 type CommittedWatermark struct {
 	// Watermark is the task's watermark (ms since the Unix epoch;
-	// math.MinInt64: none yet): windows ending before it minus their grace
-	// are closed.
+	// math.MinInt64: none yet): a window closes when it passes the
+	// window's end plus its grace.
 	Watermark int64
 	// MaxEventTime is the largest event time the task had read from the
 	// partition (math.MinInt64: none); for a repartition partition, see

@@ -111,13 +111,23 @@ func (cf *clientFlags) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Clie
 // admin is a connected (reachable) admin client whose requests carry
 // --timeout as their broker-side timeout.
 func (cf *clientFlags) admin(ctx context.Context) (*kadm.Client, func(), error) {
+	cl, adm, err := cf.clientAdmin(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return adm, cl.Close, nil
+}
+
+// clientAdmin is admin with its client, for commands that also fetch
+// records (replay reach reads each partition's first batch).
+func (cf *clientFlags) clientAdmin(ctx context.Context) (*kgo.Client, *kadm.Client, error) {
 	cl, err := cf.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(cf.timeout / time.Millisecond))
-	return adm, cl.Close, nil
+	return cl, adm, nil
 }
 
 // adminCtx is admin plus the per-command deadline (--timeout) derived

@@ -39,7 +39,7 @@ type consumeOptions struct {
 	isolation  string
 	registry   string // schema_values.go: decode wire-format values in -f json
 	markers    string // show or skip watermark markers (records with the header weir.wm)
-	keyFormat  string // consume_fields.go
+	keyFormat  string // record_fields.go
 	valFormat  string
 
 	now func() time.Time // for relative --timestamp values; injected by tests

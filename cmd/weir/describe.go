@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -51,13 +50,11 @@ endpoints accept), and https endpoints are verified with --tls-ca.`,
   weir describe surge -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := cf.connect(cmd.Context())
+			cl, adm, err := cf.clientAdmin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			adm.SetTimeoutMillis(int32(cf.timeout / time.Millisecond))
 			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
 			defer cancel()
 			d, err := describeApp(ctx, adm, cf, args[0])
@@ -174,7 +171,7 @@ func describeApp(ctx context.Context, adm *kadm.Client, cf *clientFlags, app str
 	}
 	d.Inputs = slices.DeleteFunc(d.Inputs, func(t string) bool {
 		td, ok := d.details[t]
-		return !ok || td.Err != nil && errors.Is(td.Err, kerr.UnknownTopicOrPartition)
+		return !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition)
 	})
 
 	client, err := cf.httpClient()

@@ -215,9 +215,16 @@ type partitionPos struct {
 	lagTime          time.Duration // -1 unknown
 	owner            string
 	startErr, endErr error
-	// meta is the committed offset's metadata; a stream task's carries
-	// its watermark (stream.ParseCommittedWatermark).
-	meta string
+	// watermark is the task watermark a stream App committed with the
+	// offset (stream.ParseCommittedWatermark of its metadata): ok false if
+	// the metadata carries none, err set if it does not decode.
+	watermark committedWatermark
+}
+
+type committedWatermark struct {
+	stream.CommittedWatermark
+	ok  bool
+	err error
 }
 
 // groupPositions is the one place the CLI gathers a group's positions: the
@@ -275,7 +282,9 @@ func groupPositions(ctx context.Context, adm *kadm.Client, gi *groupInfo, topics
 			pp.start, pp.startErr = s.Offset, s.Err
 		}
 		if o, ok := offs.Lookup(e.Topic, e.Partition); ok && o.Err == nil && o.At >= 0 {
-			pp.committed, pp.meta = o.At, o.Metadata
+			pp.committed = o.At
+			w := &pp.watermark
+			w.CommittedWatermark, w.ok, w.err = stream.ParseCommittedWatermark(o.Metadata)
 		}
 		pp.lag = max(pp.end-max(pp.committed, pp.start), 0)
 		pp.owner = gi.owner(e.Topic, e.Partition)
@@ -462,10 +471,10 @@ func groupJSON(gi *groupInfo, pos []partitionPos) groupDescription {
 		if err := errors.Join(p.startErr, p.endErr); err != nil {
 			o.Error = err.Error()
 		}
-		if cw, ok, err := stream.ParseCommittedWatermark(p.meta); err != nil {
-			o.WatermarkError = err.Error()
-		} else if ok {
-			o.Watermark = &groupWatermarkJSON{WatermarkMs: eventTimeMs(cw.Watermark), MaxEventTimeMs: eventTimeMs(cw.MaxEventTime), Writers: cw.Writers}
+		if w := p.watermark; w.err != nil {
+			o.WatermarkError = w.err.Error()
+		} else if w.ok {
+			o.Watermark = &groupWatermarkJSON{WatermarkMs: eventTimeMs(w.Watermark), MaxEventTimeMs: eventTimeMs(w.MaxEventTime), Writers: w.Writers}
 		}
 		d.TotalLag += p.lag
 		d.Offsets = append(d.Offsets, o)
@@ -490,10 +499,7 @@ func printGroup(w io.Writer, gi *groupInfo, pos []partitionPos) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	streamApp := slices.ContainsFunc(pos, func(p partitionPos) bool {
-		_, ok, _ := stream.ParseCommittedWatermark(p.meta)
-		return ok
-	})
+	streamApp := slices.ContainsFunc(pos, func(p partitionPos) bool { return p.watermark.ok })
 	if streamApp {
 		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tLOG-START\tLOG-END\tLAG\tLAG-TIME\tWATERMARK\tMEMBER")
 	} else {
@@ -515,7 +521,7 @@ func printGroup(w io.Writer, gi *groupInfo, pos []partitionPos) {
 		total += p.lag
 		if streamApp {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", p.topic, p.partition, committed, p.start, p.end, p.lag, lagTime,
-				watermarkText(p.meta), orDash(p.owner))
+				p.watermark.text(), orDash(p.owner))
 		} else {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.topic, p.partition, committed, p.start, p.end, p.lag, lagTime, orDash(p.owner))
 		}
@@ -564,17 +570,16 @@ func eventTimeMs(ms int64) *int64 {
 	return &ms
 }
 
-// watermarkText is the WATERMARK column: the committed task watermark, "-"
-// if the metadata carries none, "none" if the task had none yet.
-func watermarkText(meta string) string {
-	cw, ok, err := stream.ParseCommittedWatermark(meta)
+// text is the WATERMARK column: the committed task watermark, "-" if the
+// metadata carries none, "none" if the task had none yet.
+func (w committedWatermark) text() string {
 	switch {
-	case err != nil:
+	case w.err != nil:
 		return "malformed"
-	case !ok:
+	case !w.ok:
 		return "-"
-	case cw.Watermark == math.MinInt64:
+	case w.Watermark == math.MinInt64:
 		return "none"
 	}
-	return time.UnixMilli(cw.Watermark).UTC().Format(time.RFC3339Nano)
+	return time.UnixMilli(w.Watermark).UTC().Format(time.RFC3339Nano)
 }

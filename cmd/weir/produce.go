@@ -289,19 +289,6 @@ func (o *produceOptions) record(line []byte, hdrs [][2]string) (*kgo.Record, err
 	return r, nil
 }
 
-// encodeLine is a key's or value's bytes from its text in a line (never
-// null: an empty key is a key).
-func (f *fieldFormat) encodeLine(what string, text []byte) ([]byte, error) {
-	if f.raw() {
-		return append([]byte{}, text...), nil
-	}
-	b, err := f.encodeText(string(text))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return b, nil
-}
-
 // The json input format: one object per line, as weir consume -f json
 // prints them, and what people write by hand:
 //

@@ -140,8 +140,7 @@ func (f *fieldFormat) check(key []byte) error {
 // decodeNumber reads the fixed-width big-endian numbers of Kafka's
 // serializers.
 func decodeNumber(kind string, b []byte) (any, error) {
-	want := map[string]int{"int64": 8, "int32": 4, "int16": 2, "float64": 8, "float32": 4}[kind]
-	if len(b) != want {
+	if want := numberWidth(kind); len(b) != want {
 		return nil, fmt.Errorf("%s: want %d bytes, got %d", kind, want, len(b))
 	}
 	switch kind {
@@ -155,6 +154,17 @@ func decodeNumber(kind string, b []byte) (any, error) {
 		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
 	}
 	return float64(math.Float32frombits(binary.BigEndian.Uint32(b))), nil
+}
+
+// numberWidth is the byte width of a number format's encoding.
+func numberWidth(kind string) int {
+	switch kind {
+	case "int64", "float64":
+		return 8
+	case "int32", "float32":
+		return 4
+	}
+	return 2 // int16
 }
 
 // appendText appends b as the text formats (value, kv, -F) show it. Bytes
@@ -268,7 +278,7 @@ func (f *fieldFormat) encodeText(s string) ([]byte, error) {
 		}
 		return []byte(s), nil
 	case "int64", "int32", "int16":
-		bits := map[string]int{"int64": 64, "int32": 32, "int16": 16}[f.kind]
+		bits := 8 * numberWidth(f.kind)
 		v, err := strconv.ParseInt(s, 10, bits)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %q is not a %d-bit integer", f.kind, s, bits)
@@ -318,6 +328,19 @@ func (f *fieldFormat) encodeText(s string) ([]byte, error) {
 		return sessionKey(f.name(), key, start, end)
 	}
 	return []byte(s), nil
+}
+
+// encodeLine is a key's or value's bytes from its text in a line (never
+// null: an empty key is a key).
+func (f *fieldFormat) encodeLine(what string, text []byte) ([]byte, error) {
+	if f.raw() {
+		return append([]byte{}, text...), nil
+	}
+	b, err := f.encodeText(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return b, nil
 }
 
 // encodeJSON is the inverse of jsonField, for weir produce --input json: the

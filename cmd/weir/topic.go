@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -179,13 +178,11 @@ is stated as unknown and only the latest value per key is guaranteed before
 the end offset.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			cl, err := cf.connect(cmd.Context())
+			cl, adm, err := cf.clientAdmin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			adm.SetTimeoutMillis(int32(cf.timeout / time.Millisecond))
 			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
 			defer cancel()
 			details, err := adm.ListTopicsWithInternal(ctx, topics...)
